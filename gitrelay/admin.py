@@ -1,0 +1,144 @@
+"""Creating a relay, installing its gate, and joining one.
+
+``init_relay`` makes a bare repository with the gate installed (the hook
+runs this package's gate with an absolute interpreter path, no shell
+lookups) and a first commit holding ``relay.json``. ``join`` makes the
+user's mirror and registers the teammate through the gate.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import gitrelay
+
+from . import layout, schema
+from .config import UserConfig, mirror_path, save_user_config
+from .errors import ConfigError, InvalidArgument
+from .gitstore import Store
+from .ids import check_handle
+from .mirror import Mirror
+from .ops import Op, now_iso
+from .sync import Syncer
+
+PUSHER_ENV_DEFAULT = ["REMOTE_USER", "GL_USER", "GITEA_PUSHER_NAME", "GL_USERNAME",
+                      "GITHUB_USER_LOGIN", "GITRELAY_SSH_USER"]
+
+
+def hook_script(python: str | None = None) -> str:
+    """The pre-receive hook: runs gitrelay.gate with absolute paths, no shell.
+
+    ``-I -S`` skips site-packages and the user's environment: the gate needs
+    only the standard library and this package, and starts faster without them.
+    """
+    interpreter = python or sys.executable
+    package_parent = str(Path(gitrelay.__file__).resolve().parent.parent)
+    return (f"#!{interpreter} -IS\n"
+            "# gitrelay gate, installed by `gitrelay init`; see docs/deploying.md\n"
+            f"import sys\nsys.path.insert(0, {package_parent!r})\n"
+            "from gitrelay.gate import main\nsys.exit(main())\n")
+
+
+def install_hook(repo: Path, python: str | None = None) -> Path:
+    hook = Path(repo) / "hooks" / "pre-receive"
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text(hook_script(python))
+    hook.chmod(0o755)
+    return hook
+
+
+def relay_config(name: str, *, web_url_template: str | None = None,
+                 pusher_env: Sequence[str] = PUSHER_ENV_DEFAULT, require_pusher: bool = False,
+                 require_signatures: bool = False) -> dict[str, object]:
+    return {"format_version": layout.FORMAT_VERSION, "kind": "config", "name": name,
+            "limits": dict(schema.DEFAULT_LIMITS), "web_url_template": web_url_template,
+            "pusher_env": list(pusher_env), "require_pusher": require_pusher,
+            "require_signatures": require_signatures, "created_at": now_iso()}
+
+
+def init_relay(path: Path, *, name: str | None = None, web_url_template: str | None = None,
+               require_pusher: bool = False, require_signatures: bool = False,
+               hook: bool = True) -> Path:
+    """Create a bare relay at ``path`` with the gate and a first commit."""
+    path = Path(path).resolve()
+    if path.exists() and any(path.iterdir()):
+        raise InvalidArgument(f"{path} exists and is not empty", field="path")
+    store = Store(path, create=True)
+    cfg = store.repo.config
+    cfg["receive.denyNonFastForwards"] = True
+    cfg["receive.denyDeletes"] = True
+    cfg["core.logAllRefUpdates"] = True
+    doc = relay_config(name or path.stem, web_url_template=web_url_template,
+                       require_pusher=require_pusher, require_signatures=require_signatures)
+    schema.validate("config", doc)
+    tree = store.single_file_tree(layout.CONFIG_PATH, schema.dumps(doc))
+    message = (f"init relay {doc['name']}\n\n{layout.TRAILER_OP}: {layout.OP_INIT}\n"
+               f"{layout.TRAILER_ACTOR}: gitrelay\n{layout.TRAILER_SEQ}: 0\n")
+    commit = store.commit(tree=tree, parents=[], message=message, author="gitrelay",
+                          email="gitrelay@localhost")
+    store.set_ref(layout.MAIN_REF, commit, "gitrelay init")
+    if hook:
+        install_hook(path)
+    return path
+
+
+def ensure_default_relay(path: Path) -> Path:
+    if not (path / "HEAD").exists():
+        init_relay(path, name="local")
+    return path
+
+
+def profile_doc(handle: str, name: str, role: str, *, email: str | None = None,
+                usernames: Sequence[str] = (), signing_keys: Sequence[str] = ()
+                ) -> dict[str, object]:
+    doc: dict[str, object] = {"format_version": layout.FORMAT_VERSION, "kind": "profile",
+                              "handle": handle, "name": name, "role": role,
+                              "usernames": list(usernames), "registered_at": now_iso()}
+    if email:
+        doc["email"] = email
+    if signing_keys:
+        doc["signing_keys"] = list(signing_keys)
+    schema.validate("profile", doc)
+    return doc
+
+
+def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None = None,
+         usernames: Sequence[str] = (), signing_key: str | None = None,
+         save: bool = True) -> UserConfig:
+    """Make this user's mirror of ``relay_url`` and register them if needed."""
+    check_handle(handle, "--as")
+    if not name.strip() or not role.strip():
+        raise InvalidArgument("--name and --role must not be empty")
+    from .signing import signer_for
+
+    signer = signer_for(signing_key) if signing_key else None
+    mirror = Mirror(mirror_path(relay_url), handle, signer=signer)
+    syncer = Syncer(mirror, relay_url)
+    syncer.fetch()
+    existing = mirror.view().profile(handle)
+    if existing is None:
+        keys = [_public_key(signing_key)] if signing_key else []
+        mirror.append(Op("profile", profile_doc(handle, name, role, email=email,
+                                                usernames=usernames, signing_keys=keys),
+                         handle=handle))
+        report = syncer.deliver()
+        if report.refused:
+            raise report.refused[0].error()
+    elif existing["handle"] != handle:
+        raise InvalidArgument(f"{existing['handle']} is already registered (handles ignore case)")
+    cfg = UserConfig(relay=relay_url, handle=handle, name=name, role=role, email=email,
+                     signing_key=signing_key)
+    if save:
+        save_user_config(cfg)
+    return cfg
+
+
+def _public_key(key_path: str) -> str:
+    pub = Path(key_path if key_path.endswith(".pub") else key_path + ".pub").expanduser()
+    try:
+        parts = pub.read_text().split()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the public key {pub}: {exc.strerror}") from None
+    return " ".join(parts[:2])

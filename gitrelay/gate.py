@@ -1,0 +1,156 @@
+"""The pre-receive gate: refuse every push that breaks the relay's rules.
+
+Git runs ``hooks/pre-receive`` with lines ``<old> <new> <ref>`` on stdin;
+this module checks every new commit with :mod:`gitrelay.rules` and prints one
+line per refusal. It imports only the standard library and the pure modules
+of the package, and reads objects through a single ``git cat-file --batch``,
+so a push pays for a Python start-up and nothing that grows with the relay.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+from . import layout
+from .errors import RelayError, error_for_rule
+from .gitcli import CatFile
+from .objects import ZERO_OID, Commit, Objects
+from .rules import (
+    RelayView,
+    check_commit,
+    check_inbox_commit,
+    commit_seq,
+    find_pusher,
+)
+
+if TYPE_CHECKING:
+    from .rules import SignatureCheck
+
+REFUSAL_PREFIX = "gitrelay: refused"
+MAX_WALK = 1_000_000
+
+
+class Refusal:
+    def __init__(self, ref: str, commit: str, rule: str, message: str) -> None:
+        self.ref = ref
+        self.commit = commit
+        self.rule = rule
+        self.message = message
+
+    def line(self) -> str:
+        at = f" at {self.commit[:12]}" if self.commit else ""
+        return f"{REFUSAL_PREFIX} {self.ref}{at}: [{self.rule}] {self.message}"
+
+
+def new_commits(objs: Objects, old: str, new: str) -> list[Commit]:
+    """Commits from ``old`` (exclusive) to ``new``, oldest first, by first parents.
+
+    Raises a linear-history refusal when ``new`` does not descend from ``old``.
+    """
+    chain: list[Commit] = []
+    oid = new
+    while oid != old:
+        if len(chain) >= MAX_WALK:
+            raise RelayError("push is too long to check", rule="linear-history")
+        commit = objs.commit(oid)
+        chain.append(commit)
+        if not commit.parents:
+            if old != ZERO_OID:
+                raise _linear(new, old)
+            break
+        oid = commit.parents[0]
+    chain.reverse()
+    return chain
+
+
+def _linear(new: str, old: str) -> RelayError:
+    return error_for_rule("linear-history", f"{new[:12]} does not descend from {old[:12]}: "
+                          "history is never rewritten (fetch, rebase your operations, push)")
+
+
+def _walk_main(objs: Objects, old: str, new: str, environ: Mapping[str, str],
+               verify_signature: SignatureCheck | None) -> Iterator[tuple[Commit, Commit | None]]:
+    commits = new_commits(objs, old, new)
+    parent = objs.commit(old) if old != ZERO_OID else None
+    for commit in commits:
+        yield commit, parent
+        parent = commit
+
+
+def check_updates(objs: Objects, updates: list[tuple[str, str, str]],
+                  environ: Mapping[str, str],
+                  verify_signature: SignatureCheck | None = None) -> list[Refusal]:
+    """Check a push: every ref update and every new commit. Returns the refusals."""
+    refusals: list[Refusal] = []
+    main_tip = next((new for _, new, ref in updates if ref == layout.MAIN_REF), None)
+    # main first: the inbox refs are checked against main as it will be after the push.
+    ordered = sorted(updates, key=lambda u: u[2] != layout.MAIN_REF)
+    for old, new, ref in ordered:
+        try:
+            if new == ZERO_OID:
+                raise RelayError(f"deleting {ref} is not allowed", rule="linear-history")
+            if ref == layout.MAIN_REF:
+                _check_main(objs, old, new, ref, environ, verify_signature)
+                continue
+            owner = layout.inbox_ref_owner(ref)
+            if owner is None:
+                raise RelayError(f"{ref} is outside the relay's ref namespaces "
+                                 f"({layout.MAIN_REF}, {layout.USERS_REF_PREFIX}<handle>/"
+                                 f"{layout.INBOX_REF_LEAF})", rule="ref-namespace")
+            tip = main_tip or _current_main(objs)
+            if tip is None:
+                raise RelayError("the relay has no main yet", rule="ref-namespace")
+            tip_commit = objs.commit(tip)
+            view = RelayView(objs, tip_commit.tree)
+            pusher = find_pusher(view.config, environ)
+            for commit in new_commits(objs, old, new):
+                check_inbox_commit(objs, commit, owner, commit_seq(tip_commit), view,
+                                   pusher=pusher, verify_signature=verify_signature)
+        except RelayError as exc:
+            refusals.append(Refusal(ref, str(exc.data.get("commit", "")),
+                                    str(exc.data.get("rule", exc.name)), exc.message))
+        except (KeyError, ValueError) as exc:
+            refusals.append(Refusal(ref, new, "objects", f"unreadable object: {exc}"))
+    return refusals
+
+
+def _current_main(objs: Objects) -> str | None:
+    resolve = getattr(objs.source, "resolve", None)
+    return resolve(layout.MAIN_REF) if resolve is not None else None
+
+
+def _check_main(objs: Objects, old: str, new: str, ref: str, environ: Mapping[str, str],
+                verify_signature: SignatureCheck | None) -> None:
+    pusher = None
+    for commit, parent in _walk_main(objs, old, new, environ, verify_signature):
+        if parent is not None and pusher is None:
+            pusher = find_pusher(RelayView(objs, parent.tree).config, environ)
+        check_commit(objs, commit, parent, pusher=pusher, verify_signature=verify_signature)
+
+
+def _verify_signature(commit: Commit, actor: str, keys: list[str]) -> str | None:
+    # Imported only for relays that require signatures: it costs start-up time.
+    from .signing import verify_commit_signature
+
+    return verify_commit_signature(commit, actor, keys)
+
+
+def main() -> int:
+    updates = []
+    for line in sys.stdin.read().splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            updates.append((parts[0], parts[1], parts[2]))
+    with CatFile() as source:
+        refusals = check_updates(Objects(source), updates, os.environ, _verify_signature)
+    for refusal in refusals:
+        print(refusal.line(), file=sys.stderr)
+    if refusals:
+        print(f"gitrelay: the push was refused ({len(refusals)} problem(s)); nothing was "
+              "written. See docs/format.md for the rules.", file=sys.stderr)
+    return 1 if refusals else 0

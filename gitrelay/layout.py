@@ -1,0 +1,128 @@
+"""Where everything lives: paths in the relay tree and ref names.
+
+The one place the on-disk layout is spelled out (docs/format.md describes
+it). Pure and standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .ids import handle_problem, is_thread_id
+
+FORMAT_VERSION = 1
+CONFIG_PATH = "relay.json"
+TEAMMATES_DIR = "teammates"
+THREADS_DIR = "threads"
+PROFILE_FILE = "profile.json"
+HANDOFF_FILE = "handoff.json"
+TRANSITION_FILES = {"accept": "accept.json", "complete": "complete.json", "cancel": "cancel.json"}
+INBOX_FILE = "inbox.json"
+MESSAGE_DIGITS = 6
+_MESSAGE_RE = re.compile(r"^msg-(\d{6})\.json$")
+
+MAIN_REF = "refs/heads/main"
+USERS_REF_PREFIX = "refs/gitrelay/users/"
+INBOX_REF_LEAF = "inbox"
+
+# Operations, one per commit; each adds exactly one file.
+OP_INIT = "init"
+OP_REGISTER = "register"
+OP_HANDOFF = "handoff"
+OP_MESSAGE = "message"
+OP_DRAFT = "draft"
+OP_ACCEPT = "accept"
+OP_COMPLETE = "complete"
+OP_CANCEL = "cancel"
+OP_INBOX = "inbox"
+THREAD_OPS = (OP_HANDOFF, OP_MESSAGE, OP_DRAFT, OP_ACCEPT, OP_COMPLETE, OP_CANCEL)
+ALL_OPS = (OP_INIT, OP_REGISTER, *THREAD_OPS)
+
+TRAILER_OP = "Gitrelay-Op"
+TRAILER_THREAD = "Gitrelay-Thread"
+TRAILER_ACTOR = "Gitrelay-Actor"
+TRAILER_SEQ = "Gitrelay-Seq"
+
+
+def shard(thread_id: str) -> str:
+    """threads/<c0>/<c1>/<id>: two levels of 32, so no tree a commit rewrites grows large."""
+    return f"{THREADS_DIR}/{thread_id[0]}/{thread_id[1]}/{thread_id}"
+
+
+def handoff_path(thread_id: str) -> str:
+    return f"{shard(thread_id)}/{HANDOFF_FILE}"
+
+
+def message_name(sequence_no: int) -> str:
+    return f"msg-{sequence_no:0{MESSAGE_DIGITS}d}.json"
+
+
+def message_path(thread_id: str, sequence_no: int) -> str:
+    return f"{shard(thread_id)}/{message_name(sequence_no)}"
+
+
+def transition_path(thread_id: str, op: str) -> str:
+    return f"{shard(thread_id)}/{TRANSITION_FILES[op]}"
+
+
+def teammate_dir(handle: str) -> str:
+    return f"{TEAMMATES_DIR}/{handle}"
+
+
+def profile_path(handle: str) -> str:
+    return f"{teammate_dir(handle)}/{PROFILE_FILE}"
+
+
+def inbox_ref(handle: str) -> str:
+    return f"{USERS_REF_PREFIX}{handle}/{INBOX_REF_LEAF}"
+
+
+def inbox_ref_owner(ref: str) -> str | None:
+    """The handle owning a per-user inbox ref, or None when ``ref`` is not one."""
+    if not ref.startswith(USERS_REF_PREFIX):
+        return None
+    rest = ref[len(USERS_REF_PREFIX):].split("/")
+    if len(rest) != 2 or rest[1] != INBOX_REF_LEAF or handle_problem(rest[0]) is not None:
+        return None
+    return rest[0]
+
+
+class FileRef:
+    """What a path in the relay tree is, per the layout.
+
+    ``kind`` is one of config, profile, handoff, message, accept, complete, cancel.
+    """
+
+    __slots__ = ("handle", "kind", "sequence_no", "thread_id")
+
+    def __init__(self, kind: str, thread_id: str | None = None, handle: str | None = None,
+                 sequence_no: int | None = None) -> None:
+        self.kind = kind
+        self.thread_id = thread_id
+        self.handle = handle
+        self.sequence_no = sequence_no
+
+
+def classify(path: str) -> FileRef | None:
+    """Classify a blob path; None when the layout has no place for it."""
+    if path == CONFIG_PATH:
+        return FileRef("config")
+    parts = path.split("/")
+    if parts[0] == TEAMMATES_DIR and len(parts) == 3 and parts[2] == PROFILE_FILE:
+        if handle_problem(parts[1]) is None:
+            return FileRef("profile", handle=parts[1])
+        return None
+    if parts[0] != THREADS_DIR or len(parts) != 5:
+        return None
+    _, c0, c1, tid, name = parts
+    if not is_thread_id(tid) or c0 != tid[0] or c1 != tid[1]:
+        return None
+    if name == HANDOFF_FILE:
+        return FileRef("handoff", thread_id=tid)
+    for op, fname in TRANSITION_FILES.items():
+        if name == fname:
+            return FileRef(op, thread_id=tid)
+    m = _MESSAGE_RE.match(name)
+    if m and int(m.group(1)) >= 1:
+        return FileRef("message", thread_id=tid, sequence_no=int(m.group(1)))
+    return None

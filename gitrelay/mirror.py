@@ -1,0 +1,274 @@
+"""A user's local mirror of the relay, and its outbox.
+
+The mirror is a bare repository (under ``$GITRELAY_HOME``) with these refs:
+
+- ``refs/relay/main`` and ``refs/relay/users/*``: the relay as last fetched
+  *and verified* (verify-on-read);
+- ``refs/heads/main``: ``refs/relay/main`` plus this user's operations not yet
+  delivered — the outbox is exactly the commits between the two;
+- ``refs/gitrelay/users/<me>/inbox``: this user's inbox state, possibly ahead
+  of the relay's copy.
+
+Writing an operation takes a short lock (``gitrelay-refs.lock``), builds the
+commit in memory, checks it with the gate's rules and moves ``refs/heads/main``:
+it is then durable and will be delivered. Locks are ``flock`` locks, released
+by the kernel when a process dies, so a crash never leaves the store wedged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from . import layout, schema
+from .errors import RelayError, RelayUnavailable, StateChanged
+from .gitstore import Store
+from .objects import Commit, Objects
+from .ops import Op, now_iso, op_from_file
+from .rules import RelayView, check_commit, commit_seq
+
+RELAY_MAIN = "refs/relay/main"
+RELAY_USERS = "refs/relay/users/"
+FETCHED_MAIN = "refs/fetched/main"
+FETCHED_USERS = "refs/fetched/users/"
+LOCK_TIMEOUT = 60.0
+
+Signer = Callable[[bytes], str]
+
+
+@dataclass
+class Written:
+    """An operation committed to the local outbox."""
+
+    op: Op
+    commit: str
+    seq: int
+    path: str
+    doc: dict[str, Any]
+
+
+@dataclass
+class Refused:
+    """An operation the relay (or a replay onto a newer relay) refused."""
+
+    key: str
+    kind: str
+    thread_id: str | None
+    actor: str
+    rule: str
+    name: str
+    code: int
+    message: str
+    at: str
+    doc: dict[str, Any] = field(default_factory=dict)
+
+    def error(self) -> RelayError:
+        from .errors import ERRORS_BY_NAME
+
+        cls = ERRORS_BY_NAME.get(self.name, RelayError)
+        return cls(self.message, rule=self.rule, thread_id=self.thread_id)
+
+
+def op_key(op: Op) -> str:
+    """A stable identity of an operation across replays."""
+    if op.kind == "message":
+        return f"message:{op.doc['id']}"
+    if op.kind == "profile":
+        return f"register:{op.doc['handle']}"
+    return f"{op.kind}:{op.thread_id}"
+
+
+class Mirror:
+    def __init__(self, path: Path, handle: str, *, signer: Signer | None = None) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.handle = handle
+        self.signer = signer
+        self.store = Store(self.path, create=True)
+        self._refs_lock = FileLock(str(self.path / "gitrelay-refs.lock"))
+        self.sync_lock = FileLock(str(self.path / "gitrelay-sync.lock"))
+        self.refused_path = self.path / "gitrelay-refused.jsonl"
+        self.state_path = self.path / "gitrelay-sync.json"
+
+    @property
+    def objects(self) -> Objects:
+        return self.store.objects
+
+    @contextmanager
+    def refs_locked(self) -> Iterator[None]:
+        try:
+            with self._refs_lock.acquire(timeout=LOCK_TIMEOUT):
+                yield
+        except Timeout:
+            raise RelayUnavailable(f"another gitrelay process holds {self._refs_lock.lock_file} "
+                                   f"for over {LOCK_TIMEOUT:.0f} s") from None
+
+    # --- reading --------------------------------------------------------------
+
+    def main(self) -> str | None:
+        return self.store.ref(layout.MAIN_REF)
+
+    def relay_main(self) -> str | None:
+        return self.store.ref(RELAY_MAIN)
+
+    def view(self, oid: str | None = None) -> RelayView:
+        tip = oid or self.main()
+        if tip is None:
+            raise RelayUnavailable("the local mirror has no copy of the relay yet",
+                                   hint="Run `gitrelay join` or check the relay URL.")
+        return RelayView(self.objects, self.objects.commit(tip).tree)
+
+    def commits_between(self, base: str | None, tip: str | None) -> list[Commit]:
+        """First-parent commits after ``base`` up to ``tip``, oldest first."""
+        out: list[Commit] = []
+        oid = tip
+        while oid and oid != base:
+            commit = self.objects.commit(oid)
+            out.append(commit)
+            oid = commit.parents[0] if commit.parents else None
+        out.reverse()
+        return out
+
+    def outbox(self) -> list[Commit]:
+        relay = self.relay_main()
+        tip = self.main()
+        if relay is None or tip is None or tip == relay:
+            return []
+        return self.commits_between(relay, tip)
+
+    def op_of(self, commit: Commit) -> Op:
+        parent = commit.parents[0] if commit.parents else None
+        from .objects import diff_trees
+
+        parent_tree = self.objects.commit(parent).tree if parent else None
+        (change,) = diff_trees(self.objects, parent_tree, commit.tree)
+        assert change.new is not None
+        doc = json.loads(self.objects.blob(change.new.oid))
+        return op_from_file(change.path, doc)
+
+    # --- writing --------------------------------------------------------------
+
+    def build(self, base_oid: str, op: Op) -> Written:
+        """Commit ``op`` on top of ``base_oid`` (no ref moves) after checking the rules."""
+        base = self.objects.commit(base_oid)
+        view = RelayView(self.objects, base.tree)
+        path, doc = op.materialize(view)
+        seq = commit_seq(base) + 1
+        tree = self.store.tree_with(base.tree, path, schema.dumps(doc))
+        oid = self.store.commit(tree=tree, parents=[base_oid], message=op.message(doc, seq),
+                                author=op.actor, email=op.actor, sign=self.signer)
+        check_commit(self.objects, self.objects.commit(oid), base)
+        return Written(op, oid, seq, path, doc)
+
+    def append(self, op: Op) -> Written:
+        """Check ``op`` against the local state and commit it to the outbox."""
+        with self.refs_locked():
+            base = self.main()
+            if base is None:
+                raise RelayUnavailable("the local mirror has no copy of the relay yet")
+            written = self.build(base, op)
+            self.store.set_ref(layout.MAIN_REF, written.commit, f"gitrelay: {op.op_name}")
+            return written
+
+    def rebase_outbox(self, old_base: str | None, new_base: str) -> list[Refused]:
+        """Replay the outbox (commits after ``old_base``) onto ``new_base``.
+
+        Called with the refs lock held. Operations already on ``new_base`` are
+        dropped (they were delivered); operations that are no longer legal are
+        dropped and recorded as refused (``state_changed``).
+        """
+        tip = self.main()
+        pending = self.commits_between(old_base, tip) if tip else []
+        refused: list[Refused] = []
+        base = new_base
+        for commit in pending:
+            op = self.op_of(commit)
+            if op.already_applied(RelayView(self.objects, self.objects.commit(base).tree)):
+                continue
+            try:
+                base = self.build(base, op).commit
+            except RelayError as exc:
+                refused.append(self.record_refused(op, StateChanged(
+                    f"{op.op_name} on {op.thread_id or op.doc.get('handle')} lost a race: "
+                    f"{exc.message}", hint="Re-read the thread (view_thread) and retry."),
+                    rule=str(exc.data.get("rule", exc.name))))
+        self.store.set_ref(layout.MAIN_REF, base, "gitrelay: replay outbox")
+        return refused
+
+    def drop_from_outbox(self, commit_prefix: str, error: RelayError) -> Refused | None:
+        """Remove one outbox operation the gate refused; the rest are replayed."""
+        with self.refs_locked():
+            outbox = self.outbox()
+            victim = next((c for c in outbox if c.oid.startswith(commit_prefix)), None)
+            if victim is None and outbox:
+                victim = outbox[0]
+            if victim is None:
+                return None
+            op = self.op_of(victim)
+            before = victim.parents[0]
+            rest = [c for c in outbox[outbox.index(victim) + 1:]]
+            refused = self.record_refused(op, error, rule=str(error.data.get("rule", error.name)))
+            self.store.set_ref(layout.MAIN_REF, before, "gitrelay: drop refused operation")
+            base = before
+            for commit in rest:
+                other = self.op_of(commit)
+                try:
+                    base = self.build(base, other).commit
+                except RelayError as exc:
+                    self.record_refused(other, exc, rule=str(exc.data.get("rule", exc.name)))
+            self.store.set_ref(layout.MAIN_REF, base, "gitrelay: replay outbox")
+            return refused
+
+    # --- refused operations -----------------------------------------------------
+
+    def record_refused(self, op: Op, error: RelayError, *, rule: str) -> Refused:
+        rec = Refused(op_key(op), op.kind, op.thread_id, op.actor, rule, error.name, error.code,
+                      error.message, now_iso(), op.doc)
+        line = json.dumps(rec.__dict__, sort_keys=True) + "\n"
+        fd = os.open(self.refused_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, line.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return rec
+
+    def refused(self) -> list[Refused]:
+        try:
+            lines = self.refused_path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in lines:
+            try:
+                out.append(Refused(**json.loads(line)))
+            except (ValueError, TypeError):
+                continue
+        return out
+
+    # --- sync bookkeeping ---------------------------------------------------------
+
+    def sync_state(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.state_path.read_text())
+            return data if isinstance(data, dict) else {}
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    def update_sync_state(self, **values: Any) -> None:
+        state = self.sync_state()
+        state.update(values)
+        tmp = self.state_path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(state, sort_keys=True))
+        os.replace(tmp, self.state_path)
+
+    def last_fetch_age(self) -> float:
+        return time.time() - float(self.sync_state().get("last_fetch", 0.0))

@@ -1,0 +1,215 @@
+"""Raw git objects, parsed with the standard library.
+
+The gate reads objects through ``git cat-file --batch`` and the client through
+pygit2's object database; both hand raw bytes to the parsers here, so the
+rules see exactly the same commits, trees and blobs on both sides.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+
+ZERO_OID = "0" * 40
+MODE_TREE = "40000"
+MODE_BLOB = "100644"
+MODE_EXEC = "100755"
+MODE_LINK = "120000"
+MODE_GITLINK = "160000"
+
+
+if TYPE_CHECKING:
+
+    class ObjectSource(Protocol):
+        """Something that returns ``(type, raw bytes)`` of an object id, or None."""
+
+        def read(self, oid: str) -> tuple[str, bytes] | None: ...
+
+
+class TreeEntry:
+    __slots__ = ("mode", "name", "oid")
+
+    def __init__(self, mode: str, name: str, oid: str) -> None:
+        self.mode = mode
+        self.name = name
+        self.oid = oid
+
+    @property
+    def is_tree(self) -> bool:
+        return self.mode == MODE_TREE
+
+
+class Commit:
+    def __init__(self, oid: str, tree: str, parents: list[str], author: str, committer: str,
+                 message: str, signature: str | None = None, signed_payload: bytes = b"",
+                 trailers: dict[str, str] | None = None) -> None:
+        self.oid = oid
+        self.tree = tree
+        self.parents = parents
+        self.author = author
+        self.committer = committer
+        self.message = message
+        self.signature = signature
+        self.signed_payload = signed_payload
+        self.trailers = trailers or {}
+
+    @property
+    def subject(self) -> str:
+        return self.message.split("\n", 1)[0]
+
+
+def parse_tree(data: bytes) -> list[TreeEntry]:
+    entries = []
+    pos = 0
+    while pos < len(data):
+        space = data.index(b" ", pos)
+        nul = data.index(b"\x00", space)
+        mode = data[pos:space].decode()
+        name = data[space + 1:nul].decode("utf-8", "surrogateescape")
+        oid = data[nul + 1:nul + 21].hex()
+        entries.append(TreeEntry(mode, name, oid))
+        pos = nul + 21
+    return entries
+
+
+def parse_trailers(message: str) -> dict[str, str]:
+    """``Key: value`` lines of the message's last paragraph."""
+    paragraphs = [p for p in message.strip().split("\n\n") if p.strip()]
+    if len(paragraphs) < 2:
+        return {}
+    out: dict[str, str] = {}
+    for line in paragraphs[-1].splitlines():
+        key, sep, value = line.partition(": ")
+        if not sep or not key or " " in key:
+            return {}
+        out[key] = value.strip()
+    return out
+
+
+def parse_commit(oid: str, data: bytes) -> Commit:
+    head, _, body = data.partition(b"\n\n")
+    tree = ""
+    parents: list[str] = []
+    author = committer = ""
+    sig_lines: list[bytes] = []
+    payload_lines: list[bytes] = []
+    in_sig = False
+    for line in head.split(b"\n"):
+        if in_sig and line.startswith(b" "):
+            sig_lines.append(line[1:])
+            continue
+        in_sig = False
+        key, _, value = line.partition(b" ")
+        if key == b"gpgsig":
+            in_sig = True
+            sig_lines.append(value)
+            continue
+        payload_lines.append(line)
+        if key == b"tree":
+            tree = value.decode()
+        elif key == b"parent":
+            parents.append(value.decode())
+        elif key == b"author":
+            author = value.decode("utf-8", "replace")
+        elif key == b"committer":
+            committer = value.decode("utf-8", "replace")
+    message = body.decode("utf-8", "replace")
+    signature = b"\n".join(sig_lines).decode() if sig_lines else None
+    payload = b"\n".join(payload_lines) + b"\n\n" + body
+    return Commit(oid, tree, parents, author, committer, message, signature, payload,
+                  parse_trailers(message))
+
+
+class Objects:
+    """Typed reads over an ObjectSource, with a small cache of trees."""
+
+    def __init__(self, source: ObjectSource) -> None:
+        self.source = source
+        self._trees: dict[str, list[TreeEntry]] = {}
+
+    def raw(self, oid: str) -> tuple[str, bytes]:
+        found = self.source.read(oid)
+        if found is None:
+            raise KeyError(oid)
+        return found
+
+    def commit(self, oid: str) -> Commit:
+        kind, data = self.raw(oid)
+        if kind != "commit":
+            raise ValueError(f"{oid} is a {kind}, not a commit")
+        return parse_commit(oid, data)
+
+    def tree(self, oid: str) -> list[TreeEntry]:
+        cached = self._trees.get(oid)
+        if cached is None:
+            kind, data = self.raw(oid)
+            if kind != "tree":
+                raise ValueError(f"{oid} is a {kind}, not a tree")
+            cached = parse_tree(data)
+            if len(self._trees) > 4096:
+                self._trees.clear()
+            self._trees[oid] = cached
+        return cached
+
+    def blob(self, oid: str) -> bytes:
+        kind, data = self.raw(oid)
+        if kind != "blob":
+            raise ValueError(f"{oid} is a {kind}, not a blob")
+        return data
+
+    def entry(self, tree_oid: str, path: str) -> TreeEntry | None:
+        """The entry at ``path`` below a tree, or None."""
+        current = TreeEntry(MODE_TREE, "", tree_oid)
+        for part in path.split("/"):
+            if not current.is_tree:
+                return None
+            for e in self.tree(current.oid):
+                if e.name == part:
+                    current = e
+                    break
+            else:
+                return None
+        return current
+
+    def read_path(self, tree_oid: str, path: str) -> bytes | None:
+        e = self.entry(tree_oid, path)
+        if e is None or e.is_tree:
+            return None
+        return self.blob(e.oid)
+
+    def list_dir(self, tree_oid: str, path: str) -> list[TreeEntry] | None:
+        e = self.entry(tree_oid, path)
+        if e is None or not e.is_tree:
+            return None
+        return self.tree(e.oid)
+
+
+class Change:
+    """One path that differs between two trees (``old``/``new`` None when absent)."""
+
+    __slots__ = ("new", "old", "path")
+
+    def __init__(self, path: str, old: TreeEntry | None, new: TreeEntry | None) -> None:
+        self.path = path
+        self.old = old
+        self.new = new
+
+
+def diff_trees(objs: Objects, old_tree: str | None, new_tree: str, prefix: str = "") -> list[Change]:
+    """Paths that differ, descending only into subtrees whose ids differ."""
+    old_entries = {e.name: e for e in objs.tree(old_tree)} if old_tree else {}
+    new_entries = {e.name: e for e in objs.tree(new_tree)}
+    changes: list[Change] = []
+    for name in sorted(old_entries.keys() | new_entries.keys()):
+        a, b = old_entries.get(name), new_entries.get(name)
+        if a and b and a.oid == b.oid and a.mode == b.mode:
+            continue
+        path = f"{prefix}{name}"
+        if a and b and a.is_tree and b.is_tree:
+            changes.extend(diff_trees(objs, a.oid, b.oid, path + "/"))
+        elif b and b.is_tree and a is None:
+            changes.extend(diff_trees(objs, None, b.oid, path + "/"))
+        else:
+            changes.append(Change(path, a, b))
+    return changes

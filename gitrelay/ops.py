@@ -1,0 +1,124 @@
+"""Operations: one file added to the relay, as the client prepares it.
+
+An :class:`Op` knows how to place itself on a given state of the relay
+(``materialize``: a message takes the next sequence number), how to tell that
+it is already there (a retried or replayed delivery), and how to describe
+itself in a commit. The outbox replays ops with these when the relay moved.
+Pure: no I/O beyond the :class:`~gitrelay.rules.RelayView` it is given.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import layout, schema
+from .errors import ThreadNotFound
+from .rules import RelayView
+
+SUBJECT_MAX = 72
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _clip(text: str, room: int) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= room else line[: max(room - 1, 0)] + "…"
+
+
+@dataclass
+class Op:
+    kind: str  # file kind: profile, handoff, message, accept, complete, cancel
+    doc: dict[str, Any]
+    thread_id: str | None = None
+    handle: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def actor(self) -> str:
+        return str(self.doc[schema.AUTHOR_FIELD[self.kind]])
+
+    @property
+    def op_name(self) -> str:
+        if self.kind == "profile":
+            return layout.OP_REGISTER
+        if self.kind == "message":
+            return layout.OP_DRAFT if self.doc.get("type") == "draft" else layout.OP_MESSAGE
+        return self.kind
+
+    def materialize(self, view: RelayView) -> tuple[str, dict[str, Any]]:
+        """The path and document of this op on top of ``view``."""
+        if self.kind == "profile":
+            return layout.profile_path(str(self.doc["handle"])), self.doc
+        assert self.thread_id is not None
+        if self.kind == "handoff":
+            return layout.handoff_path(self.thread_id), self.doc
+        if self.kind == "message":
+            state = view.thread(self.thread_id)
+            if state is None:
+                raise ThreadNotFound(f"thread {self.thread_id} does not exist",
+                                     field="thread_id")
+            doc = dict(self.doc, sequence_no=state.last_seq + 1)
+            return layout.message_path(self.thread_id, state.last_seq + 1), doc
+        return layout.transition_path(self.thread_id, self.kind), self.doc
+
+    def already_applied(self, view: RelayView) -> bool:
+        """True when the relay already holds this very operation (a replayed delivery)."""
+        objs, tree = view.objs, view.tree
+        if self.kind == "profile":
+            found = view.profile(str(self.doc["handle"]))
+            return found is not None and found == self.doc
+        assert self.thread_id is not None
+        if self.kind == "message":
+            entries = objs.list_dir(tree, layout.shard(self.thread_id)) or []
+            for e in entries:
+                if e.name.startswith("msg-"):
+                    data = objs.blob(e.oid)
+                    if f'"id": "{self.doc["id"]}"'.encode() in data:
+                        return True
+            return False
+        path = (layout.handoff_path(self.thread_id) if self.kind == "handoff"
+                else layout.transition_path(self.thread_id, self.kind))
+        data = objs.read_path(tree, path)
+        return data is not None and data == schema.dumps(self.doc)
+
+    def subject(self, doc: dict[str, Any]) -> str:
+        tid = (self.thread_id or "")[:10]
+        if self.kind == "profile":
+            head = f"register {doc['handle']} ({doc['role']}): "
+            return head + _clip(str(doc["name"]), SUBJECT_MAX - len(head))
+        if self.kind == "handoff":
+            head = f"handoff {tid} {doc['sender']} → {doc['recipient']} ({doc['intent']}): "
+            return head + _clip(str(doc["summary"]), SUBJECT_MAX - len(head))
+        if self.kind == "message":
+            what = "draft" if doc.get("type") == "draft" else "message"
+            head = f"{what} {tid} #{doc['sequence_no']} {doc['from']}: "
+            return head + _clip(str(doc["body"]), SUBJECT_MAX - len(head))
+        if self.kind == "complete":
+            head = f"complete {tid} by {doc['by']}: "
+            return head + _clip(str(doc["result_summary"]), SUBJECT_MAX - len(head))
+        return f"{self.kind} {tid} by {doc['by']}"
+
+    def message(self, doc: dict[str, Any], seq: int) -> str:
+        lines = [self.subject(doc), ""]
+        lines.append(f"{layout.TRAILER_OP}: {self.op_name}")
+        if self.thread_id:
+            lines.append(f"{layout.TRAILER_THREAD}: {self.thread_id}")
+        lines.append(f"{layout.TRAILER_ACTOR}: {self.actor}")
+        lines.append(f"{layout.TRAILER_SEQ}: {seq}")
+        return "\n".join(lines) + "\n"
+
+    def to_record(self) -> dict[str, Any]:
+        return {"kind": self.kind, "doc": self.doc, "thread_id": self.thread_id,
+                "handle": self.handle}
+
+
+def op_from_file(path: str, doc: dict[str, Any]) -> Op:
+    """The op that added ``doc`` at ``path`` (used to replay outbox commits)."""
+    ref = layout.classify(path)
+    if ref is None or ref.kind == "config":
+        raise ValueError(f"{path} is not an operation file")
+    return Op(ref.kind, doc, ref.thread_id, ref.handle)

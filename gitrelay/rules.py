@@ -1,0 +1,487 @@
+"""The relay's rules: what a commit may do, checked the same way everywhere.
+
+The pre-receive gate, the client before every push, verify-on-read after
+every fetch and ``gitrelay verify`` all call :func:`check_commit` (for
+``main``) and :func:`check_inbox_commit` (for per-user refs). Each refusal is
+a :class:`~gitrelay.errors.RelayError` whose ``data['rule']`` names the rule
+(docs/format.md lists them all).
+
+Standard library only: the gate imports this module.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
+from . import layout, schema
+from .errors import RelayError, error_for_rule
+from .ids import same_handle, thread_id_for
+from .objects import (
+    MODE_BLOB,
+    MODE_EXEC,
+    MODE_GITLINK,
+    MODE_LINK,
+    Commit,
+    Objects,
+    TreeEntry,
+    diff_trees,
+)
+
+PENDING, ACCEPTED, COMPLETED, CANCELLED = "pending", "accepted", "completed", "cancelled"
+TERMINAL = (COMPLETED, CANCELLED)
+STATUSES = (PENDING, ACCEPTED, COMPLETED, CANCELLED)
+
+
+def refuse(rule: str, message: str, **data: Any) -> RelayError:
+    return error_for_rule(rule, message, **data)
+
+
+class ThreadState:
+    def __init__(self, thread_id: str, handoff: dict[str, Any], status: str, last_seq: int,
+                 names: set[str]) -> None:
+        self.thread_id = thread_id
+        self.handoff = handoff
+        self.status = status
+        self.last_seq = last_seq
+        self.names = names
+
+    @property
+    def sender(self) -> str:
+        return str(self.handoff["sender"])
+
+    @property
+    def recipient(self) -> str:
+        return str(self.handoff["recipient"])
+
+
+def status_from_names(names: set[str] | frozenset[str]) -> str:
+    if layout.TRANSITION_FILES["cancel"] in names:
+        return CANCELLED
+    if layout.TRANSITION_FILES["complete"] in names:
+        return COMPLETED
+    if layout.TRANSITION_FILES["accept"] in names:
+        return ACCEPTED
+    return PENDING
+
+
+def last_sequence(names: set[str] | frozenset[str]) -> int:
+    last = 0
+    for name in names:
+        if name.startswith("msg-"):
+            last = max(last, int(name[4:4 + layout.MESSAGE_DIGITS]))
+    return last
+
+
+class Operation:
+    """What one valid commit on ``main`` did."""
+
+    def __init__(self, op: str, seq: int, actor: str, path: str, doc: dict[str, Any],
+                 thread_id: str | None = None, commit: str = "") -> None:
+        self.op = op
+        self.seq = seq
+        self.actor = actor
+        self.path = path
+        self.doc = doc
+        self.thread_id = thread_id
+        self.commit = commit
+
+
+class RelayView:
+    """Read access to the relay's state at one tree, with small caches."""
+
+    def __init__(self, objs: Objects, tree: str) -> None:
+        self.objs = objs
+        self.tree = tree
+        self._config: dict[str, Any] | None = None
+        self._profiles: dict[str, dict[str, Any]] | None = None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        if self._config is None:
+            data = self.objs.read_path(self.tree, layout.CONFIG_PATH)
+            if data is None:
+                raise refuse("layout", f"the relay has no {layout.CONFIG_PATH}")
+            self._config = schema.load("config", data)
+        return self._config
+
+    @property
+    def limits(self) -> Mapping[str, int]:
+        limits: Mapping[str, int] = self.config["limits"]
+        return limits
+
+    def profiles(self) -> dict[str, dict[str, Any]]:
+        """Every registered teammate, keyed by casefolded handle."""
+        if self._profiles is None:
+            self._profiles = {}
+            for e in self.objs.list_dir(self.tree, layout.TEAMMATES_DIR) or []:
+                data = self.objs.read_path(self.tree, layout.profile_path(e.name))
+                if data is not None:
+                    self._profiles[e.name.casefold()] = schema.load("profile", data, self.limits)
+        return self._profiles
+
+    def profile(self, handle: str) -> dict[str, Any] | None:
+        return self.profiles().get(handle.casefold())
+
+    def thread(self, thread_id: str) -> ThreadState | None:
+        entries = self.objs.list_dir(self.tree, layout.shard(thread_id))
+        if entries is None:
+            return None
+        names = {e.name for e in entries}
+        data = self.objs.read_path(self.tree, layout.handoff_path(thread_id))
+        if data is None:
+            return None
+        handoff = schema.load("handoff", data, self.limits)
+        return ThreadState(thread_id, handoff, status_from_names(names), last_sequence(names),
+                           names)
+
+
+def commit_seq(commit: Commit) -> int:
+    raw = commit.trailers.get(layout.TRAILER_SEQ, "")
+    if not raw.isdigit():
+        raise refuse("trailers", f"commit {commit.oid[:12]} has no valid {layout.TRAILER_SEQ} "
+                     "trailer", commit=commit.oid)
+    return int(raw)
+
+
+class Pusher:
+    """Who the server says pushed: the env variable and the username in it."""
+
+    def __init__(self, env: str, username: str) -> None:
+        self.env = env
+        self.username = username
+
+
+def find_pusher(config: Mapping[str, Any], environ: Mapping[str, str]) -> Pusher | None:
+    for name in config.get("pusher_env", []):
+        value = environ.get(name, "").strip()
+        if value:
+            return Pusher(name, value)
+    return None
+
+
+if TYPE_CHECKING:
+    SignatureCheck = Callable[[Commit, str, list[str]], str | None]
+
+
+def check_identity(view: RelayView, commit: Commit, actor: str, pusher: Pusher | None,
+                   *, registering: dict[str, Any] | None = None,
+                   verify_signature: SignatureCheck | None = None) -> None:
+    """The pusher and signature rules for an operation by ``actor``."""
+    config = view.config
+    profile = registering if registering is not None else view.profile(actor)
+    if profile is None:
+        raise refuse("recipient_not_found", f"commit {commit.oid[:12]}: actor {actor} is not a "
+                     "registered teammate", commit=commit.oid, field="actor")
+    if pusher is None:
+        if config.get("require_pusher"):
+            raise refuse("pusher", f"commit {commit.oid[:12]}: this relay requires an "
+                         "authenticated pusher and the server supplied none "
+                         f"(looked in {', '.join(config['pusher_env']) or 'no variables'})",
+                         commit=commit.oid)
+    elif pusher.username not in profile.get("usernames", []):
+        raise refuse("pusher", f"commit {commit.oid[:12]}: actor {actor} is not the "
+                     f"authenticated pusher {pusher.username!r} ({pusher.env}); "
+                     f"{actor}'s server usernames are {profile.get('usernames', [])}",
+                     commit=commit.oid, field="actor")
+    if config.get("require_signatures"):
+        keys = list(profile.get("signing_keys", []))
+        problem = "commit is not signed" if commit.signature is None else None
+        if problem is None:
+            if verify_signature is None:
+                problem = "no signature checker is available"
+            elif not keys:
+                problem = f"{actor} has no registered signing key"
+            else:
+                problem = verify_signature(commit, actor, keys)
+        if problem:
+            raise refuse("signature", f"commit {commit.oid[:12]}: {problem}; this relay "
+                         "requires every operation to be signed by its actor's registered key",
+                         commit=commit.oid)
+
+
+def _added_file(view_objs: Objects, commit: Commit, parent_tree: str | None) -> tuple[str, TreeEntry]:
+    short = commit.oid[:12]
+    changes = diff_trees(view_objs, parent_tree, commit.tree)
+    for ch in changes:
+        if ch.old is not None and ch.new is not None:
+            raise refuse("append-only", f"commit {short} changes {ch.path}; relay files are "
+                         "never changed once committed", commit=commit.oid, field=ch.path)
+        if ch.new is None:
+            raise refuse("append-only", f"commit {short} deletes {ch.path}; relay files are "
+                         "never deleted", commit=commit.oid, field=ch.path)
+    for ch in changes:
+        assert ch.new is not None
+        mode = ch.new.mode
+        if mode == MODE_LINK:
+            raise refuse("file-mode", f"commit {short} adds a symlink {ch.path}",
+                         commit=commit.oid, field=ch.path)
+        if mode == MODE_GITLINK:
+            raise refuse("file-mode", f"commit {short} adds a submodule {ch.path}",
+                         commit=commit.oid, field=ch.path)
+        if mode == MODE_EXEC:
+            raise refuse("file-mode", f"commit {short} adds an executable file {ch.path}",
+                         commit=commit.oid, field=ch.path)
+        if mode != MODE_BLOB:
+            raise refuse("file-mode", f"commit {short} adds {ch.path} with mode {mode}",
+                         commit=commit.oid, field=ch.path)
+        if layout.classify(ch.path) is None:
+            raise refuse("layout", f"commit {short} adds {ch.path}, which has no place in the "
+                         "relay layout (docs/format.md)", commit=commit.oid, field=ch.path)
+    if len(changes) != 1:
+        paths = ", ".join(ch.path for ch in changes[:5]) or "nothing"
+        raise refuse("one-file-per-operation", f"commit {short} adds {len(changes)} files "
+                     f"({paths}); an operation adds exactly one file", commit=commit.oid)
+    entry = changes[0].new
+    assert entry is not None
+    return changes[0].path, entry
+
+
+def check_commit(objs: Objects, commit: Commit, parent: Commit | None, *,
+                 pusher: Pusher | None = None,
+                 verify_signature: SignatureCheck | None = None) -> Operation:
+    """Check one commit on ``main`` against the state at its parent."""
+    short = commit.oid[:12]
+    if len(commit.parents) > 1:
+        raise refuse("linear-history", f"commit {short} is a merge; main is linear "
+                     "(rebase instead of merging)", commit=commit.oid)
+    if parent is None:
+        return _check_init(objs, commit)
+    seq = commit_seq(commit)
+    parent_seq = commit_seq(parent)
+    if seq != parent_seq + 1:
+        raise refuse("trailers", f"commit {short} has {layout.TRAILER_SEQ}: {seq}, expected "
+                     f"{parent_seq + 1}", commit=commit.oid, field=layout.TRAILER_SEQ)
+    view = RelayView(objs, parent.tree)
+    limits = view.limits
+    path, entry = _added_file(objs, commit, parent.tree)
+    ref = layout.classify(path)
+    assert ref is not None
+    if ref.kind == "config":
+        raise refuse("append-only", f"commit {short} adds {path}; only the first commit may",
+                     commit=commit.oid, field=path)
+    data = objs.blob(entry.oid)
+    try:
+        doc = schema.load(ref.kind, data, limits)
+    except RelayError as exc:
+        exc.message = f"commit {short} {path}: {exc.message}"
+        exc.data["commit"] = commit.oid
+        raise
+    op = _op_for(ref.kind, doc)
+    actor = str(doc[schema.AUTHOR_FIELD[ref.kind]])
+    _check_trailers(commit, op, actor, ref.thread_id)
+    if ref.kind == "profile":
+        _check_register(view, commit, doc, ref.handle or "")
+        check_identity(view, commit, actor, pusher, registering=doc,
+                       verify_signature=verify_signature)
+    else:
+        assert ref.thread_id is not None
+        if doc.get("thread_id") != ref.thread_id:
+            raise refuse("layout", f"commit {short}: {path} says thread_id "
+                         f"{doc.get('thread_id')}, but lies in thread {ref.thread_id}",
+                         commit=commit.oid, field="thread_id")
+        check_identity(view, commit, actor, pusher, verify_signature=verify_signature)
+        _check_thread_op(view, commit, ref, doc, limits)
+    return Operation(op, seq, actor, path, doc, ref.thread_id, commit.oid)
+
+
+def _op_for(kind: str, doc: Mapping[str, Any]) -> str:
+    if kind == "profile":
+        return layout.OP_REGISTER
+    if kind == "message":
+        return layout.OP_DRAFT if doc["type"] == "draft" else layout.OP_MESSAGE
+    return kind
+
+
+def _check_trailers(commit: Commit, op: str, actor: str, thread_id: str | None) -> None:
+    t = commit.trailers
+    short = commit.oid[:12]
+    if t.get(layout.TRAILER_OP) != op:
+        raise refuse("trailers", f"commit {short} has {layout.TRAILER_OP}: "
+                     f"{t.get(layout.TRAILER_OP)!r}, but its file is a {op} operation",
+                     commit=commit.oid, field=layout.TRAILER_OP)
+    if not same_handle(t.get(layout.TRAILER_ACTOR, ""), actor):
+        raise refuse("actor", f"commit {short} has {layout.TRAILER_ACTOR}: "
+                     f"{t.get(layout.TRAILER_ACTOR)!r}, but its file was written by {actor}",
+                     commit=commit.oid, field=layout.TRAILER_ACTOR)
+    if thread_id is not None and t.get(layout.TRAILER_THREAD) != thread_id:
+        raise refuse("trailers", f"commit {short} has {layout.TRAILER_THREAD}: "
+                     f"{t.get(layout.TRAILER_THREAD)!r}, but its file is in thread {thread_id}",
+                     commit=commit.oid, field=layout.TRAILER_THREAD)
+
+
+def _check_init(objs: Objects, commit: Commit) -> Operation:
+    short = commit.oid[:12]
+    path, entry = _added_file(objs, commit, None)
+    if path != layout.CONFIG_PATH:
+        raise refuse("layout", f"root commit {short} must add only {layout.CONFIG_PATH}",
+                     commit=commit.oid, field=path)
+    doc = schema.load("config", objs.blob(entry.oid))
+    if commit.trailers.get(layout.TRAILER_OP) != layout.OP_INIT or commit_seq(commit) != 0:
+        raise refuse("trailers", f"root commit {short} must carry {layout.TRAILER_OP}: init "
+                     f"and {layout.TRAILER_SEQ}: 0", commit=commit.oid)
+    return Operation(layout.OP_INIT, 0, commit.trailers.get(layout.TRAILER_ACTOR, ""), path, doc,
+                     None, commit.oid)
+
+
+def _check_register(view: RelayView, commit: Commit, doc: Mapping[str, Any], handle: str) -> None:
+    short = commit.oid[:12]
+    if doc["handle"] != handle:
+        raise refuse("layout", f"commit {short}: profile of {doc['handle']} stored under "
+                     f"teammates/{handle}", commit=commit.oid, field="handle")
+    existing = view.profile(handle)
+    if existing is not None:
+        raise refuse("registration", f"commit {short}: {existing['handle']} is already "
+                     "registered (handles are unique, ignoring case); a profile is never "
+                     "replaced", commit=commit.oid, field="handle")
+    taken = {u: p["handle"] for p in view.profiles().values() for u in p.get("usernames", [])}
+    for username in doc.get("usernames", []):
+        if username in taken:
+            raise refuse("registration", f"commit {short}: server username {username!r} "
+                         f"already belongs to {taken[username]}", commit=commit.oid,
+                         field="usernames")
+
+
+def _check_thread_op(view: RelayView, commit: Commit, ref: layout.FileRef,
+                     doc: Mapping[str, Any], limits: Mapping[str, int]) -> None:
+    short = commit.oid[:12]
+    tid = ref.thread_id
+    assert tid is not None
+    state = view.thread(tid)
+    if ref.kind == "handoff":
+        check_handoff(view, doc, commit_label=f"commit {short}", commit=commit.oid)
+        if state is not None or view.objs.list_dir(view.tree, layout.shard(tid)) is not None:
+            raise refuse("thread-exists", f"commit {short}: thread {tid} already exists "
+                         "(its idempotency key was used before)", commit=commit.oid,
+                         field="thread_id")
+        return
+    if state is None:
+        raise refuse("thread_not_found", f"commit {short}: thread {tid} does not exist",
+                     commit=commit.oid, field="thread_id")
+    actor = str(doc[schema.AUTHOR_FIELD[ref.kind]])
+    check_thread_action(state, ref.kind, actor, doc, limits,
+                        commit_label=f"commit {short}", commit=commit.oid,
+                        sequence_no=ref.sequence_no)
+
+
+def check_handoff(view: RelayView, doc: Mapping[str, Any], *, commit_label: str = "handoff",
+                  commit: str = "") -> None:
+    """Rules of a new handoff that do not depend on the thread existing."""
+    for role in ("sender", "recipient"):
+        if view.profile(str(doc[role])) is None:
+            raise refuse("recipient_not_found", f"{commit_label}: {role} {doc[role]} is not a "
+                         "registered teammate", hint="Call list_teammates to see who is.",
+                         commit=commit, field=role)
+    intent = doc["intent"]
+    if intent == "propose_action" and "proposed_action" not in doc:
+        raise refuse("invalid_intent_payload", f"{commit_label}: intent propose_action needs "
+                     "a proposed_action", commit=commit, field="proposed_action")
+    if intent != "propose_action" and "proposed_action" in doc:
+        raise refuse("invalid_intent_payload", f"{commit_label}: proposed_action is only "
+                     f"allowed with intent propose_action, not {intent}", commit=commit,
+                     field="proposed_action")
+    if intent != "ask_question" and "question" in doc:
+        raise refuse("invalid_intent_payload", f"{commit_label}: question is only allowed "
+                     f"with intent ask_question, not {intent}", commit=commit, field="question")
+    expected = thread_id_for(str(doc["sender"]), str(doc["idempotency_key"]))
+    if doc["thread_id"] != expected:
+        raise refuse("thread-id", f"{commit_label}: thread_id {doc['thread_id']} is not the id "
+                     f"derived from its sender and idempotency key ({expected})",
+                     commit=commit, field="thread_id")
+
+
+def check_thread_action(state: ThreadState, kind: str, actor: str, doc: Mapping[str, Any],
+                        limits: Mapping[str, int], *, commit_label: str, commit: str = "",
+                        sequence_no: int | None = None) -> None:
+    """Rules of a message, draft or transition on an existing thread."""
+    tid = state.thread_id
+    is_sender = same_handle(actor, state.sender)
+    is_recipient = same_handle(actor, state.recipient)
+    if kind == "message":
+        if not (is_sender or is_recipient):
+            raise refuse("not_a_participant", f"{commit_label}: {actor} is neither the sender "
+                         f"nor the recipient of thread {tid}", commit=commit, field="from")
+        if state.status in TERMINAL:
+            raise refuse("thread_terminal", f"{commit_label}: thread {tid} is {state.status}; "
+                         "no more messages can be added", commit=commit, field="thread_id")
+        expected = state.last_seq + 1
+        if doc["sequence_no"] != expected or (sequence_no is not None
+                                               and sequence_no != expected):
+            raise refuse("sequence", f"{commit_label}: message sequence_no "
+                         f"{doc['sequence_no']} in thread {tid}, expected {expected}",
+                         commit=commit, field="sequence_no")
+        if expected > limits["max_messages_per_thread"]:
+            raise refuse("size", f"{commit_label}: thread {tid} already has the maximum of "
+                         f"{limits['max_messages_per_thread']} messages", commit=commit)
+        if doc["type"] == "draft":
+            if not is_recipient:
+                raise refuse("forbidden", f"{commit_label}: only the recipient drafts a "
+                             "proposed action", commit=commit, field="from")
+            if state.handoff["intent"] != "propose_action":
+                raise refuse("invalid_intent_payload", f"{commit_label}: thread {tid} has "
+                             f"intent {state.handoff['intent']}; drafts are for propose_action",
+                             commit=commit, field="type")
+            if "suggested_diff" in state.handoff.get("proposed_action", {}):
+                raise refuse("invalid_intent_payload", f"{commit_label}: the proposed action "
+                             f"of thread {tid} already has a suggested_diff", commit=commit,
+                             field="type")
+            if "suggested_diff" not in doc:
+                raise refuse("schema", f"{commit_label}: a draft needs a suggested_diff",
+                             commit=commit, field="suggested_diff")
+        elif "suggested_diff" in doc:
+            raise refuse("schema", f"{commit_label}: only a draft carries a suggested_diff",
+                         commit=commit, field="suggested_diff")
+        return
+    check_transition(state, kind, actor, commit_label=commit_label, commit=commit)
+
+
+def check_transition(state: ThreadState, kind: str, actor: str, *, commit_label: str,
+                     commit: str = "") -> None:
+    tid = state.thread_id
+    allowed_actor = state.sender if kind == "cancel" else state.recipient
+    if not same_handle(actor, allowed_actor):
+        if not (same_handle(actor, state.sender) or same_handle(actor, state.recipient)):
+            raise refuse("not_a_participant", f"{commit_label}: {actor} is neither the sender "
+                         f"nor the recipient of thread {tid}", commit=commit, field="by")
+        who = "sender" if kind == "cancel" else "recipient"
+        raise refuse("not_authorized_transition", f"{commit_label}: only the {who} "
+                     f"({allowed_actor}) can {kind} thread {tid}", commit=commit, field="by")
+    required = {"accept": PENDING, "complete": ACCEPTED, "cancel": PENDING}[kind]
+    if state.status != required:
+        raise refuse("invalid_transition", f"{commit_label}: cannot {kind} thread {tid}: it is "
+                     f"{state.status}, and {kind} needs {required}", commit=commit,
+                     field="thread_id", status=state.status)
+
+
+def check_inbox_commit(objs: Objects, commit: Commit, owner: str, main_seq: int,
+                       view: RelayView, *, pusher: Pusher | None = None,
+                       verify_signature: SignatureCheck | None = None) -> dict[str, Any]:
+    """Check one commit on ``refs/gitrelay/users/<owner>/inbox``."""
+    short = commit.oid[:12]
+    if len(commit.parents) > 1:
+        raise refuse("linear-history", f"commit {short} on {owner}'s inbox ref is a merge",
+                     commit=commit.oid)
+    entries = objs.tree(commit.tree)
+    if [(e.name, e.mode) for e in entries] != [(layout.INBOX_FILE, MODE_BLOB)]:
+        raise refuse("layout", f"commit {short} on {owner}'s inbox ref must hold exactly "
+                     f"{layout.INBOX_FILE}", commit=commit.oid)
+    doc = schema.load("inbox", objs.blob(entries[0].oid), view.limits)
+    if doc["handle"] != owner:
+        raise refuse("actor", f"commit {short}: inbox state of {doc['handle']} on {owner}'s ref",
+                     commit=commit.oid, field="handle")
+    t = commit.trailers
+    if t.get(layout.TRAILER_OP) != layout.OP_INBOX or not same_handle(
+            t.get(layout.TRAILER_ACTOR, ""), owner):
+        raise refuse("trailers", f"commit {short} on {owner}'s inbox ref must carry "
+                     f"{layout.TRAILER_OP}: inbox and {layout.TRAILER_ACTOR}: {owner}",
+                     commit=commit.oid)
+    check_identity(view, commit, owner, pusher, verify_signature=verify_signature)
+    seqs = [doc["acked_up_to"], *(a["seq"] for a in doc["acked"]),
+            *(c["seq"] for c in doc["claims"])]
+    if max(seqs) > main_seq:
+        raise refuse("cursor", f"commit {short}: {owner}'s inbox state names seq {max(seqs)}, "
+                     f"but main only reaches seq {main_seq}", commit=commit.oid,
+                     field="acked_up_to")
+    return doc

@@ -1,0 +1,241 @@
+"""Fetch and push between a mirror and the relay, through the ``git`` CLI.
+
+``fetch`` brings the relay's refs into a quarantine namespace, checks every
+new commit with the gate's rules (verify-on-read: on a host without hooks a
+forged commit stops the mirror at the last valid one), then moves the
+mirror's ``refs/relay/*`` and replays the outbox if the relay moved.
+
+``deliver`` pushes the whole outbox in one atomic push (group commit: every
+queued operation of every local process goes in one fetch–replay–push
+cycle). A non-fast-forward refusal means another writer won: fetch, replay,
+retry with bounded backoff and jitter. A gate refusal names the commit and
+rule: that operation is dropped and recorded, the rest retried. When the
+relay is unreachable the outbox stays as it is.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import layout
+from .errors import GateRefused, RelayError, RelayUnavailable, error_for_rule
+from .gate import REFUSAL_PREFIX
+from .gitcli import hermetic_env, run_git
+from .mirror import FETCHED_MAIN, FETCHED_USERS, RELAY_MAIN, RELAY_USERS, Mirror, Refused
+from .objects import ZERO_OID
+from .rules import RelayView, check_commit, check_inbox_commit, commit_seq
+
+MAX_ATTEMPTS = 30
+_REFUSAL_RE = re.compile(re.escape(REFUSAL_PREFIX) +
+                         r" (\S+?)(?: at ([0-9a-f]{12}))?: \[([\w-]+)\] (.*)$")
+
+InboxMerger = Callable[[Mirror, str | None, str], str | None]
+
+
+@dataclass
+class SyncReport:
+    fetched: int = 0
+    delivered: int = 0
+    refused: list[Refused] = field(default_factory=list)
+    attempts: int = 0
+    verify_problem: str | None = None
+
+
+def take_remote_inbox(mirror: Mirror, local: str | None, remote: str) -> str | None:
+    return remote
+
+
+class Syncer:
+    def __init__(self, mirror: Mirror, url: str, *, env: dict[str, str] | None = None,
+                 inbox_merger: InboxMerger = take_remote_inbox) -> None:
+        self.mirror = mirror
+        self.url = url
+        self.env = hermetic_env(env)
+        self.inbox_merger = inbox_merger
+
+    # --- fetch ------------------------------------------------------------------
+
+    def _git(self, *args: str, timeout: float = 120.0) -> tuple[int, str, str]:
+        proc = run_git(list(args), git_dir=self.mirror.path, env=self.env, timeout=timeout)
+        return proc.returncode, proc.stdout.decode(errors="replace"), \
+            proc.stderr.decode(errors="replace")
+
+    def fetch(self) -> SyncReport:
+        with self.mirror.sync_lock:
+            return self._fetch()
+
+    def _fetch(self) -> SyncReport:
+        report = SyncReport()
+        code, _, err = self._git("fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+                                 "--prune", self.url,
+                                 f"+{layout.MAIN_REF}:{FETCHED_MAIN}",
+                                 f"+{layout.USERS_REF_PREFIX}*:{FETCHED_USERS}*")
+        if code != 0:
+            self.mirror.update_sync_state(last_error=_last_line(err), last_error_at=time.time())
+            raise RelayUnavailable(f"cannot fetch from {self.url}: {_last_line(err)}",
+                                   hint="Check the relay URL and your access to it.")
+        store = self.mirror.store
+        fetched = store.ref(FETCHED_MAIN)
+        if fetched is None:
+            raise RelayUnavailable(f"{self.url} has no main branch: it is not a gitrelay relay",
+                                   hint="Create one with `gitrelay init`.")
+        old = self.mirror.relay_main()
+        new, problem = self._verify_main(old, fetched)
+        report.verify_problem = problem
+        if new != old:
+            report.fetched = len(self.mirror.commits_between(old, new))
+            with self.mirror.refs_locked():
+                local = self.mirror.main()
+                if local is None:
+                    store.set_ref(layout.MAIN_REF, new, "gitrelay: first fetch")
+                elif not store.is_ancestor(new, local):
+                    report.refused += self.mirror.rebase_outbox(old, new)
+                store.set_ref(RELAY_MAIN, new, "gitrelay: fetch")
+        self._take_user_refs(new)
+        self.mirror.update_sync_state(last_fetch=time.time(), verify_problem=problem,
+                                      last_error=None)
+        return report
+
+    def _verify_main(self, old: str | None, fetched: str) -> tuple[str, str | None]:
+        """The newest fetched commit whose history is valid, and the first problem."""
+        mirror = self.mirror
+        if old is not None and not mirror.store.is_ancestor(old, fetched):
+            return old, (f"the relay's main ({fetched[:12]}) does not descend from the last "
+                         f"verified main ({old[:12]}): its history was rewritten; "
+                         "staying at the verified state")
+        commits = mirror.commits_between(old, fetched)
+        objs = mirror.objects
+        parent = objs.commit(old) if old else None
+        last = old
+        for commit in commits:
+            try:
+                check_commit(objs, commit, parent, verify_signature=_signature_checker())
+            except RelayError as exc:
+                rule = exc.data.get("rule", exc.name)
+                return last or ZERO_OID, (f"commit {commit.oid[:12]} breaks rule {rule}: "
+                                          f"{exc.message}; this client stops at "
+                                          f"{(last or 'nothing')[:12]}")
+            parent, last = commit, commit.oid
+        assert last is not None
+        return last, None
+
+    def _take_user_refs(self, main_tip: str) -> None:
+        store = self.mirror.store
+        fetched = store.refs(FETCHED_USERS)
+        tip_commit = self.mirror.objects.commit(main_tip)
+        view = RelayView(self.mirror.objects, tip_commit.tree)
+        main_seq = commit_seq(tip_commit)
+        known = store.refs(RELAY_USERS)
+        for name, oid in fetched.items():
+            rel = name[len(FETCHED_USERS):]
+            target = RELAY_USERS + rel
+            owner = layout.inbox_ref_owner(layout.USERS_REF_PREFIX + rel)
+            if owner is None or known.get(target) == oid:
+                continue
+            old = known.get(target)
+            try:
+                if old is not None and not store.is_ancestor(old, oid):
+                    continue
+                for commit in self.mirror.commits_between(old, oid):
+                    check_inbox_commit(self.mirror.objects, commit, owner, main_seq, view,
+                                       verify_signature=_signature_checker())
+            except RelayError:
+                continue
+            store.set_ref(target, oid, "gitrelay: fetch")
+        mine = layout.inbox_ref(self.mirror.handle)
+        remote = store.ref(RELAY_USERS + self.mirror.handle + "/" + layout.INBOX_REF_LEAF)
+        local = store.ref(mine)
+        if remote is not None and local != remote and (
+                local is None or not store.is_ancestor(remote, local)):
+            with self.mirror.refs_locked():
+                merged = self.inbox_merger(self.mirror, store.ref(mine), remote)
+                if merged is not None:
+                    store.set_ref(mine, merged, "gitrelay: merge inbox state")
+
+    # --- push -------------------------------------------------------------------
+
+    def deliver(self, *, max_attempts: int = MAX_ATTEMPTS, deadline: float | None = None
+                ) -> SyncReport:
+        """Fetch, then push everything queued until the outbox is empty."""
+        with self.mirror.sync_lock:
+            report = self._fetch()
+            for attempt in range(1, max_attempts + 1):
+                report.attempts = attempt
+                pushed = self._push_once(report)
+                if pushed:
+                    return report
+                if deadline is not None and time.monotonic() > deadline:
+                    return report
+                time.sleep(min(0.25, 0.004 * 2 ** min(attempt, 8)) * random.uniform(0.5, 1.5))
+                report.refused += self._fetch().refused
+            raise RelayUnavailable(f"could not deliver to {self.url} after {max_attempts} "
+                                   "attempts (too many concurrent writers?)",
+                                   hint="Your operations are queued and will be retried.")
+
+    def _push_once(self, report: SyncReport) -> bool:
+        mirror, store = self.mirror, self.mirror.store
+        local = mirror.main()
+        relay = mirror.relay_main()
+        mine = layout.inbox_ref(mirror.handle)
+        local_inbox = store.ref(mine)
+        remote_inbox = store.ref(RELAY_USERS + mirror.handle + "/" + layout.INBOX_REF_LEAF)
+        specs = []
+        if local is not None and local != relay:
+            specs.append(f"{layout.MAIN_REF}:{layout.MAIN_REF}")
+        if local_inbox is not None and local_inbox != remote_inbox:
+            specs.append(f"{mine}:{mine}")
+        if not specs:
+            return True
+        queued = len(mirror.outbox())
+        code, out, err = self._git("push", "--atomic", "--porcelain", "--quiet", self.url, *specs)
+        if code == 0:
+            if local is not None and local != relay:
+                store.set_ref(RELAY_MAIN, local, "gitrelay: delivered")
+            if local_inbox is not None:
+                store.set_ref(RELAY_USERS + mirror.handle + "/" + layout.INBOX_REF_LEAF,
+                              local_inbox, "gitrelay: delivered")
+            report.delivered += queued
+            mirror.update_sync_state(last_push=time.time(), last_error=None)
+            return store.ref(layout.MAIN_REF) == local and store.ref(mine) == local_inbox
+        refusals = [m for m in (_REFUSAL_RE.search(line) for line in err.splitlines()) if m]
+        if refusals:
+            for match in refusals:
+                ref, commit, rule, message = match.groups()
+                error = error_for_rule(rule, message)
+                if ref == mine:
+                    with mirror.refs_locked():
+                        if remote_inbox is not None:
+                            store.set_ref(mine, remote_inbox, "gitrelay: inbox state refused")
+                        else:
+                            store.delete_ref(mine)
+                    continue
+                dropped = mirror.drop_from_outbox(commit or "", _as_gate_error(error))
+                if dropped is not None:
+                    report.refused.append(dropped)
+            return False
+        if "[rejected]" in out or "non-fast-forward" in out or "fetch first" in out:
+            return False
+        mirror.update_sync_state(last_error=_last_line(err or out), last_error_at=time.time())
+        raise RelayUnavailable(f"cannot push to {self.url}: {_last_line(err or out)}",
+                               hint="Your operations are queued and will be retried.")
+
+
+def _as_gate_error(error: RelayError) -> RelayError:
+    if isinstance(error, GateRefused) or type(error) is not RelayError:
+        return error
+    return GateRefused(error.message, rule=error.data.get("rule", "gate"))
+
+
+def _signature_checker() -> Callable[..., str | None]:
+    from .signing import verify_commit_signature
+
+    return verify_commit_signature
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "unknown error"
