@@ -1,0 +1,342 @@
+"""The operations of a handoff, for one user: what the MCP server and the CLI call.
+
+A :class:`RelayClient` is one teammate's view of one relay: it reads from the
+local mirror (fetching when the copy is older than ``fresh_seconds``), and
+writes operations through the outbox (checked with the gate's rules first).
+Write modes (docs/architecture.md):
+
+- ``queue``: answer once the operation is durable in the local outbox; the
+  sync loop delivers it;
+- ``wait``: deliver before answering; if that takes longer than
+  ``wait_seconds`` or the relay is unreachable, answer ``queued``.
+
+Errors are :mod:`gitrelay.errors` exceptions; presenting them is the entry
+points' job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import layout, schema
+from .admin import ensure_default_relay
+from .config import UserConfig, default_relay_path, load_user_config, mirror_path
+from .errors import (
+    ConfigError,
+    DuplicateIdempotencyKey,
+    InvalidArgument,
+    RelayError,
+    RelayUnavailable,
+    ThreadNotFound,
+)
+from .ids import check_handle, check_thread_id, new_key, new_message_id, resolve_prefix, thread_id_for
+from .mirror import Mirror, Refused, Written, op_key
+from .ops import Op, now_iso
+from .rules import ACCEPTED, CANCELLED, COMPLETED, PENDING, RelayView, ThreadState
+from .sync import SyncReport, Syncer
+
+FRESH_SECONDS = 2.0
+WAIT_SECONDS = 5.0
+DELIVERED, QUEUED = "delivered", "queued"
+# Refusals that a fresher copy of the relay may lift: retried once after a fetch.
+_STALE_RULES = {"recipient_not_found", "thread_not_found", "sequence", "invalid_transition",
+                "thread_terminal"}
+
+
+@dataclass
+class WriteResult:
+    op: Op
+    written: Written | None
+    delivery: str
+    thread_id: str | None
+    doc: dict[str, Any]
+    repeated: bool = False
+
+
+@dataclass
+class ThreadView:
+    """A thread folded from its files, as of the local mirror (outbox included)."""
+
+    thread_id: str
+    handoff: dict[str, Any]
+    status: str
+    messages: list[dict[str, Any]]
+    accept: dict[str, Any] | None
+    complete: dict[str, Any] | None
+    cancel: dict[str, Any] | None
+    undelivered: list[str] = field(default_factory=list)  # keys of the caller's queued ops
+    refused: list[Refused] = field(default_factory=list)
+
+    @property
+    def sender(self) -> str:
+        return str(self.handoff["sender"])
+
+    @property
+    def recipient(self) -> str:
+        return str(self.handoff["recipient"])
+
+    @property
+    def updated_at(self) -> str:
+        stamps = [str(self.handoff["created_at"])]
+        stamps += [str(m["created_at"]) for m in self.messages]
+        stamps += [str(d["at"]) for d in (self.accept, self.complete, self.cancel) if d]
+        return max(stamps)
+
+
+class RelayClient:
+    def __init__(self, relay_url: str, handle: str, *, writes: str = "queue",
+                 signer: Callable[[bytes], str] | None = None,
+                 fresh_seconds: float = FRESH_SECONDS, wait_seconds: float = WAIT_SECONDS,
+                 env: dict[str, str] | None = None) -> None:
+        self.handle = check_handle(handle, "handle")
+        self.relay_url = relay_url
+        self.writes = writes
+        self.fresh_seconds = fresh_seconds
+        self.wait_seconds = wait_seconds
+        self.mirror = Mirror(mirror_path(relay_url), handle, signer=signer)
+        self.syncer = Syncer(self.mirror, relay_url, env=env)
+        self.last_sync_error: RelayError | None = None
+        self.on_written: Callable[[WriteResult], None] | None = None
+
+    @classmethod
+    def from_config(cls, *, relay: str | None = None, handle: str | None = None,
+                    writes: str | None = None) -> RelayClient:
+        """The client for the user's config, overridden by flags; the embedded
+        default relay when nothing is configured."""
+        cfg: UserConfig | None = load_user_config()
+        relay_url = relay or (cfg.relay if cfg else None)
+        who = handle or (cfg.handle if cfg else None)
+        if relay_url is None:
+            relay_url = str(ensure_default_relay(default_relay_path()))
+        if who is None:
+            raise ConfigError("no identity: pass --as HANDLE or run `gitrelay join`",
+                              hint="For example: gitrelay join RELAY --as alice@acme "
+                                   "--name Alice --role backend")
+        signer = None
+        if cfg is not None and cfg.signing_key and cfg.relay == relay_url:
+            from .signing import signer_for
+
+            signer = signer_for(cfg.signing_key)
+        return cls(relay_url, who, writes=writes or (cfg.writes if cfg else "queue"),
+                   signer=signer)
+
+    # --- sync -------------------------------------------------------------------
+
+    def refresh(self, *, max_age: float | None = None) -> None:
+        """Fetch when the local copy is older than ``max_age`` seconds."""
+        limit = self.fresh_seconds if max_age is None else max_age
+        if self.mirror.main() is not None and self.mirror.last_fetch_age() < limit:
+            return
+        try:
+            self.syncer.fetch()
+            self.last_sync_error = None
+        except RelayUnavailable as exc:
+            self.last_sync_error = exc
+            if self.mirror.main() is None:
+                raise
+
+    def deliver(self, *, timeout: float | None = None) -> SyncReport:
+        deadline = time.monotonic() + timeout if timeout is not None else None
+        return self.syncer.deliver(deadline=deadline)
+
+    # --- reading ----------------------------------------------------------------
+
+    def view(self) -> RelayView:
+        self.refresh()
+        return self.mirror.view()
+
+    def teammates(self) -> list[dict[str, Any]]:
+        return sorted(self.view().profiles().values(), key=lambda p: str(p["handle"]))
+
+    def teammate(self, handle: str) -> dict[str, Any] | None:
+        return self.view().profile(handle)
+
+    def resolve_thread(self, ref: str) -> str:
+        """A full thread id from an id or a unique prefix."""
+        ref = ref.strip().upper()
+        if len(ref) == 26:
+            return check_thread_id(ref)
+        view = self.view()
+        candidates: list[str] = []
+        if len(ref) >= 2:
+            for e in view.objs.list_dir(view.tree, f"{layout.THREADS_DIR}/{ref[0]}/{ref[1]}") or []:
+                candidates.append(e.name)
+        else:
+            for c0 in view.objs.list_dir(view.tree, layout.THREADS_DIR) or []:
+                if c0.name.startswith(ref[:1]):
+                    for c1 in view.objs.tree(c0.oid):
+                        candidates += [e.name for e in view.objs.tree(c1.oid)]
+        return resolve_prefix(ref, candidates)
+
+    def thread(self, thread_id: str) -> ThreadView:
+        tid = check_thread_id(thread_id)
+        view = self.view()
+        return self.fold_thread(view, tid)
+
+    def fold_thread(self, view: RelayView, tid: str) -> ThreadView:
+        entries = view.objs.list_dir(view.tree, layout.shard(tid))
+        if entries is None:
+            raise ThreadNotFound(f"thread {tid} does not exist on the relay",
+                                 hint="Check the id with check_inbox.", thread_id=tid)
+        docs: dict[str, dict[str, Any]] = {}
+        messages = []
+        for e in entries:
+            ref = layout.classify(f"{layout.shard(tid)}/{e.name}")
+            if ref is None:
+                continue
+            doc = schema.load(ref.kind, view.objs.blob(e.oid), view.limits)
+            if ref.kind == "message":
+                messages.append(doc)
+            else:
+                docs[ref.kind] = doc
+        messages.sort(key=lambda m: int(m["sequence_no"]))
+        names = {e.name for e in entries}
+        from .rules import status_from_names
+
+        outbox_keys = [op_key(self.mirror.op_of(c)) for c in self.mirror.outbox()]
+        return ThreadView(tid, docs["handoff"], status_from_names(names), messages,
+                          docs.get("accept"), docs.get("complete"), docs.get("cancel"),
+                          [k for k in outbox_keys if _key_thread(k, messages, docs, tid)],
+                          [r for r in self.mirror.refused() if r.thread_id == tid
+                           and r.actor.casefold() == self.handle.casefold()])
+
+    def thread_state(self, view: RelayView, tid: str) -> ThreadState:
+        state = view.thread(tid)
+        if state is None:
+            raise ThreadNotFound(f"thread {tid} does not exist on the relay", thread_id=tid)
+        return state
+
+    # --- writing ----------------------------------------------------------------
+
+    def write(self, op: Op, *, mode: str | None = None) -> WriteResult:
+        """Check, commit to the outbox, and deliver according to ``mode``."""
+        mode = mode or self.writes
+        if mode not in ("queue", "wait"):
+            raise InvalidArgument(f"delivery mode {mode!r} must be queue or wait", field="mode")
+        if self.mirror.main() is None:
+            self.refresh(max_age=0)
+        try:
+            written = self.mirror.append(op)
+        except RelayError as exc:
+            if exc.data.get("rule", exc.name) not in _STALE_RULES:
+                raise
+            self.refresh(max_age=0)
+            written = self.mirror.append(op)
+        delivery = QUEUED
+        if mode == "wait":
+            delivery = self._deliver_for(op)
+        result = WriteResult(op, written, delivery, op.thread_id, written.doc)
+        if self.on_written is not None:
+            self.on_written(result)
+        return result
+
+    def _deliver_for(self, op: Op) -> str:
+        key = op_key(op)
+        try:
+            report = self.deliver(timeout=self.wait_seconds)
+        except RelayUnavailable as exc:
+            self.last_sync_error = exc
+            return QUEUED
+        for refused in report.refused:
+            if refused.key == key:
+                raise refused.error()
+        if any(op_key(self.mirror.op_of(c)) == key for c in self.mirror.outbox()):
+            return QUEUED
+        return DELIVERED
+
+    def handoff(self, *, to: str, intent: str, summary: str,
+                artifacts: list[dict[str, Any]] | None = None, question: str | None = None,
+                proposed_action: dict[str, Any] | None = None,
+                metadata: dict[str, Any] | None = None, idempotency_key: str | None = None,
+                mode: str | None = None) -> WriteResult:
+        check_handle(to, "to")
+        key = idempotency_key or new_key()
+        tid = thread_id_for(self.handle, key)
+        meta = dict(metadata or {})
+        meta["client_idempotency_key"] = key
+        if question is not None:
+            meta["question"] = question
+        doc: dict[str, Any] = {
+            "format_version": layout.FORMAT_VERSION, "kind": "handoff", "thread_id": tid,
+            "sender": self.handle, "recipient": to, "intent": intent, "summary": summary,
+            "artifacts": artifacts or [], "metadata": meta, "idempotency_key": key,
+            "created_at": now_iso(),
+        }
+        if question is not None:
+            doc["question"] = question
+        if proposed_action is not None:
+            doc["proposed_action"] = proposed_action
+        schema.validate("handoff", doc)
+        existing = self.mirror.view().thread(tid) if self.mirror.main() else None
+        if existing is not None:
+            if _same_handoff(existing.handoff, doc):
+                delivered = not any(op_key(self.mirror.op_of(c)) == f"handoff:{tid}"
+                                    for c in self.mirror.outbox())
+                return WriteResult(Op("handoff", existing.handoff, tid), None,
+                                   DELIVERED if delivered else QUEUED, tid, existing.handoff,
+                                   repeated=True)
+            raise DuplicateIdempotencyKey(
+                f"idempotency key {key!r} was already used for thread {tid} with a different "
+                "payload", hint="Use a new key for a new handoff.", thread_id=tid)
+        return self.write(Op("handoff", doc, tid), mode=mode)
+
+    def send_message(self, thread_id: str, body: str, *, payload: dict[str, Any] | None = None,
+                     mode: str | None = None, suggested_diff: str | None = None) -> WriteResult:
+        tid = check_thread_id(thread_id)
+        doc: dict[str, Any] = {
+            "format_version": layout.FORMAT_VERSION, "kind": "message", "thread_id": tid,
+            "id": new_message_id(), "sequence_no": 1, "from": self.handle,
+            "type": "draft" if suggested_diff is not None else "message", "body": body,
+            "idempotency_key": new_key(), "created_at": now_iso(),
+        }
+        if payload is not None:
+            doc["payload"] = payload
+        if suggested_diff is not None:
+            doc["suggested_diff"] = suggested_diff
+        schema.validate("message", doc)
+        return self.write(Op("message", doc, tid), mode=mode)
+
+    def draft_proposed_action(self, thread_id: str, suggested_diff: str, note: str, *,
+                              mode: str | None = None) -> WriteResult:
+        return self.send_message(thread_id, note, suggested_diff=suggested_diff, mode=mode)
+
+    def _transition(self, kind: str, thread_id: str, fields: dict[str, Any],
+                    mode: str | None) -> WriteResult:
+        tid = check_thread_id(thread_id)
+        doc: dict[str, Any] = {"format_version": layout.FORMAT_VERSION, "kind": kind,
+                               "thread_id": tid, "by": self.handle, **fields, "at": now_iso()}
+        schema.validate(kind, doc)
+        return self.write(Op(kind, doc, tid), mode=mode)
+
+    def accept(self, thread_id: str, *, session_id: str, mode: str | None = None) -> WriteResult:
+        return self._transition("accept", thread_id, {"accepted_by_session": session_id}, mode)
+
+    def complete(self, thread_id: str, *, result_summary: str,
+                 artifacts: list[dict[str, Any]] | None = None,
+                 mode: str | None = None) -> WriteResult:
+        return self._transition("complete", thread_id, {"result_summary": result_summary,
+                                                        "artifacts": artifacts or []}, mode)
+
+    def cancel(self, thread_id: str, *, reason: str | None = None,
+               mode: str | None = None) -> WriteResult:
+        return self._transition("cancel", thread_id, {"reason": reason} if reason else {}, mode)
+
+
+def _same_handoff(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    strip = ("created_at",)
+    return {k: v for k, v in a.items() if k not in strip} == \
+        {k: v for k, v in b.items() if k not in strip}
+
+
+def _key_thread(key: str, messages: list[dict[str, Any]], docs: dict[str, Any], tid: str) -> bool:
+    kind, _, rest = key.partition(":")
+    if kind == "message":
+        return any(m["id"] == rest for m in messages)
+    return rest == tid
+
+
+__all__ = ["ACCEPTED", "CANCELLED", "COMPLETED", "DELIVERED", "PENDING", "QUEUED",
+           "RelayClient", "ThreadView", "WriteResult"]

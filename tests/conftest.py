@@ -1,0 +1,70 @@
+"""Shared fixtures: hermetic git, real relays with the gate installed, teammates."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gitrelay import admin
+from gitrelay.client import RelayClient
+
+pytest_plugins = ["tests.servers.conftest_plugin"]
+
+
+@pytest.fixture(autouse=True)
+def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No user or system git config, no real home, fixed identity for git commands."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_TERMINAL_PROMPT", "0")
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "test")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.invalid")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "test")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.invalid")
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GITRELAY_HOME", str(home / ".gitrelay"))
+    monkeypatch.setenv("GITRELAY_TRUST", str(home / "trust.yaml"))
+
+
+@pytest.fixture
+def relay(tmp_path: Path) -> Path:
+    """A fresh bare relay with the gate installed."""
+    return admin.init_relay(tmp_path / "relay.git", name="acme")
+
+
+TEAM = {
+    "alice@acme": ("Alice Martin", "backend"),
+    "bob@acme": ("Bob Chen", "frontend"),
+    "carol@acme": ("Carol Diaz", "platform"),
+}
+
+
+@pytest.fixture
+def make_client(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                ) -> Iterator[Callable[..., RelayClient]]:
+    """Join a teammate (own GITRELAY_HOME) and return their client."""
+    made: dict[str, RelayClient] = {}
+
+    def make(handle: str, *, writes: str = "wait", home: str | None = None) -> RelayClient:
+        home_dir = tmp_path / (home or handle.split("@")[0])
+        monkeypatch.setenv("GITRELAY_HOME", str(home_dir))
+        name, role = TEAM.get(handle, (handle.split("@")[0].title(), "engineer"))
+        admin.join(str(relay), handle, name=name, role=role, save=False)
+        client = RelayClient(str(relay), handle, writes=writes)
+        made[f"{handle}:{home}"] = client
+        return client
+
+    yield make
+
+
+@pytest.fixture
+def team(make_client: Callable[..., RelayClient]) -> dict[str, RelayClient]:
+    """alice, bob and carol joined to one relay, each with their own mirror."""
+    clients = {h.split("@")[0]: make_client(h) for h in TEAM}
+    for c in clients.values():
+        c.refresh(max_age=0)
+    return clients
