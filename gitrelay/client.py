@@ -32,11 +32,18 @@ from .errors import (
     RelayUnavailable,
     ThreadNotFound,
 )
-from .ids import check_handle, check_thread_id, new_key, new_message_id, resolve_prefix, thread_id_for
+from .ids import (
+    check_handle,
+    check_thread_id,
+    new_key,
+    new_message_id,
+    resolve_prefix,
+    thread_id_for,
+)
 from .mirror import Mirror, Refused, Written, op_key
 from .ops import Op, now_iso
 from .rules import ACCEPTED, CANCELLED, COMPLETED, PENDING, RelayView, ThreadState
-from .sync import SyncReport, Syncer
+from .sync import Syncer, SyncReport
 
 FRESH_SECONDS = 2.0
 WAIT_SECONDS = 5.0

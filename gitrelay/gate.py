@@ -12,10 +12,6 @@ from __future__ import annotations
 import os
 import sys
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
-
 from . import layout
 from .errors import RelayError, error_for_rule
 from .gitcli import CatFile
@@ -27,6 +23,10 @@ from .rules import (
     commit_seq,
     find_pusher,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
 
 if TYPE_CHECKING:
     from .rules import SignatureCheck

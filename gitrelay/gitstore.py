@@ -7,7 +7,9 @@ reads objects for the rules, and moves refs.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pygit2
@@ -63,10 +65,8 @@ class Store:
         self.repo.create_reference_direct(name, pygit2.Oid(hex=oid), True, message=message)
 
     def delete_ref(self, name: str) -> None:
-        try:
+        with contextlib.suppress(KeyError):
             self.repo.references.delete(name)
-        except KeyError:
-            pass
 
     def refs(self, prefix: str) -> dict[str, str]:
         out = {}
@@ -88,8 +88,8 @@ class Store:
     # --- writing ------------------------------------------------------------
 
     def _insert(self, tree_oid: str | None, parts: list[str], blob: pygit2.Oid) -> pygit2.Oid:
-        tree = self.repo[pygit2.Oid(hex=tree_oid)] if tree_oid else None
-        builder = self.repo.TreeBuilder(tree) if tree is not None else self.repo.TreeBuilder()
+        builder = (self.repo.TreeBuilder(pygit2.Oid(hex=tree_oid)) if tree_oid
+                   else self.repo.TreeBuilder())
         name = parts[0]
         if len(parts) == 1:
             builder.insert(name, blob, pygit2.enums.FileMode.BLOB)
@@ -109,18 +109,15 @@ class Store:
 
     def commit(self, *, tree: str, parents: list[str], message: str, author: str,
                email: str, when: float | None = None,
-               sign: object | None = None) -> str:
+               sign: Callable[[bytes], str] | None = None) -> str:
         """Write a commit object (not moving any ref). ``sign(payload) -> signature``."""
         stamp = int(when if when is not None else time.time())
         sig = pygit2.Signature(author, email, stamp, 0)
-        parent_ids = [pygit2.Oid(hex=p) for p in parents if p != ZERO_OID]
+        parent_ids: list[str | pygit2.Oid] = [pygit2.Oid(hex=p) for p in parents
+                                              if p != ZERO_OID]
+        content = str(self.repo.create_commit_string(sig, sig, message, pygit2.Oid(hex=tree),
+                                                     parent_ids))
         if sign is None:
-            content = self.repo.create_commit_string(sig, sig, message,
-                                                     pygit2.Oid(hex=tree), parent_ids)
-            oid = self.repo.odb.write(pygit2.enums.ObjectType.COMMIT, content)
-            return str(oid)
-        content = self.repo.create_commit_string(sig, sig, message, pygit2.Oid(hex=tree),
-                                                 parent_ids)
-        assert callable(sign)
-        signature = sign(content.encode() if isinstance(content, str) else content)
+            return str(self.repo.odb.write(pygit2.enums.ObjectType.COMMIT, content))
+        signature = sign(content.encode())
         return str(self.repo.create_commit_with_signature(content, signature, "gpgsig"))

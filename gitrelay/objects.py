@@ -196,7 +196,8 @@ class Change:
         self.new = new
 
 
-def diff_trees(objs: Objects, old_tree: str | None, new_tree: str, prefix: str = "") -> list[Change]:
+def diff_trees(objs: Objects, old_tree: str | None, new_tree: str,
+               prefix: str = "") -> list[Change]:
     """Paths that differ, descending only into subtrees whose ids differ."""
     old_entries = {e.name: e for e in objs.tree(old_tree)} if old_tree else {}
     new_entries = {e.name: e for e in objs.tree(new_tree)}

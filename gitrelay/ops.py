@@ -82,8 +82,8 @@ class Op:
             return False
         path = (layout.handoff_path(self.thread_id) if self.kind == "handoff"
                 else layout.transition_path(self.thread_id, self.kind))
-        data = objs.read_path(tree, path)
-        return data is not None and data == schema.dumps(self.doc)
+        stored = objs.read_path(tree, path)
+        return stored is not None and stored == schema.dumps(self.doc)
 
     def subject(self, doc: dict[str, Any]) -> str:
         tid = (self.thread_id or "")[:10]

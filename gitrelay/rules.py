@@ -11,11 +11,6 @@ Standard library only: the gate imports this module.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-    from typing import Any
-
 from . import layout, schema
 from .errors import RelayError, error_for_rule
 from .ids import same_handle, thread_id_for
@@ -29,6 +24,11 @@ from .objects import (
     TreeEntry,
     diff_trees,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 PENDING, ACCEPTED, COMPLETED, CANCELLED = "pending", "accepted", "completed", "cancelled"
 TERMINAL = (COMPLETED, CANCELLED)
@@ -202,7 +202,8 @@ def check_identity(view: RelayView, commit: Commit, actor: str, pusher: Pusher |
                          commit=commit.oid)
 
 
-def _added_file(view_objs: Objects, commit: Commit, parent_tree: str | None) -> tuple[str, TreeEntry]:
+def _added_file(view_objs: Objects, commit: Commit,
+                parent_tree: str | None) -> tuple[str, TreeEntry]:
     short = commit.oid[:12]
     changes = diff_trees(view_objs, parent_tree, commit.tree)
     for ch in changes:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import re
 
+from .errors import FormatError
+from .ids import handle_problem, is_key, is_thread_id, is_uuid
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
-
-from .errors import FormatError
-from .ids import handle_problem, is_key, is_thread_id, is_uuid
 
 TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$"
 _TIME_RE = re.compile(TIME_PATTERN)
