@@ -1,0 +1,174 @@
+"""The background sync loop: deliver queued operations, fetch what is new.
+
+One loop runs per MCP server (and ``gitrelay`` CLI commands can run one
+pass). It wakes up
+
+- at once when kicked (a write was queued, an agent asked for fresh data);
+- when the relay changes, for a relay on a local path (watchdog on its refs);
+- otherwise on an adaptive interval: ``MIN_INTERVAL`` after activity, doubling
+  on every quiet pass up to ``MAX_INTERVAL``.
+
+Each pass delivers the whole outbox in one push (group commit) when anything
+is queued, and fetches otherwise. ``wait_for_change`` lets ``check_inbox``
+long-poll: it returns as soon as a pass brought something new.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import RelayError
+
+if TYPE_CHECKING:
+    from .client import RelayClient
+
+MIN_INTERVAL = 0.5
+MAX_INTERVAL = 15.0
+# While the loop runs, reads use the local copy if its last fetch is this fresh.
+FRESH_WHILE_RUNNING = MAX_INTERVAL + 5.0
+
+
+def local_relay_dir(url: str) -> Path | None:
+    """The directory of a relay given as a local path or file:// URL."""
+    path = Path(url[len("file://"):] if url.startswith("file://") else url)
+    if "://" in url and not url.startswith("file://"):
+        return None
+    return path if (path / "HEAD").exists() else None
+
+
+class SyncLoop:
+    def __init__(self, client: RelayClient, *, watch: bool = True) -> None:
+        self.client = client
+        self._kick = threading.Event()
+        self._stop = threading.Event()
+        self._changed = threading.Condition()
+        self._generation = 0
+        self._thread: threading.Thread | None = None
+        self._observer: Any = None
+        self._watch = watch
+        self.interval = MIN_INTERVAL
+        self.last_error: RelayError | None = None
+        self.passes = 0
+
+    # --- control ----------------------------------------------------------------
+
+    def start(self) -> SyncLoop:
+        if self._thread is not None:
+            return self
+        self.client.fresh_seconds = FRESH_WHILE_RUNNING
+        self.client.on_written = lambda result: self.kick()
+        self._thread = threading.Thread(target=self._run, name="gitrelay-sync", daemon=True)
+        self._thread.start()
+        relay_dir = local_relay_dir(self.client.relay_url) if self._watch else None
+        if relay_dir is not None:
+            self._observer = _watch_refs(relay_dir, self.kick)
+        return self
+
+    def kick(self) -> None:
+        self._kick.set()
+
+    def stop(self, *, flush: bool = True, timeout: float = 10.0) -> None:
+        """Stop the loop; with ``flush``, try once more to deliver what is queued."""
+        self._stop.set()
+        self._kick.set()
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=2)
+        if self._thread is not None:
+            self._thread.join(timeout=timeout)
+            self._thread = None
+        if flush and self.client.mirror.outbox():
+            try:
+                self.client.deliver(timeout=timeout)
+            except RelayError as exc:
+                print(f"gitrelay: {len(self.client.mirror.outbox())} operation(s) stay queued: "
+                      f"{exc}", file=sys.stderr)
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def wait_for_change(self, timeout: float, since: int | None = None) -> bool:
+        """Block until a pass brings something new (or ``timeout``); True if it did."""
+        start = self._generation if since is None else since
+        self.kick()
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._generation == start:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+        return True
+
+    # --- the loop -----------------------------------------------------------------
+
+    def run_once(self) -> bool:
+        """One pass: deliver if anything is queued, else fetch. True if main moved."""
+        client = self.client
+        before = client.mirror.main()
+        if client.mirror.outbox() or _inbox_ahead(client):
+            client.deliver()
+        else:
+            client.syncer.fetch()
+        self.passes += 1
+        return client.mirror.main() != before
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            kicked = self._kick.wait(self.interval)
+            self._kick.clear()
+            if self._stop.is_set():
+                break
+            try:
+                moved = self.run_once()
+                self.last_error = None
+            except RelayError as exc:
+                self.last_error = exc
+                self.interval = min(MAX_INTERVAL, max(self.interval * 2, 1.0))
+                continue
+            except Exception as exc:  # keep serving reads whatever happens here
+                print(f"gitrelay: sync loop error: {exc!r}", file=sys.stderr)
+                self.interval = MAX_INTERVAL
+                continue
+            if moved:
+                with self._changed:
+                    self._generation += 1
+                    self._changed.notify_all()
+            if moved or kicked:
+                self.interval = MIN_INTERVAL
+            else:
+                self.interval = min(MAX_INTERVAL, self.interval * 2)
+
+
+def _inbox_ahead(client: RelayClient) -> bool:
+    from . import layout
+    from .mirror import RELAY_USERS
+
+    store = client.mirror.store
+    local = store.ref(layout.inbox_ref(client.handle))
+    remote = store.ref(f"{RELAY_USERS}{client.handle}/{layout.INBOX_REF_LEAF}")
+    return local is not None and local != remote
+
+
+def _watch_refs(relay_dir: Path, callback: Any) -> Any:
+    """Kick the loop when a local relay's refs change."""
+    from watchdog.events import FileSystemEvent, FileSystemEventHandler
+    from watchdog.observers import Observer
+
+    class Handler(FileSystemEventHandler):
+        def on_any_event(self, event: FileSystemEvent) -> None:
+            path = str(event.src_path)
+            if "/refs/" in path or path.endswith(("packed-refs", "/refs")):
+                callback()
+
+    observer = Observer()
+    observer.daemon = True
+    observer.schedule(Handler(), str(relay_dir / "refs"), recursive=True)
+    observer.schedule(Handler(), str(relay_dir), recursive=False)
+    observer.start()
+    return observer

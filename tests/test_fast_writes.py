@@ -1,0 +1,157 @@
+"""Local-first writes: the outbox, group commit, the sync loop, and crashes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from gitrelay.client import DELIVERED, QUEUED, RelayClient
+from gitrelay.errors import RelayUnavailable, StateChanged
+from gitrelay.syncloop import SyncLoop
+
+
+def relay_threads(relay: Path) -> list[str]:
+    out = subprocess.run(["git", "--git-dir", str(relay), "log", "--format=%(trailers:key=Gitrelay-Op,valueonly)%(trailers:key=Gitrelay-Thread,valueonly,separator=)", "main"],
+                         capture_output=True, text=True, check=True).stdout
+    return [line for line in out.split("\n") if line.startswith("handoff")]
+
+
+def ops_on_relay(relay: Path) -> list[str]:
+    out = subprocess.run(["git", "--git-dir", str(relay), "log", "--reverse", "--format=%s",
+                          "main"], capture_output=True, text=True, check=True).stdout
+    return out.splitlines()
+
+
+def test_queued_write_answers_before_delivery_and_the_loop_delivers(team, relay):
+    alice = team["alice"]
+    loop = SyncLoop(alice).start()
+    try:
+        result = alice.handoff(to="bob@acme", intent="inform", summary="CI needs typecheck",
+                               mode="queue")
+        assert result.delivery == QUEUED
+        deadline = time.monotonic() + 10
+        while alice.mirror.outbox() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alice.mirror.outbox()
+        assert any("CI needs typecheck" in s for s in ops_on_relay(relay))
+    finally:
+        loop.stop()
+
+
+def test_wait_mode_reports_delivered(team):
+    result = team["alice"].handoff(to="bob@acme", intent="inform", summary="x", mode="wait")
+    assert result.delivery == DELIVERED
+    assert not team["alice"].mirror.outbox()
+
+
+def test_a_queued_write_survives_sigkill_and_is_delivered_exactly_once(team, relay, tmp_path):
+    home = os.environ["GITRELAY_HOME"]
+    alice_home = tmp_path / "alice"
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        os.environ["GITRELAY_HOME"] = {str(alice_home)!r}
+        from gitrelay.client import RelayClient
+        c = RelayClient({str(relay)!r}, "alice@acme", writes="queue")
+        r = c.handoff(to="bob@acme", intent="inform", summary="survives a crash",
+                      idempotency_key="crash-1")
+        print(r.delivery, flush=True)
+        time.sleep(60)
+    """)
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                          text=True) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == QUEUED
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert not any("survives a crash" in s for s in ops_on_relay(relay))
+    os.environ["GITRELAY_HOME"] = str(alice_home)
+    try:
+        again = RelayClient(str(relay), "alice@acme")
+        again.deliver()
+        again.deliver()
+    finally:
+        os.environ["GITRELAY_HOME"] = home
+    assert sum("survives a crash" in s for s in ops_on_relay(relay)) == 1
+
+
+def test_two_processes_on_one_mirror_share_one_push(team, relay, tmp_path):
+    alice_home = tmp_path / "alice"
+    script = textwrap.dedent(f"""
+        import os
+        os.environ["GITRELAY_HOME"] = {str(alice_home)!r}
+        from gitrelay.client import RelayClient
+        c = RelayClient({str(relay)!r}, "alice@acme", writes="queue")
+        import sys
+        c.handoff(to="bob@acme", intent="inform", summary="from process " + sys.argv[1])
+    """)
+    for n in ("one", "two"):
+        subprocess.run([sys.executable, "-c", script, n], check=True)
+    before = len(ops_on_relay(relay))
+    report = team["alice"].deliver()
+    assert report.delivered == 2
+    after = ops_on_relay(relay)
+    assert len(after) == before + 2
+    last_update = (relay / "logs" / "refs" / "heads" / "main").read_text().splitlines()[-1]
+    old_tip, new_tip = last_update.split()[:2]
+    two_back = subprocess.run(["git", "--git-dir", str(relay), "rev-parse", f"{new_tip}~2"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    assert two_back == old_tip  # a single ref update carried both operations
+
+
+def test_a_queued_accept_that_loses_to_a_cancel_is_reported(team):
+    alice, bob = team["alice"], team["bob"]
+    sent = alice.handoff(to="bob@acme", intent="inform", summary="race me")
+    bob.refresh(max_age=0)
+    alice.cancel(sent.thread_id, mode="wait")
+    accepted = bob.accept(sent.thread_id, session_id="s1", mode="queue")
+    assert accepted.delivery == QUEUED
+    bob.deliver()
+    view = bob.thread(sent.thread_id)
+    assert view.status == "cancelled"
+    assert [r.name for r in view.refused] == ["state_changed"]
+    assert "accept" in view.refused[0].message
+
+
+def test_wait_mode_surfaces_a_lost_race_as_state_changed(team):
+    alice, bob = team["alice"], team["bob"]
+    sent = alice.handoff(to="bob@acme", intent="inform", summary="race me too")
+    bob.refresh(max_age=0)
+    alice.cancel(sent.thread_id, mode="wait")
+    with pytest.raises(StateChanged):
+        bob.accept(sent.thread_id, session_id="s1", mode="wait")
+
+
+def test_unreachable_relay_queues_then_delivers_everything_once_in_order(team, relay):
+    alice = team["alice"]
+    hidden = relay.with_name("relay-away.git")
+    relay.rename(hidden)
+    try:
+        results = [alice.handoff(to="bob@acme", intent="inform", summary=f"offline {i}",
+                                 mode="wait") for i in range(3)]
+        assert [r.delivery for r in results] == [QUEUED] * 3
+        with pytest.raises(RelayUnavailable):
+            alice.deliver()
+    finally:
+        hidden.rename(relay)
+    alice.deliver()
+    subjects = [s for s in ops_on_relay(relay) if "offline" in s]
+    assert [s.rsplit(": ", 1)[1] for s in subjects] == ["offline 0", "offline 1", "offline 2"]
+    assert not alice.mirror.outbox()
+
+
+def test_wait_for_change_wakes_when_a_teammate_writes(team):
+    alice, bob = team["alice"], team["bob"]
+    loop = SyncLoop(bob).start()
+    try:
+        gen = loop.generation
+        alice.handoff(to="bob@acme", intent="inform", summary="wake up", mode="wait")
+        assert loop.wait_for_change(10, since=gen)
+    finally:
+        loop.stop()
