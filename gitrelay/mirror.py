@@ -34,6 +34,7 @@ from .gitstore import Store
 from .objects import Commit, Objects
 from .ops import Op, now_iso, op_from_file
 from .rules import RelayView, check_commit, commit_seq
+from .signing import verify_commit_signature
 
 RELAY_MAIN = "refs/relay/main"
 RELAY_USERS = "refs/relay/users/"
@@ -165,7 +166,10 @@ class Mirror:
         tree = self.store.tree_with(base.tree, path, schema.dumps(doc))
         oid = self.store.commit(tree=tree, parents=[base_oid], message=op.message(doc, seq),
                                 author=op.actor, email=op.actor, sign=self.signer)
-        check_commit(self.objects, self.objects.commit(oid), base)
+        # The real checker: a signing key that is not the registered one fails here,
+        # before the operation is queued, rather than at the gate.
+        check_commit(self.objects, self.objects.commit(oid), base,
+                     verify_signature=verify_commit_signature)
         return Written(op, oid, seq, path, doc)
 
     def append(self, op: Op) -> Written:

@@ -17,12 +17,6 @@ from gitrelay.errors import RelayUnavailable, StateChanged
 from gitrelay.syncloop import SyncLoop
 
 
-def relay_threads(relay: Path) -> list[str]:
-    out = subprocess.run(["git", "--git-dir", str(relay), "log", "--format=%(trailers:key=Gitrelay-Op,valueonly)%(trailers:key=Gitrelay-Thread,valueonly,separator=)", "main"],
-                         capture_output=True, text=True, check=True).stdout
-    return [line for line in out.split("\n") if line.startswith("handoff")]
-
-
 def ops_on_relay(relay: Path) -> list[str]:
     out = subprocess.run(["git", "--git-dir", str(relay), "log", "--reverse", "--format=%s",
                           "main"], capture_output=True, text=True, check=True).stdout
