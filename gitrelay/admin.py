@@ -60,8 +60,12 @@ def relay_config(name: str, *, web_url_template: str | None = None,
 
 def init_relay(path: Path, *, name: str | None = None, web_url_template: str | None = None,
                require_pusher: bool = False, require_signatures: bool = False,
-               hook: bool = True) -> Path:
-    """Create a bare relay at ``path`` with the gate and a first commit."""
+               pusher_env: Sequence[str] | None = None, hook: bool = True) -> Path:
+    """Create a bare relay at ``path`` with the gate and a first commit.
+
+    ``pusher_env``: the variables that carry the authenticated pusher on this
+    host (docs/deploying.md); name only the one(s) your server sets.
+    """
     path = Path(path).resolve()
     if path.exists() and any(path.iterdir()):
         raise InvalidArgument(f"{path} exists and is not empty", field="path")
@@ -71,6 +75,7 @@ def init_relay(path: Path, *, name: str | None = None, web_url_template: str | N
     cfg["receive.denyDeletes"] = True
     cfg["core.logAllRefUpdates"] = True
     doc = relay_config(name or path.stem, web_url_template=web_url_template,
+                       pusher_env=PUSHER_ENV_DEFAULT if pusher_env is None else pusher_env,
                        require_pusher=require_pusher, require_signatures=require_signatures)
     schema.validate("config", doc)
     tree = store.single_file_tree(layout.CONFIG_PATH, schema.dumps(doc))
@@ -106,8 +111,11 @@ def profile_doc(handle: str, name: str, role: str, *, email: str | None = None,
 
 def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None = None,
          usernames: Sequence[str] = (), signing_key: str | None = None,
-         save: bool = True) -> UserConfig:
-    """Make this user's mirror of ``relay_url`` and register them if needed."""
+         save: bool = True, env: dict[str, str] | None = None) -> UserConfig:
+    """Make this user's mirror of ``relay_url`` and register them if needed.
+
+    ``env``: extra environment for the ``git`` commands (e.g. ``GIT_SSH_COMMAND``).
+    """
     check_handle(handle, "--as")
     if not name.strip() or not role.strip():
         raise InvalidArgument("--name and --role must not be empty")
@@ -115,7 +123,7 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
 
     signer = signer_for(signing_key) if signing_key else None
     mirror = Mirror(mirror_path(relay_url), handle, signer=signer)
-    syncer = Syncer(mirror, relay_url)
+    syncer = Syncer(mirror, relay_url, env=env)
     syncer.fetch()
     existing = mirror.view().profile(handle)
     if existing is None:
