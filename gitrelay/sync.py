@@ -160,9 +160,17 @@ class Syncer:
 
     def deliver(self, *, max_attempts: int = MAX_ATTEMPTS, deadline: float | None = None
                 ) -> SyncReport:
-        """Fetch, then push everything queued until the outbox is empty."""
+        """Push everything queued until the outbox is empty.
+
+        The first push is optimistic (no fetch before it: when nobody else
+        wrote, one push is all it costs); when the relay moved, git refuses it
+        on the client side without sending anything, and we fetch, replay and
+        retry — at once the first time, then with backoff and jitter.
+        """
         with self.mirror.sync_lock:
-            report = self._fetch()
+            report = SyncReport()
+            if self.mirror.relay_main() is None:
+                report = self._fetch()
             for attempt in range(1, max_attempts + 1):
                 report.attempts = attempt
                 pushed = self._push_once(report)
@@ -170,8 +178,12 @@ class Syncer:
                     return report
                 if deadline is not None and time.monotonic() > deadline:
                     return report
-                time.sleep(min(0.25, 0.004 * 2 ** min(attempt, 8)) * random.uniform(0.5, 1.5))
-                report.refused += self._fetch().refused
+                if attempt > 1:
+                    time.sleep(min(0.25, 0.004 * 2 ** min(attempt, 8))
+                               * random.uniform(0.5, 1.5))
+                fetched = self._fetch()
+                report.refused += fetched.refused
+                report.fetched += fetched.fetched
             raise RelayUnavailable(f"could not deliver to {self.url} after {max_attempts} "
                                    "attempts (too many concurrent writers?)",
                                    hint="Your operations are queued and will be retried.")
