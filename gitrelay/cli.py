@@ -1,16 +1,270 @@
-"""The ``gitrelay`` command line (thin: parses arguments, calls the library,
-turns errors into one line and an exit code)."""
+"""The ``gitrelay`` command line: a person's view of the relay.
+
+Thin: each ``_cmd_<name>`` parses nothing itself, calls the library, and
+prints with :mod:`gitrelay.render`. Errors are one line
+(``gitrelay: <name> (<code>): message``) and an exit code; never a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import re
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from .errors import RelayError
+from .errors import (
+    AmbiguousId,
+    Forbidden,
+    InvalidArgument,
+    RelayError,
+    RelayUnavailable,
+    TeammateBlocked,
+)
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INVALID = 0, 1, 2, 3
+if TYPE_CHECKING:
+    from .client import RelayClient, WriteResult
+
+EXIT_OK = 0            # success
+EXIT_ERROR = 1         # the operation was refused or failed (the line says which rule)
+EXIT_USAGE = 2         # the command line itself is wrong
+EXIT_INVALID = 3       # a check found problems (`verify`, `doctor`)
+EXIT_UNAVAILABLE = 4   # the relay could not be reached and there is no local copy to use
+EXIT_INTERNAL = 70     # a bug in gitrelay (please report it with GITRELAY_DEBUG=1 output)
+EXIT_INTERRUPTED = 130
+
+STATUSES = ("pending", "accepted", "completed", "cancelled")
+INTENTS = ("inform", "ask_question", "propose_action")
+
+
+# --- helpers -------------------------------------------------------------------
+
+
+def _out(text: str = "") -> None:
+    print(text)
+
+
+def _note(text: str) -> None:
+    print(f"gitrelay: {text}", file=sys.stderr)
+
+
+def _json(value: Any) -> None:
+    from .render import to_json
+
+    print(to_json(value))
+
+
+def _client(args: argparse.Namespace, *, writes: str | None = None) -> RelayClient:
+    from .client import RelayClient
+
+    return RelayClient.from_config(relay=getattr(args, "relay", None),
+                                   handle=getattr(args, "handle", None), writes=writes)
+
+
+def _stale_note(client: RelayClient) -> None:
+    """Say so when a read answered from the local copy because the relay was unreachable."""
+    if client.last_sync_error is not None:
+        from .render import when
+
+        last = client.mirror.sync_state().get("last_fetch")
+        stamp = when(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(last)))) \
+            if last else "never"
+        _note(f"the relay is unreachable ({client.last_sync_error.message}); showing your "
+              f"local copy as of {stamp}")
+
+
+def _text_arg(value: str, what: str) -> str:
+    """``-`` reads the text from standard input."""
+    text = sys.stdin.read() if value == "-" else value
+    if not text.strip():
+        raise InvalidArgument(f"{what} must not be empty", field=what)
+    return text
+
+
+def _resolve(client: RelayClient, ref: str) -> str:
+    """A thread id from an id or prefix; an ambiguous prefix lists its candidates."""
+    try:
+        return client.resolve_thread(ref)
+    except AmbiguousId as exc:
+        from .render import one_line, short_id
+
+        view = client.mirror.view()
+        details = []
+        for tid in exc.data.get("matching", [])[:20]:
+            state = view.thread(tid)
+            if state is None:
+                continue
+            details.append(f"{tid}  {state.status:<9}  {one_line(state.sender)} → "
+                           f"{one_line(state.recipient)}  "
+                           f"{one_line(state.handoff['summary'], 60)}")
+        exc.data["details"] = details
+        exc.hint = f"Give more characters of the id, e.g. `{short_id(exc.data['matching'][0])}`."
+        raise
+
+
+def _trust_path(args: argparse.Namespace) -> Path:
+    from .trust import default_trust_path
+
+    given = getattr(args, "trust", None)
+    return Path(given).expanduser() if given else default_trust_path()
+
+
+def _delivery_text(result: WriteResult) -> str:
+    if result.delivery == "delivered":
+        return "delivered to the relay"
+    return ("queued in your outbox, not yet on the relay; it goes with your next write, "
+            "or now with `gitrelay status --deliver`")
+
+
+def _write_json(result: WriteResult, **extra: Any) -> dict[str, Any]:
+    out = {"thread_id": result.thread_id, "operation": result.op.op_name,
+           "delivery": result.delivery, "repeated": result.repeated, "doc": result.doc}
+    out.update(extra)
+    return out
+
+
+# --- artifacts from flags --------------------------------------------------------
+
+_FILE_RE = re.compile(r"^(?P<path>[^@:]+?)(?:@(?P<sha>[0-9a-fA-F]{4,64}))?"
+                      r"(?::(?P<a>\d+)(?:-(?P<b>\d+))?)?$")
+_DIFF_HEADER = re.compile(r"^diff --git a/(?P<a>.+?) b/(?P<b>.+)$")
+
+
+def _read_file(name: str, flag: str) -> str:
+    if name == "-":
+        return sys.stdin.read()
+    try:
+        return Path(name).expanduser().read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidArgument(f"{flag} {name}: {exc.strerror or exc}", field=flag) from None
+    except UnicodeDecodeError:
+        raise InvalidArgument(f"{flag} {name}: not UTF-8 text", field=flag) from None
+
+
+def split_patch(text: str) -> list[tuple[str, str]]:
+    """A unified diff as ``(path, diff)`` per file, paths from its headers."""
+    parts: list[tuple[str, list[str]]] = []
+    for line in text.splitlines(keepends=True):
+        m = _DIFF_HEADER.match(line.rstrip("\n"))
+        if m:
+            parts.append((m.group("b"), [line]))
+            continue
+        if line.startswith("--- ") and (not parts or any(
+                ln.startswith("@@") for ln in parts[-1][1])):
+            parts.append(("", [line]))
+            continue
+        if line.startswith("+++ ") and parts and not parts[-1][0]:
+            target = line[4:].strip().split("\t")[0]
+            if target == "/dev/null":
+                old = parts[-1][1][-1][4:].strip().split("\t")[0]
+                target = old
+            parts[-1] = (target[2:] if target[:2] in ("a/", "b/") else target, parts[-1][1])
+        if parts:
+            parts[-1][1].append(line)
+    return [(path, "".join(lines)) for path, lines in parts if path]
+
+
+def _artifacts(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from . import schema
+
+    arts: list[dict[str, Any]] = []
+    for spec in args.diff or []:
+        path, sep, name = spec.partition("=")
+        if sep:
+            arts.append({"type": "file_diff", "path": path, "diff": _read_file(name, "--diff")})
+            continue
+        files = split_patch(_read_file(spec, "--diff"))
+        if not files:
+            raise InvalidArgument(f"--diff {spec}: found no file headers (---/+++ or diff --git); "
+                                  "use --diff REPO_PATH=PATCH_FILE", field="--diff")
+        arts += [{"type": "file_diff", "path": p, "diff": d} for p, d in files]
+    for spec in args.file or []:
+        m = _FILE_RE.match(spec)
+        if not m:
+            raise InvalidArgument(f"--file {spec!r}: use PATH, PATH:LINE, PATH:START-END, "
+                                  "optionally PATH@SHA:START-END", field="--file")
+        art: dict[str, Any] = {"type": "file_ref", "path": m.group("path")}
+        if m.group("sha"):
+            art["git_sha"] = m.group("sha")
+        if m.group("a"):
+            art["lines"] = [int(m.group("a"))] + ([int(m.group("b"))] if m.group("b") else [])
+        arts.append(art)
+    for command in args.test or []:
+        art = {"type": "test_command", "command": command}
+        if args.test_cwd:
+            art["cwd"] = args.test_cwd
+        arts.append(art)
+    for spec in args.link or []:
+        url, _, title = spec.strip().partition(" ")
+        art = {"type": "link", "url": url}
+        if title.strip():
+            art["title"] = title.strip()
+        arts.append(art)
+    for spec in args.contract or []:
+        if re.match(r"^https?://", spec):
+            arts.append({"type": "api_contract", "schema_url": spec})
+            continue
+        inline = _json_arg(_read_file(spec, "--contract"), f"--contract {spec}")
+        if not isinstance(inline, dict):
+            raise InvalidArgument(f"--contract {spec}: must hold a JSON object", field="--contract")
+        arts.append({"type": "api_contract", "inline": inline})
+    for spec in args.artifact or []:
+        arts += _artifact_arg(spec)
+    for i, art in enumerate(arts):
+        try:
+            schema.ARTIFACT(art, f"artifact {i + 1} ({art.get('type')})",
+                            schema.Ctx(schema.DEFAULT_LIMITS))
+        except RelayError as exc:
+            raise InvalidArgument(exc.message, field=exc.data.get("field", "artifacts")) from None
+    return arts
+
+
+def _json_arg(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidArgument(f"{what}: not valid JSON ({exc})", field=what) from None
+
+
+def _artifact_arg(spec: str) -> list[dict[str, Any]]:
+    """``TYPE:JSON``, a JSON object with ``type``, or ``@FILE`` holding one or a list."""
+    if spec.startswith("@"):
+        value = _json_arg(_read_file(spec[1:], "--artifact"), f"--artifact {spec}")
+    else:
+        kind, sep, rest = spec.partition(":")
+        if sep and re.fullmatch(r"[a-z_]+", kind) and rest.lstrip().startswith("{"):
+            value = _json_arg(rest, f"--artifact {spec}")
+            if isinstance(value, dict):
+                value = {"type": kind, **value}
+        else:
+            value = _json_arg(spec, f"--artifact {spec}")
+    items = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, dict) for v in items):
+        raise InvalidArgument(f"--artifact {spec}: an artifact is a JSON object",
+                              field="--artifact")
+    return items
+
+
+def _add_artifact_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("artifacts (each flag may be repeated)")
+    g.add_argument("--diff", action="append", metavar="PATCH|PATH=PATCH",
+                   help="a unified diff file (- for stdin), one file_diff per file in it")
+    g.add_argument("--file", action="append", metavar="PATH[@SHA][:START[-END]]",
+                   help="a file_ref")
+    g.add_argument("--test", action="append", metavar="COMMAND", help="a test_command")
+    g.add_argument("--test-cwd", metavar="DIR", help="the cwd of every --test")
+    g.add_argument("--link", action="append", metavar="'URL [TITLE]'", help="a link")
+    g.add_argument("--contract", action="append", metavar="URL|FILE.json",
+                   help="an api_contract: a schema URL, or an inline JSON contract file")
+    g.add_argument("--artifact", action="append", metavar="TYPE:JSON|JSON|@FILE",
+                   help="any artifact as JSON, e.g. 'link:{\"url\": \"https://…\"}'")
+
+
+# --- commands: setting up -------------------------------------------------------
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -25,17 +279,41 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 def _cmd_join(args: argparse.Namespace) -> int:
     from .admin import join
+    from .render import Progress
 
-    cfg = join(args.relay, args.handle, name=args.name, role=args.role, email=args.email,
-               usernames=args.username or [], signing_key=args.signing_key)
+    progress = Progress()
+    progress.update(f"joining {args.relay}: fetching the relay and registering {args.handle}…")
+    try:
+        cfg = join(args.relay, args.handle, name=args.name, role=args.role, email=args.email,
+                   usernames=args.username or [], signing_key=args.signing_key)
+    finally:
+        progress.done()
     print(f"joined {cfg.relay} as {cfg.handle}")
     return EXIT_OK
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    import inspect
+
+    from .render import Progress
     from .verify import verify_relay
 
-    report = verify_relay(args.relay)
+    relay = getattr(args, "relay", None)
+    if relay is None:
+        from .config import load_user_config
+
+        cfg = load_user_config()
+        relay = cfg.relay if cfg else None
+    progress = Progress()
+    kwargs: dict[str, Any] = {}
+    if "progress" in inspect.signature(verify_relay).parameters:
+        kwargs["progress"] = progress
+    else:
+        progress.update(f"verifying {relay or 'the relay'}…")
+    try:
+        report = verify_relay(relay, **kwargs)
+    finally:
+        progress.done()
     print(report.text())
     return EXIT_OK if report.ok else EXIT_INVALID
 
@@ -43,51 +321,717 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_mcp(args: argparse.Namespace) -> int:
     from .mcp_server import serve
 
-    serve(relay=args.relay, handle=args.handle, trust=args.trust, writes=args.writes)
+    serve(relay=getattr(args, "relay", None), handle=getattr(args, "handle", None),
+          trust=args.trust, writes=args.writes)
     return EXIT_OK
 
 
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(keep=args.keep)
+
+
+# --- commands: reading ------------------------------------------------------------
+
+
+def _cmd_inbox(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from .inbox import check_inbox
+    from .render import one_line, short_id, table, when
+
+    client = _client(args)
+    statuses = list(STATUSES) if args.all else (args.status or None)
+    page = check_inbox(client, status=statuses, limit=args.limit, unread_only=args.unread)
+    _stale_note(client)
+    if args.json:
+        _json({"items": [asdict(i) for i in page.items], "next_cursor": page.next_cursor,
+               "cursor": page.cursor, "index_rebuilt": page.index_rebuilt})
+        return EXIT_OK
+    if page.index_rebuilt:
+        _note("the local inbox index was rebuilt from the relay's history")
+    if not page.items:
+        which = "any status" if args.all else ", ".join(statuses or ["pending", "accepted"])
+        print(f"Your inbox is empty ({which}{', unread only' if args.unread else ''}).")
+        return EXIT_OK
+    rows = [[("*" if i.unread else " ") + short_id(i.thread_id), i.kind,
+             i.sender.handle, i.status, str(i.unread_messages), when(i.updated_at),
+             one_line(i.detail or i.summary_preview)] for i in page.items]
+    print(table(["  THREAD", "KIND", "FROM", "STATUS", "NEW", "UPDATED", "SUMMARY"], rows,
+                max_widths={2: 30, 6: 70}))
+    if page.next_cursor:
+        print(f"\nMore items: raise --limit (now {args.limit}).")
+    print(f"\n* unread.  Read one with `gitrelay show {short_id(page.items[0].thread_id, 4)}`.")
+    return EXIT_OK
+
+
+def _thread_json(view: Any) -> dict[str, Any]:
+    return {"thread_id": view.thread_id, "status": view.status, "handoff": view.handoff,
+            "messages": view.messages, "accept": view.accept, "complete": view.complete,
+            "cancel": view.cancel, "queued": view.undelivered,
+            "refused": [r.__dict__ for r in view.refused]}
+
+
+def _trust_note(args: argparse.Namespace, client: RelayClient, sender: str) -> str | None:
+    from .ids import same_handle
+    from .trust import evaluate, load_trust
+
+    if same_handle(sender, client.handle):
+        return None
+    try:
+        decision = evaluate(load_trust(_trust_path(args)), sender)
+    except RelayError as exc:
+        return f"cannot judge {sender}: {exc.message}"
+    if decision.allowed:
+        return decision.message
+    return decision.message + "; `gitrelay accept` refuses this thread"
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from .render import conversation
+
+    client = _client(args)
+    view = client.thread(_resolve(client, args.thread))
+    _stale_note(client)
+    if args.json:
+        _json(_thread_json(view))
+        return EXIT_OK
+    note = _trust_note(args, client, view.sender) \
+        if view.recipient.casefold() == client.handle.casefold() else None
+    print(conversation(view, client.handle, client.mirror.view().profiles(), note))
+    return EXIT_OK
+
+
+def _cmd_log(args: argparse.Namespace) -> int:
+    from .history import history
+    from .render import history_line
+
+    client = _client(args)
+    client.refresh()
+    tid = _resolve(client, args.thread) if args.thread else None
+    entries = history(client.mirror, thread_id=tid, limit=args.limit)
+    _stale_note(client)
+    if args.json:
+        _json([e.to_dict() for e in entries])
+        return EXIT_OK
+    limit = 200
+    if sys.stdout.isatty():
+        import shutil
+
+        limit = max(shutil.get_terminal_size().columns - 38, 30)
+    for entry in entries:
+        print(history_line(entry, limit))
+    return EXIT_OK
+
+
+def _cmd_teammates(args: argparse.Namespace) -> int:
+    from .render import table
+
+    client = _client(args)
+    people = client.teammates()
+    _stale_note(client)
+    if args.json:
+        _json([{k: p.get(k) for k in ("handle", "name", "role", "email")} for p in people])
+        return EXIT_OK
+    me = client.handle.casefold()
+    rows = [[p["handle"] + (" (you)" if str(p["handle"]).casefold() == me else ""),
+             p["name"], p["role"], p.get("email") or ""] for p in people]
+    print(table(["HANDLE", "NAME", "ROLE", "EMAIL"], rows, max_widths={1: 40, 2: 30}))
+    return EXIT_OK
+
+
+def _cmd_whoami(args: argparse.Namespace) -> int:
+    from .config import config_path, load_user_config
+    from .render import one_line
+
+    client = _client(args)
+    cfg = load_user_config()
+    profile: dict[str, Any] | None = None
+    reach = "reachable"
+    try:
+        profile = client.teammate(client.handle)
+    except RelayUnavailable as exc:
+        reach = f"unreachable: {exc.message}"
+    if client.last_sync_error is not None:
+        reach = f"unreachable: {client.last_sync_error.message} (using your local copy)"
+    info = {
+        "handle": client.handle, "registered": profile is not None,
+        "name": profile["name"] if profile else (cfg.name if cfg else None),
+        "role": profile["role"] if profile else (cfg.role if cfg else None),
+        "email": profile.get("email") if profile else (cfg.email if cfg else None),
+        "relay": client.relay_url, "relay_status": reach, "mirror": str(client.mirror.path),
+        "config": str(config_path()) if cfg else None, "trust_file": str(_trust_path(args)),
+        "writes": client.writes,
+    }
+    if args.json:
+        _json(info)
+        return EXIT_OK
+    name = f"{one_line(info['name'])} ({one_line(info['role'])})" if info["name"] else ""
+    print(f"{client.handle}  {name}".rstrip())
+    if profile is None and reach == "reachable":
+        print("  not registered on this relay: run `gitrelay join RELAY --as "
+              f"{client.handle} --name NAME --role ROLE`")
+    print(f"  relay   {client.relay_url} ({reach})")
+    print(f"  mirror  {client.mirror.path}")
+    print(f"  config  {info['config'] or 'none (flags or the embedded default relay)'}")
+    print(f"  trust   {info['trust_file']}")
+    print(f"  writes  {client.writes}")
+    return EXIT_OK
+
+
+# --- commands: writing ------------------------------------------------------------
+
+
+def _cmd_send(args: argparse.Namespace) -> int:
+    from .render import short_id
+
+    summary = _text_arg(args.summary, "--summary")
+    question = _text_arg(args.question, "--question") if args.question else None
+    action = None
+    if args.proposed_action_file:
+        action = _json_arg(_read_file(args.proposed_action_file, "--proposed-action-file"),
+                           "--proposed-action-file")
+        if not isinstance(action, dict):
+            raise InvalidArgument("--proposed-action-file must hold a JSON object with "
+                                  "description, target_files, rationale and optionally "
+                                  "suggested_diff", field="--proposed-action-file")
+    metadata: dict[str, Any] = {}
+    for item in args.meta or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidArgument(f"--meta {item!r}: use KEY=VALUE", field="--meta")
+        metadata[key] = value
+    arts = _artifacts(args)
+    client = _client(args, writes="queue" if args.queue else "wait")
+    result = client.handoff(to=args.to, intent=args.intent, summary=summary, artifacts=arts,
+                            question=question, proposed_action=action,
+                            metadata=metadata or None, idempotency_key=args.key)
+    if args.json:
+        _json(_write_json(result, recipient=args.to, status="pending"))
+        return EXIT_OK
+    tid = result.thread_id or ""
+    again = " (the same handoff was already sent with this key)" if result.repeated else ""
+    print(f"handoff {tid} to {args.to} ({args.intent}), pending{again}: "
+          f"{_delivery_text(result)}")
+    print(f"Follow it with `gitrelay show {short_id(tid, 6)}`.")
+    return EXIT_OK
+
+
+def _cmd_reply(args: argparse.Namespace) -> int:
+    text = _text_arg(args.text, "TEXT")
+    payload = _json_arg(args.payload, "--payload") if args.payload else None
+    if payload is not None and not isinstance(payload, dict):
+        raise InvalidArgument("--payload must be a JSON object", field="--payload")
+    client = _client(args, writes="queue" if args.queue else "wait")
+    result = client.send_message(_resolve(client, args.thread), text, payload=payload)
+    if args.json:
+        _json(_write_json(result, sequence_no=result.doc.get("sequence_no"),
+                          message_id=result.doc.get("id")))
+        return EXIT_OK
+    print(f"message #{result.doc['sequence_no']} on {result.thread_id}: "
+          f"{_delivery_text(result)}")
+    return EXIT_OK
+
+
+def _cmd_accept(args: argparse.Namespace) -> int:
+    import uuid
+
+    from .render import conversation
+    from .trust import evaluate, load_trust
+
+    client = _client(args, writes="queue" if args.queue else "wait")
+    tid = _resolve(client, args.thread)
+    view = client.thread(tid)
+    if view.recipient.casefold() == client.handle.casefold():
+        decision = evaluate(load_trust(_trust_path(args)), view.sender)
+        if not decision.allowed:
+            cls = TeammateBlocked if decision.reason == "blocked" else Forbidden
+            raise cls(f"not accepting thread {tid}: {decision.message}.",
+                      hint="Nothing was changed. Edit your trust file (docs/trust.md) "
+                           "if this is wrong.", thread_id=tid, sender=view.sender)
+    session = args.session or f"cli-{uuid.uuid4().hex[:12]}"
+    result = client.accept(tid, session_id=session)
+    if args.json:
+        _json(_write_json(result, status="accepted", accepted_at=result.doc.get("at")))
+        return EXIT_OK
+    print(f"accepted {tid} from {view.sender}: {_delivery_text(result)}\n")
+    view = client.thread(tid)
+    print(conversation(view, client.handle, client.mirror.view().profiles(),
+                       _trust_note(args, client, view.sender)))
+    return EXIT_OK
+
+
+def _cmd_complete(args: argparse.Namespace) -> int:
+    summary = _text_arg(args.summary, "--summary")
+    arts = _artifacts(args)
+    client = _client(args, writes="queue" if args.queue else "wait")
+    result = client.complete(_resolve(client, args.thread), result_summary=summary,
+                             artifacts=arts)
+    if args.json:
+        _json(_write_json(result, status="completed", completed_at=result.doc.get("at")))
+        return EXIT_OK
+    print(f"completed {result.thread_id}: {_delivery_text(result)}")
+    return EXIT_OK
+
+
+def _cmd_cancel(args: argparse.Namespace) -> int:
+    client = _client(args, writes="queue" if args.queue else "wait")
+    result = client.cancel(_resolve(client, args.thread), reason=args.reason)
+    if args.json:
+        _json(_write_json(result, status="cancelled", cancelled_at=result.doc.get("at")))
+        return EXIT_OK
+    print(f"cancelled {result.thread_id}: {_delivery_text(result)}")
+    return EXIT_OK
+
+
+# --- commands: health -------------------------------------------------------------
+
+
+def _ago(stamp: float | None) -> str:
+    if not stamp:
+        return "never"
+    from .render import when
+
+    seconds = max(time.time() - float(stamp), 0)
+    if seconds < 90:
+        rel = f"{seconds:.0f} s ago"
+    elif seconds < 5400:
+        rel = f"{seconds / 60:.0f} min ago"
+    elif seconds < 172800:
+        rel = f"{seconds / 3600:.0f} h ago"
+    else:
+        rel = f"{seconds / 86400:.0f} days ago"
+    return f"{when(time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(float(stamp))))} ({rel})"
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from .history import queued
+    from .render import history_line, one_line, when
+
+    client = _client(args)
+    mirror = client.mirror
+    if args.deliver and mirror.main() is not None:
+        try:
+            report = client.deliver(timeout=client.wait_seconds * 6)
+        except RelayUnavailable as exc:
+            _note(f"could not deliver: {exc.message}")
+        else:
+            _note(f"delivered {report.delivered} operation(s), {len(report.refused)} refused")
+    state = mirror.sync_state()
+    pending = queued(mirror) if mirror.main() is not None else []
+    refused = mirror.refused()
+    if args.json:
+        _json({"relay": client.relay_url, "handle": client.handle,
+               "queued": [e.to_dict() for e in pending], "sync": state,
+               "refused": [r.__dict__ for r in refused]})
+        return EXIT_OK
+    print(f"relay        {client.relay_url}")
+    print(f"you          {client.handle}")
+    print(f"last fetch   {_ago(state.get('last_fetch'))}")
+    print(f"last push    {_ago(state.get('last_push'))}")
+    if state.get("last_error"):
+        print(f"last error   {one_line(state['last_error'], 120)}, "
+              f"{_ago(state.get('last_error_at'))}")
+    if state.get("verify_problem"):
+        print(f"verify       {one_line(state['verify_problem'], 120)}")
+    if pending:
+        print(f"\nqueued: {len(pending)} operation(s) in your outbox, not yet on the relay, "
+              f"the oldest since {when(pending[0].at)}:")
+        for entry in pending:
+            print("  " + history_line(entry))
+        print("  They are delivered with your next write; `gitrelay status --deliver` "
+              "delivers them now.")
+    else:
+        print("\nqueued: nothing, your outbox is empty")
+    if refused:
+        shown = refused[-args.refused:]
+        print(f"\nrefused: {len(refused)} operation(s) the relay refused"
+              + (f" (the last {len(shown)})" if len(shown) < len(refused) else "") + ":")
+        for r in shown:
+            print(f"  {when(r.at)}  {r.kind} {(r.thread_id or '-')[:10]}  "
+                  f"{one_line(r.name)} ({r.code}): {one_line(r.message, 140)}")
+    return EXIT_OK
+
+
+class _Check:
+    def __init__(self, name: str, level: str, detail: str, fix: str = "") -> None:
+        self.name = name
+        self.level = level  # ok | note | problem
+        self.detail = detail
+        self.fix = fix
+
+
+def _gate_checks(relay_url: str) -> list[_Check]:
+    import subprocess
+
+    from .gitcli import hermetic_env
+
+    path = Path(relay_url[len("file://"):] if relay_url.startswith("file://") else relay_url)
+    if ("://" in relay_url and not relay_url.startswith("file://")) or re.match(
+            r"^[\w.-]+@[\w.-]+:", relay_url) or not (path / "HEAD").exists():
+        return [_Check("gate", "note", "the relay is remote: its hooks cannot be inspected "
+                       "from here",
+                       "make sure the gate is deployed (docs/deploying.md); where the host "
+                       f"runs no hooks (GitHub.com), run `gitrelay verify {relay_url}` "
+                       "regularly")]
+    hook = path / "hooks" / "pre-receive"
+    reinstall = (f"{sys.executable} -c \"from pathlib import Path; from gitrelay.admin "
+                 f"import install_hook; install_hook(Path('{path}'))\"")
+    if not hook.exists():
+        return [_Check("gate", "problem", f"{hook} is missing: pushes are not checked",
+                       reinstall)]
+    if not os.access(hook, os.X_OK):
+        return [_Check("gate", "problem", f"{hook} is not executable", f"chmod +x {hook}")]
+    try:
+        text = hook.read_text(errors="replace")
+    except OSError as exc:
+        return [_Check("gate", "problem", f"cannot read {hook}: {exc.strerror}")]
+    if "gitrelay.gate" not in text:
+        return [_Check("gate", "problem", f"{hook} does not run gitrelay.gate", reinstall)]
+    env = hermetic_env({"GIT_DIR": str(path)})
+    try:
+        proc = subprocess.run([str(hook)], input=b"", capture_output=True, cwd=path, env=env,
+                              timeout=30, check=False)
+    except OSError as exc:
+        return [_Check("gate", "problem", f"{hook} cannot start: {exc.strerror}", reinstall)]
+    if proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip().splitlines()
+        return [_Check("gate", "problem", f"{hook} fails to run: "
+                       f"{err[-1] if err else 'exit ' + str(proc.returncode)}", reinstall)]
+    return [_Check("gate", "ok", f"{hook} runs gitrelay.gate")]
+
+
+def _doctor_checks(args: argparse.Namespace) -> list[_Check]:
+    import shutil
+    import subprocess
+
+    from .config import config_path, load_user_config
+    from .errors import IndexLost
+    from .trust import load_trust
+
+    checks: list[_Check] = []
+    git = shutil.which("git")
+    if git is None:
+        checks.append(_Check("git", "problem", "the git command is not installed",
+                             "install git 2.30 or newer"))
+        return checks
+    version = subprocess.run([git, "--version"], capture_output=True, text=True,
+                             check=False).stdout.strip()
+    checks.append(_Check("git", "ok", version))
+
+    flags = bool(getattr(args, "relay", None) or getattr(args, "handle", None))
+    try:
+        cfg = load_user_config()
+    except RelayError as exc:
+        cfg = None
+        checks.append(_Check("config", "problem", exc.message, exc.hint))
+    else:
+        if cfg is not None:
+            checks.append(_Check("config", "ok", f"{config_path()}: {cfg.handle} on {cfg.relay}"))
+        elif flags:
+            checks.append(_Check("config", "note", f"no {config_path()}; using the flags"))
+        else:
+            checks.append(_Check("config", "problem", f"no {config_path()}: gitrelay does "
+                                 "not know who you are or which relay to use",
+                                 "gitrelay join RELAY_URL --as you@team --name \"Your Name\" "
+                                 "--role ROLE"))
+
+    client = None
+    try:
+        client = _client(args)
+    except RelayError as exc:
+        checks.append(_Check("relay", "problem", exc.message, exc.hint))
+    if client is not None:
+        try:
+            report = client.syncer.fetch()
+            main = client.mirror.relay_main()
+            from .rules import commit_seq
+
+            seq = commit_seq(client.mirror.objects.commit(main)) if main else 0
+            checks.append(_Check("relay", "ok", f"{client.relay_url} is reachable "
+                                 f"({seq} operations, {report.fetched} new)"))
+            if report.verify_problem:
+                checks.append(_Check("history", "problem", f"a commit on the relay breaks the "
+                                     f"rules: {report.verify_problem}",
+                                     f"run `gitrelay verify {client.relay_url}`; the gate is "
+                                     "missing or was bypassed on the server"))
+            profile = client.mirror.view().profile(client.handle)
+            if profile is None:
+                checks.append(_Check("registered", "problem", f"{client.handle} is not "
+                                     "registered on the relay",
+                                     f"gitrelay join {client.relay_url} --as {client.handle} "
+                                     "--name \"Your Name\" --role ROLE"))
+            else:
+                checks.append(_Check("registered", "ok", f"{profile['handle']}: "
+                                     f"{profile['name']} ({profile['role']})"))
+        except RelayError as exc:
+            client_ok = client.mirror.main() is not None
+            checks.append(_Check("relay", "problem", f"cannot fetch: {exc.message}",
+                                 "check the URL (`gitrelay whoami`) and your access: "
+                                 f"git ls-remote {client.relay_url}"
+                                 + ("; until then your local copy is used" if client_ok
+                                    else "")))
+        checks += _gate_checks(client.relay_url)
+
+    trust_path = _trust_path(args)
+    try:
+        rules = load_trust(trust_path)
+    except RelayError as exc:
+        checks.append(_Check("trust", "problem", exc.message, exc.hint or
+                             f"fix {trust_path} (docs/trust.md)"))
+    else:
+        if trust_path.exists():
+            checks.append(_Check("trust", "ok", f"{trust_path}: {len(rules.teammates)} "
+                                 f"teammate(s) listed, {len(rules.blocked)} blocked, unknown "
+                                 f"senders: {rules.unknown_teammates.policy}"))
+        else:
+            checks.append(_Check("trust", "note", f"no {trust_path}: the strict defaults apply, "
+                                 "so nobody's handoffs are accepted until you list them",
+                                 f"create {trust_path} listing your teammates (docs/trust.md)"))
+
+    if client is not None and client.mirror.main() is not None:
+        try:
+            from .inbox import check_inbox
+
+            page = check_inbox(client, limit=1)
+            checks.append(_Check("index", "ok", "the inbox index answers"
+                                 + (" (it was rebuilt just now)" if page.index_rebuilt else "")))
+        except NotImplementedError:
+            checks.append(_Check("index", "note", "this build has no inbox index yet"))
+        except IndexLost as exc:
+            checks.append(_Check("index", "problem", exc.message, "gitrelay reindex"))
+        except RelayError as exc:
+            checks.append(_Check("index", "problem", exc.message,
+                                 exc.hint or "gitrelay reindex"))
+        from .history import queued
+
+        pending = queued(client.mirror)
+        if pending:
+            checks.append(_Check("outbox", "note", f"{len(pending)} operation(s) queued, "
+                                 "not yet on the relay",
+                                 "gitrelay status --deliver (and see why with gitrelay status)"))
+        refused = client.mirror.refused()
+        if refused:
+            checks.append(_Check("refused", "note", f"{len(refused)} operation(s) were refused "
+                                 "by the relay", "gitrelay status shows which and why"))
+    return checks
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from .render import one_line, pad
+
+    checks = _doctor_checks(args)
+    problems = [c for c in checks if c.level == "problem"]
+    if args.json:
+        _json({"ok": not problems, "checks": [c.__dict__ for c in checks]})
+    else:
+        labels = {"ok": "ok", "note": "note", "problem": "PROBLEM"}
+        for c in checks:
+            print(f"{pad(labels[c.level], 8)} {pad(c.name, 11)} {one_line(c.detail)}")
+            if c.fix and c.level != "ok":
+                print(f"{'':20} fix: {one_line(c.fix)}")
+        print(f"\n{len(problems)} problem(s) found." if problems else "\nNo problems found.")
+    return EXIT_INVALID if problems else EXIT_OK
+
+
+# --- the parser -------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        err = InvalidArgument(f"{message} (see `{self.prog} --help`)")
+        self.exit(EXIT_USAGE, f"gitrelay: {err}\n")
+
+
+def _common() -> _Parser:
+    p = _Parser(add_help=False)
+    g = p.add_argument_group("identity (override your config)")
+    g.add_argument("--relay", default=argparse.SUPPRESS, metavar="URL",
+                   help="the relay to use (a path, file://, ssh:// or https:// URL)")
+    g.add_argument("--as", dest="handle", default=argparse.SUPPRESS, metavar="HANDLE",
+                   help="act as this teammate (name@team)")
+    return p
+
+
+def _statuses(value: str) -> list[str]:
+    out = [v.strip() for v in value.split(",") if v.strip()]
+    for v in out:
+        if v not in STATUSES:
+            raise argparse.ArgumentTypeError(f"{v!r} is not one of {', '.join(STATUSES)}")
+    return out
+
+
+Handler = Callable[[argparse.Namespace], int]
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gitrelay", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("init", help="create a relay (a bare repo with the gate installed)")
+    common = _common()
+    parser = _Parser(prog="gitrelay", parents=[common],
+                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                     description="Hand work between teammates' coding agents through a "
+                                 "private Git repository.",
+                     epilog="Exit codes: 0 ok, 1 refused or failed, 2 usage, 3 a check found "
+                            "problems, 4 relay unreachable, 70 internal error.\n"
+                            "Every command has --help with an example. Docs: docs/cli.md")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_Parser)
+
+    def add(name: str, func: Handler, help_text: str, example: str, *,
+            identity: bool = True, json_flag: bool = False,
+            write: bool = False) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text[:1].upper()
+                           + help_text[1:] + ".", parents=[common] if identity else [],
+                           formatter_class=argparse.RawDescriptionHelpFormatter,
+                           epilog="example:\n" + "\n".join(f"  {line}"
+                                                           for line in example.splitlines()))
+        p.set_defaults(func=func)
+        if json_flag:
+            p.add_argument("--json", action="store_true", help="print JSON for scripts")
+        if write:
+            p.add_argument("--queue", action="store_true",
+                           help="only queue the operation in your outbox; do not wait for "
+                                "the relay")
+        return p
+
+    # setting up
+    p = add("init", _cmd_init, "create a relay (a bare repo with the gate installed)",
+            "gitrelay init ~/relays/acme.git --name acme", identity=False)
     p.add_argument("path")
     p.add_argument("--name")
     p.add_argument("--web-url", help="URL template for inbox_url, with {thread_id} and {path}")
-    p.add_argument("--require-pusher", action="store_true")
-    p.add_argument("--require-signatures", action="store_true")
-    p.set_defaults(func=_cmd_init)
-    p = sub.add_parser("join", help="make your mirror of a relay and register yourself")
+    p.add_argument("--require-pusher", action="store_true",
+                   help="refuse pushes the server did not authenticate (docs/deploying.md)")
+    p.add_argument("--require-signatures", action="store_true",
+                   help="refuse operations not signed with the actor's registered SSH key")
+    p = add("join", _cmd_join, "make your mirror of a relay and register yourself",
+            'gitrelay join ssh://git.acme.dev/relay.git --as bob@acme --name "Bob Chen" '
+            "--role frontend", identity=False)
     p.add_argument("relay")
-    p.add_argument("--as", dest="handle", required=True)
+    p.add_argument("--as", dest="handle", required=True, metavar="HANDLE")
     p.add_argument("--name", required=True)
     p.add_argument("--role", required=True)
     p.add_argument("--email")
     p.add_argument("--username", action="append", help="your username on the git server")
     p.add_argument("--signing-key", help="SSH private key (or .pub with ssh-agent) to sign with")
-    p.set_defaults(func=_cmd_join)
-    p = sub.add_parser("verify", help="check a relay's whole history against the rules")
-    p.add_argument("relay", nargs="?")
-    p.set_defaults(func=_cmd_verify)
-    p = sub.add_parser("mcp", help="run the MCP server on stdio")
-    p.add_argument("--relay")
-    p.add_argument("--as", dest="handle")
-    p.add_argument("--trust")
+    p = add("verify", _cmd_verify, "check a relay's whole history against the rules",
+            "gitrelay verify ssh://git.acme.dev/relay.git")
+    p.add_argument("relay", nargs="?", default=argparse.SUPPRESS, metavar="RELAY_URL")
+    p = add("mcp", _cmd_mcp, "run the MCP server on stdio (what your agent starts)",
+            "claude mcp add gitrelay -- gitrelay mcp")
+    p.add_argument("--trust", help="trust file (default: $GITRELAY_TRUST or "
+                                   "~/.agentrelay/trust.yaml)")
     p.add_argument("--writes", choices=["queue", "wait"])
-    p.set_defaults(func=_cmd_mcp)
+    p = add("demo", _cmd_demo, "show the whole product on a throw-away relay in seconds",
+            "gitrelay demo", identity=False)
+    p.add_argument("--keep", action="store_true",
+                   help="keep the throw-away relay and print where it is")
+
+    # reading
+    p = add("inbox", _cmd_inbox, "list what is waiting for you (what check_inbox sees)",
+            "gitrelay inbox --all", json_flag=True)
+    p.add_argument("--all", action="store_true", help="every status, not only pending and "
+                                                      "accepted")
+    p.add_argument("--status", type=_statuses, action="extend",
+                   help="only these statuses (comma-separated or repeated)")
+    p.add_argument("--unread", action="store_true", help="only unread items")
+    p.add_argument("--limit", type=int, default=50, help="at most this many items (1-200)")
+    p = add("show", _cmd_show, "read one thread as a conversation",
+            "gitrelay show 2F8", json_flag=True)
+    p.add_argument("thread", help="a thread id or an unambiguous prefix of one")
+    p.add_argument("--trust", help="trust file used to judge the sender")
+    p = add("log", _cmd_log, "the handoff history, newest first, one line per operation",
+            "gitrelay log -n 20\ngitrelay log 2F8", json_flag=True)
+    p.add_argument("thread", nargs="?", help="only this thread (id or prefix)")
+    p.add_argument("-n", "--limit", type=int, help="at most this many lines")
+    add("teammates", _cmd_teammates, "everyone registered on the relay", "gitrelay teammates",
+        json_flag=True)
+    add("whoami", _cmd_whoami, "who you are, on which relay, with which files",
+        "gitrelay whoami", json_flag=True).add_argument("--trust", help=argparse.SUPPRESS)
+
+    # writing
+    p = add("send", _cmd_send, "hand work to a teammate (handoff_to_teammate)",
+            'gitrelay send alice@acme --intent ask_question --summary "Search paging" \\\n'
+            '    --question "Cursor or offset?" --file server/api/search.py:42-67\n'
+            "git diff | gitrelay send bob@acme --intent inform --summary \"Paginated /users\" "
+            "--diff -", json_flag=True, write=True)
+    p.add_argument("to", metavar="TO", help="the teammate's handle, e.g. bob@acme")
+    p.add_argument("--intent", required=True, choices=INTENTS)
+    p.add_argument("--summary", required=True, help="what you hand over (- reads stdin)")
+    p.add_argument("--question", help="the question, with --intent ask_question")
+    p.add_argument("--proposed-action-file", metavar="FILE",
+                   help="JSON with description, target_files, rationale[, suggested_diff], "
+                        "with --intent propose_action")
+    p.add_argument("--meta", action="append", metavar="KEY=VALUE", help="metadata")
+    p.add_argument("--key", help="idempotency key: resending with the same key never makes "
+                                 "a second thread")
+    _add_artifact_flags(p)
+    p = add("reply", _cmd_reply, "add a message to a thread (send_message)",
+            'gitrelay reply 7W4 "Cursor it is, thanks."', json_flag=True, write=True)
+    p.add_argument("thread")
+    p.add_argument("text", help="the message (- reads stdin)")
+    p.add_argument("--payload", metavar="JSON", help="a structured attachment (JSON object)")
+    p = add("accept", _cmd_accept, "accept a handoff sent to you, after your trust rules",
+            "gitrelay accept F7F", json_flag=True, write=True)
+    p.add_argument("thread")
+    p.add_argument("--session", help="recorded as accepted_by_session (default: generated)")
+    p.add_argument("--trust", help="trust file (default: $GITRELAY_TRUST or "
+                                   "~/.agentrelay/trust.yaml)")
+    p = add("complete", _cmd_complete, "close a thread you accepted, with the result",
+            'gitrelay complete 2F8 --summary "Admin list paginated" --link '
+            '"https://git.acme.dev/acme/web/pulls/418 web#418"', json_flag=True, write=True)
+    p.add_argument("thread")
+    p.add_argument("--summary", required=True, help="what was done (- reads stdin)")
+    _add_artifact_flags(p)
+    p = add("cancel", _cmd_cancel, "withdraw a pending handoff you sent",
+            'gitrelay cancel EB0 --reason "Design is rewriting the copy"', json_flag=True,
+            write=True)
+    p.add_argument("thread")
+    p.add_argument("--reason")
+
+    # health
+    p = add("status", _cmd_status, "what is queued in your outbox, the last sync, and what "
+            "the relay refused", "gitrelay status --deliver", json_flag=True)
+    p.add_argument("--deliver", action="store_true", help="deliver the outbox now")
+    p.add_argument("--refused", type=int, default=10, metavar="N",
+                   help="show the last N refused operations (default 10)")
+    p = add("doctor", _cmd_doctor, "check your setup and say how to fix each problem",
+            "gitrelay doctor", json_flag=True)
+    p.add_argument("--trust", help="trust file to check")
     return parser
+
+
+def _fail(exc: RelayError) -> int:
+    print(f"gitrelay: {exc}", file=sys.stderr)
+    for line in exc.data.get("details", []):
+        print(f"  {line}", file=sys.stderr)
+    return EXIT_UNAVAILABLE if isinstance(exc, RelayUnavailable) else EXIT_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
+        sys.stdout.flush()
         return code
     except RelayError as exc:
-        print(f"gitrelay: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return _fail(exc)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`gitrelay log | head`): not an error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except OSError as exc:
+        print(f"gitrelay: os_error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as exc:
+        if os.environ.get("GITRELAY_DEBUG"):
+            raise
+        print(f"gitrelay: internal_error: {type(exc).__name__}: {exc} (a bug in gitrelay; "
+              "rerun with GITRELAY_DEBUG=1 for the traceback and report it)", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":
