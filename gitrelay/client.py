@@ -104,7 +104,12 @@ class RelayClient:
         self.fresh_seconds = fresh_seconds
         self.wait_seconds = wait_seconds
         self.mirror = Mirror(mirror_path(relay_url), handle, signer=signer)
-        self.syncer = Syncer(self.mirror, relay_url, env=env)
+        # The inbox module sits above the client (it reads through it); only its
+        # merge of two machines' inbox states is needed here, by the sync.
+        from .inbox import merge_inbox_states
+
+        self.syncer = Syncer(self.mirror, relay_url, env=env,
+                             inbox_merger=merge_inbox_states)
         self.last_sync_error: RelayError | None = None
         self.on_written: Callable[[WriteResult], None] | None = None
 

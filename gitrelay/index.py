@@ -1,0 +1,619 @@
+"""The local inbox index: a derived, disposable SQLite database inside the mirror.
+
+The relay's history is the only source of truth. This module folds the
+commits of the mirror's ``refs/heads/main`` (the verified relay plus this
+user's queued operations) into a few tables so that ``check_inbox`` answers
+without walking the history:
+
+- ``events``: one row per commit on main (seq, commit id, operation, thread,
+  actor, time) — what every other table is derived from, and what lets the
+  index roll back when the outbox is replayed;
+- ``handoffs``/``threads``: per thread, who sent it to whom, the summary
+  preview, the status, the last update and the message count;
+- ``items``: one row per (user, thread, kind) — the inbox items — with the
+  seq of the latest commit that changed it;
+- ``profiles``: display names and roles of teammates;
+- ``acks``: a copy of one user's acknowledged items, taken from their inbox
+  ref, so that "unread" can be filtered in SQL;
+- ``meta``: the index format version and the indexed tip (commit and seq).
+
+Updates are incremental: the first-parent chain from main's tip back to the
+indexed tip. When the indexed tip is not on that chain (the outbox was
+replayed onto a newer relay, or a refused operation was dropped), the rows
+of commits above the common ancestor are removed and the threads they
+touched are folded again from their remaining events. A missing, damaged,
+stale or foreign index is detected and rebuilt from scratch; it is never
+answered from. docs/inbox.md describes the whole design.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import layout
+from .errors import IndexLost
+from .mirror import Mirror
+from .objects import Commit, diff_trees
+from .rules import ACCEPTED, CANCELLED, COMPLETED, PENDING, commit_seq
+
+INDEX_FILE = "gitrelay-index.sqlite3"
+INDEX_FORMAT = 1
+PREVIEW_CHARS = 240
+
+ASSIGNMENT, REPLY, TASK_UPDATE, PROPOSAL_REVIEW, REFUSED = (
+    "assignment", "reply", "task_update", "proposal_review", "refused")
+# Which item an operation creates or moves, for the participant who did not do it.
+ITEM_KIND = {layout.OP_HANDOFF: ASSIGNMENT, layout.OP_MESSAGE: REPLY,
+             layout.OP_DRAFT: PROPOSAL_REVIEW, layout.OP_ACCEPT: TASK_UPDATE,
+             layout.OP_COMPLETE: TASK_UPDATE, layout.OP_CANCEL: TASK_UPDATE}
+STATUS_AFTER = {layout.OP_ACCEPT: ACCEPTED, layout.OP_COMPLETE: COMPLETED,
+                layout.OP_CANCEL: CANCELLED}
+_MESSAGE_OPS = (layout.OP_MESSAGE, layout.OP_DRAFT)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events(
+    seq INTEGER PRIMARY KEY, oid TEXT NOT NULL, op TEXT NOT NULL, thread_id TEXT,
+    actor_cf TEXT NOT NULL, at TEXT NOT NULL, at_us INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS events_thread ON events(thread_id, seq);
+CREATE TABLE IF NOT EXISTS profiles(
+    handle_cf TEXT PRIMARY KEY, handle TEXT NOT NULL, name TEXT NOT NULL,
+    role TEXT NOT NULL, seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS handoffs(
+    thread_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, sender TEXT NOT NULL,
+    recipient TEXT NOT NULL, intent TEXT NOT NULL, summary_preview TEXT NOT NULL,
+    created_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS threads(
+    thread_id TEXT PRIMARY KEY, status TEXT NOT NULL, updated_at TEXT NOT NULL,
+    updated_us INTEGER NOT NULL, messages INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS items(
+    user_cf TEXT NOT NULL, thread_id TEXT NOT NULL, kind TEXT NOT NULL,
+    item_id TEXT NOT NULL, seq INTEGER NOT NULL, at TEXT NOT NULL, at_us INTEGER NOT NULL,
+    other TEXT NOT NULL, other_cf TEXT NOT NULL,
+    PRIMARY KEY(user_cf, thread_id, kind));
+CREATE INDEX IF NOT EXISTS items_seq ON items(user_cf, seq, item_id);
+CREATE UNIQUE INDEX IF NOT EXISTS items_id ON items(user_cf, item_id);
+CREATE TABLE IF NOT EXISTS acks(
+    user_cf TEXT NOT NULL, item_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY(user_cf, item_id));
+"""
+_TABLES = ("meta", "events", "profiles", "handoffs", "threads", "items", "acks")
+
+_ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+def item_id_for(user: str, thread: str, kind: str) -> str:
+    """``ibx_`` + 16 characters: a stable hash of (user, thread, kind), the same on every clone."""
+    digest = hashlib.sha256(f"{user.casefold()}\n{thread}\n{kind}".encode()).digest()
+    number = int.from_bytes(digest[:10], "big")
+    chars = []
+    for _ in range(16):
+        chars.append(_ID_ALPHABET[number & 31])
+        number >>= 5
+    return "ibx_" + "".join(reversed(chars))
+
+
+def time_us(stamp: str) -> int:
+    """Microseconds since the epoch of an ISO 8601 time (naive times are UTC)."""
+    parsed = dt.datetime.fromisoformat(stamp)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    delta = parsed - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+@dataclass
+class ItemRow:
+    """One inbox item as the index knows it, with its thread's facts."""
+
+    item_id: str
+    seq: int
+    kind: str
+    thread_id: str
+    at: str
+    other: str
+    other_name: str | None
+    other_role: str | None
+    status: str
+    summary_preview: str
+    created_at: str
+    unread: bool
+    unread_messages: int
+
+
+@dataclass
+class UpdateReport:
+    rebuilt: bool = False
+    applied: int = 0
+    rolled_back: int = 0
+    reason: str | None = None
+
+
+class Index:
+    """The index of one mirror. Thread-safe; processes share it through SQLite locking."""
+
+    def __init__(self, mirror: Mirror, path: Path | None = None) -> None:
+        self.mirror = mirror
+        self.path = Path(path) if path is not None else mirror.path / INDEX_FILE
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._inode: tuple[int, int] | None = None
+        self._fresh = False  # the open file had no index in it: the next update builds it
+
+    # --- connection ---------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+            self._conn = None
+            self._inode = None
+
+    def _remove_files(self) -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.path}{suffix}")
+
+    def _open(self) -> sqlite3.Connection:
+        """The connection, reopened when the file was deleted or replaced under us."""
+        try:
+            st = os.stat(self.path)
+            inode: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except FileNotFoundError:
+            inode = None
+        if self._conn is not None and inode == self._inode:
+            return self._conn
+        self.close()
+        if inode is None:
+            # A -wal left behind by a deleted database must not be replayed into a new one.
+            self._remove_files()
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = self._connect()
+            row = conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table' "
+                               "AND name='meta'").fetchone()
+            if row[0] == 0:
+                self._create(conn)
+                self._fresh = True
+            elif conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                raise sqlite3.DatabaseError("quick_check failed")
+        except sqlite3.DatabaseError:
+            if conn is not None:
+                conn.close()
+            self._remove_files()
+            conn = self._connect()
+            self._create(conn)
+            self._fresh = True
+        st = os.stat(self.path)
+        self._conn, self._inode = conn, (st.st_dev, st.st_ino)
+        return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    @staticmethod
+    def _create(conn: sqlite3.Connection) -> None:
+        # IF NOT EXISTS: another process may be creating the same file right now.
+        conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
+
+    @contextlib.contextmanager
+    def _write(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    # --- bringing the index up to date --------------------------------------------
+
+    def update(self) -> UpdateReport:
+        """Bring the index up to the mirror's main; rebuild it when it cannot be trusted."""
+        with self._lock:
+            try:
+                return self._update()
+            except sqlite3.DatabaseError as exc:
+                # Damaged under us: start again from an empty file, once.
+                self.close()
+                self._remove_files()
+                try:
+                    report = self._update()
+                except sqlite3.DatabaseError as again:
+                    raise IndexLost(f"the inbox index {self.path} is damaged ({exc}) and "
+                                    f"could not be rebuilt ({again})",
+                                    hint="Run `gitrelay reindex`; check the disk.") from None
+                report.rebuilt, report.reason = True, f"damaged: {exc}"
+                return report
+
+    def rebuild(self) -> UpdateReport:
+        """Throw the index away and build it again from the whole history."""
+        with self._lock:
+            self.close()
+            self._remove_files()
+            report = self.update()
+            report.rebuilt, report.reason = True, "rebuild requested"
+            return report
+
+    def _update(self) -> UpdateReport:
+        conn = self._open()
+        report = UpdateReport()
+        if self._fresh:
+            report.rebuilt, report.reason = True, "no index"
+        tip = self.mirror.main()
+        meta = self._meta(conn)
+        if (tip is not None and meta.get("tip") == tip and not self._fresh
+                and meta.get("format") == str(INDEX_FORMAT)):
+            return report
+        with self._write(conn):
+            meta = self._meta(conn)
+            problem = self._problem(conn, meta)
+            if problem is not None:
+                for table in _TABLES:
+                    conn.execute(f"DELETE FROM {table}")
+                report.rebuilt, report.reason = True, problem
+                meta = {}
+            self._fresh = False
+            if tip is None or meta.get("tip") == tip:
+                self._set_meta(conn, tip, meta)
+                return report
+            known = int(meta["tip_seq"]) if "tip_seq" in meta else -1
+            new, ancestor = self._walk_back(conn, tip, known)
+            if ancestor < known:
+                report.rolled_back = known - ancestor
+                self._roll_back(conn, ancestor)
+            for commit, seq in new:
+                self._apply(conn, commit, seq)
+            report.applied = len(new)
+            self._set_meta(conn, tip, {"tip_seq": str(new[-1][1] if new else ancestor)})
+        return report
+
+    @staticmethod
+    def _meta(conn: sqlite3.Connection) -> dict[str, str]:
+        return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+
+    @staticmethod
+    def _problem(conn: sqlite3.Connection, meta: dict[str, str]) -> str | None:
+        """Why the stored index cannot be extended, or None when it can."""
+        events = conn.execute("SELECT max(seq) FROM events").fetchone()[0]
+        if not meta:
+            return None if events is None else "events without a recorded tip"
+        if meta.get("format") != str(INDEX_FORMAT):
+            return f"index format {meta.get('format')!r}, this gitrelay writes {INDEX_FORMAT}"
+        if "tip_seq" not in meta:
+            return None if events is None else "events without a recorded tip"
+        if events is None or str(events) != meta["tip_seq"]:
+            return f"recorded tip seq {meta['tip_seq']} but the newest event is {events}"
+        row = conn.execute("SELECT oid FROM events WHERE seq = ?", (events,)).fetchone()
+        if row[0] != meta.get("tip"):
+            return "the recorded tip is not the newest event's commit"
+        return None
+
+    @staticmethod
+    def _set_meta(conn: sqlite3.Connection, tip: str | None, values: dict[str, str]) -> None:
+        rows = {"format": str(INDEX_FORMAT), **values}
+        if tip is not None:
+            rows["tip"] = tip
+        conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                         list(rows.items()))
+
+    def _walk_back(self, conn: sqlite3.Connection, tip: str, known: int
+                   ) -> tuple[list[tuple[Commit, int]], int]:
+        """Commits above the newest indexed commit still on main's first-parent chain.
+
+        Returns them oldest first, with the seq of that common commit (-1: none).
+        """
+        objs = self.mirror.objects
+        out: list[tuple[Commit, int]] = []
+        oid: str | None = tip
+        while oid is not None:
+            commit = objs.commit(oid)
+            seq = commit_seq(commit)
+            if seq <= known:
+                row = conn.execute("SELECT oid FROM events WHERE seq = ?", (seq,)).fetchone()
+                if row is not None and row[0] == oid:
+                    out.reverse()
+                    return out, seq
+            out.append((commit, seq))
+            oid = commit.parents[0] if commit.parents else None
+        out.reverse()
+        return out, -1
+
+    def _roll_back(self, conn: sqlite3.Connection, ancestor: int) -> None:
+        touched = [r[0] for r in conn.execute(
+            "SELECT DISTINCT thread_id FROM events WHERE seq > ? AND thread_id IS NOT NULL",
+            (ancestor,))]
+        for table in ("events", "handoffs", "profiles"):
+            conn.execute(f"DELETE FROM {table} WHERE seq > ?", (ancestor,))
+        for tid in touched:
+            self._refold_thread(conn, tid)
+
+    def _refold_thread(self, conn: sqlite3.Connection, tid: str) -> None:
+        conn.execute("DELETE FROM threads WHERE thread_id = ?", (tid,))
+        conn.execute("DELETE FROM items WHERE thread_id = ?", (tid,))
+        rows = conn.execute("SELECT seq, op, actor_cf, at, at_us FROM events "
+                            "WHERE thread_id = ? ORDER BY seq", (tid,)).fetchall()
+        for seq, op, actor_cf, at, at_us in rows:
+            self._fold(conn, seq, op, tid, actor_cf, at, at_us)
+
+    # --- folding one commit -------------------------------------------------------
+
+    def _apply(self, conn: sqlite3.Connection, commit: Commit, seq: int) -> None:
+        objs = self.mirror.objects
+        parent_tree = objs.commit(commit.parents[0]).tree if commit.parents else None
+        changes = [c for c in diff_trees(objs, parent_tree, commit.tree) if c.new is not None]
+        op = commit.trailers.get(layout.TRAILER_OP, "")
+        actor = commit.trailers.get(layout.TRAILER_ACTOR, "")
+        if op == layout.OP_INIT or len(changes) != 1:
+            conn.execute("INSERT INTO events(seq, oid, op, thread_id, actor_cf, at, at_us) "
+                         "VALUES (?, ?, ?, NULL, ?, '', 0)", (seq, commit.oid, op,
+                                                              actor.casefold()))
+            return
+        change = changes[0]
+        assert change.new is not None
+        ref = layout.classify(change.path)
+        doc: dict[str, Any] = json.loads(objs.blob(change.new.oid))
+        kind = ref.kind if ref is not None else ""
+        if kind == "profile":
+            at = str(doc["registered_at"])
+            conn.execute("INSERT OR REPLACE INTO profiles(handle_cf, handle, name, role, seq) "
+                         "VALUES (?, ?, ?, ?, ?)", (str(doc["handle"]).casefold(), doc["handle"],
+                                                    doc["name"], doc["role"], seq))
+            conn.execute("INSERT INTO events(seq, oid, op, thread_id, actor_cf, at, at_us) "
+                         "VALUES (?, ?, ?, NULL, ?, ?, ?)",
+                         (seq, commit.oid, layout.OP_REGISTER, actor.casefold(), at, time_us(at)))
+            return
+        tid = ref.thread_id if ref is not None else None
+        at = str(doc.get("created_at") or doc.get("at") or "")
+        at_us = time_us(at) if at else 0
+        if kind == "handoff":
+            summary = str(doc["summary"])
+            conn.execute("INSERT OR REPLACE INTO handoffs(thread_id, seq, sender, recipient, "
+                         "intent, summary_preview, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         (tid, seq, doc["sender"], doc["recipient"], doc["intent"],
+                          summary[:PREVIEW_CHARS], doc["created_at"]))
+            op = layout.OP_HANDOFF
+        elif kind == "message":
+            op = layout.OP_DRAFT if doc.get("type") == "draft" else layout.OP_MESSAGE
+        else:
+            op = kind
+        conn.execute("INSERT INTO events(seq, oid, op, thread_id, actor_cf, at, at_us) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     (seq, commit.oid, op, tid, actor.casefold(), at, at_us))
+        if tid is not None:
+            self._fold(conn, seq, op, tid, actor.casefold(), at, at_us)
+
+    @staticmethod
+    def _fold(conn: sqlite3.Connection, seq: int, op: str, tid: str, actor_cf: str, at: str,
+              at_us: int) -> None:
+        """Apply one thread event to the thread's row and to the item it moves."""
+        handoff = conn.execute("SELECT sender, recipient FROM handoffs WHERE thread_id = ?",
+                               (tid,)).fetchone()
+        if handoff is None:
+            return
+        sender, recipient = handoff
+        if op == layout.OP_HANDOFF:
+            conn.execute("INSERT OR REPLACE INTO threads(thread_id, status, updated_at, "
+                         "updated_us, messages) VALUES (?, ?, ?, ?, 0)",
+                         (tid, PENDING, at, at_us))
+        else:
+            conn.execute(
+                "UPDATE threads SET status = coalesce(?, status), "
+                "messages = messages + ?, "
+                "updated_at = CASE WHEN ? > updated_us THEN ? ELSE updated_at END, "
+                "updated_us = max(updated_us, ?) WHERE thread_id = ?",
+                (STATUS_AFTER.get(op), 1 if op in _MESSAGE_OPS else 0, at_us, at, at_us,
+                 tid))
+        kind = ITEM_KIND.get(op)
+        target = recipient if actor_cf == sender.casefold() else sender
+        if kind is None or target.casefold() == actor_cf:
+            return
+        other = sender if target == recipient else recipient
+        user_cf = target.casefold()
+        conn.execute(
+            "INSERT INTO items(user_cf, thread_id, kind, item_id, seq, at, at_us, other, "
+            "other_cf) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(user_cf, thread_id, kind) DO UPDATE SET seq = excluded.seq, "
+            "at = excluded.at, at_us = excluded.at_us",
+            (user_cf, tid, kind, item_id_for(target, tid, kind), seq, at, at_us, other,
+             other.casefold()))
+
+    # --- reading ----------------------------------------------------------------------
+
+    def _conn_for_read(self) -> sqlite3.Connection:
+        # The connection of the last update, even if the file was deleted since: its
+        # answers are those of that update. The next update notices and rebuilds.
+        if self._conn is None:
+            self.update()
+        assert self._conn is not None
+        return self._conn
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Index]:
+        """Hold the index for one update-then-read sequence (threads of this process)."""
+        with self._lock:
+            yield self
+
+    def tip_seq(self) -> int:
+        with self._lock:
+            meta = self._meta(self._conn_for_read())
+            return int(meta.get("tip_seq", "-1"))
+
+    def sync_acks(self, user: str, inbox_oid: str | None, upto: int,
+                  acked: dict[str, int]) -> None:
+        """Make the ``acks`` rows of ``user`` those of the inbox state ``inbox_oid``."""
+        key = f"acks:{user.casefold()}"
+        value = f"{inbox_oid or 'none'}:{upto}"
+        with self._lock:
+            conn = self._conn_for_read()
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            if row is not None and row[0] == value:
+                return
+            with self._write(conn):
+                conn.execute("DELETE FROM acks WHERE user_cf = ?", (user.casefold(),))
+                conn.executemany("INSERT INTO acks(user_cf, item_id, seq) VALUES (?, ?, ?)",
+                                 [(user.casefold(), i, s) for i, s in acked.items()])
+                conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                             (key, value))
+
+    _SELECT = """
+    SELECT i.item_id, i.seq, i.kind, i.thread_id, i.at, i.other, p.name, p.role, t.status,
+           h.summary_preview, h.created_at,
+           (i.seq > :upto AND coalesce(a.seq, 0) < i.seq) AS unread,
+           (SELECT count(*) FROM events e
+             WHERE e.thread_id = i.thread_id AND e.op IN ('message', 'draft')
+               AND e.actor_cf = i.other_cf
+               AND e.seq > max(:upto, coalesce(
+                   (SELECT max(a2.seq) FROM items i2 JOIN acks a2
+                      ON a2.user_cf = i2.user_cf AND a2.item_id = i2.item_id
+                     WHERE i2.user_cf = :user AND i2.thread_id = i.thread_id), 0))
+           ) AS unread_messages
+      FROM items i
+      JOIN threads t ON t.thread_id = i.thread_id
+      JOIN handoffs h ON h.thread_id = i.thread_id
+      LEFT JOIN profiles p ON p.handle_cf = i.other_cf
+      LEFT JOIN acks a ON a.user_cf = i.user_cf AND a.item_id = i.item_id
+     WHERE i.user_cf = :user
+    """
+
+    def page(self, user: str, *, upto: int, statuses: Sequence[str] | None = None,
+             since_us: int | None = None, unread_only: bool = False, descending: bool = False,
+             position: tuple[int, str] | None = None, limit: int = 50) -> list[ItemRow]:
+        """Up to ``limit`` items of ``user`` after ``position`` in (seq, item_id) order.
+
+        ``upto`` is the user's acked_up_to; the acks rows must be synced first.
+        """
+        sql = [self._SELECT]
+        params: dict[str, Any] = {"user": user.casefold(), "upto": upto, "limit": limit}
+        if statuses is not None:
+            names = []
+            for n, status in enumerate(statuses):
+                params[f"s{n}"] = status
+                names.append(f":s{n}")
+            sql.append(f" AND t.status IN ({', '.join(names) or 'NULL'})")
+        if since_us is not None:
+            sql.append(" AND i.at_us > :since")
+            params["since"] = since_us
+        if unread_only:
+            sql.append(" AND i.seq > :upto AND coalesce(a.seq, 0) < i.seq")
+        if position is not None:
+            params["pseq"], params["pid"] = position
+            sql.append(" AND (i.seq, i.item_id) < (:pseq, :pid)" if descending
+                       else " AND (i.seq, i.item_id) > (:pseq, :pid)")
+        order = "DESC" if descending else "ASC"
+        sql.append(f" ORDER BY i.seq {order}, i.item_id {order} LIMIT :limit")
+        with self._lock:
+            rows = self._conn_for_read().execute("".join(sql), params).fetchall()
+        return [_row(r) for r in rows]
+
+    def item(self, user: str, item_id: str, *, upto: int = 0) -> ItemRow | None:
+        with self._lock:
+            row = self._conn_for_read().execute(
+                self._SELECT + " AND i.item_id = :item",
+                {"user": user.casefold(), "upto": upto, "item": item_id}).fetchone()
+        return _row(row) if row is not None else None
+
+    def item_seqs(self, user: str, low: int, high: int) -> list[tuple[str, int]]:
+        """(item_id, seq) of ``user``'s items with low < seq <= high."""
+        with self._lock:
+            return [(r[0], int(r[1])) for r in self._conn_for_read().execute(
+                "SELECT item_id, seq FROM items WHERE user_cf = ? AND seq > ? AND seq <= ? "
+                "ORDER BY seq", (user.casefold(), low, high))]
+
+    def max_item_seq(self, user: str) -> int:
+        with self._lock:
+            row = self._conn_for_read().execute(
+                "SELECT max(seq) FROM items WHERE user_cf = ?", (user.casefold(),)).fetchone()
+        return int(row[0]) if row[0] is not None else 0
+
+    def thread_facts(self, tid: str) -> dict[str, Any] | None:
+        """Sender, recipient, status, summary preview and creation time of a thread."""
+        with self._lock:
+            row = self._conn_for_read().execute(
+                "SELECT h.sender, h.recipient, t.status, h.summary_preview, h.created_at "
+                "FROM handoffs h JOIN threads t ON t.thread_id = h.thread_id "
+                "WHERE h.thread_id = ?", (tid,)).fetchone()
+        if row is None:
+            return None
+        return dict(zip(("sender", "recipient", "status", "summary_preview", "created_at"),
+                        row, strict=True))
+
+    def profile(self, handle: str) -> tuple[str, str] | None:
+        with self._lock:
+            row = self._conn_for_read().execute(
+                "SELECT name, role FROM profiles WHERE handle_cf = ?",
+                (handle.casefold(),)).fetchone()
+        return (str(row[0]), str(row[1])) if row is not None else None
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            conn = self._conn_for_read()
+            out = {}
+            for table in ("events", "threads", "items", "profiles"):
+                out[table] = int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+            out["messages"] = int(conn.execute(
+                "SELECT count(*) FROM events WHERE op IN ('message', 'draft')").fetchone()[0])
+            return out
+
+
+def _row(r: Sequence[Any]) -> ItemRow:
+    return ItemRow(item_id=r[0], seq=int(r[1]), kind=r[2], thread_id=r[3], at=r[4], other=r[5],
+                   other_name=r[6], other_role=r[7], status=r[8], summary_preview=r[9],
+                   created_at=r[10], unread=bool(r[11]), unread_messages=int(r[12]))
+
+
+_OPEN: dict[str, Index] = {}
+_OPEN_LOCK = threading.Lock()
+_OPEN_MAX = 16
+
+
+def index_for(mirror: Mirror) -> Index:
+    """The process-wide Index of ``mirror``'s directory (a few kept open, least recent closed)."""
+    key = str(Path(mirror.path).resolve())
+    with _OPEN_LOCK:
+        idx = _OPEN.pop(key, None)
+        if idx is None:
+            idx = Index(mirror)
+        idx.mirror = mirror
+        _OPEN[key] = idx
+        while len(_OPEN) > _OPEN_MAX:
+            _OPEN.pop(next(iter(_OPEN))).close()
+        return idx
+
+
+@dataclass
+class ReindexReport:
+    operations: int
+    threads: int
+    messages: int
+    seconds: float
+    path: str
+
+    def text(self) -> str:
+        return (f"reindexed {self.operations} operations ({self.threads} threads, "
+                f"{self.messages} messages) in {self.seconds:.2f} s into {self.path}")
+
+
+def reindex(mirror: Mirror) -> ReindexReport:
+    """Rebuild the index of ``mirror`` from the whole history (``gitrelay reindex``)."""
+    idx = index_for(mirror)
+    start = time.perf_counter()
+    idx.rebuild()
+    counts = idx.counts()
+    return ReindexReport(counts["events"], counts["threads"], counts["messages"],
+                         time.perf_counter() - start, str(idx.path))
