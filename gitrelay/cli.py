@@ -818,6 +818,16 @@ def _doctor_checks(args: argparse.Namespace) -> list[_Check]:
     return checks
 
 
+def _cmd_reindex(args: argparse.Namespace) -> int:
+    from .inbox import reindex
+
+    client = _client(args)
+    report = reindex(client)
+    _stale_note(client)
+    _out(report.text())
+    return EXIT_OK
+
+
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from .render import one_line, pad
 
@@ -998,6 +1008,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("doctor", _cmd_doctor, "check your setup and say how to fix each problem",
             "gitrelay doctor", json_flag=True)
     p.add_argument("--trust", help="trust file to check")
+    add("reindex", _cmd_reindex, "rebuild your local inbox index from the relay's history "
+        "(it is derived: this never loses anything)", "gitrelay reindex")
     return parser
 
 

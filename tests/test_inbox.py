@@ -1,6 +1,6 @@
 """The inbox through real relays: items, seq, acks, cursors, claims and long-polls.
 
-Every test drives real clients (`team` fixture: alice, bob and carol, each with
+Every test drives real clients (alice, bob and carol, each with
 their own mirror) against a bare relay with the gate installed. The MCP-level
 tests of check_inbox live with the MCP server's tests.
 """
@@ -31,12 +31,23 @@ from gitrelay.mirror import RELAY_USERS
 ALL = ["pending", "accepted", "completed", "cancelled"]
 
 
+class Team(dict[str, RelayClient]):
+    """Teammates joined on first use (a join costs a push): people["carol"] joins carol."""
+
+    def __init__(self, make: Callable[..., RelayClient]) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, name: str) -> RelayClient:
+        client = self.make(f"{name}@acme")
+        client.fresh_seconds = 0  # read the relay as it is now
+        self[name] = client
+        return client
+
+
 @pytest.fixture
-def people(team: dict[str, RelayClient]) -> dict[str, RelayClient]:
-    """The team, reading the relay as it is now (no freshness window)."""
-    for client in team.values():
-        client.fresh_seconds = 0
-    return team
+def people(make_client: Callable[..., RelayClient]) -> Team:
+    return Team(make_client)
 
 
 def by_kind(page: InboxPage, kind: str) -> list[InboxItem]:

@@ -1,0 +1,329 @@
+"""The local inbox index: incremental, disposable, and never answering when it is wrong.
+
+The property test at the end checks the index against an independent fold of
+the whole history, for random sequences of operations by three teammates
+writing through real relays (queued writes, deliveries that replay the
+outbox, acks on the relay, a deleted index now and then).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gitrelay import admin, inbox, layout
+from gitrelay.cli import main as cli_main
+from gitrelay.client import RelayClient
+from gitrelay.errors import RelayError
+from gitrelay.inbox import InboxItem, InboxPage, check_inbox
+from gitrelay.index import INDEX_FILE, index_for, item_id_for
+
+ALL = ["pending", "accepted", "completed", "cancelled"]
+
+
+class Team(dict[str, RelayClient]):
+    """Teammates joined on first use (a join costs a push): people["carol"] joins carol."""
+
+    def __init__(self, make: Callable[..., RelayClient]) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, name: str) -> RelayClient:
+        client = self.make(f"{name}@acme")
+        client.fresh_seconds = 0  # read the relay as it is now
+        self[name] = client
+        return client
+
+
+@pytest.fixture
+def people(make_client: Callable[..., RelayClient]) -> Team:
+    return Team(make_client)
+
+
+def everything(client: RelayClient) -> list[InboxItem]:
+    """Every item of the client's inbox, oldest first, through all pages."""
+    out: list[InboxItem] = []
+    page = check_inbox(client, after=0, status=ALL, limit=200)
+    while True:
+        out += page.items
+        if page.next_cursor is None:
+            return out
+        page = check_inbox(client, cursor=page.next_cursor, limit=200)
+
+
+def answers(client: RelayClient) -> list[InboxPage]:
+    """The answers an agent would get now, with the rebuilt flag cleared."""
+    pages = [check_inbox(client), check_inbox(client, after=0, status=ALL),
+             check_inbox(client, after=0, unread_only=True)]
+    for page in pages:
+        page.index_rebuilt = False
+    return pages
+
+
+def busy_relay(people: dict[str, RelayClient]) -> str:
+    alice, bob, carol = people["alice"], people["bob"], people["carol"]
+    tid = bob.handoff(to="alice@acme", intent="inform", summary="Paginate /users").thread_id
+    assert tid is not None
+    carol.handoff(to="alice@acme", intent="inform", summary="Rotate the keys")
+    alice.refresh(max_age=0)
+    alice.accept(tid, session_id="s1")
+    bob.send_message(tid, "One more thing.")
+    return tid
+
+
+def test_the_index_applies_only_the_commits_that_are_new(people):
+    alice, bob = people["alice"], people["bob"]
+    busy_relay(people)
+    idx = index_for(alice.mirror)
+    check_inbox(alice)
+    assert idx.update().applied == 0
+    for n in range(3):
+        bob.handoff(to="alice@acme", intent="inform", summary=f"Task {n}")
+    alice.refresh(max_age=0)
+
+    report = idx.update()
+
+    assert (report.applied, report.rebuilt, report.rolled_back) == (3, False, 0)
+
+
+def test_deleting_the_index_mid_session_changes_no_answer(people):
+    alice = people["alice"]
+    busy_relay(people)
+    before = answers(alice)
+    path = alice.mirror.path / INDEX_FILE
+    assert path.exists()
+
+    path.unlink()
+    page = check_inbox(alice)
+
+    assert page.index_rebuilt
+    assert answers(alice) == before
+    assert not check_inbox(alice).index_rebuilt
+
+
+def test_a_damaged_index_is_rebuilt_not_answered_from(people):
+    alice = people["alice"]
+    busy_relay(people)
+    before = answers(alice)
+    path = alice.mirror.path / INDEX_FILE
+    index_for(alice.mirror).close()
+    path.write_bytes(b"this is not a database" * 100)
+
+    assert check_inbox(alice).index_rebuilt
+    assert answers(alice) == before
+
+
+@pytest.mark.parametrize("damage", [
+    "DELETE FROM events WHERE seq = (SELECT max(seq) FROM events)",
+    "UPDATE meta SET value = '0000000000000000000000000000000000000000' WHERE key = 'tip'",
+    "UPDATE meta SET value = '99' WHERE key = 'format'",
+])
+def test_a_stale_or_foreign_index_is_detected_and_rebuilt(people, damage):
+    alice, bob = people["alice"], people["bob"]
+    busy_relay(people)
+    before = answers(alice)
+    conn = sqlite3.connect(alice.mirror.path / INDEX_FILE)
+    with conn:
+        conn.execute(damage)
+    conn.close()
+    # Something new arrives: the index must notice it cannot be extended.
+    bob.handoff(to="carol@acme", intent="inform", summary="Not for alice")
+
+    page = check_inbox(alice)
+
+    assert page.index_rebuilt
+    assert answers(alice) == before
+
+
+def test_the_index_rolls_back_when_the_outbox_is_replayed(people):
+    alice, bob = people["alice"], people["bob"]
+    tid = busy_relay(people)
+    alice.writes = "queue"
+    alice.send_message(tid, "Queued, not delivered yet.")  # a local commit at seq N
+    check_inbox(bob)
+    bobs_idx = index_for(bob.mirror)
+    alice_idx = index_for(alice.mirror)
+    check_inbox(alice)
+    bob.send_message(tid, "Meanwhile, on the relay.")  # takes seq N on the relay
+    alice.deliver()  # fetch, replay alice's message on top, push
+
+    report = alice_idx.update()
+
+    assert report.rolled_back == 1 and report.applied == 2 and not report.rebuilt
+    incremental = answers(alice)
+    alice_idx.rebuild()
+    assert answers(alice) == incremental
+    reply = [i for i in everything(alice) if i.kind == "reply"]
+    assert [i.unread_messages for i in reply] == [2]
+    assert bobs_idx is not alice_idx
+
+
+def test_gitrelay_reindex_rebuilds_from_the_history(people, monkeypatch, capsys):
+    alice = people["alice"]
+    busy_relay(people)
+    before = answers(alice)
+    monkeypatch.setenv("GITRELAY_HOME", str(alice.mirror.path.parent.parent))
+
+    code = cli_main(["reindex", "--relay", alice.relay_url, "--as", "alice@acme"])
+
+    out = capsys.readouterr().out
+    assert code == 0, out
+    tip = alice.mirror.main()
+    assert tip is not None
+    commits = len(alice.mirror.commits_between(None, tip))
+    assert f"reindexed {commits} operations (2 threads, 1 messages)" in out
+    assert answers(alice) == before
+
+
+# --- the property: the index equals a fold of the history ---------------------------------
+
+
+def fold(client: RelayClient) -> list[dict[str, Any]]:
+    """The client's inbox computed from scratch from its mirror's main, without the index."""
+    mirror, me = client.mirror, client.handle
+    tip = mirror.main()
+    assert tip is not None
+    threads: dict[str, dict[str, Any]] = {}
+    items: dict[tuple[str, str], dict[str, Any]] = {}
+    for commit in mirror.commits_between(None, tip)[1:]:
+        seq = int(commit.trailers[layout.TRAILER_SEQ])
+        op = mirror.op_of(commit)
+        if op.kind == "profile":
+            continue
+        doc, tid = op.doc, str(op.thread_id)
+        if op.kind == "handoff":
+            threads[tid] = {"sender": doc["sender"], "recipient": doc["recipient"],
+                            "status": "pending", "created_at": doc["created_at"],
+                            "preview": doc["summary"][:240], "messages": []}
+        thread = threads[tid]
+        at = doc.get("created_at") or doc.get("at")
+        kind = {"handoff": "assignment", "message": "reply"}.get(op.kind, "task_update")
+        if op.kind == "message":
+            thread["messages"].append((seq, op.actor))
+            if doc["type"] == "draft":
+                kind = "proposal_review"
+        elif op.kind != "handoff":
+            thread["status"] = {"accept": "accepted", "complete": "completed",
+                                "cancel": "cancelled"}[op.kind]
+        other = thread["recipient"] if op.actor == thread["sender"] else thread["sender"]
+        if other == me and op.actor != me:
+            items[(tid, kind)] = {"seq": seq, "at": at, "other": op.actor}
+    state = inbox.inbox_state(client)
+    out = []
+    for (tid, kind), item in items.items():
+        thread = threads[tid]
+        item_id = item_id_for(me, tid, kind)
+        acked = [state.acked.get(item_id_for(me, tid, k), 0)
+                 for k in ("assignment", "reply", "task_update", "proposal_review")]
+        point = max([state.acked_up_to, *acked])
+        out.append({
+            "item_id": item_id, "seq": item["seq"], "kind": kind, "thread_id": tid,
+            "sender": item["other"], "status": thread["status"],
+            "summary_preview": thread["preview"], "created_at": thread["created_at"],
+            "updated_at": item["at"], "unread": not state.is_acked(item_id, item["seq"]),
+            "unread_messages": sum(1 for s, who in thread["messages"]
+                                   if who == item["other"] and s > point)})
+    return sorted(out, key=lambda i: (i["seq"], i["item_id"]))
+
+
+def indexed(client: RelayClient) -> list[dict[str, Any]]:
+    return [{"item_id": i.item_id, "seq": i.seq, "kind": i.kind, "thread_id": i.thread_id,
+             "sender": i.sender.handle, "status": i.status,
+             "summary_preview": i.summary_preview, "created_at": i.created_at,
+             "updated_at": i.updated_at, "unread": i.unread,
+             "unread_messages": i.unread_messages}
+            for i in everything(client) if i.kind != "refused"]
+
+
+HANDLES = ("alice@acme", "bob@acme", "carol@acme")
+who = st.integers(0, 2)
+pick = st.integers(0, 50)
+step = st.one_of(
+    st.tuples(st.just("handoff"), who, who, st.booleans()),
+    st.tuples(st.sampled_from(["message", "accept", "complete", "cancel", "draft"]), who, pick),
+    st.tuples(st.sampled_from(["deliver", "fetch", "check", "drop_index"]), who),
+    st.tuples(st.just("ack_up_to"), who, st.floats(0, 1)),
+    st.tuples(st.just("ack_item"), who, pick),
+)
+
+
+def new_team(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[RelayClient]:
+    relay = admin.init_relay(root / "relay.git", name="acme")
+    clients = []
+    for handle in HANDLES:
+        monkeypatch.setenv("GITRELAY_HOME", str(root / handle.split("@")[0]))
+        admin.join(str(relay), handle, name=handle.split("@")[0].title(), role="dev",
+                   save=False)
+        client = RelayClient(str(relay), handle, writes="queue")
+        client.fresh_seconds = 1e9  # only the steps fetch
+        clients.append(client)
+    for client in clients:
+        client.refresh(max_age=0)
+    return clients
+
+
+def run_step(clients: list[RelayClient], threads: list[str], step: tuple[Any, ...]) -> None:
+    kind, user = step[0], clients[step[1]]
+    if kind == "handoff":
+        to = HANDLES[step[2]]
+        extra: dict[str, Any] = {"intent": "inform"}
+        if step[3]:
+            extra = {"intent": "propose_action", "proposed_action": {
+                "description": "Rename", "target_files": ["a.py"], "rationale": "Clarity"}}
+        tid = user.handoff(to=to, summary=f"Work {len(threads)}", **extra).thread_id
+        assert tid is not None
+        threads.append(tid)
+    elif kind in ("message", "accept", "complete", "cancel", "draft") and threads:
+        tid = threads[step[2] % len(threads)]
+        calls = {"message": lambda: user.send_message(tid, "a note"),
+                 "accept": lambda: user.accept(tid, session_id="s"),
+                 "complete": lambda: user.complete(tid, result_summary="done"),
+                 "cancel": lambda: user.cancel(tid),
+                 "draft": lambda: user.draft_proposed_action(tid, "+x\n", "draft")}
+        # Not allowed in this user's view of the thread: refused locally, nothing written.
+        with contextlib.suppress(RelayError):
+            calls[kind]()
+    elif kind == "deliver":
+        user.deliver()
+    elif kind == "fetch":
+        user.refresh(max_age=0)
+    elif kind == "check":
+        assert indexed(user) == fold(user)
+    elif kind == "drop_index":
+        (user.mirror.path / INDEX_FILE).unlink(missing_ok=True)
+    elif kind == "ack_up_to":
+        tip = user.mirror.relay_main()
+        assert tip is not None
+        top = int(user.mirror.objects.commit(tip).trailers[layout.TRAILER_SEQ])
+        check_inbox(user, ack_up_to=int(top * step[2]))
+    elif kind == "ack_item":
+        items = everything(user)
+        if items:
+            item = items[step[2] % len(items)]
+            check_inbox(user, ack_items=[{"item_id": item.item_id, "seq": item.seq}])
+
+
+@settings(max_examples=5, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(steps=st.lists(step, min_size=4, max_size=12))
+def test_the_index_answers_like_a_fold_of_the_whole_history(
+        steps: list[tuple[Any, ...]], tmp_path_factory: pytest.TempPathFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clients = new_team(tmp_path_factory.mktemp("prop"), monkeypatch)
+    threads: list[str] = []
+    for s in steps:
+        run_step(clients, threads, s)
+    for client in clients:
+        while client.mirror.outbox() or inbox._delivery_state(client.mirror) == "queued":
+            client.deliver()
+    for client in clients:
+        client.refresh(max_age=0)
+        assert indexed(client) == fold(client)
+        index_for(client.mirror).close()
