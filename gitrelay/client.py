@@ -16,9 +16,11 @@ points' job.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from . import layout, schema
@@ -42,6 +44,7 @@ from .ids import (
 )
 from .mirror import Mirror, Refused, Written, op_key
 from .ops import Op, now_iso
+from .recovery import mirror_problem, salvage_outbox, set_aside
 from .rules import ACCEPTED, CANCELLED, COMPLETED, PENDING, RelayView, ThreadState
 from .sync import Syncer, SyncReport
 
@@ -103,7 +106,11 @@ class RelayClient:
         self.writes = writes
         self.fresh_seconds = fresh_seconds
         self.wait_seconds = wait_seconds
-        self.mirror = Mirror(mirror_path(relay_url), handle, signer=signer)
+        path = mirror_path(relay_url)
+        problem = mirror_problem(path)
+        salvaged = salvage_outbox(path) if problem else []
+        damaged = set_aside(path) if problem else None
+        self.mirror = Mirror(path, handle, signer=signer)
         # The inbox module sits above the client (it reads through it); only its
         # merge of two machines' inbox states is needed here, by the sync.
         from .inbox import merge_inbox_states
@@ -112,6 +119,25 @@ class RelayClient:
                              inbox_merger=merge_inbox_states)
         self.last_sync_error: RelayError | None = None
         self.on_written: Callable[[WriteResult], None] | None = None
+        if problem:
+            self._rebuild(problem, damaged, salvaged)
+
+    def _rebuild(self, problem: str, damaged: Path | None, salvaged: list[Op]) -> None:
+        """Fetch a damaged mirror again and queue what could be saved of its outbox."""
+        self.syncer.fetch()
+        requeued = 0
+        for op in salvaged:
+            try:
+                if not op.already_applied(self.mirror.view()):
+                    self.mirror.append(op)
+                    requeued += 1
+            except RelayError as exc:
+                self.mirror.record_refused(op, exc, rule=str(exc.data.get("rule", exc.name)))
+        self.mirror.update_sync_state(repaired={"at": now_iso(), "problem": problem,
+                                                "moved_to": str(damaged), "requeued": requeued})
+        print(f"gitrelay: the local copy was damaged ({problem}); fetched it again from the "
+              f"relay, re-queued {requeued} operation(s); the old copy is in {damaged}",
+              file=sys.stderr)
 
     @classmethod
     def from_config(cls, *, relay: str | None = None, handle: str | None = None,
@@ -149,6 +175,16 @@ class RelayClient:
             self.last_sync_error = exc
             if self.mirror.main() is None:
                 raise
+
+    def sync_problem(self) -> str | None:
+        """What verify-on-read refused at the last fetch, or None when all was valid.
+
+        The text names the first commit that breaks a rule, the rule, and the
+        last valid commit: reads show the relay up to that commit and nothing
+        after it until the relay is repaired (docs/identity.md).
+        """
+        problem = self.mirror.sync_state().get("verify_problem")
+        return str(problem) if problem else None
 
     def deliver(self, *, timeout: float | None = None) -> SyncReport:
         deadline = time.monotonic() + timeout if timeout is not None else None

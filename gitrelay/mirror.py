@@ -28,7 +28,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from . import layout, schema
+from . import faults, layout, schema
 from .errors import RelayError, RelayUnavailable, StateChanged
 from .gitstore import Store
 from .objects import Commit, Objects
@@ -180,6 +180,7 @@ class Mirror:
                 raise RelayUnavailable("the local mirror has no copy of the relay yet")
             written = self.build(base, op)
             self.store.set_ref(layout.MAIN_REF, written.commit, f"gitrelay: {op.op_name}")
+            faults.point("after_local_commit")
             return written
 
     def rebase_outbox(self, old_base: str | None, new_base: str) -> list[Refused]:

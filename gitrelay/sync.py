@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import layout
+from . import faults, layout
 from .errors import GateRefused, RelayError, RelayUnavailable, error_for_rule
 from .gate import REFUSAL_PREFIX
 from .gitcli import hermetic_env, run_git
@@ -188,6 +188,15 @@ class Syncer:
                                    "attempts (too many concurrent writers?)",
                                    hint="Your operations are queued and will be retried.")
 
+    def _crash_during(self, push: tuple[str, ...]) -> None:
+        """Crash tests: start the push, then die while it is in flight."""
+        import subprocess
+
+        subprocess.Popen(["git", "--git-dir", str(self.mirror.path), *push], env=self.env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.01)
+        faults.point("during_push")
+
     def _push_once(self, report: SyncReport) -> bool:
         mirror, store = self.mirror, self.mirror.store
         local = mirror.main()
@@ -203,8 +212,12 @@ class Syncer:
         if not specs:
             return True
         queued = len(mirror.outbox())
-        code, out, err = self._git("push", "--atomic", "--porcelain", "--quiet", self.url, *specs)
+        push = ("push", "--atomic", "--porcelain", "--quiet", self.url, *specs)
+        if faults.armed("during_push"):
+            self._crash_during(push)
+        code, out, err = self._git(*push)
         if code == 0:
+            faults.point("after_push")
             if local is not None and local != relay:
                 store.set_ref(RELAY_MAIN, local, "gitrelay: delivered")
             if local_inbox is not None:

@@ -1,0 +1,22 @@
+"""Fault points for crash tests: ``GITRELAY_FAULT=<point>`` kills the process there.
+
+The write path calls :func:`point` at the places a crash matters (after the
+local commit, during the push, after the push but before the reply). Unset in
+normal use, it costs one dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+POINTS = ("after_local_commit", "during_push", "after_push")
+
+
+def point(name: str) -> None:
+    if os.environ.get("GITRELAY_FAULT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def armed(name: str) -> bool:
+    return os.environ.get("GITRELAY_FAULT") == name
