@@ -32,6 +32,7 @@ from .errors import (
     InvalidArgument,
     RelayError,
     RelayUnavailable,
+    StateChanged,
     ThreadNotFound,
 )
 from .ids import (
@@ -271,8 +272,21 @@ class RelayClient:
         except RelayError as exc:
             if exc.data.get("rule", exc.name) not in _STALE_RULES:
                 raise
+            before = self.mirror.relay_main()
             self.refresh(max_age=0)
-            written = self.mirror.append(op)
+            try:
+                written = self.mirror.append(op)
+            except RelayError as again:
+                if self.mirror.relay_main() == before or op.thread_id is None \
+                        or again.name == "recipient_not_found":
+                    raise
+                # The copy this call started from was stale and a change that
+                # arrived meanwhile makes the operation illegal: a lost race.
+                raise StateChanged(f"{op.op_name} on thread {op.thread_id}: {again.message}",
+                                   hint="Someone changed the thread meanwhile; re-read it "
+                                        "(view_thread) and decide again.",
+                                   rule=str(again.data.get("rule", again.name)),
+                                   thread_id=op.thread_id) from again
         delivery = QUEUED
         if mode == "wait":
             delivery = self._deliver_for(op)

@@ -244,6 +244,14 @@ class Syncer:
             return False
         if "[rejected]" in out or "non-fast-forward" in out or "fetch first" in out:
             return False
+        if "[remote rejected]" in out:
+            if "hook declined" in out:
+                raise GateRefused(f"{self.url} refused the push: {_last_line(err or out)}",
+                                  hint="The relay's hook is not a gitrelay gate, or it failed; "
+                                       "run `gitrelay doctor`.", rule="gate")
+            # Another push moved the ref between our hook run and our ref update
+            # ("failed to update ref", "cannot lock ref"): the same as non-fast-forward.
+            return False
         mirror.update_sync_state(last_error=_last_line(err or out), last_error_at=time.time())
         raise RelayUnavailable(f"cannot push to {self.url}: {_last_line(err or out)}",
                                hint="Your operations are queued and will be retried.")
