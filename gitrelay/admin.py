@@ -16,7 +16,7 @@ import gitrelay
 
 from . import layout, schema
 from .config import UserConfig, mirror_path, save_user_config
-from .errors import ConfigError, InvalidArgument
+from .errors import InvalidArgument
 from .gitstore import Store
 from .ids import check_handle
 from .mirror import Mirror
@@ -119,7 +119,7 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
     check_handle(handle, "--as")
     if not name.strip() or not role.strip():
         raise InvalidArgument("--name and --role must not be empty")
-    from .signing import signer_for
+    from .signing import read_public_key, signer_for
 
     signer = signer_for(signing_key) if signing_key else None
     mirror = Mirror(mirror_path(relay_url), handle, signer=signer)
@@ -127,7 +127,7 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
     syncer.fetch()
     existing = mirror.view().profile(handle)
     if existing is None:
-        keys = [_public_key(signing_key)] if signing_key else []
+        keys = [read_public_key(signing_key)] if signing_key else []
         mirror.append(Op("profile", profile_doc(handle, name, role, email=email,
                                                 usernames=usernames, signing_keys=keys),
                          handle=handle))
@@ -142,11 +142,3 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
         save_user_config(cfg)
     return cfg
 
-
-def _public_key(key_path: str) -> str:
-    pub = Path(key_path if key_path.endswith(".pub") else key_path + ".pub").expanduser()
-    try:
-        parts = pub.read_text().split()
-    except OSError as exc:
-        raise ConfigError(f"cannot read the public key {pub}: {exc.strerror}") from None
-    return " ".join(parts[:2])

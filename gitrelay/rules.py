@@ -147,19 +147,25 @@ def commit_seq(commit: Commit) -> int:
 
 
 class Pusher:
-    """Who the server says pushed: the env variable and the username in it."""
+    """Who the server says pushed: the env variable and the username in it.
+
+    ``username == ""`` is a push the gate checked that no server vouched for.
+    The rules get ``pusher=None`` only away from the gate (the client's own
+    check, verify-on-read), where nobody can know who will push or who pushed.
+    """
 
     def __init__(self, env: str, username: str) -> None:
         self.env = env
         self.username = username
 
 
-def find_pusher(config: Mapping[str, Any], environ: Mapping[str, str]) -> Pusher | None:
+def find_pusher(config: Mapping[str, Any], environ: Mapping[str, str]) -> Pusher:
+    """The pusher named by the first variable of ``pusher_env`` that is set; at the gate."""
     for name in config.get("pusher_env", []):
         value = environ.get(name, "").strip()
         if value:
             return Pusher(name, value)
-    return None
+    return Pusher("", "")
 
 
 if TYPE_CHECKING:
@@ -176,6 +182,8 @@ def check_identity(view: RelayView, commit: Commit, actor: str, pusher: Pusher |
         raise refuse("recipient_not_found", f"commit {commit.oid[:12]}: actor {actor} is not a "
                      "registered teammate", commit=commit.oid, field="actor")
     if pusher is None:
+        pass  # not at the gate: the pusher is unknown here
+    elif not pusher.username:
         if config.get("require_pusher"):
             raise refuse("pusher", f"commit {commit.oid[:12]}: this relay requires an "
                          "authenticated pusher and the server supplied none "
