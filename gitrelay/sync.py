@@ -86,6 +86,13 @@ class Syncer:
         old = self.mirror.relay_main()
         new, problem = self._verify_main(old, fetched)
         report.verify_problem = problem
+        if new == ZERO_OID:
+            # Not even the root commit is valid: there is nothing to show or build on.
+            self.mirror.update_sync_state(verify_problem=problem, last_error=problem,
+                                          last_error_at=time.time())
+            raise RelayUnavailable(f"{self.url} is not a valid gitrelay relay: {problem}",
+                                   hint="Check the relay URL; `gitrelay verify` lists every "
+                                        "problem.")
         if new != old:
             report.fetched = len(self.mirror.commits_between(old, new))
             with self.mirror.refs_locked():
@@ -224,7 +231,9 @@ class Syncer:
                 store.set_ref(RELAY_USERS + mirror.handle + "/" + layout.INBOX_REF_LEAF,
                               local_inbox, "gitrelay: delivered")
             report.delivered += queued
-            mirror.update_sync_state(last_push=time.time(), last_error=None)
+            # The relay took a fast-forward of our verified main: it is valid again.
+            mirror.update_sync_state(last_push=time.time(), last_error=None,
+                                     verify_problem=None)
             return store.ref(layout.MAIN_REF) == local and store.ref(mine) == local_inbox
         refusals = [m for m in (_REFUSAL_RE.search(line) for line in err.splitlines()) if m]
         if refusals:
