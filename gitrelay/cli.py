@@ -58,11 +58,17 @@ def _json(value: Any) -> None:
     print(to_json(value))
 
 
-def _client(args: argparse.Namespace, *, writes: str | None = None) -> RelayClient:
+def _client(args: argparse.Namespace, *, writes: str | None = None,
+            fetch: bool = True) -> RelayClient:
+    """The user's client; with ``fetch``, brought up to date with the relay first (a
+    command is a new process: what it shows should be the relay as it is now)."""
     from .client import RelayClient
 
-    return RelayClient.from_config(relay=getattr(args, "relay", None),
-                                   handle=getattr(args, "handle", None), writes=writes)
+    client = RelayClient.from_config(relay=getattr(args, "relay", None),
+                                     handle=getattr(args, "handle", None), writes=writes)
+    if fetch:
+        client.refresh(max_age=0)
+    return client
 
 
 def _stale_note(client: RelayClient) -> None:
@@ -408,7 +414,6 @@ def _cmd_log(args: argparse.Namespace) -> int:
     from .render import history_line
 
     client = _client(args)
-    client.refresh()
     tid = _resolve(client, args.thread) if args.thread else None
     entries = history(client.mirror, thread_id=tid, limit=args.limit)
     _stale_note(client)
@@ -445,7 +450,7 @@ def _cmd_whoami(args: argparse.Namespace) -> int:
     from .config import config_path, load_user_config
     from .render import one_line
 
-    client = _client(args)
+    client = _client(args, fetch=False)
     cfg = load_user_config()
     profile: dict[str, Any] | None = None
     reach = "reachable"
@@ -503,7 +508,7 @@ def _cmd_send(args: argparse.Namespace) -> int:
             raise InvalidArgument(f"--meta {item!r}: use KEY=VALUE", field="--meta")
         metadata[key] = value
     arts = _artifacts(args)
-    client = _client(args, writes="queue" if args.queue else "wait")
+    client = _client(args, writes="queue" if args.queue else "wait", fetch=False)
     result = client.handoff(to=args.to, intent=args.intent, summary=summary, artifacts=arts,
                             question=question, proposed_action=action,
                             metadata=metadata or None, idempotency_key=args.key)
@@ -609,7 +614,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     from .history import queued
     from .render import history_line, one_line, when
 
-    client = _client(args)
+    client = _client(args, fetch=False)
     mirror = client.mirror
     if args.deliver and mirror.main() is not None:
         try:
@@ -739,7 +744,7 @@ def _doctor_checks(args: argparse.Namespace) -> list[_Check]:
 
     client = None
     try:
-        client = _client(args)
+        client = _client(args, fetch=False)
     except RelayError as exc:
         checks.append(_Check("relay", "problem", exc.message, exc.hint))
     if client is not None:

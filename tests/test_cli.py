@@ -1,0 +1,643 @@
+"""The `gitrelay` command line, run as a person would, against real relays with the gate.
+
+Most commands run in-process through `gitrelay.cli.main` (the console
+script's own function); a few run as real processes to check what only a
+process shows: the console entry point, exit codes, no traceback, and
+progress on a terminal versus a pipe.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gitrelay.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNAVAILABLE, build_parser, main, split_patch
+from gitrelay.example import build_example, load_example
+from gitrelay.ids import thread_id_for
+from gitrelay.render import Progress, clean, one_line
+
+EXAMPLE = load_example()
+TRUSTS = {
+    "alice@acme": "version: 1\nteammates: {bob@acme: {}, carol@acme: {}}\n",
+    "bob@acme": EXAMPLE.trust_path.read_text(),
+    "carol@acme": "version: 1\nteammates: {alice@acme: {}, bob@acme: {}}\n",
+}
+IDS = {t.slug: t.thread_id for t in EXAMPLE.threads}
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def json(self) -> object:
+        return json.loads(self.out)
+
+
+class Person:
+    """One teammate at their own machine: their GITRELAY_HOME and trust file."""
+
+    def __init__(self, handle: str, root: Path, mp: pytest.MonkeyPatch,
+                 capsys: pytest.CaptureFixture[str]) -> None:
+        self.handle = handle
+        self.home = root / handle.split("@")[0]
+        self.trust = root / f"{handle.split('@')[0]}-trust.yaml"
+        self.mp = mp
+        self.capsys = capsys
+
+    def __call__(self, *argv: str, stdin: str | None = None) -> Run:
+        self.mp.setenv("GITRELAY_HOME", str(self.home))
+        self.mp.setenv("GITRELAY_TRUST", str(self.trust))
+        self.mp.setattr(sys, "stdin", io.StringIO(stdin or ""))
+        self.capsys.readouterr()
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        captured = self.capsys.readouterr()
+        return Run(code, captured.out, captured.err)
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ, GITRELAY_HOME=str(self.home), GITRELAY_TRUST=str(self.trust))
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example relay, built once per module through the gate (copied per test)."""
+    root = tmp_path_factory.mktemp("example")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        build_example(root / "acme.git", home=root / "loader")
+    return root / "acme.git"
+
+
+@pytest.fixture
+def acme(template: Path, tmp_path: Path) -> Path:
+    relay = tmp_path / "relays" / "acme.git"
+    shutil.copytree(template, relay, symlinks=True)
+    return relay
+
+
+@pytest.fixture
+def people(acme: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+           capsys: pytest.CaptureFixture[str]) -> Iterator[dict[str, Person]]:
+    """alice, bob and carol, each joined to the example relay with the CLI."""
+    out = {}
+    for t in EXAMPLE.teammates:
+        person = Person(t.handle, tmp_path, monkeypatch, capsys)
+        person.trust.write_text(TRUSTS[t.handle])
+        run = person("join", str(acme), "--as", t.handle, "--name", t.name, "--role", t.role)
+        assert run.code == 0, run.err
+        out[t.handle.split("@")[0]] = person
+    yield out
+
+
+def relay_subjects(relay: Path) -> list[str]:
+    return subprocess.run(["git", "--git-dir", str(relay), "log", "--format=%s", "main"],
+                          capture_output=True, text=True, check=True).stdout.splitlines()
+
+
+def one_error_line(run: Run, name: str, code: int) -> None:
+    lines = run.err.strip().splitlines()
+    assert run.code == EXIT_ERROR, run
+    assert len(lines) == 1, run.err
+    assert lines[0].startswith(f"gitrelay: {name} ({code}): "), run.err
+
+
+# --- help and usage ---------------------------------------------------------------
+
+
+def test_help_lists_every_command_and_each_command_shows_an_example(capsys):
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    top = capsys.readouterr().out
+    for name in ("inbox", "show", "send", "reply", "accept", "complete", "cancel", "log",
+                 "teammates", "whoami", "doctor", "status", "demo", "mcp", "init", "join",
+                 "verify"):
+        assert name in commands
+        assert f"    {name} " in top
+    for name in commands:
+        with pytest.raises(SystemExit):
+            main([name, "--help"])
+        text = capsys.readouterr().out
+        assert "example:\n" in text, name
+        assert f"gitrelay {name}" in text.split("example:\n", 1)[1], name
+
+
+def test_a_usage_mistake_is_one_line_with_exit_2(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["send", "bob@acme", "--intent", "inform"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("gitrelay: invalid_argument (-32602): ")
+    assert "--summary" in err[0]
+    with pytest.raises(SystemExit) as done:
+        main(["inbox", "--status", "done"])
+    assert done.value.code == 2
+    assert "'done' is not one of pending" in capsys.readouterr().err
+
+
+# --- joining and identity -----------------------------------------------------------
+
+
+def test_a_new_user_joins_and_sees_who_they_are_and_the_team(acme, tmp_path, monkeypatch,
+                                                             capsys):
+    dana = Person("dana@acme", tmp_path, monkeypatch, capsys)
+    run = dana("join", str(acme), "--as", "dana@acme", "--name", "Dana Okafor",
+               "--role", "data")
+    assert run.code == 0, run.err
+    assert run.out.strip() == f"joined {acme} as dana@acme"
+    assert relay_subjects(acme)[0] == "register dana@acme (data): Dana Okafor"
+    who = dana("whoami", "--json")
+    assert who.code == 0
+    info = who.json
+    assert isinstance(info, dict)
+    assert (info["handle"], info["registered"], info["name"], info["relay"]) == \
+        ("dana@acme", True, "Dana Okafor", str(acme))
+    team = dana("teammates")
+    lines = team.out.splitlines()
+    assert lines[0].split() == ["HANDLE", "NAME", "ROLE", "EMAIL"]
+    assert [ln.split()[0] for ln in lines[1:]] == ["alice@acme", "bob@acme", "carol@acme",
+                                                   "dana@acme"]
+    assert "dana@acme (you)" in team.out
+    assert {p["handle"] for p in dana("teammates", "--json").json} == {  # type: ignore[union-attr]
+        "alice@acme", "bob@acme", "carol@acme", "dana@acme"}
+
+
+def test_global_relay_and_as_flags_override_the_config(people, acme):
+    bob = people["bob"]
+    run = bob("--as", "alice@acme", "whoami", "--json")
+    assert run.json["handle"] == "alice@acme"  # type: ignore[index]
+    run = bob("whoami", "--as", "carol@acme", "--relay", str(acme), "--json")
+    assert run.json["handle"] == "carol@acme"  # type: ignore[index]
+    assert run.json["name"] == "Carol Diaz"  # type: ignore[index]
+
+
+def test_an_unreachable_relay_with_no_local_copy_exits_4_in_one_line(tmp_path, monkeypatch,
+                                                                     capsys):
+    nobody = Person("bob@acme", tmp_path, monkeypatch, capsys)
+    run = nobody("--relay", str(tmp_path / "missing.git"), "--as", "bob@acme", "teammates")
+    assert run.code == EXIT_UNAVAILABLE
+    assert run.err.count("\n") == 1
+    assert run.err.startswith("gitrelay: relay_unavailable (-32022): cannot fetch from ")
+
+
+# --- sending, with every artifact flag ----------------------------------------------
+
+
+PATCH = """\
+diff --git a/web/src/api/users.ts b/web/src/api/users.ts
+--- a/web/src/api/users.ts
++++ b/web/src/api/users.ts
+@@ -1,2 +1,2 @@
+-export const PAGE = 20;
++export const PAGE = 50;
+diff --git a/web/src/pages/NewPage.tsx b/web/src/pages/NewPage.tsx
+new file mode 100644
+--- /dev/null
++++ b/web/src/pages/NewPage.tsx
+@@ -0,0 +1 @@
++export default function NewPage() { return null; }
+"""
+
+
+def test_split_patch_gives_one_diff_per_file_with_its_path():
+    files = split_patch(PATCH)
+    assert [p for p, _ in files] == ["web/src/api/users.ts", "web/src/pages/NewPage.tsx"]
+    assert "+export const PAGE = 50;" in files[0][1]
+    assert "NewPage()" not in files[0][1]
+    assert files[1][1].startswith("diff --git a/web/src/pages/NewPage.tsx")
+    plain = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n--- a/y.py\n+++ b/y.py\n@@ -1 +1 @@\n-c\n+d\n"
+    assert [p for p, _ in split_patch(plain)] == ["x.py", "y.py"]
+    assert split_patch("just some text\n") == []
+
+
+def test_send_turns_every_artifact_flag_into_a_typed_artifact_on_the_relay(people, acme,
+                                                                           tmp_path):
+    bob = people["bob"]
+    patch = tmp_path / "change.diff"
+    patch.write_text(PATCH)
+    contract = tmp_path / "contract.json"
+    contract.write_text('{"GET /users": {"response": {"items": "User[]"}}}')
+    run = bob("send", "alice@acme", "--intent", "inform", "--summary", "-",
+              "--diff", str(patch), "--diff", f"README.md={patch}",
+              "--file", "server/api/users.py@a1b2c3d:10-20", "--file", "docs/api.md:7",
+              "--file", "Makefile",
+              "--test", "pnpm test users", "--test", "pnpm run typecheck", "--test-cwd", "web/",
+              "--link", "https://git.acme.dev/acme/web/pulls/431 web#431: page size 50",
+              "--contract", "https://api.acme.dev/openapi.json", "--contract", str(contract),
+              "--artifact", 'link:{"url": "https://ci.acme.dev/runs/1"}',
+              "--meta", "ticket=ENG-1301", "--json",
+              stdin="The web client now asks for 50 users per page.\n")
+    assert run.code == 0, run.err
+    result = run.json
+    assert isinstance(result, dict)
+    assert result["delivery"] == "delivered"
+    tid = result["thread_id"]
+    arts = result["doc"]["artifacts"]
+    assert [a["type"] for a in arts] == ["file_diff", "file_diff", "file_diff", "file_ref",
+                                         "file_ref", "file_ref", "test_command",
+                                         "test_command", "link", "api_contract",
+                                         "api_contract", "link"]
+    assert arts[2]["path"] == "README.md" and arts[2]["diff"] == PATCH
+    assert arts[3] == {"type": "file_ref", "path": "server/api/users.py", "git_sha": "a1b2c3d",
+                       "lines": [10, 20]}
+    assert arts[4] == {"type": "file_ref", "path": "docs/api.md", "lines": [7]}
+    assert arts[5] == {"type": "file_ref", "path": "Makefile"}
+    assert arts[6] == {"type": "test_command", "command": "pnpm test users", "cwd": "web/"}
+    assert arts[8] == {"type": "link", "url": "https://git.acme.dev/acme/web/pulls/431",
+                       "title": "web#431: page size 50"}
+    assert arts[10]["inline"] == {"GET /users": {"response": {"items": "User[]"}}}
+    assert result["doc"]["metadata"]["ticket"] == "ENG-1301"
+    assert relay_subjects(acme)[0].startswith(f"handoff {tid[:10]} bob@acme → alice@acme")
+    shown = people["alice"]("show", tid[:6])
+    assert "diff of web/src/pages/NewPage.tsx:" in shown.out
+    assert "file server/api/users.py lines 10-20 at a1b2c3d" in shown.out
+    assert "test: pnpm run typecheck   (in web/)" in shown.out
+
+
+def test_bad_artifact_flags_are_refused_before_anything_is_written(people, acme, tmp_path):
+    bob = people["bob"]
+    before = relay_subjects(acme)
+    run = bob("send", "alice@acme", "--intent", "inform", "--summary", "x",
+              "--artifact", 'link:{"title": "no url"}')
+    one_error_line(run, "invalid_argument", -32602)
+    assert "url" in run.err
+    run = bob("send", "alice@acme", "--intent", "inform", "--summary", "x",
+              "--diff", str(tmp_path / "nope.diff"))
+    one_error_line(run, "invalid_argument", -32602)
+    run = bob("send", "alice@acme", "--intent", "propose_action", "--summary", "x")
+    one_error_line(run, "invalid_intent_payload", -32012)
+    assert relay_subjects(acme) == before
+
+
+# --- a whole conversation -------------------------------------------------------------
+
+
+def test_a_question_is_asked_accepted_answered_and_completed_from_the_cli(people):
+    alice, bob = people["alice"], people["bob"]
+    sent = alice("send", "bob@acme", "--intent", "ask_question", "--summary",
+                 "The avatar endpoint returns 302s to the CDN.", "--question",
+                 "Can the web app follow redirects for avatars?", "--json")
+    assert sent.code == 0, sent.err
+    tid = sent.json["thread_id"]  # type: ignore[index]
+    shown = bob("show", tid[:5].lower())
+    assert shown.code == 0, shown.err
+    assert f"Thread {tid}   PENDING" in shown.out
+    assert "Question:\n    Can the web app follow redirects for avatars?" in shown.out
+    assert "trust: alice@acme is listed" in shown.out
+    accepted = bob("accept", tid[:5])
+    assert accepted.code == 0, accepted.err
+    assert accepted.out.startswith(f"accepted {tid} from alice@acme: delivered")
+    reply = bob("reply", tid[:5], "-", stdin="Yes, img tags follow redirects.\n")
+    assert reply.code == 0, reply.err
+    assert reply.out.startswith(f"message #1 on {tid}: delivered")
+    done = bob("complete", tid[:5], "--summary", "No change needed.", "--link",
+               "https://git.acme.dev/acme/web/issues/77")
+    assert done.code == 0, done.err
+    view = alice("show", tid, "--json").json
+    assert isinstance(view, dict)
+    assert view["status"] == "completed"
+    assert [m["body"] for m in view["messages"]] == ["Yes, img tags follow redirects.\n"]
+    assert view["complete"]["artifacts"] == [{"type": "link",
+                                              "url": "https://git.acme.dev/acme/web/issues/77"}]
+    text = alice("show", tid).out
+    assert text.index("accepted by bob@acme") < text.index("#1") < text.index("completed by")
+    log = alice("log", tid[:5])
+    assert [ln.split()[4] for ln in log.out.splitlines()] == ["complete", "message", "accept",
+                                                              "handoff"]
+    seqs = [int(ln.split()[0]) for ln in log.out.splitlines()]
+    assert seqs == sorted(seqs, reverse=True)
+
+
+def test_refusals_are_one_coded_line_and_exit_1(people):
+    alice, bob, carol = people["alice"], people["bob"], people["carol"]
+    pending = IDS["04-ci-typecheck"]          # alice → bob, pending
+    completed = IDS["01-paginate-users"]      # completed
+    one_error_line(bob("complete", pending[:4], "--summary", "done"),
+                   "invalid_transition", -32008)
+    one_error_line(alice("reply", completed[:4], "one more thing"), "thread_terminal", -32007)
+    one_error_line(alice("send", "zoe@acme", "--intent", "inform", "--summary", "hi"),
+                   "recipient_not_found", -32004)
+    one_error_line(bob("cancel", pending[:4]), "not_authorized_transition", -32009)
+    one_error_line(alice("accept", pending[:4]), "not_authorized_transition", -32009)
+    one_error_line(carol("reply", pending[:4], "hello"), "not_a_participant", -32005)
+    one_error_line(bob("show", "ZZZZZZ"), "thread_not_found", -32006)
+    assert bob("show", pending, "--json").json["status"] == "pending"  # type: ignore[index]
+
+
+def test_an_ambiguous_prefix_lists_the_candidate_threads(people):
+    alice = people["alice"]
+    first = {}
+    key = None
+    for i in range(200):
+        candidate = f"collide-{i}"
+        tid = thread_id_for("alice@acme", candidate)
+        if tid[0] in first:
+            key = candidate
+            break
+        first[tid[0]] = candidate
+    assert key is not None
+    other = first[thread_id_for("alice@acme", key)[0]]
+    for k, summary in ((other, "Dark mode tokens"), (key, "Light mode tokens")):
+        assert alice("send", "bob@acme", "--intent", "inform", "--summary", summary,
+                     "--key", k).code == 0
+    prefix = thread_id_for("alice@acme", key)[0]
+    run = people["bob"]("show", prefix)
+    assert run.code == EXIT_ERROR
+    lines = run.err.strip().splitlines()
+    assert lines[0].startswith(f"gitrelay: ambiguous_id (-32027): {prefix} matches ")
+    listed = "\n".join(lines[1:])
+    assert thread_id_for("alice@acme", key) in listed and "Light mode tokens" in listed
+    assert thread_id_for("alice@acme", other) in listed and "Dark mode tokens" in listed
+
+
+def test_resending_with_the_same_key_never_makes_a_second_thread(people, acme):
+    alice = people["alice"]
+    args = ("send", "bob@acme", "--intent", "inform", "--summary", "Rotate the API keys",
+            "--key", "rotate-keys-1")
+    first = alice(*args)
+    again = alice(*args)
+    assert first.code == again.code == 0
+    assert "already sent with this key" in again.out
+    assert sum("Rotate the API keys" in s for s in relay_subjects(acme)) == 1
+    changed = alice("send", "bob@acme", "--intent", "inform", "--summary", "Other text",
+                    "--key", "rotate-keys-1")
+    one_error_line(changed, "duplicate_idempotency_key", -32011)
+
+
+# --- trust at accept --------------------------------------------------------------------
+
+
+def test_accept_refuses_a_blocked_sender_and_changes_nothing(people, acme):
+    bob = people["bob"]
+    blocked = IDS["06-regenerated-fixtures"]  # carol → bob; bob's trust file blocks carol
+    shown = bob("show", blocked[:4])
+    assert "carol@acme is blocked" in shown.out
+    before = relay_subjects(acme)
+    run = bob("accept", blocked[:4])
+    one_error_line(run, "teammate_blocked", -32013)
+    assert "Nothing was changed" in run.err
+    assert relay_subjects(acme) == before
+    assert bob("show", blocked, "--json").json["status"] == "pending"  # type: ignore[index]
+
+
+def test_accept_refuses_an_unknown_sender_under_the_reject_policy(people):
+    bob = people["bob"]
+    bob.trust.write_text("version: 1\nunknown_teammates: {policy: reject}\n")
+    run = bob("accept", IDS["04-ci-typecheck"][:4])
+    one_error_line(run, "forbidden", -32002)
+    assert "unknown teammates are rejected" in run.err
+    bob.trust.write_text("version: 1\nunknown_teammates: {policy: allow_with_default_trust}\n")
+    assert bob("accept", IDS["04-ci-typecheck"][:4]).code == 0
+
+
+# --- terminal safety ---------------------------------------------------------------------
+
+
+HOSTILE = ("Totally normal \x1b[2J\x1b[H\x1b]0;owned\x07 update\rOVERWRITE \u202egnp.exe "
+           "\x9b31m done\x7f")
+
+
+def test_teammate_text_cannot_put_control_sequences_on_the_terminal(people):
+    alice, bob = people["alice"], people["bob"]
+    sent = alice("send", "bob@acme", "--intent", "inform", "--summary", HOSTILE,
+                 "--link", "https://x.example/\x1b[31mred", "--json")
+    assert sent.code == 0, sent.err
+    tid = sent.json["thread_id"]  # type: ignore[index]
+    alice("reply", tid[:6], "line one\n\x1b[1Aline two\r\n")
+    for run in (bob("show", tid[:6]), bob("log"), bob("log", tid[:6]), bob("teammates")):
+        assert run.code == 0, run.err
+        for bad in ("\x1b", "\x07", "\r", "\u202e", "\x9b", "\x7f"):
+            assert bad not in run.out
+    shown = bob("show", tid[:6]).out
+    assert "\\x1b[2J" in shown and "\\u202e" in shown and "\\x0d" in shown
+
+
+@given(st.text())
+def test_clean_output_never_holds_terminal_control_characters(text):
+    for out in (clean(text), one_line(text)):
+        assert not any(
+            (ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F
+            or c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f"
+            for c in out)
+    assert "\n" not in one_line(text)
+
+
+# --- the outbox, status and refused operations ---------------------------------------------
+
+
+def test_a_queued_write_shows_in_status_and_log_until_delivered(people, acme):
+    alice = people["alice"]
+    run = alice("send", "bob@acme", "--intent", "inform", "--summary", "Queued for later",
+                "--queue")
+    assert run.code == 0, run.err
+    assert "queued in your outbox" in run.out
+    assert not any("Queued for later" in s for s in relay_subjects(acme))
+    status = alice("status")
+    assert "queued: 1 operation(s) in your outbox" in status.out
+    assert "Queued for later" in status.out
+    assert alice("log", "-n", "1").out.rstrip().endswith("[queued, not on the relay yet]")
+    data = alice("status", "--json").json
+    assert isinstance(data, dict)
+    assert [e["op"] for e in data["queued"]] == ["handoff"]
+    delivered = alice("status", "--deliver")
+    assert "delivered 1 operation(s), 0 refused" in delivered.err
+    assert "queued: nothing" in delivered.out
+    assert any("Queued for later" in s for s in relay_subjects(acme))
+
+
+def test_status_shows_an_operation_that_lost_a_race(people):
+    alice, bob = people["alice"], people["bob"]
+    proposal = IDS["07-empty-state-copy"]       # bob → alice, pending
+    assert bob("cancel", proposal[:4], "--queue").code == 0
+    assert alice("accept", proposal[:4]).code == 0   # alice wins the race
+    bob("status", "--deliver")
+    status = bob("status")
+    assert "refused: 1 operation(s) the relay refused" in status.out
+    assert "state_changed (-32010)" in status.out
+    assert "queued: nothing" in status.out
+    assert bob("show", proposal, "--json").json["status"] == "accepted"  # type: ignore[index]
+
+
+# --- log -------------------------------------------------------------------------------------
+
+
+def test_log_is_the_history_newest_first_read_from_the_commits(people, acme):
+    bob = people["bob"]
+    entries = bob("log", "--json").json
+    assert isinstance(entries, list)
+    seqs = [e["seq"] for e in entries]
+    assert seqs == list(range(len(entries) - 1, -1, -1))
+    assert entries[-1]["op"] == "init"
+    assert [e["op"] for e in entries[-4:-1]] == ["register"] * 3
+    subjects = relay_subjects(acme)
+    assert len(subjects) == len(entries)
+    for entry, subject in zip(entries, subjects, strict=True):
+        assert subject.startswith(entry["op"])
+    lines = bob("log", "-n", "3").out.splitlines()
+    assert len(lines) == 3
+    assert lines[0].split()[0] == str(seqs[0])
+    thread = bob("log", IDS["03-retry-budget"][:4], "--json").json
+    assert [e["op"] for e in thread] == ["message", "draft", "accept", "handoff"]  # type: ignore[union-attr]
+
+
+# --- inbox ----------------------------------------------------------------------------------
+
+
+def _inbox_ready() -> bool:
+    from gitrelay import inbox
+
+    return "NotImplementedError" not in Path(inbox.__file__).read_text()
+
+
+@pytest.mark.xfail(not _inbox_ready(), reason="inbox implementation pending", strict=False)
+def test_inbox_lists_what_is_waiting_as_a_table(people):
+    bob = people["bob"]
+    run = bob("inbox")
+    assert run.code == 0, run.err
+    header = run.out.splitlines()[0].split()
+    assert header == ["THREAD", "KIND", "FROM", "STATUS", "NEW", "UPDATED", "SUMMARY"]
+    assert IDS["04-ci-typecheck"][:10] in run.out
+    assert IDS["01-paginate-users"][:10] not in run.out      # completed: not by default
+    assert IDS["01-paginate-users"][:10] in bob("inbox", "--all").out
+    only = bob("inbox", "--status", "completed", "--json").json
+    assert isinstance(only, dict)
+    assert {i["status"] for i in only["items"]} == {"completed"}
+
+
+# --- doctor -----------------------------------------------------------------------------------
+
+
+def test_doctor_passes_a_healthy_setup(people):
+    run = people["bob"]("doctor")
+    assert run.code == 0, run.out
+    for name in ("git", "config", "relay", "registered", "gate", "trust"):
+        assert any(ln.split()[:2] == ["ok", name] for ln in run.out.splitlines()), name
+    assert run.out.rstrip().endswith("No problems found.")
+
+
+def test_doctor_names_each_problem_with_its_fix_and_exits_3(people, acme):
+    bob = people["bob"]
+    (acme / "hooks" / "pre-receive").unlink()
+    bob.trust.write_text("version: 1\nteammates: {alice@acme: {auto_test: maybe}}\n")
+    run = bob("doctor", "--json")
+    assert run.code == EXIT_INVALID
+    report = run.json
+    assert isinstance(report, dict)
+    problems = {c["name"]: c for c in report["checks"] if c["level"] == "problem"}
+    assert set(problems) == {"gate", "trust"}
+    assert "is missing" in problems["gate"]["detail"]
+    assert "install_hook" in problems["gate"]["fix"]
+    assert "auto_test" in problems["trust"]["detail"]
+    text = bob("doctor").out
+    assert "PROBLEM  gate" in text and "fix:" in text
+    assert text.rstrip().endswith("2 problem(s) found.")
+
+
+def test_doctor_without_any_config_says_to_join(tmp_path, monkeypatch, capsys):
+    newcomer = Person("erin@acme", tmp_path, monkeypatch, capsys)
+    run = newcomer("doctor")
+    assert run.code == EXIT_INVALID
+    assert "PROBLEM  config" in run.out
+    assert "gitrelay join RELAY_URL --as" in run.out
+
+
+def test_doctor_says_how_to_check_a_remote_relay():
+    from gitrelay.cli import _gate_checks
+
+    (check,) = _gate_checks("ssh://git.acme.dev/relay.git")
+    assert check.level == "note"
+    assert "gitrelay verify ssh://git.acme.dev/relay.git" in check.fix
+    assert "docs/deploying.md" in check.fix
+
+
+# --- real processes -----------------------------------------------------------------------------
+
+
+def test_the_console_entry_point_prints_errors_without_a_traceback(people):
+    bob = people["bob"]
+    proc = subprocess.run([sys.executable, "-m", "gitrelay", "show", "ZZZZ"], env=bob.env(),
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == EXIT_ERROR
+    assert proc.stderr.startswith("gitrelay: thread_not_found (-32006): ")
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+    ok = subprocess.run([sys.executable, "-m", "gitrelay", "log", "-n", "2"], env=bob.env(),
+                        capture_output=True, text=True, timeout=60, check=False)
+    assert ok.returncode == 0 and len(ok.stdout.splitlines()) == 2
+
+
+def test_progress_shows_on_a_terminal_and_stays_quiet_when_piped(acme, tmp_path):
+    import pty
+
+    env = dict(os.environ, GITRELAY_HOME=str(tmp_path / "piped"))
+    join = [sys.executable, "-m", "gitrelay", "join", str(acme), "--as", "bob@acme",
+            "--name", "Bob Chen", "--role", "frontend"]
+    piped = subprocess.run(join, env=env, capture_output=True, text=True, timeout=60,
+                           check=False)
+    assert piped.returncode == 0
+    assert piped.stderr == ""
+    master, slave = pty.openpty()
+    env["GITRELAY_HOME"] = str(tmp_path / "tty")
+    try:
+        proc = subprocess.run(join, env=env, stdout=subprocess.PIPE, stderr=slave,
+                              timeout=60, check=False)
+        os.close(slave)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(master)
+    assert proc.returncode == 0
+    assert b"joining " in shown
+
+
+def test_progress_writes_only_to_a_terminal():
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, pipe = Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        p = Progress(stream)
+        p.update("verifying 10 of 200 commits")
+        p.done("verified")
+    assert "verifying 10 of 200 commits" in tty.getvalue()
+    assert pipe.getvalue() == ""
+
+
+def test_reading_from_an_unreachable_relay_uses_the_local_copy_and_says_so(people, acme,
+                                                                          tmp_path):
+    bob = people["bob"]
+    moved = tmp_path / "moved.git"
+    acme.rename(moved)
+    run = bob("show", IDS["04-ci-typecheck"][:4])
+    acme.parent.mkdir(exist_ok=True)
+    assert run.code == 0, run.err
+    assert "the relay is unreachable" in run.err
+    assert "showing your local copy" in run.err
+    assert f"Thread {IDS['04-ci-typecheck']}" in run.out
