@@ -1,0 +1,496 @@
+"""Building relay histories object by object and pushing them through the gate.
+
+The gate tests need commits no client would ever write (a symlink, a tree
+entry named ``..``, a forged trailer), so this kit writes raw git objects
+into a scratch bare repository (the *work* repo) and pushes them with the
+``git`` CLI to a relay that has the gate installed. Every git command gets an
+explicit hermetic environment, so module-scoped fixtures built before the
+autouse ``hermetic_git`` fixture are hermetic too.
+
+A :class:`Bench` is one relay plus its work repo. Building is local (the
+bench's ``tip`` moves, the relay does not); ``push`` is what the gate sees.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from gitrelay import admin, layout, schema
+from gitrelay.gate import REFUSAL_PREFIX
+from gitrelay.gitstore import Pygit2Source
+from gitrelay.ids import thread_id_for
+from gitrelay.objects import MODE_BLOB, MODE_TREE, Commit, Objects
+from gitrelay.rules import RelayView, commit_seq
+
+ALICE, BOB, CAROL, DAVE = "alice@acme", "bob@acme", "carol@acme", "dave@acme"
+TEAM = {ALICE: ("Alice Martin", "backend", "alice"), BOB: ("Bob Chen", "frontend", "bob"),
+        CAROL: ("Carol Diaz", "platform", "carol")}
+STAMP = "2026-05-01T09:14:32Z"
+WHEN = 1_777_000_000
+MAIN = layout.MAIN_REF
+PUSHER_VARS = (*admin.PUSHER_ENV_DEFAULT, "GITRELAY_PUSHER")
+_REFUSAL_RE = re.compile(re.escape(REFUSAL_PREFIX) +
+                         r" (\S+?)(?: at ([0-9a-f]{12}))?: \[([\w-]+)\] (.*)$")
+
+
+def kit_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A hermetic environment for git: no user/system config, no pusher identity."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("GIT_") and k not in PUSHER_VARS}
+    env.update({"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C",
+                "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
+                "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@example.invalid"})
+    if extra:
+        env.update(extra)
+    return env
+
+
+def git(*args: str, git_dir: Path | None = None, env: Mapping[str, str] | None = None,
+        check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    cmd = ["git"] + (["--git-dir", str(git_dir)] if git_dir is not None else []) + list(args)
+    proc = subprocess.run(cmd, capture_output=True, env=dict(env or kit_env()), input=input,
+                          check=False, timeout=60)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed: {proc.stderr.decode(errors='replace')}")
+    return proc
+
+
+def refs_of(repo: Path) -> dict[str, str]:
+    """Every ref of ``repo`` and its target, as ``git for-each-ref`` lists them."""
+    out = git("for-each-ref", "--format=%(refname) %(objectname)", git_dir=repo).stdout.decode()
+    return dict(line.split(" ", 1) for line in out.splitlines())
+
+
+# --- documents ------------------------------------------------------------------------------
+
+
+def profile_doc(handle: str, **fields: Any) -> dict[str, Any]:
+    name, role, username = TEAM.get(handle, (handle.split("@")[0].title(), "engineer",
+                                             handle.split("@")[0]))
+    doc = {"format_version": 1, "kind": "profile", "handle": handle, "name": name,
+           "role": role, "usernames": [username], "registered_at": STAMP}
+    doc.update(fields)
+    return doc
+
+
+def handoff_doc(sender: str, recipient: str, key: str, intent: str = "inform",
+                **fields: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "format_version": 1, "kind": "handoff", "thread_id": thread_id_for(sender, key),
+        "sender": sender, "recipient": recipient, "intent": intent,
+        "summary": f"Work handed over under key {key}", "artifacts": [], "metadata": {},
+        "idempotency_key": key, "created_at": STAMP}
+    if intent == "ask_question":
+        doc["question"] = "Does the new endpoint need cursor pagination?"
+    if intent == "propose_action":
+        doc["proposed_action"] = {"description": "Rename the users table",
+                                  "target_files": ["db/schema.sql"],
+                                  "rationale": "Matches the service name"}
+    doc.update(fields)
+    return doc
+
+
+_counter = iter(range(1, 1 << 62))
+
+
+def message_doc(thread_id: str, seq: int, sender: str, **fields: Any) -> dict[str, Any]:
+    n = next(_counter)
+    doc = {"format_version": 1, "kind": "message", "thread_id": thread_id,
+           "id": str(uuid.UUID(int=n)), "sequence_no": seq, "from": sender, "type": "message",
+           "body": f"Message {n} on the thread", "idempotency_key": f"msg-key-{n}",
+           "created_at": STAMP}
+    doc.update(fields)
+    return doc
+
+
+def transition_doc(kind: str, thread_id: str, by: str, **fields: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {"format_version": 1, "kind": kind, "thread_id": thread_id, "by": by,
+                           "at": STAMP}
+    if kind == "accept":
+        doc["accepted_by_session"] = "session-1"
+    if kind == "complete":
+        doc["result_summary"] = "Done: the change is merged"
+        doc["artifacts"] = []
+    doc.update(fields)
+    return doc
+
+
+def inbox_doc(handle: str, acked_up_to: int = 0, **fields: Any) -> dict[str, Any]:
+    doc = {"format_version": 1, "kind": "inbox", "handle": handle, "acked_up_to": acked_up_to,
+           "acked": [], "claims": [], "updated_at": STAMP}
+    doc.update(fields)
+    return doc
+
+
+def commit_message(op: str, actor: str, seq: int, thread_id: str | None = None,
+                   subject: str | None = None) -> str:
+    lines = [subject or f"{op} by {actor}", "", f"{layout.TRAILER_OP}: {op}"]
+    if thread_id:
+        lines.append(f"{layout.TRAILER_THREAD}: {thread_id}")
+    lines += [f"{layout.TRAILER_ACTOR}: {actor}", f"{layout.TRAILER_SEQ}: {seq}"]
+    return "\n".join(lines) + "\n"
+
+
+def with_trailers(message: str, changes: Mapping[str, str | None]) -> str:
+    """``message`` with trailers replaced (a value), added, or removed (None)."""
+    head, _, trailers = message.rstrip("\n").rpartition("\n\n")
+    pairs = [line.split(": ", 1) for line in trailers.splitlines()]
+    out = {k: v for k, v in pairs}
+    for key, value in changes.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return head + "\n\n" + "\n".join(f"{k}: {v}" for k, v in out.items()) + "\n"
+
+
+# --- raw objects ----------------------------------------------------------------------------
+
+
+def _tree_sort_key(entry: tuple[str, bytes, str]) -> bytes:
+    mode, name, _ = entry
+    return name + b"/" if mode == MODE_TREE else name
+
+
+class Forge:
+    """Raw git objects written straight into a repository's object database."""
+
+    def __init__(self, git_dir: Path) -> None:
+        self.repo = pygit2.Repository(str(git_dir))
+        self.objects = Objects(Pygit2Source(self.repo))
+
+    def write(self, kind: str, data: bytes) -> str:
+        types = {"blob": pygit2.enums.ObjectType.BLOB, "tree": pygit2.enums.ObjectType.TREE,
+                 "commit": pygit2.enums.ObjectType.COMMIT, "tag": pygit2.enums.ObjectType.TAG}
+        return str(self.repo.odb.write(types[kind], data))
+
+    def blob(self, data: bytes) -> str:
+        return self.write("blob", data)
+
+    def entries(self, tree: str | None) -> list[tuple[str, bytes, str]]:
+        if tree is None:
+            return []
+        _, data = self.repo.odb.read(tree)
+        out = []
+        pos = 0
+        while pos < len(data):
+            space = data.index(b" ", pos)
+            nul = data.index(b"\x00", space)
+            out.append((data[pos:space].decode(), bytes(data[space + 1:nul]),
+                        bytes(data[nul + 1:nul + 21]).hex()))
+            pos = nul + 21
+        return out
+
+    def tree(self, entries: Iterable[tuple[str, bytes | str, str]], *, sort: bool = True) -> str:
+        """A tree object from raw entries: no validation of names, modes or order."""
+        items = [(m, n.encode() if isinstance(n, str) else n, o) for m, n, o in entries]
+        if sort:
+            items.sort(key=_tree_sort_key)
+        raw = b"".join(m.encode() + b" " + n + b"\x00" + bytes.fromhex(o) for m, n, o in items)
+        return self.write("tree", raw)
+
+    def put(self, tree: str | None, parts: Sequence[bytes | str], mode: str, oid: str) -> str:
+        """``tree`` with the entry at ``parts`` set (subtrees created as needed)."""
+        name = parts[0].encode() if isinstance(parts[0], str) else parts[0]
+        entries = [e for e in self.entries(tree) if e[1] != name]
+        if len(parts) == 1:
+            entries.append((mode, name, oid))
+        else:
+            sub = next((o for m, n, o in self.entries(tree) if n == name and m == MODE_TREE),
+                       None)
+            entries.append((MODE_TREE, name, self.put(sub, parts[1:], mode, oid)))
+        return self.tree(entries)
+
+    def remove(self, tree: str, parts: Sequence[str]) -> str:
+        name = parts[0].encode()
+        entries = self.entries(tree)
+        if len(parts) == 1:
+            return self.tree([e for e in entries if e[1] != name])
+        out = []
+        for m, n, o in entries:
+            if n == name:
+                o = self.remove(o, parts[1:])
+            out.append((m, n, o))
+        return self.tree(out)
+
+    def commit(self, tree: str, parents: Sequence[str], message: str, *, author: str = "",
+               when: int = WHEN, sign: Any = None) -> str:
+        who = author or "gitrelay-test"
+        ident = f"{who} <{who}> {when} +0000"
+        head = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
+        content = f"{head}author {ident}\ncommitter {ident}\n\n{message}"
+        if sign is None:
+            return self.write("commit", content.encode())
+        return str(self.repo.create_commit_with_signature(content, sign(content.encode()),
+                                                          "gpgsig"))
+
+    def resolve(self, rev: str) -> str:
+        return str(self.repo.revparse_single(rev).id)
+
+
+# --- a relay and its work repo --------------------------------------------------------------
+
+
+@dataclass
+class PushResult:
+    code: int
+    stderr: str
+    refusals: list[tuple[str, str, str, str]] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> bool:
+        return self.code == 0
+
+    @property
+    def rules(self) -> list[str]:
+        return [r[2] for r in self.refusals]
+
+
+def parse_push(code: int, stderr: str) -> PushResult:
+    refusals = []
+    for line in stderr.splitlines():
+        m = _REFUSAL_RE.search(line)
+        if m:
+            ref, commit, rule, message = m.groups()
+            refusals.append((ref, commit or "", rule, message))
+    return PushResult(code, stderr, refusals)
+
+
+class Bench:
+    """A relay with the gate installed, and a hook-less work repo to build commits in."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.relay = self.root / "relay.git"
+        self.work = self.root / "work.git"
+        self.forge = Forge(self.work)
+        self.tip = self.forge.resolve(MAIN)
+        self.threads: dict[str, str] = {}
+        self.inbox: dict[str, str] = {}
+        labels = self.root / "labels.txt"
+        if labels.exists():
+            for line in labels.read_text().splitlines():
+                kind, name, value = line.split(" ")
+                (self.threads if kind == "thread" else self.inbox)[name] = value
+
+    # --- making benches ---
+
+    @classmethod
+    def create(cls, root: Path, *, config: Mapping[str, Any] | None = None) -> Bench:
+        """A new relay (``gitrelay init``, or a custom relay.json) and its work repo."""
+        root.mkdir(parents=True, exist_ok=True)
+        relay = root / "relay.git"
+        if config is None:
+            admin.init_relay(relay, name="acme")
+        else:
+            admin.init_relay(relay, name="acme", hook=False)
+            doc = dict(admin.relay_config("acme"), created_at=STAMP, **config)
+            forge = Forge(relay)
+            tree = forge.put(None, [layout.CONFIG_PATH], MODE_BLOB, forge.blob(schema.dumps(doc)))
+            root_commit = forge.commit(tree, [], commit_message("init", "gitrelay", 0),
+                                       author="gitrelay")
+            git("update-ref", MAIN, root_commit, git_dir=relay)
+            admin.install_hook(relay)
+        shutil.copytree(relay, root / "work.git", ignore=shutil.ignore_patterns("hooks"))
+        return cls(root)
+
+    def copy(self, dest: Path) -> Bench:
+        self.save_labels()
+        shutil.copytree(self.root, dest, symlinks=True)
+        return Bench(dest)
+
+    def save_labels(self) -> None:
+        lines = [f"thread {k} {v}" for k, v in self.threads.items()]
+        lines += [f"inbox {k} {v}" for k, v in self.inbox.items()]
+        (self.root / "labels.txt").write_text("\n".join(lines) + "\n")
+
+    # --- reading ---
+
+    @property
+    def objects(self) -> Objects:
+        return self.forge.objects
+
+    def commit(self, oid: str) -> Commit:
+        return self.objects.commit(oid)
+
+    def view(self, oid: str | None = None) -> RelayView:
+        return RelayView(self.objects, self.commit(oid or self.tip).tree)
+
+    def seq(self, oid: str | None = None) -> int:
+        return commit_seq(self.commit(oid or self.tip))
+
+    def relay_refs(self) -> dict[str, str]:
+        return refs_of(self.relay)
+
+    def relay_has(self, oid: str) -> bool:
+        return git("cat-file", "-e", oid, git_dir=self.relay, check=False).returncode == 0
+
+    def set_config(self, key: str, value: str) -> None:
+        git("config", key, value, git_dir=self.relay)
+
+    def without_git_guards(self) -> None:
+        """Turn off git's own refusals so the gate is what refuses (hosts without them exist)."""
+        self.set_config("receive.denyNonFastForwards", "false")
+        self.set_config("receive.denyDeletes", "false")
+
+    # --- building ---
+
+    def build(self, kind: str, doc: Mapping[str, Any] | None, *, path: str | None = None,
+              data: bytes | None = None, mode: str = MODE_BLOB,
+              trailers: Mapping[str, str | None] | None = None, message: str | None = None,
+              extra: Sequence[tuple[str, bytes, str]] = (), base: str | None = None,
+              parents: Sequence[str] | None = None, sign: Any = None, author: str = "",
+              advance: bool = True) -> str:
+        """Commit one operation file (plus ``extra`` files) on ``base`` (default: the tip)."""
+        base = base or self.tip
+        base_commit = self.commit(base)
+        assert doc is not None or (data is not None and path is not None)
+        d = dict(doc or {})
+        if path is None:
+            path = default_path(kind, d)
+        blob = self.forge.blob(data if data is not None else schema.dumps(d))
+        tree = self.forge.put(base_commit.tree, path.split("/"), mode, blob)
+        for xpath, xdata, xmode in extra:
+            tree = self.forge.put(tree, xpath.split("/"), xmode, self.forge.blob(xdata))
+        actor = str(d.get(schema.AUTHOR_FIELD.get(kind, "by"), "gitrelay"))
+        op = op_name(kind, d)
+        tid = d.get("thread_id") if kind not in ("profile",) else None
+        msg = message or commit_message(op, actor, commit_seq(base_commit) + 1,
+                                        str(tid) if tid else None)
+        if trailers:
+            msg = with_trailers(msg, trailers)
+        oid = self.forge.commit(tree, list(parents) if parents is not None else [base], msg,
+                                author=author or actor, sign=sign)
+        if advance:
+            self.tip = oid
+        return oid
+
+    def commit_tree(self, tree: str, *, op: str = "message", actor: str = ALICE,
+                    thread_id: str | None = None, base: str | None = None,
+                    message: str | None = None, advance: bool = True) -> str:
+        """Commit an arbitrary tree on ``base`` with well-formed trailers."""
+        base = base or self.tip
+        msg = message or commit_message(op, actor, self.seq(base) + 1, thread_id)
+        oid = self.forge.commit(tree, [base], msg, author=actor)
+        if advance:
+            self.tip = oid
+        return oid
+
+    def register(self, handle: str, **fields: Any) -> str:
+        return self.build("profile", profile_doc(handle, **fields))
+
+    def handoff(self, sender: str, recipient: str, key: str, intent: str = "inform",
+                label: str | None = None, **fields: Any) -> str:
+        doc = handoff_doc(sender, recipient, key, intent, **fields)
+        self.build("handoff", doc)
+        if label:
+            self.threads[label] = doc["thread_id"]
+        return str(doc["thread_id"])
+
+    def next_seq(self, thread_id: str) -> int:
+        state = self.view().thread(thread_id)
+        return (state.last_seq if state else 0) + 1
+
+    def message(self, thread_id: str, sender: str, **fields: Any) -> str:
+        return self.build("message", message_doc(thread_id, self.next_seq(thread_id), sender,
+                                                 **fields))
+
+    def transition(self, kind: str, thread_id: str, by: str, **fields: Any) -> str:
+        return self.build(kind, transition_doc(kind, thread_id, by, **fields))
+
+    def inbox_commit(self, owner: str, doc: Mapping[str, Any] | None = None, *,
+                     base: str | None = None, data: bytes | None = None,
+                     trailers: Mapping[str, str | None] | None = None,
+                     extra: Sequence[tuple[str, bytes, str]] = (), mode: str = MODE_BLOB) -> str:
+        """A commit for ``refs/gitrelay/users/<owner>/inbox`` on ``base`` (None: a root)."""
+        d = dict(doc) if doc is not None else inbox_doc(owner)
+        tree = self.forge.put(None, [layout.INBOX_FILE], mode,
+                              self.forge.blob(data if data is not None else schema.dumps(d)))
+        for xpath, xdata, xmode in extra:
+            tree = self.forge.put(tree, xpath.split("/"), xmode, self.forge.blob(xdata))
+        msg = (f"inbox state of {owner}\n\n{layout.TRAILER_OP}: inbox\n"
+               f"{layout.TRAILER_ACTOR}: {owner}\n")
+        if trailers:
+            msg = with_trailers(msg, trailers)
+        return self.forge.commit(tree, [base] if base else [], msg, author=owner)
+
+    # --- pushing ---
+
+    def push(self, *specs: str, env: Mapping[str, str] | None = None) -> PushResult:
+        proc = git("push", "--porcelain", str(self.relay), *specs, git_dir=self.work,
+                   env=kit_env(env), check=False)
+        return parse_push(proc.returncode, proc.stderr.decode(errors="replace"))
+
+    def push_main(self, env: Mapping[str, str] | None = None) -> PushResult:
+        return self.push(f"{self.tip}:{MAIN}", env=env)
+
+    def land(self, env: Mapping[str, str] | None = None) -> None:
+        """Push the tip and insist the gate accepted it."""
+        result = self.push_main(env)
+        assert result.accepted, result.stderr
+        git("update-ref", MAIN, self.tip, git_dir=self.work)
+
+
+def op_name(kind: str, doc: Mapping[str, Any]) -> str:
+    if kind == "profile":
+        return layout.OP_REGISTER
+    if kind == "message" and doc.get("type") == "draft":
+        return layout.OP_DRAFT
+    return kind
+
+
+def default_path(kind: str, doc: Mapping[str, Any]) -> str:
+    if kind == "profile":
+        return layout.profile_path(str(doc["handle"]))
+    tid = str(doc["thread_id"])
+    if kind == "handoff":
+        return layout.handoff_path(tid)
+    if kind == "message":
+        return layout.message_path(tid, int(doc["sequence_no"]))
+    return layout.transition_path(tid, kind)
+
+
+def standard_bench(root: Path, *, config: Mapping[str, Any] | None = None) -> Bench:
+    """A relay with alice, bob and carol registered and one thread in every state.
+
+    Threads (labels): ``pending`` alice→bob with messages #1 (alice) and #2 (bob);
+    ``accepted`` alice→bob (ask_question); ``completed`` and ``cancelled``
+    alice→bob; ``proposal`` alice→bob (propose_action, pending); ``bc`` bob→carol.
+    alice's inbox ref has two commits (acked_up_to 3, then 5).
+    """
+    bench = Bench.create(root, config=config)
+    for handle in TEAM:
+        bench.register(handle)
+    pending = bench.handoff(ALICE, BOB, "key-pending", label="pending")
+    bench.message(pending, ALICE)
+    bench.message(pending, BOB)
+    accepted = bench.handoff(ALICE, BOB, "key-accepted", "ask_question", label="accepted")
+    bench.transition("accept", accepted, BOB)
+    completed = bench.handoff(ALICE, BOB, "key-completed", label="completed")
+    bench.transition("accept", completed, BOB)
+    bench.transition("complete", completed, BOB)
+    cancelled = bench.handoff(ALICE, BOB, "key-cancelled", label="cancelled")
+    bench.transition("cancel", cancelled, ALICE)
+    bench.handoff(ALICE, BOB, "key-proposal", "propose_action", label="proposal")
+    bench.handoff(BOB, CAROL, "key-bc", label="bc")
+    bench.land()
+    first = bench.inbox_commit(ALICE, inbox_doc(ALICE, 3))
+    second = bench.inbox_commit(ALICE, inbox_doc(ALICE, 5), base=first)
+    ref = layout.inbox_ref(ALICE)
+    result = bench.push(f"{second}:{ref}")
+    assert result.accepted, result.stderr
+    git("update-ref", ref, second, git_dir=bench.work)
+    bench.inbox[ALICE] = second
+    bench.save_labels()
+    return bench
