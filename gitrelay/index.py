@@ -44,7 +44,7 @@ from typing import Any
 from . import layout
 from .errors import IndexLost
 from .mirror import Mirror
-from .objects import Commit, diff_trees
+from .objects import Commit, Objects, diff_trees
 from .rules import ACCEPTED, CANCELLED, COMPLETED, PENDING, commit_seq
 
 INDEX_FILE = "gitrelay-index.sqlite3"
@@ -353,21 +353,53 @@ class Index:
 
     # --- folding one commit -------------------------------------------------------
 
-    def _apply(self, conn: sqlite3.Connection, commit: Commit, seq: int) -> None:
+    def _added_file(self, conn: sqlite3.Connection, commit: Commit, op: str, actor: str
+                    ) -> tuple[str, str] | None:
+        """The path and blob id of the file ``commit`` added.
+
+        Commits on the mirror's main were checked with the gate's rules, so the
+        trailers name the operation and thread truthfully and the path follows
+        from them (a message is the thread's next number): a few tree reads
+        instead of a diff of the whole path. Falls back to the diff.
+        """
         objs = self.mirror.objects
+        tid = commit.trailers.get(layout.TRAILER_THREAD)
+        path: str | None = None
+        if op == layout.OP_REGISTER:
+            path = layout.profile_path(actor)
+        elif tid is not None and op == layout.OP_HANDOFF:
+            path = layout.handoff_path(tid)
+        elif tid is not None and op in _MESSAGE_OPS:
+            row = conn.execute("SELECT messages FROM threads WHERE thread_id = ?",
+                               (tid,)).fetchone()
+            if row is not None:
+                path = layout.message_path(tid, int(row[0]) + 1)
+        elif tid is not None and op in STATUS_AFTER:
+            path = layout.transition_path(tid, op)
+        if path is not None:
+            blob = _blob_at(objs, commit.tree, path)
+            if blob is not None:
+                return path, blob
         parent_tree = objs.commit(commit.parents[0]).tree if commit.parents else None
         changes = [c for c in diff_trees(objs, parent_tree, commit.tree) if c.new is not None]
+        if len(changes) != 1 or changes[0].new is None:
+            return None
+        return changes[0].path, changes[0].new.oid
+
+    def _apply(self, conn: sqlite3.Connection, commit: Commit, seq: int) -> None:
+        objs = self.mirror.objects
         op = commit.trailers.get(layout.TRAILER_OP, "")
         actor = commit.trailers.get(layout.TRAILER_ACTOR, "")
-        if op == layout.OP_INIT or len(changes) != 1:
+        added = None if op == layout.OP_INIT or not commit.parents else \
+            self._added_file(conn, commit, op, actor)
+        if added is None:
             conn.execute("INSERT INTO events(seq, oid, op, thread_id, actor_cf, at, at_us) "
                          "VALUES (?, ?, ?, NULL, ?, '', 0)", (seq, commit.oid, op,
                                                               actor.casefold()))
             return
-        change = changes[0]
-        assert change.new is not None
-        ref = layout.classify(change.path)
-        doc: dict[str, Any] = json.loads(objs.blob(change.new.oid))
+        path, blob = added
+        ref = layout.classify(path)
+        doc: dict[str, Any] = json.loads(objs.blob(blob))
         kind = ref.kind if ref is not None else ""
         if kind == "profile":
             at = str(doc["registered_at"])
@@ -569,6 +601,35 @@ class Index:
             out["messages"] = int(conn.execute(
                 "SELECT count(*) FROM events WHERE op IN ('message', 'draft')").fetchone()[0])
             return out
+
+
+def _blob_at(objs: Objects, tree: str, path: str) -> str | None:
+    """The blob id at ``path`` below ``tree``, scanning raw tree objects.
+
+    Equivalent to ``objs.entry`` for one path, without building an entry object
+    for every name on the way: the index rebuild reads five trees per commit.
+    """
+    oid = tree
+    parts = path.split("/")
+    for depth, part in enumerate(parts):
+        kind, data = objs.raw(oid)
+        if kind != "tree":
+            return None
+        name = part.encode()
+        pos, end, found = 0, len(data), None
+        while pos < end:
+            space = data.index(b" ", pos)
+            nul = data.index(b"\x00", space)
+            if data[space + 1:nul] == name:
+                found = (data[pos:space], data[nul + 1:nul + 21].hex())
+                break
+            pos = nul + 21
+        if found is None:
+            return None
+        mode, oid = found
+        if (mode == b"40000") != (depth < len(parts) - 1):
+            return None
+    return oid
 
 
 def _row(r: Sequence[Any]) -> ItemRow:
