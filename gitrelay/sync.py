@@ -239,7 +239,7 @@ class Syncer:
         if refusals:
             for match in refusals:
                 ref, commit, rule, message = match.groups()
-                error = error_for_rule(rule, message)
+                error = error_for_rule(rule, message.strip())  # git pads "remote:" lines
                 if ref == mine:
                     with mirror.refs_locked():
                         if remote_inbox is not None:

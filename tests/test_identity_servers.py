@@ -21,6 +21,7 @@ import pytest
 
 from gitrelay import admin, layout
 from gitrelay.client import RelayClient
+from gitrelay.errors import RelayError
 from gitrelay.mirror import Mirror
 from tests.forging import forge, forge_inbox, handoff_op, inbox_doc, profile_op, push, ref_of
 from tests.servers import GitServer
@@ -186,6 +187,13 @@ def test_alice_cannot_register_a_teammate_as_someone_else(served: ServedRelay,
     twin = forge(alice.mirror, profile_op("dana@acme", usernames=["alice"]))
     refused(served.push_as("alice", alice.mirror, twin), "registration",
             "server username 'alice' already belongs to alice@acme")
+    # Through the client, as a new user would: alice's credentials, dana's handle.
+    served.monkeypatch.setenv("GITRELAY_HOME", str(served.tmp / "home-dana"))
+    with pytest.raises(RelayError) as err:
+        admin.join(served.url("alice"), "dana@acme", name="Dana Kim", role="design",
+                   usernames=["dana"], env=served.env("alice"), save=False)
+    assert err.value.data["rule"] == "pusher"
+    assert err.value.message.endswith("dana@acme's server usernames are ['dana']")
     assert served.ref() == before
     assert [p["handle"] for p in bob.teammates()] == ["alice@acme", "bob@acme"]
 
