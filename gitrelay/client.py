@@ -277,8 +277,11 @@ class RelayClient:
             try:
                 written = self.mirror.append(op)
             except RelayError as again:
+                # A copy without the thread decided nothing: the fresh refusal
+                # (e.g. not_authorized_transition) is the answer, not a lost race.
                 if self.mirror.relay_main() == before or op.thread_id is None \
-                        or again.name == "recipient_not_found":
+                        or again.name == "recipient_not_found" \
+                        or exc.data.get("rule", exc.name) == "thread_not_found":
                     raise
                 # The copy this call started from was stale and a change that
                 # arrived meanwhile makes the operation illegal: a lost race.

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 import anyio.to_thread
@@ -36,7 +36,7 @@ from pydantic import Field, ValidationError
 
 from . import inbox, layout
 from .admin import ensure_default_relay, join
-from .client import RelayClient, ThreadView
+from .client import DELIVERED, RelayClient, ThreadView, WriteResult
 from .config import default_relay_path, load_user_config
 from .errors import (
     Forbidden,
@@ -284,6 +284,21 @@ def _thread_sender(client: RelayClient, tid: str) -> str | None:
     except (RelayError, KeyError, ValueError):
         return None
     return None if state is None else state.sender
+
+
+def _message_answer(client: RelayClient, tid: str, result: WriteResult,
+                    kind: Literal["message", "draft"]) -> SentMessageOut:
+    doc = result.doc
+    seq = int(doc["sequence_no"])
+    if result.delivery == DELIVERED:
+        # Delivery replays onto the relay's newest state, where the other side's
+        # message may have taken this number first: report where it landed.
+        landed = client.fold_thread(client.mirror.view(), tid)
+        seq = next((int(m["sequence_no"]) for m in reversed(landed.messages)
+                    if m["id"] == doc["id"]), seq)
+    return SentMessageOut(thread_id=tid, message_id=str(doc["id"]), sequence_no=seq,
+                          created_at=str(doc["created_at"]), type=kind,
+                          delivery=result.delivery)
 
 
 def _check_intent(intent: str, question: str | None,
@@ -552,11 +567,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         state = st(ctx)
         tid = _resolve(state.client, thread_id)
         result = state.client.send_message(tid, body, payload=payload, mode=delivery)
-        doc = result.doc
-        return SentMessageOut(thread_id=tid, message_id=str(doc["id"]),
-                              sequence_no=int(doc["sequence_no"]),
-                              created_at=str(doc["created_at"]), type="message",
-                              delivery=result.delivery)
+        return _message_answer(state.client, tid, result, "message")
 
     @server.tool(annotations=WRITE)
     def complete_handoff(
@@ -631,11 +642,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         result = state.client.draft_proposed_action(
             tid, suggested_diff, note or "Drafted a diff for the proposed action.",
             mode=delivery)
-        doc = result.doc
-        return SentMessageOut(thread_id=tid, message_id=str(doc["id"]),
-                              sequence_no=int(doc["sequence_no"]),
-                              created_at=str(doc["created_at"]), type="draft",
-                              delivery=result.delivery)
+        return _message_answer(state.client, tid, result, "draft")
 
     @server.resource("gitrelay://inbox", name="inbox", mime_type="application/json",
                      description="Your inbox, as check_inbox returns it with no arguments.")

@@ -1,0 +1,272 @@
+"""Real ``gitrelay mcp`` processes for alice and bob on one relay, driven through the
+SDK's stdio client: the whole lifecycle of each intent, through the gate."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from gitrelay import admin
+from gitrelay.client import RelayClient
+from gitrelay.provenance import extract_fenced, find_unfenced
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS: list[dict[str, Any]] = [
+    {"type": "file_diff", "path": "src/api/users.ts", "diff": "- return users;\n+ return page;"},
+    {"type": "file_ref", "path": "openapi.yaml", "git_sha": "a1b2c3d", "lines": [42, 67]},
+    {"type": "test_command", "command": "pnpm run test -- users", "cwd": "relay/"},
+    {"type": "api_contract", "schema_url": "https://relay.acme.dev/openapi.json",
+     "inline": {"GET /users": {"response": {"items": "User[]"}}}},
+    {"type": "link", "url": "https://linear.app/acme/issue/ENG-1234", "title": "ENG-1234"},
+]
+TRUST = "version: 1\nteammates:\n  {who}: {{auto_read: true, auto_test: true}}\n"
+
+
+def hermetic_env(home: Path, **extra: str) -> dict[str, str]:
+    return {"GITRELAY_HOME": str(home), "HOME": str(home.parent / "home"),
+            "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_TERMINAL_PROMPT": "0", "PATH": os.environ["PATH"], **extra}
+
+
+def mcp_command(home: Path, *flags: str, **env: str) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable,
+                                 args=["-m", "gitrelay", "mcp", *flags],
+                                 env=hermetic_env(home, **env), cwd=str(REPO))
+
+
+@asynccontextmanager
+async def connect(params: StdioServerParameters, errlog: TextIO) -> AsyncIterator[ClientSession]:
+    async with stdio_client(params, errlog=errlog) as (read, write), \
+            ClientSession(read, write, read_timeout_seconds=60) as session:
+        await session.initialize()
+        yield session
+
+
+class Agent:
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+
+    async def ok(self, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = await self.session.call_tool(tool, args or {})
+        text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
+        assert not result.is_error, text
+        content: dict[str, Any] | None = result.structured_content
+        assert content is not None
+        return content
+
+    async def fails(self, tool: str, args: dict[str, Any]) -> str:
+        result = await self.session.call_tool(tool, args)
+        assert result.is_error, result.structured_content
+        text: str = result.content[0].text  # type: ignore[union-attr]
+        return text
+
+    async def view_until(self, tid: str, ready: Callable[[dict[str, Any]], bool]
+                         ) -> dict[str, Any]:
+        """view_thread until ``ready``: the other side's change arrives with the next fetch."""
+        with anyio.fail_after(30):
+            while True:
+                seen = await self.ok("view_thread", {"thread_id": tid})
+                if ready(seen):
+                    return seen
+                await anyio.sleep(0.1)
+
+
+def fenced(value: str, token: str) -> str:
+    assert find_unfenced(value, token) == ""
+    (segment,) = extract_fenced(value, token)
+    return segment.body
+
+
+Homes = tuple[Path, Path, Path, Path]
+
+
+@pytest.fixture
+def two_homes(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Homes:
+    """alice joined with a saved config (her server needs no flags); bob joined
+    without one (his server gets --relay/--as/--trust)."""
+    alice_home, bob_home = tmp_path / "alice", tmp_path / "bob"
+    monkeypatch.setenv("GITRELAY_HOME", str(alice_home))
+    admin.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
+    monkeypatch.setenv("GITRELAY_HOME", str(bob_home))
+    admin.join(str(relay), "bob@acme", name="Bob Chen", role="frontend", save=False)
+    alice_trust, bob_trust = tmp_path / "alice-trust.yaml", tmp_path / "bob-trust.yaml"
+    alice_trust.write_text(TRUST.format(who="bob@acme"))
+    bob_trust.write_text(TRUST.format(who="alice@acme"))
+    return alice_home, bob_home, alice_trust, bob_trust
+
+
+def test_two_server_processes_walk_every_intent_through_the_gate(
+        relay: Path, two_homes: Homes, tmp_path: Path) -> None:
+    alice_home, bob_home, alice_trust, bob_trust = two_homes
+    alice_cmd = mcp_command(alice_home, GITRELAY_TRUST=str(alice_trust))
+    bob_cmd = mcp_command(bob_home, "--relay", str(relay), "--as", "bob@acme",
+                          "--trust", str(bob_trust), "--writes", "wait")
+
+    async def body(alice_err: TextIO, bob_err: TextIO) -> None:
+        async with connect(alice_cmd, alice_err) as a_session, \
+                connect(bob_cmd, bob_err) as b_session:
+            alice, bob = Agent(a_session), Agent(b_session)
+            tools = {t.name for t in (await a_session.list_tools()).tools}
+            assert {"handoff_to_teammate", "check_inbox", "accept_handoff", "view_thread",
+                    "send_message", "complete_handoff", "cancel_handoff", "list_teammates",
+                    "draft_proposed_action", "claim_inbox_item"} == tools
+
+            # inform, with all five artifact types; alice's config says queue, so the
+            # answer comes before delivery and her server's sync loop delivers it.
+            sent = await alice.ok("handoff_to_teammate", {
+                "to": "bob@acme", "intent": "inform", "artifacts": ARTIFACTS,
+                "summary": "The /users endpoint now returns pages."})
+            assert sent["status"] == "pending" and sent["delivery"] == "queued"
+            inform = sent["thread_id"]
+            seen = await bob.view_until(inform, lambda t: True)
+            token = seen["provenance"]["fence"]
+            assert fenced(seen["summary"], token) == "The /users endpoint now returns pages."
+            assert [x["type"] for x in seen["artifacts"]] == [x["type"] for x in ARTIFACTS]
+            assert json.loads(fenced(seen["artifacts"][3]["inline"], token)) == \
+                ARTIFACTS[3]["inline"]
+            accepted = await bob.ok("accept_handoff", {"thread_id": inform})
+            assert accepted["delivery"] == "delivered" and accepted["trust_reason"] == "listed"
+            assert accepted["trust_overlay"]["auto_test"] is True
+            await bob.ok("complete_handoff", {"thread_id": inform,
+                                              "result_summary": "Frontend reads pages now.",
+                                              "artifacts": [ARTIFACTS[0]]})
+            done = await alice.view_until(inform, lambda t: t["status"] == "completed")
+            assert fenced(done["completion"]["result_summary"],
+                          done["completion"]["provenance"]["fence"]) == \
+                "Frontend reads pages now."
+
+            # ask_question: a question, an answer, a thank-you, done.
+            asked = await alice.ok("handoff_to_teammate", {
+                "to": "bob@acme", "intent": "ask_question", "summary": "Search paging",
+                "question": "Cursor or offset?", "delivery": "wait"})
+            assert asked["delivery"] == "delivered"
+            question = asked["thread_id"]
+            got = await bob.ok("accept_handoff", {"thread_id": question})
+            assert fenced(got["question"], got["provenance"]["fence"]) == "Cursor or offset?"
+            answer = await bob.ok("send_message", {"thread_id": question, "body": "Cursor."})
+            assert answer["sequence_no"] == 1
+            heard = await alice.view_until(question, lambda t: len(t["messages"]) == 1)
+            (msg,) = heard["messages"]
+            assert msg["from"] == "bob@acme"
+            assert fenced(msg["body"], msg["provenance"]["fence"]) == "Cursor."
+            await alice.ok("send_message", {"thread_id": question, "body": "Thanks!",
+                                            "delivery": "wait"})
+            thread = await bob.view_until(question, lambda t: len(t["messages"]) == 2)
+            assert [m["sequence_no"] for m in thread["messages"]] == [1, 2]
+            await bob.ok("complete_handoff", {"thread_id": question,
+                                              "result_summary": "Answered: cursor."})
+
+            # propose_action without a diff: bob drafts one, alice reviews it.
+            proposed = (await alice.ok("handoff_to_teammate", {
+                "to": "bob@acme", "intent": "propose_action", "summary": "Paginate /users",
+                "proposed_action": {"description": "Add paging", "rationale": "10k rows",
+                                    "target_files": ["src/api/users.ts"]},
+                "delivery": "wait"}))["thread_id"]
+            await bob.ok("accept_handoff", {"thread_id": proposed})
+            draft = await bob.ok("draft_proposed_action", {
+                "thread_id": proposed, "suggested_diff": "+paginate(users)"})
+            assert draft["type"] == "draft"
+            review = await alice.view_until(proposed, lambda t: len(t["messages"]) == 1)
+            (drafted,) = review["messages"]
+            assert drafted["type"] == "draft"
+            assert fenced(drafted["suggested_diff"], drafted["provenance"]["fence"]) == \
+                "+paginate(users)"
+            await alice.ok("send_message", {"thread_id": proposed, "body": "Ship it.",
+                                            "delivery": "wait"})
+            await bob.ok("complete_handoff", {"thread_id": proposed,
+                                              "result_summary": "Applied the draft."})
+            await alice.view_until(proposed, lambda t: t["status"] == "completed")
+
+            # propose_action with a diff; then a cancelled handoff bob can no longer take.
+            with_diff = (await alice.ok("handoff_to_teammate", {
+                "to": "bob@acme", "intent": "propose_action", "summary": "Rename a field",
+                "proposed_action": {"description": "Rename", "rationale": "Clarity",
+                                    "target_files": ["a.py"], "suggested_diff": "-a\n+b"},
+                "delivery": "wait"}))["thread_id"]
+            got = await bob.ok("accept_handoff", {"thread_id": with_diff})
+            action = got["proposed_action"]
+            assert fenced(action["suggested_diff"], action["provenance"]["fence"]) == "-a\n+b"
+            await bob.ok("complete_handoff", {"thread_id": with_diff, "result_summary": "Done"})
+            dropped = (await alice.ok("handoff_to_teammate", {
+                "to": "bob@acme", "intent": "inform", "summary": "never mind",
+                "delivery": "wait"}))["thread_id"]
+            await alice.ok("cancel_handoff", {"thread_id": dropped, "delivery": "wait"})
+            late = await bob.fails("accept_handoff", {"thread_id": dropped})
+            assert late.startswith("invalid_transition (-32008): ")
+            nobody = await alice.fails("handoff_to_teammate", {
+                "to": "frank@acme", "intent": "inform", "summary": "hello"})
+            assert nobody.startswith("recipient_not_found (-32004): ")
+
+    with (tmp_path / "alice.err").open("w") as alice_err, \
+            (tmp_path / "bob.err").open("w") as bob_err:
+        anyio.run(body, alice_err, bob_err)
+    log = subprocess.run(["git", "--git-dir", str(relay), "log", "--format=%s", "main"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert sum(s.startswith("handoff") for s in log) == 5
+    assert sum(s.startswith("complete") for s in log) == 4
+    assert sum(s.startswith("cancel") for s in log) == 1
+
+
+@pytest.mark.xfail(reason="inbox implementation pending", strict=False)
+def test_check_inbox_through_a_server_process(
+        relay: Path, two_homes: Homes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    alice_home, bob_home, _, bob_trust = two_homes
+    bob_cmd = mcp_command(bob_home, "--relay", str(relay), "--as", "bob@acme",
+                          "--trust", str(bob_trust))
+
+    async def body(err: TextIO) -> None:
+        async with connect(bob_cmd, err) as session:
+            bob = Agent(session)
+            empty = await bob.ok("check_inbox")
+            assert empty["items"] == [] and empty["next_cursor"] is None
+            monkeypatch.setenv("GITRELAY_HOME", str(alice_home))
+            sent = RelayClient(str(relay), "alice@acme").handoff(
+                to="bob@acme", intent="inform", summary="for your inbox", mode="wait")
+            with anyio.fail_after(30):
+                while not (items := (await bob.ok("check_inbox"))["items"]):
+                    await anyio.sleep(0.1)
+            assert [i["thread_id"] for i in items] == [sent.thread_id]
+
+    with (tmp_path / "bob.err").open("w") as err:
+        anyio.run(body, err)
+
+
+def test_a_server_without_an_identity_exits_saying_what_to_do(tmp_path: Path) -> None:
+    home = tmp_path / "nobody"
+    proc = subprocess.run([sys.executable, "-m", "gitrelay", "mcp"], env=hermetic_env(home),
+                          cwd=REPO, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1
+    assert proc.stdout == ""  # stdout is the protocol channel: nothing else goes there
+    assert "config_error (-32023): no identity: pass --as HANDLE" in proc.stderr
+
+
+def test_the_embedded_relay_lets_one_person_try_it_alone(tmp_path: Path) -> None:
+    home = tmp_path / "solo"
+
+    async def body(err: TextIO) -> None:
+        async with connect(mcp_command(home, "--as", "dana@acme"), err) as session:
+            dana = Agent(session)
+            team = await dana.ok("list_teammates")
+            assert [t["handle"] for t in team["teammates"]] == ["dana@acme"]
+            assert team["teammates"][0]["you"] is True
+            sent = await dana.ok("handoff_to_teammate", {
+                "to": "dana@acme", "intent": "inform", "summary": "a note to self",
+                "delivery": "wait"})
+            assert sent["inbox_url"] == f"gitrelay://local/threads/{sent['thread_id']}"
+            assert sent["delivery"] == "delivered"
+
+    with (tmp_path / "solo.err").open("w") as err:
+        anyio.run(body, err)
+    assert (home / "local-relay.git" / "hooks" / "pre-receive").exists()
