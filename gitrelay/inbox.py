@@ -23,12 +23,13 @@ import datetime as dt
 import hashlib
 import json
 import os
+import sqlite3
 import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from . import layout, schema
-from .errors import InvalidArgument, InvalidCursor, RelayError, RelayUnavailable
+from .errors import IndexLost, InvalidArgument, InvalidCursor, RelayError, RelayUnavailable
 from .ids import check_worker, same_handle
 from .index import (
     PREVIEW_CHARS,
@@ -37,6 +38,7 @@ from .index import (
     ItemRow,
     ReindexReport,
     index_for,
+    is_busy,
     item_id_for,
     time_us,
 )
@@ -615,6 +617,20 @@ def _main_seq(mirror: Mirror) -> int:
 
 
 def _read(mirror: Mirror, idx: Index, query: _Query) -> InboxPage:
+    try:
+        return _read_once(mirror, idx, query)
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
+            raise IndexLost(f"the inbox index {idx.path} is busy: another gitrelay process "
+                            "is writing it", hint="Try again in a minute.") from None
+        # Damaged between the update and the reads: rebuild and answer from the new one.
+        idx.rebuild()
+        page = _read_once(mirror, idx, query)
+        page.index_rebuilt = True
+        return page
+
+
+def _read_once(mirror: Mirror, idx: Index, query: _Query) -> InboxPage:
     handle = mirror.handle
     now = _now_us()
     with idx.session():

@@ -50,6 +50,7 @@ from .rules import ACCEPTED, CANCELLED, COMPLETED, PENDING, commit_seq
 INDEX_FILE = "gitrelay-index.sqlite3"
 INDEX_FORMAT = 1
 PREVIEW_CHARS = 240
+BUSY_SECONDS = 120.0  # how long to wait for another process writing the index
 
 ASSIGNMENT, REPLY, TASK_UPDATE, PROPOSAL_REVIEW, REFUSED = (
     "assignment", "reply", "task_update", "proposal_review", "refused")
@@ -188,9 +189,11 @@ class Index:
                 self._fresh = True
             elif conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
                 raise sqlite3.DatabaseError("quick_check failed")
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as exc:
             if conn is not None:
                 conn.close()
+            if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
+                raise  # another process is writing it: not damage
             self._remove_files()
             conn = self._connect()
             self._create(conn)
@@ -200,7 +203,7 @@ class Index:
         return conn
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None,
+        conn = sqlite3.connect(str(self.path), timeout=BUSY_SECONDS, isolation_level=None,
                                check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
@@ -228,18 +231,29 @@ class Index:
         with self._lock:
             try:
                 return self._update()
+            except sqlite3.OperationalError as exc:
+                if not is_busy(exc):
+                    return self._start_over(exc)
+                raise IndexLost(f"the inbox index {self.path} is busy: another gitrelay "
+                                f"process has been writing it for over {BUSY_SECONDS:.0f} s "
+                                "(a rebuild of a large relay?)",
+                                hint="Try again in a minute.") from None
             except sqlite3.DatabaseError as exc:
-                # Damaged under us: start again from an empty file, once.
-                self.close()
-                self._remove_files()
-                try:
-                    report = self._update()
-                except sqlite3.DatabaseError as again:
-                    raise IndexLost(f"the inbox index {self.path} is damaged ({exc}) and "
-                                    f"could not be rebuilt ({again})",
-                                    hint="Run `gitrelay reindex`; check the disk.") from None
-                report.rebuilt, report.reason = True, f"damaged: {exc}"
-                return report
+                return self._start_over(exc)
+
+    def _start_over(self, exc: sqlite3.DatabaseError) -> UpdateReport:
+        """Damaged under us: start again from an empty file, once."""
+        with self._lock:
+            self.close()
+            self._remove_files()
+            try:
+                report = self._update()
+            except sqlite3.DatabaseError as again:
+                raise IndexLost(f"the inbox index {self.path} is damaged ({exc}) and "
+                                f"could not be rebuilt ({again})",
+                                hint="Run `gitrelay reindex`; check the disk.") from None
+            report.rebuilt, report.reason = True, f"damaged: {exc}"
+            return report
 
     def rebuild(self) -> UpdateReport:
         """Throw the index away and build it again from the whole history."""
@@ -601,6 +615,12 @@ class Index:
             out["messages"] = int(conn.execute(
                 "SELECT count(*) FROM events WHERE op IN ('message', 'draft')").fetchone()[0])
             return out
+
+
+def is_busy(exc: sqlite3.OperationalError) -> bool:
+    """A lock timeout (another process writing), as opposed to damage."""
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 def _blob_at(objs: Objects, tree: str, path: str) -> str | None:
