@@ -123,6 +123,10 @@ NEXT_STEP = {
                          "writes stay queued. Try again later.",
     "gate_refused": "The relay's gate refused the operation; nothing of it was kept.",
     "format_error": "The relay holds a file that breaks the format; tell your user.",
+    "invalid_cursor": "Start again with after: 0.",
+    "claim_conflict": "Another copy of you holds this item; leave it to that copy.",
+    "index_lost": "The local inbox index could not be rebuilt; tell your user (gitrelay "
+                  "reindex).",
 }
 
 
@@ -326,7 +330,7 @@ def _check_since(since: str | None) -> None:
 
 
 def _inbox_page(st: ServerState, rules: TrustRules, **kwargs: Any) -> InboxOut:
-    page = inbox.check_inbox(st.client, **kwargs)
+    page = inbox.check_inbox(st.client, sync_loop=st.loop, **kwargs)
     return present_inbox(page, caller=st.me, rules=rules,
                          thread_sender=lambda tid: _thread_sender(st.client, tid))
 

@@ -378,7 +378,7 @@ def present_inbox(page: InboxPage, *, caller: str, rules: TrustRules,
                         ack_results=[AckResultOut(item_id=a.item_id, seq=a.seq,
                                                   outcome=a.outcome, current_seq=a.current_seq)
                                      for a in page.ack_results],
-                        index_rebuilt=page.index_rebuilt)
+                        index_rebuilt=page.index_rebuilt, delivery=page.delivery)
 
     return render(caller, rules, build)
 
@@ -386,5 +386,6 @@ def present_inbox(page: InboxPage, *, caller: str, rules: TrustRules,
 def present_claim(result: ClaimResult) -> ClaimOut:
     """claim_inbox_item: nothing in a claim is teammate text."""
     return ClaimOut(item_id=result.item_id, seq=result.seq, worker=result.worker,
-                    claimed=result.claimed, expires_at=result.expires_at,
-                    held_by=result.held_by)
+                    claimed=result.claimed, outcome=result.outcome,
+                    expires_at=result.expires_at, held_by=result.held_by,
+                    delivery=result.delivery)

@@ -410,9 +410,14 @@ class InboxOut(_Out):
     items: list[InboxItemOut]
     next_cursor: str | None
     cursor: int = Field(description="The highest seq you have; pass it as after next time.")
-    acknowledged: str | None = None
+    acknowledged: str | None = Field(default=None, description=(
+        "What your acks did, e.g. \"Acknowledged 2 of 3.\"; see ack_results per item."))
     ack_results: list[AckResultOut] = Field(default_factory=list)
-    index_rebuilt: bool = False
+    index_rebuilt: bool = Field(default=False, description=(
+        "The local index was missing or damaged and was rebuilt from the relay's history."))
+    delivery: Delivery | None = Field(default=None, description=(
+        "For a call with acks: whether they reached the relay (delivered) or wait in the "
+        "local outbox (queued). Null without acks."))
 
 
 class ClaimOut(_Out):
@@ -420,5 +425,8 @@ class ClaimOut(_Out):
     seq: int
     worker: str
     claimed: bool
+    outcome: Literal["claimed", "renewed", "taken_over", "held_by_other",
+                     "already_acknowledged"]
     expires_at: Timestamp
-    held_by: str | None = None
+    held_by: str | None = Field(default=None, description="The copy holding it, if not you.")
+    delivery: Delivery | None = None

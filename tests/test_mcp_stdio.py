@@ -218,7 +218,6 @@ def test_two_server_processes_walk_every_intent_through_the_gate(
     assert sum(s.startswith("cancel") for s in log) == 1
 
 
-@pytest.mark.xfail(reason="inbox implementation pending", strict=False)
 def test_check_inbox_through_a_server_process(
         relay: Path, two_homes: Homes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     alice_home, bob_home, _, bob_trust = two_homes

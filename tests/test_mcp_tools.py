@@ -57,7 +57,6 @@ ALL_ARTIFACTS: list[dict[str, Any]] = [
 PROPOSAL = {"description": "Paginate /users", "target_files": ["src/api/users.ts"],
             "rationale": "The list grew past 10k rows."}
 NO_SUCH_THREAD = "0123456789ABCDEFGHJKMNPQRS"
-INBOX_PENDING = pytest.mark.xfail(reason="inbox implementation pending", strict=False)
 
 
 # --- fixtures and helpers ---------------------------------------------------------------------
@@ -909,7 +908,6 @@ def test_threads_and_the_inbox_are_resources(agent: AgentFactory) -> None:
     run(body)
 
 
-@INBOX_PENDING
 def test_the_inbox_resource_lists_the_assignment(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme", isolated=True), agent("bob@acme", isolated=True)
 
@@ -926,7 +924,6 @@ def test_the_inbox_resource_lists_the_assignment(agent: AgentFactory) -> None:
 # --- check_inbox and claims (the inbox module) ------------------------------------------------
 
 
-@INBOX_PENDING
 def test_check_inbox_lists_a_new_handoff_with_every_reference_field(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme", isolated=True), agent("bob@acme", isolated=True)
     long_summary = "x" * 300
@@ -950,7 +947,6 @@ def test_check_inbox_lists_a_new_handoff_with_every_reference_field(agent: Agent
     run(body)
 
 
-@INBOX_PENDING
 def test_check_inbox_pages_with_next_cursor_and_filters_by_status(agent: AgentFactory) -> None:
     alice = agent("alice@acme", writes="queue", isolated=True)
     bob = agent("bob@acme", isolated=True)
@@ -970,7 +966,6 @@ def test_check_inbox_pages_with_next_cursor_and_filters_by_status(agent: AgentFa
     run(body)
 
 
-@INBOX_PENDING
 def test_check_inbox_hides_a_blocked_senders_preview(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme", isolated=True), agent("bob@acme", isolated=True)
     bob.trust(TRUST_ALL + "blocked: [alice@acme]\n")
@@ -985,7 +980,6 @@ def test_check_inbox_hides_a_blocked_senders_preview(agent: AgentFactory) -> Non
     run(body)
 
 
-@INBOX_PENDING
 def test_claim_inbox_item_lets_one_worker_take_an_item(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme", isolated=True), agent("bob@acme", isolated=True)
 
@@ -996,11 +990,57 @@ def test_claim_inbox_item_lets_one_worker_take_an_item(agent: AgentFactory) -> N
             claim = await ok(b, "claim_inbox_item", {"item_id": item["item_id"],
                                                      "seq": item["seq"], "worker": "w1"})
             assert claim["claimed"] is True and claim["worker"] == "w1"
+            assert claim["outcome"] == "claimed"
             other = await ok(b, "claim_inbox_item", {"item_id": item["item_id"],
                                                      "seq": item["seq"], "worker": "w2"})
             assert other["claimed"] is False and other["held_by"] == "w1"
 
     run(body)
+
+
+def test_check_inbox_acks_reach_the_relay_and_a_bad_cursor_says_start_again(
+        agent: AgentFactory) -> None:
+    alice = agent("alice@acme", isolated=True)
+    bob = agent("bob@acme", isolated=True)
+
+    async def body() -> None:
+        async with Client(alice.server()) as a, Client(bob.server()) as b:
+            await ok(a, "handoff_to_teammate", handoff_args())
+            page = await ok(b, "check_inbox", {"unread_only": True})
+            (item,) = page["items"]
+            assert page["delivery"] is None  # reading alone writes nothing
+            acked = await ok(b, "check_inbox", {"ack_up_to": page["cursor"],
+                                                "unread_only": True})
+            assert acked["items"] == [] and acked["delivery"] in ("delivered", "queued")
+            again = await ok(b, "check_inbox", {"after": 0})
+            assert [i["item_id"] for i in again["items"]] == [item["item_id"]]
+            assert again["items"][0]["unread"] is False  # handled, still listed
+            bad = await fails(b, "check_inbox", {"cursor": "c1.bogus.000000000000"})
+            assert bad.startswith("invalid_cursor (-32024): ") and "after: 0" in bad
+
+    run(body)
+
+
+def test_check_inbox_long_polls_until_a_handoff_arrives(agent: AgentFactory) -> None:
+    alice = agent("alice@acme", isolated=True)
+    bob = agent("bob@acme", isolated=True, background=True)
+    found: list[dict[str, Any]] = []
+
+    async def body() -> None:
+        async with Client(alice.server()) as a, Client(bob.server()) as b:
+            cursor = (await ok(b, "check_inbox"))["cursor"]
+
+            async def wait_for_news() -> None:
+                page = await ok(b, "check_inbox", {"after": cursor, "wait_seconds": 30})
+                found.extend(page["items"])
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait_for_news)
+                await anyio.sleep(0.2)  # let the poll start waiting first
+                await ok(a, "handoff_to_teammate", handoff_args(summary="wake up"))
+
+    run(body)
+    assert [i["kind"] for i in found] == ["assignment"]
 
 
 # --- starting the server: identity and relay --------------------------------------------------
