@@ -299,25 +299,14 @@ def _cmd_join(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    import inspect
-
     from .render import Progress
     from .verify import verify_relay
 
     relay = getattr(args, "relay", None)
-    if relay is None:
-        from .config import load_user_config
-
-        cfg = load_user_config()
-        relay = cfg.relay if cfg else None
     progress = Progress()
-    kwargs: dict[str, Any] = {}
-    if "progress" in inspect.signature(verify_relay).parameters:
-        kwargs["progress"] = progress
-    else:
-        progress.update(f"verifying {relay or 'the relay'}…")
+    progress.update(f"verifying {relay or 'your relay'}: every commit against the rules…")
     try:
-        report = verify_relay(relay, **kwargs)
+        report = verify_relay(relay)
     finally:
         progress.done()
     print(report.text())

@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +48,7 @@ _QUIET_KEYS = {"created_at", "updated_at", "id", "message_id", "item_id", "idemp
                "repeated", "accepted_by_session", "inbox_url", "unread", "cursor",
                "next_cursor", "index_rebuilt", "claimed_by", "claim_expires_at", "email",
                "metadata", "trust_reason"}
-_MAX_BLOCK_LINES = 12
+_MAX_BLOCK_LINES = 16
 _FENCE_RE = re.compile(r'^<<<teammate-data fence=([0-9a-f]+) sender="([^"]*)" [^\n]*>>>\n'
                        r'[^\n]*\n(.*)\n<<<end teammate-data fence=\1>>>\n?$', re.S)
 
@@ -202,13 +202,18 @@ class Agent:
             self.transcript.result(data)
         return dict(data)
 
-    async def next_items(self, after: int) -> tuple[list[dict[str, Any]], int]:
-        """Long-poll the inbox for items after the cursor ``after``."""
-        page = await self.call("check_inbox", {"after": after, "wait_seconds": INBOX_WAIT})
-        items = list(page.get("items", []))
-        if not items:
-            raise DemoError(f"nothing reached {self.handle}'s inbox in {INBOX_WAIT:.0f} s")
-        return items, int(page.get("cursor", after))
+    async def wait_for(self, after: int, want: Callable[[dict[str, Any]], bool],
+                       what: str) -> int:
+        """Long-poll the inbox (items after the cursor ``after``) until an item ``want``s;
+        the new cursor."""
+        cursor = after
+        deadline = anyio.current_time() + INBOX_WAIT
+        while anyio.current_time() < deadline:
+            page = await self.call("check_inbox", {"after": cursor, "wait_seconds": INBOX_WAIT})
+            cursor = int(page.get("cursor", cursor))
+            if any(want(item) for item in page.get("items", [])):
+                return cursor
+        raise DemoError(f"{what} did not reach {self.handle}'s inbox in {INBOX_WAIT:.0f} s")
 
 
 def _mcp_params(relay: str, handle: str, trust: Path, home: Path) -> StdioServerParameters:
@@ -285,6 +290,21 @@ class Day:
             alice = Agent(ALICE, sessions[ALICE], self.t)
             bob = Agent(BOB, sessions[BOB], self.t)
             await self.day(alice, bob)
+            await self.delivered()
+
+    async def delivered(self) -> None:
+        """Wait until both agents' queued operations are on the relay."""
+        from .config import mirror_path
+        from .mirror import Mirror
+
+        deadline = anyio.current_time() + INBOX_WAIT
+        for handle in (ALICE, BOB):
+            with _env(GITRELAY_HOME=str(self.homes[handle])):
+                mirror = Mirror(mirror_path(self.relay), handle)
+            while mirror.outbox():
+                if anyio.current_time() > deadline:
+                    raise DemoError(f"{handle}'s queued operations were not delivered")
+                await anyio.sleep(0.1)
 
     async def day(self, alice: Agent, bob: Agent) -> None:
         t = self.t
@@ -295,16 +315,16 @@ class Day:
         users = ex.thread("paginate-users").spec
         sent = await alice.call("handoff_to_teammate", {
             "to": BOB, "intent": "inform", "summary": users["summary"],
-            "artifacts": [a for a in users["artifacts"] if a["type"] != "api_contract"],
-            "delivery": "wait"})
+            "artifacts": [a for a in users["artifacts"] if a["type"] != "api_contract"]})
         tid1 = sent["thread_id"]
-        items, bob_cursor = await bob.next_items(bob_cursor)
-        _expect(any(i["thread_id"] == tid1 for i in items), "bob's inbox lacks the handoff")
+        t.say("(queued: the agent has its answer at once; its server's sync loop delivers it)")
+        bob_cursor = await bob.wait_for(bob_cursor, lambda i: i["thread_id"] == tid1,
+                                        "alice's handoff")
         t.say("bob's agent accepts: alice's text arrives fenced, with bob's trust overlay")
-        accepted = await bob.call("accept_handoff", {"thread_id": tid1, "delivery": "wait"})
+        accepted = await bob.call("accept_handoff", {"thread_id": tid1})
         _expect(accepted.get("status") == "accepted", "the handoff was not accepted")
         await bob.call("complete_handoff", {
-            "thread_id": tid1, "delivery": "wait",
+            "thread_id": tid1,
             "result_summary": "The admin user list follows next_cursor; the API client and "
                               "its mocks use the new shape.",
             "artifacts": [{"type": "link", "url": "https://git.acme.dev/acme/web/pulls/418",
@@ -314,19 +334,18 @@ class Day:
         search = ex.thread("search-cursor").spec
         asked = await bob.call("handoff_to_teammate", {
             "to": ALICE, "intent": "ask_question", "summary": search["summary"],
-            "question": search["question"], "artifacts": search["artifacts"],
-            "delivery": "wait"})
+            "question": search["question"], "artifacts": search["artifacts"]})
         tid2 = asked["thread_id"]
-        items, alice_cursor = await alice.next_items(alice_cursor)
-        _expect(any(i["thread_id"] == tid2 for i in items), "alice's inbox lacks the question")
+        alice_cursor = await alice.wait_for(alice_cursor, lambda i: i["thread_id"] == tid2,
+                                            "bob's question")
         await alice.call("view_thread", {"thread_id": tid2})
         await alice.call("send_message", {
-            "thread_id": tid2, "delivery": "wait",
+            "thread_id": tid2,
             "body": "Cursor, please: the edge cache keys on the full URL, so offsets "
                     "fragment it. Use the same cursor format as /users."})
-        items, bob_cursor = await bob.next_items(bob_cursor)
-        _expect(any(i["thread_id"] == tid2 and i["kind"] == "reply" for i in items),
-                "bob's inbox lacks alice's reply")
+        bob_cursor = await bob.wait_for(
+            bob_cursor, lambda i: i["thread_id"] == tid2 and i["kind"] == "reply",
+            "alice's reply")
         thread = await bob.call("view_thread", {"thread_id": tid2})
         _expect(any(m["from"] == ALICE for m in thread.get("messages", [])),
                 "bob cannot see alice's reply")
@@ -341,13 +360,13 @@ class Day:
                 "description": "Retry GET requests on 503 up to 4 times, honouring "
                                "Retry-After (capped at 10 s).",
                 "target_files": ["web/src/api/http.ts"],
-                "rationale": retry["proposed_action"]["rationale"]},
-            "delivery": "wait"})
+                "rationale": retry["proposed_action"]["rationale"]}})
         tid3 = proposed["thread_id"]
-        items, bob_cursor = await bob.next_items(bob_cursor)
-        await bob.call("accept_handoff", {"thread_id": tid3, "delivery": "wait"})
+        bob_cursor = await bob.wait_for(bob_cursor, lambda i: i["thread_id"] == tid3,
+                                        "alice's proposal")
+        await bob.call("accept_handoff", {"thread_id": tid3})
         await bob.call("draft_proposed_action", {
-            "thread_id": tid3, "delivery": "wait",
+            "thread_id": tid3,
             "note": "Draft for review; nothing is applied until you agree.",
             "suggested_diff": (
                 "--- a/web/src/api/http.ts\n+++ b/web/src/api/http.ts\n"
@@ -359,8 +378,9 @@ class Day:
                 "+    const wait = Number(res.headers.get(\"Retry-After\") ?? 1);\n"
                 "+    await sleep(Math.min(wait, 10) * 1000);\n"
                 "+  }\n")})
-        items, alice_cursor = await alice.next_items(alice_cursor)
-        _expect(any(i["thread_id"] == tid3 for i in items), "alice did not hear of the draft")
+        alice_cursor = await alice.wait_for(
+            alice_cursor, lambda i: i["thread_id"] == tid3 and i["kind"] == "proposal_review",
+            "bob's draft")
         thread = await alice.call("view_thread", {"thread_id": tid3})
         _expect(any(m.get("type") == "draft" for m in thread.get("messages", [])),
                 "alice cannot see bob's draft")
@@ -379,8 +399,8 @@ class Day:
             t.line(f"   {clean(text)}")
         _expect(proc.returncode == 0, f"carol's send failed: {one_line(proc.stderr, 300)}")
         tid4 = proc.stdout.split()[1]
-        items, bob_cursor = await bob.next_items(bob_cursor)
-        _expect(any(i["thread_id"] == tid4 for i in items), "bob's inbox lacks carol's handoff")
+        bob_cursor = await bob.wait_for(bob_cursor, lambda i: i["thread_id"] == tid4,
+                                        "carol's handoff")
         t.say("bob's agent tries to accept it; his trust file blocks carol:")
         await bob.call("accept_handoff", {"thread_id": tid4},
                        expect_error="teammate_blocked (-32013)")
@@ -389,14 +409,14 @@ class Day:
         ci = ex.thread("ci-typecheck").spec
         sent = await alice.call("handoff_to_teammate", {
             "to": BOB, "intent": "inform", "summary": ci["summary"],
-            "artifacts": ci["artifacts"], "delivery": "wait"})
+            "artifacts": ci["artifacts"]})
         tid5 = sent["thread_id"]
         t.say("(she learns the check is postponed a week)")
-        await alice.call("cancel_handoff", {"thread_id": tid5, "delivery": "wait"})
-        items, bob_cursor = await bob.next_items(bob_cursor)
-        _expect(any(i["thread_id"] == tid5 for i in items), "bob's inbox lacks the handoff")
-        await bob.call("accept_handoff", {"thread_id": tid5},
-                       expect_error="invalid_transition (-32008)")
+        await alice.call("cancel_handoff", {"thread_id": tid5})
+        bob_cursor = await bob.wait_for(
+            bob_cursor, lambda i: i["thread_id"] == tid5 and i["status"] == "cancelled",
+            "alice's cancelled handoff")
+        t.say("bob's agent sees it cancelled: nothing for it to do")
 
     def git_log(self) -> None:
         t = self.t

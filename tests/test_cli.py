@@ -225,7 +225,8 @@ def test_split_patch_gives_one_diff_per_file_with_its_path():
     assert "+export const PAGE = 50;" in files[0][1]
     assert "NewPage()" not in files[0][1]
     assert files[1][1].startswith("diff --git a/web/src/pages/NewPage.tsx")
-    plain = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n--- a/y.py\n+++ b/y.py\n@@ -1 +1 @@\n-c\n+d\n"
+    plain = ("--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+             "--- a/y.py\n+++ b/y.py\n@@ -1 +1 @@\n-c\n+d\n")
     assert [p for p, _ in split_patch(plain)] == ["x.py", "y.py"]
     assert split_patch("just some text\n") == []
 
