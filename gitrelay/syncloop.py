@@ -155,6 +155,9 @@ def _inbox_ahead(client: RelayClient) -> bool:
     return local is not None and local != remote
 
 
+_REF_CHANGES = frozenset({"created", "modified", "moved", "deleted", "closed"})
+
+
 def _watch_refs(relay_dir: Path, callback: Any) -> Any:
     """Kick the loop when a local relay's refs change."""
     from watchdog.events import FileSystemEvent, FileSystemEventHandler
@@ -162,6 +165,10 @@ def _watch_refs(relay_dir: Path, callback: Any) -> Any:
 
     class Handler(FileSystemEventHandler):
         def on_any_event(self, event: FileSystemEvent) -> None:
+            # Reads show up too (opened, closed_no_write): every fetch reads the
+            # relay's refs, so reacting to them makes each fetch wake the next one.
+            if event.event_type not in _REF_CHANGES:
+                return
             path = str(event.src_path)
             if "/refs/" in path or path.endswith(("packed-refs", "/refs")):
                 callback()
