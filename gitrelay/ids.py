@@ -12,7 +12,8 @@ import re
 from .errors import AmbiguousId, InvalidArgument, ThreadNotFound
 
 # The handle pattern of the handoff reference, plus what keeps a handle safe
-# as a path component and a ref name component.
+# as a path component and a ref name component. Patterns are applied with
+# fullmatch: ``$`` alone would also accept a trailing newline.
 HANDLE_PATTERN = r"^[A-Za-z0-9._-]+@[A-Za-z0-9._-]+$"
 _HANDLE_RE = re.compile(HANDLE_PATTERN)
 HANDLE_MAX = 100
@@ -31,7 +32,7 @@ def handle_problem(handle: object) -> str | None:
         return "must be a string"
     if not handle or len(handle) > HANDLE_MAX:
         return f"must be 1-{HANDLE_MAX} characters"
-    if not _HANDLE_RE.match(handle):
+    if not _HANDLE_RE.fullmatch(handle):
         return f"must match {HANDLE_PATTERN} (name@team)"
     if handle[0] in ".-":
         return "must not start with '.' or '-'"
@@ -75,7 +76,7 @@ def thread_id_for(sender: str, idempotency_key: str) -> str:
 
 
 def is_thread_id(value: object) -> bool:
-    return isinstance(value, str) and bool(_THREAD_ID_RE.match(value))
+    return isinstance(value, str) and bool(_THREAD_ID_RE.fullmatch(value))
 
 
 def check_thread_id(value: object, field: str = "thread_id") -> str:
@@ -90,7 +91,7 @@ def check_thread_id(value: object, field: str = "thread_id") -> str:
 
 
 def is_key(value: object) -> bool:
-    return isinstance(value, str) and bool(_KEY_RE.match(value))
+    return isinstance(value, str) and bool(_KEY_RE.fullmatch(value))
 
 
 def new_key() -> str:
@@ -106,11 +107,11 @@ def new_message_id() -> str:
 
 
 def is_uuid(value: object) -> bool:
-    return isinstance(value, str) and bool(_UUID_RE.match(value))
+    return isinstance(value, str) and bool(_UUID_RE.fullmatch(value))
 
 
 def check_worker(value: object) -> str:
-    if not isinstance(value, str) or not _WORKER_RE.match(value):
+    if not isinstance(value, str) or not _WORKER_RE.fullmatch(value):
         raise InvalidArgument(
             f"worker {value!r} must be 1-64 characters of A-Z a-z 0-9 . _ -", field="worker"
         )

@@ -19,7 +19,7 @@ HANDOFF_FILE = "handoff.json"
 TRANSITION_FILES = {"accept": "accept.json", "complete": "complete.json", "cancel": "cancel.json"}
 INBOX_FILE = "inbox.json"
 MESSAGE_DIGITS = 6
-_MESSAGE_RE = re.compile(r"^msg-(\d{6})\.json$")
+_MESSAGE_RE = re.compile(r"msg-([0-9]{6})\.json")  # fullmatch; ASCII digits only
 
 MAIN_REF = "refs/heads/main"
 USERS_REF_PREFIX = "refs/gitrelay/users/"
@@ -122,7 +122,7 @@ def classify(path: str) -> FileRef | None:
     for op, fname in TRANSITION_FILES.items():
         if name == fname:
             return FileRef(op, thread_id=tid)
-    m = _MESSAGE_RE.match(name)
+    m = _MESSAGE_RE.fullmatch(name)
     if m and int(m.group(1)) >= 1:
         return FileRef("message", thread_id=tid, sequence_no=int(m.group(1)))
     return None

@@ -73,18 +73,23 @@ def parse_tree(data: bytes) -> list[TreeEntry]:
     return entries
 
 
-def parse_trailers(message: str) -> dict[str, str]:
-    """``Key: value`` lines of the message's last paragraph."""
+def trailer_pairs(message: str) -> list[tuple[str, str]]:
+    """``Key: value`` lines of the message's last paragraph, in order (repeats kept)."""
     paragraphs = [p for p in message.strip().split("\n\n") if p.strip()]
     if len(paragraphs) < 2:
-        return {}
-    out: dict[str, str] = {}
+        return []
+    out: list[tuple[str, str]] = []
     for line in paragraphs[-1].splitlines():
         key, sep, value = line.partition(": ")
         if not sep or not key or " " in key:
-            return {}
-        out[key] = value.strip()
+            return []
+        out.append((key, value.strip()))
     return out
+
+
+def parse_trailers(message: str) -> dict[str, str]:
+    """``Key: value`` lines of the message's last paragraph (a repeated key: its last value)."""
+    return dict(trailer_pairs(message))
 
 
 def parse_commit(oid: str, data: bytes) -> Commit:
@@ -196,11 +201,42 @@ class Change:
         self.new = new
 
 
+def tree_problem(entries: list[TreeEntry]) -> str | None:
+    """Why a tree object is malformed (what ``git fsck`` flags), or None.
+
+    A name holding ``/`` lets a tree hide a path from readers that walk
+    directories; duplicate or unsorted names make readers disagree on which
+    entry a name means.
+    """
+    previous = b""
+    seen: set[bytes] = set()
+    for e in entries:
+        name = e.name.encode("utf-8", "surrogateescape")
+        if not name or b"/" in name:
+            return f"has an entry named {e.name!r}"
+        if name in seen:
+            return f"has a duplicate entry {e.name!r}"
+        seen.add(name)
+        key = name + b"/" if e.is_tree else name
+        if key <= previous:
+            return f"has an out-of-order entry {e.name!r}"
+        previous = key
+    return None
+
+
 def diff_trees(objs: Objects, old_tree: str | None, new_tree: str,
                prefix: str = "") -> list[Change]:
-    """Paths that differ, descending only into subtrees whose ids differ."""
+    """Paths that differ, descending only into subtrees whose ids differ.
+
+    An added empty directory is a change whose ``new`` is a tree (``path``
+    ends with ``/``). Raises ValueError for a malformed new tree.
+    """
+    listing = objs.tree(new_tree)
+    problem = tree_problem(listing)
+    if problem:
+        raise ValueError(f"tree {prefix or '/'} ({new_tree[:12]}) {problem}")
     old_entries = {e.name: e for e in objs.tree(old_tree)} if old_tree else {}
-    new_entries = {e.name: e for e in objs.tree(new_tree)}
+    new_entries = {e.name: e for e in listing}
     changes: list[Change] = []
     for name in sorted(old_entries.keys() | new_entries.keys()):
         a, b = old_entries.get(name), new_entries.get(name)
@@ -210,7 +246,8 @@ def diff_trees(objs: Objects, old_tree: str | None, new_tree: str,
         if a and b and a.is_tree and b.is_tree:
             changes.extend(diff_trees(objs, a.oid, b.oid, path + "/"))
         elif b and b.is_tree and a is None:
-            changes.extend(diff_trees(objs, None, b.oid, path + "/"))
+            added = diff_trees(objs, None, b.oid, path + "/")
+            changes.extend(added or [Change(path + "/", None, b)])
         else:
             changes.append(Change(path, a, b))
     return changes

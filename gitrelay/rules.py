@@ -19,10 +19,13 @@ from .objects import (
     MODE_EXEC,
     MODE_GITLINK,
     MODE_LINK,
+    MODE_TREE,
+    Change,
     Commit,
     Objects,
     TreeEntry,
     diff_trees,
+    trailer_pairs,
 )
 
 TYPE_CHECKING = False
@@ -140,10 +143,33 @@ class RelayView:
 
 def commit_seq(commit: Commit) -> int:
     raw = commit.trailers.get(layout.TRAILER_SEQ, "")
-    if not raw.isdigit():
+    # ASCII digits in canonical form only: int() also reads "٣" and "007".
+    if not (raw.isascii() and raw.isdigit()) or raw != str(int(raw)):
         raise refuse("trailers", f"commit {commit.oid[:12]} has no valid {layout.TRAILER_SEQ} "
-                     "trailer", commit=commit.oid)
+                     "trailer", commit=commit.oid, field=layout.TRAILER_SEQ)
     return int(raw)
+
+
+_OWN_TRAILERS = (layout.TRAILER_OP, layout.TRAILER_THREAD, layout.TRAILER_ACTOR,
+                 layout.TRAILER_SEQ)
+
+
+def check_trailer_repeats(commit: Commit) -> None:
+    """Each gitrelay trailer at most once: git's own trailer readers ignore case and
+    show every copy, so a second ``Gitrelay-Actor`` would tell ``git log`` readers
+    another story than the one the rules checked."""
+    keys = [k.casefold() for k, _ in trailer_pairs(commit.message)]
+    for name in _OWN_TRAILERS:
+        count = keys.count(name.casefold())
+        if count > 1:
+            raise refuse("trailers", f"commit {commit.oid[:12]} has {count} {name} trailers; "
+                         "each gitrelay trailer appears once", commit=commit.oid, field=name)
+
+
+def _object_error(commit: Commit, exc: Exception) -> RelayError:
+    what = f"object {exc.args[0]} is missing" if isinstance(exc, KeyError) else str(exc)
+    return refuse("objects", f"commit {commit.oid[:12]}: unreadable or malformed object: {what}",
+                  commit=commit.oid)
 
 
 class Pusher:
@@ -210,12 +236,31 @@ def check_identity(view: RelayView, commit: Commit, actor: str, pusher: Pusher |
                          commit=commit.oid)
 
 
+def _replaces_operation(changes: list[Change]) -> bool:
+    """True when a commit's only change rewrites one existing operation file."""
+    if len(changes) != 1:
+        return False
+    ch = changes[0]
+    if ch.old is None or ch.new is None or ch.old.mode != MODE_BLOB:
+        return False
+    ref = layout.classify(ch.path)
+    # Thread files only: a rewritten profile or config stays plainly append-only.
+    return ref is not None and ref.thread_id is not None
+
+
 def _added_file(view_objs: Objects, commit: Commit,
-                parent_tree: str | None) -> tuple[str, TreeEntry]:
+                parent_tree: str | None) -> tuple[str, TreeEntry, bool]:
+    """The one file a commit adds, and whether it rewrites an existing operation file.
+
+    A rewrite is still refused (append-only), but only after the commit was
+    judged as the operation it claims to be, so that accepting twice reads as
+    invalid_transition and reusing a thread id as thread-exists.
+    """
     short = commit.oid[:12]
     changes = diff_trees(view_objs, parent_tree, commit.tree)
+    replaced = _replaces_operation(changes)
     for ch in changes:
-        if ch.old is not None and ch.new is not None:
+        if ch.old is not None and ch.new is not None and not replaced:
             raise refuse("append-only", f"commit {short} changes {ch.path}; relay files are "
                          "never changed once committed", commit=commit.oid, field=ch.path)
         if ch.new is None:
@@ -224,6 +269,9 @@ def _added_file(view_objs: Objects, commit: Commit,
     for ch in changes:
         assert ch.new is not None
         mode = ch.new.mode
+        if mode == MODE_TREE:
+            raise refuse("layout", f"commit {short} adds an empty directory {ch.path}",
+                         commit=commit.oid, field=ch.path)
         if mode == MODE_LINK:
             raise refuse("file-mode", f"commit {short} adds a symlink {ch.path}",
                          commit=commit.oid, field=ch.path)
@@ -245,17 +293,26 @@ def _added_file(view_objs: Objects, commit: Commit,
                      f"({paths}); an operation adds exactly one file", commit=commit.oid)
     entry = changes[0].new
     assert entry is not None
-    return changes[0].path, entry
+    return changes[0].path, entry, replaced
 
 
 def check_commit(objs: Objects, commit: Commit, parent: Commit | None, *,
                  pusher: Pusher | None = None,
                  verify_signature: SignatureCheck | None = None) -> Operation:
     """Check one commit on ``main`` against the state at its parent."""
+    try:
+        return _check_commit(objs, commit, parent, pusher, verify_signature)
+    except (KeyError, ValueError) as exc:
+        raise _object_error(commit, exc) from None
+
+
+def _check_commit(objs: Objects, commit: Commit, parent: Commit | None,
+                  pusher: Pusher | None, verify_signature: SignatureCheck | None) -> Operation:
     short = commit.oid[:12]
     if len(commit.parents) > 1:
         raise refuse("linear-history", f"commit {short} is a merge; main is linear "
                      "(rebase instead of merging)", commit=commit.oid)
+    check_trailer_repeats(commit)
     if parent is None:
         return _check_init(objs, commit)
     seq = commit_seq(commit)
@@ -265,7 +322,7 @@ def check_commit(objs: Objects, commit: Commit, parent: Commit | None, *,
                      f"{parent_seq + 1}", commit=commit.oid, field=layout.TRAILER_SEQ)
     view = RelayView(objs, parent.tree)
     limits = view.limits
-    path, entry = _added_file(objs, commit, parent.tree)
+    path, entry, replaced = _added_file(objs, commit, parent.tree)
     ref = layout.classify(path)
     assert ref is not None
     if ref.kind == "config":
@@ -293,6 +350,9 @@ def check_commit(objs: Objects, commit: Commit, parent: Commit | None, *,
                          commit=commit.oid, field="thread_id")
         check_identity(view, commit, actor, pusher, verify_signature=verify_signature)
         _check_thread_op(view, commit, ref, doc, limits)
+    if replaced:
+        raise refuse("append-only", f"commit {short} changes {path}; relay files are never "
+                     "changed once committed", commit=commit.oid, field=path)
     return Operation(op, seq, actor, path, doc, ref.thread_id, commit.oid)
 
 
@@ -323,11 +383,16 @@ def _check_trailers(commit: Commit, op: str, actor: str, thread_id: str | None) 
 
 def _check_init(objs: Objects, commit: Commit) -> Operation:
     short = commit.oid[:12]
-    path, entry = _added_file(objs, commit, None)
+    path, entry, _ = _added_file(objs, commit, None)
     if path != layout.CONFIG_PATH:
         raise refuse("layout", f"root commit {short} must add only {layout.CONFIG_PATH}",
                      commit=commit.oid, field=path)
-    doc = schema.load("config", objs.blob(entry.oid))
+    try:
+        doc = schema.load("config", objs.blob(entry.oid))
+    except RelayError as exc:
+        exc.message = f"root commit {short} {path}: {exc.message}"
+        exc.data["commit"] = commit.oid
+        raise
     if commit.trailers.get(layout.TRAILER_OP) != layout.OP_INIT or commit_seq(commit) != 0:
         raise refuse("trailers", f"root commit {short} must carry {layout.TRAILER_OP}: init "
                      f"and {layout.TRAILER_SEQ}: 0", commit=commit.oid)
@@ -468,15 +533,36 @@ def check_inbox_commit(objs: Objects, commit: Commit, owner: str, main_seq: int,
                        view: RelayView, *, pusher: Pusher | None = None,
                        verify_signature: SignatureCheck | None = None) -> dict[str, Any]:
     """Check one commit on ``refs/gitrelay/users/<owner>/inbox``."""
+    try:
+        return _check_inbox_commit(objs, commit, owner, main_seq, view, pusher,
+                                   verify_signature)
+    except (KeyError, ValueError) as exc:
+        raise _object_error(commit, exc) from None
+
+
+def _check_inbox_commit(objs: Objects, commit: Commit, owner: str, main_seq: int,
+                        view: RelayView, pusher: Pusher | None,
+                        verify_signature: SignatureCheck | None) -> dict[str, Any]:
     short = commit.oid[:12]
     if len(commit.parents) > 1:
         raise refuse("linear-history", f"commit {short} on {owner}'s inbox ref is a merge",
                      commit=commit.oid)
+    check_trailer_repeats(commit)
+    registered = view.profile(owner)
+    if registered is not None and registered["handle"] != owner:
+        raise refuse("ref-namespace", f"commit {short}: the inbox ref of {owner} must be "
+                     f"spelled as the registered handle {registered['handle']}",
+                     commit=commit.oid, field="ref")
     entries = objs.tree(commit.tree)
     if [(e.name, e.mode) for e in entries] != [(layout.INBOX_FILE, MODE_BLOB)]:
         raise refuse("layout", f"commit {short} on {owner}'s inbox ref must hold exactly "
                      f"{layout.INBOX_FILE}", commit=commit.oid)
-    doc = schema.load("inbox", objs.blob(entries[0].oid), view.limits)
+    try:
+        doc = schema.load("inbox", objs.blob(entries[0].oid), view.limits)
+    except RelayError as exc:
+        exc.message = f"commit {short} {layout.INBOX_FILE}: {exc.message}"
+        exc.data["commit"] = commit.oid
+        raise
     if doc["handle"] != owner:
         raise refuse("actor", f"commit {short}: inbox state of {doc['handle']} on {owner}'s ref",
                      commit=commit.oid, field="handle")

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
-TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$"
+TIME_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z$"
 _TIME_RE = re.compile(TIME_PATTERN)
 INTENTS = ("inform", "ask_question", "propose_action")
 MESSAGE_TYPES = ("message", "draft")
@@ -91,11 +91,34 @@ def parse_json(data: bytes, *, max_bytes: int, max_depth: int) -> Any:
     if deepest > max_depth + 3:
         raise SchemaError(f"JSON nested deeper than {max_depth + 3} levels", rule="json")
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except SchemaError:
         raise
     except (ValueError, RecursionError) as exc:
         raise SchemaError(f"not valid JSON: {exc}", rule="json") from None
+    _check_strings(doc)
+    return doc
+
+
+_BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
+
+
+def _check_strings(doc: Any) -> None:
+    """Refuse what escapes smuggle past the byte checks: ``\\u0000`` and lone surrogates."""
+    stack = [doc]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str):
+            found = _BAD_CHARS.search(value)
+            if found:
+                what = ("a NUL character" if found.group() == "\x00"
+                        else f"a lone surrogate U+{ord(found.group()):04X} (not valid Unicode)")
+                raise SchemaError(f"a string contains {what}", rule="json")
 
 
 def dumps(doc: Mapping[str, Any]) -> bytes:
@@ -120,6 +143,9 @@ def _fail(loc: str, problem: str) -> None:
 
 def text(*, max_chars: int | None = None, min_chars: int = 1, pattern: str | None = None) -> Check:
     rx = re.compile(pattern) if pattern else None
+    # A pattern anchored with ``$`` must match the whole value: ``$`` alone also
+    # matches before a trailing newline.
+    whole = bool(pattern and pattern.endswith("$"))
 
     def check(v: Any, loc: str, ctx: Ctx) -> None:
         if not isinstance(v, str):
@@ -129,7 +155,7 @@ def text(*, max_chars: int | None = None, min_chars: int = 1, pattern: str | Non
             _fail(loc, f"must have at least {min_chars} character(s)")
         if len(v) > limit:
             _fail(loc, f"has {len(v)} characters, over the limit of {limit}")
-        if rx and not rx.match(v):
+        if rx and not (rx.fullmatch(v) if whole else rx.match(v)):
             _fail(loc, f"must match {pattern}")
 
     return check
@@ -187,7 +213,7 @@ def predicate(test: Callable[[Any], bool], what: str) -> Check:
 
 
 def timestamp() -> Check:
-    return predicate(lambda v: isinstance(v, str) and bool(_TIME_RE.match(v)),
+    return predicate(lambda v: isinstance(v, str) and bool(_TIME_RE.fullmatch(v)),
                      "an ISO 8601 UTC time like 2026-05-01T09:14:32Z")
 
 

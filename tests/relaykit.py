@@ -278,6 +278,7 @@ class Bench:
         self.tip = self.forge.resolve(MAIN)
         self.threads: dict[str, str] = {}
         self.inbox: dict[str, str] = {}
+        self.signers: dict[str, Any] = {}  # handle -> sign(payload) for signed relays
         labels = self.root / "labels.txt"
         if labels.exists():
             for line in labels.read_text().splitlines():
@@ -334,7 +335,23 @@ class Bench:
         return refs_of(self.relay)
 
     def relay_has(self, oid: str) -> bool:
-        return git("cat-file", "-e", oid, git_dir=self.relay, check=False).returncode == 0
+        return bool(self.relay_has_any([oid]))
+
+    def relay_has_any(self, oids: Sequence[str]) -> list[str]:
+        """Those of ``oids`` the relay holds."""
+        if not oids:
+            return []
+        out = git("cat-file", "--batch-check", git_dir=self.relay,
+                  input="".join(f"{o}\n" for o in oids).encode()).stdout.decode()
+        return [line.split()[0] for line in out.splitlines() if not line.endswith("missing")]
+
+    def force_refs(self, specs: Sequence[str]) -> None:
+        """Apply push refspecs to the hook-less work repo as if a gate-less host took them."""
+        lines = []
+        for spec in specs:
+            src, _, dst = spec.lstrip("+").partition(":")
+            lines.append(f"delete {dst}\n" if not src else f"update {dst} {src}\n")
+        git("update-ref", "--stdin", git_dir=self.work, input="".join(lines).encode())
 
     def set_config(self, key: str, value: str) -> None:
         git("config", key, value, git_dir=self.relay)
@@ -343,6 +360,7 @@ class Bench:
         """Turn off git's own refusals so the gate is what refuses (hosts without them exist)."""
         self.set_config("receive.denyNonFastForwards", "false")
         self.set_config("receive.denyDeletes", "false")
+        self.set_config("receive.denyDeleteCurrent", "ignore")
 
     # --- building ---
 
@@ -352,7 +370,10 @@ class Bench:
               extra: Sequence[tuple[str, bytes, str]] = (), base: str | None = None,
               parents: Sequence[str] | None = None, sign: Any = None, author: str = "",
               advance: bool = True) -> str:
-        """Commit one operation file (plus ``extra`` files) on ``base`` (default: the tip)."""
+        """Commit one operation file (plus ``extra`` files) on ``base`` (default: the tip).
+
+        ``sign``: None signs with the actor's key when the bench has one, False never.
+        """
         base = base or self.tip
         base_commit = self.commit(base)
         assert doc is not None or (data is not None and path is not None)
@@ -370,8 +391,9 @@ class Bench:
                                         str(tid) if tid else None)
         if trailers:
             msg = with_trailers(msg, trailers)
+        signer = self.signers.get(actor) if sign is None else (sign or None)  # False: unsigned
         oid = self.forge.commit(tree, list(parents) if parents is not None else [base], msg,
-                                author=author or actor, sign=sign)
+                                author=author or actor, sign=signer)
         if advance:
             self.tip = oid
         return oid
@@ -382,7 +404,7 @@ class Bench:
         """Commit an arbitrary tree on ``base`` with well-formed trailers."""
         base = base or self.tip
         msg = message or commit_message(op, actor, self.seq(base) + 1, thread_id)
-        oid = self.forge.commit(tree, [base], msg, author=actor)
+        oid = self.forge.commit(tree, [base], msg, author=actor, sign=self.signers.get(actor))
         if advance:
             self.tip = oid
         return oid
@@ -423,7 +445,8 @@ class Bench:
                f"{layout.TRAILER_ACTOR}: {owner}\n")
         if trailers:
             msg = with_trailers(msg, trailers)
-        return self.forge.commit(tree, [base] if base else [], msg, author=owner)
+        return self.forge.commit(tree, [base] if base else [], msg, author=owner,
+                                 sign=self.signers.get(owner))
 
     # --- pushing ---
 
@@ -461,7 +484,33 @@ def default_path(kind: str, doc: Mapping[str, Any]) -> str:
     return layout.transition_path(tid, kind)
 
 
-def standard_bench(root: Path, *, config: Mapping[str, Any] | None = None) -> Bench:
+def make_signers(keys: Mapping[str, Path]) -> dict[str, Any]:
+    from gitrelay.signing import sign
+
+    def signer_for(key: Path) -> Any:
+        return lambda payload: sign(payload, str(key))
+
+    return {handle: signer_for(key) for handle, key in keys.items()}
+
+
+def make_keys(directory: Path, handles: Iterable[str]) -> dict[str, Path]:
+    """An ed25519 key pair per handle (``ssh-keygen``), for signed relays."""
+    directory.mkdir(parents=True, exist_ok=True)
+    keys = {}
+    for handle in handles:
+        key = directory / handle.split("@")[0]
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", handle, "-f",
+                        str(key)], check=True, capture_output=True, env=kit_env())
+        keys[handle] = key
+    return keys
+
+
+def public_key(key: Path) -> str:
+    return " ".join(Path(f"{key}.pub").read_text().split()[:2])
+
+
+def standard_bench(root: Path, *, config: Mapping[str, Any] | None = None,
+                   keys: Mapping[str, Path] | None = None) -> Bench:
     """A relay with alice, bob and carol registered and one thread in every state.
 
     Threads (labels): ``pending`` alice→bob with messages #1 (alice) and #2 (bob);
@@ -470,8 +519,18 @@ def standard_bench(root: Path, *, config: Mapping[str, Any] | None = None) -> Be
     alice's inbox ref has two commits (acked_up_to 3, then 5).
     """
     bench = Bench.create(root, config=config)
+    # A relay that requires an authenticated pusher cannot take three actors in one
+    # push: build its history with the gate off (verify checks it instead).
+    hook = bench.relay / "hooks" / "pre-receive"
+    script = hook.read_text()
+    if config and config.get("require_pusher"):
+        hook.unlink()
     for handle in TEAM:
-        bench.register(handle)
+        if keys:
+            bench.signers = make_signers(keys)
+            bench.register(handle, signing_keys=[public_key(keys[handle])])
+        else:
+            bench.register(handle)
     pending = bench.handoff(ALICE, BOB, "key-pending", label="pending")
     bench.message(pending, ALICE)
     bench.message(pending, BOB)
@@ -493,4 +552,254 @@ def standard_bench(root: Path, *, config: Mapping[str, Any] | None = None) -> Be
     git("update-ref", ref, second, git_dir=bench.work)
     bench.inbox[ALICE] = second
     bench.save_labels()
-    return bench
+    if not hook.exists():
+        hook.write_text(script)
+        hook.chmod(0o755)
+    for repo in (bench.relay, bench.work):  # one pack file: copies per case stay cheap
+        git("repack", "-adq", git_dir=repo)
+        git("pack-refs", "--all", git_dir=repo)
+    packed = Bench(bench.root)  # reopened: the loose objects it had open are gone
+    packed.signers = bench.signers
+    return packed
+
+
+# --- declarative cases (tests/data/bad_pushes/*.yaml) ---------------------------------------
+
+SAMPLE_DIFF = "--- a/db/schema.sql\n+++ b/db/schema.sql\n@@ -1 +1 @@\n-users\n+accounts\n"
+DEFAULT_BY = {"message": ALICE, "draft": BOB, "accept": BOB, "complete": BOB, "cancel": ALICE,
+              "handoff": ALICE, "register": DAVE, "rewrite": ALICE, "delete": ALICE,
+              "empty": ALICE}
+DEFAULT_THREAD = {"message": "pending", "draft": "proposal", "accept": "pending",
+                  "complete": "accepted", "cancel": "pending"}
+KINDS = {"register": "profile", "draft": "message"}
+
+
+@dataclass
+class Built:
+    """What a case built: main commits (in order), inbox commits, and the push refspecs."""
+
+    commits: list[str] = field(default_factory=list)
+    inbox: list[str] = field(default_factory=list)
+    specs: list[str] = field(default_factory=list)
+    forced_specs: list[str] = field(default_factory=list)
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """A JSON object ``depth`` levels deep."""
+    value: dict[str, Any] = {"leaf": 1}
+    for _ in range(depth - 1):
+        value = {"k": value}
+    return value
+
+
+class CaseBuilder:
+    """Builds a declarative case's commits on a bench (see tests/data/bad_pushes/README.md)."""
+
+    def __init__(self, bench: Bench, case: Mapping[str, Any]) -> None:
+        self.bench = bench
+        self.case = case
+        self.built = Built()
+
+    def tid(self, label: str) -> str:
+        if label == "missing":
+            return thread_id_for(ALICE, "a-key-never-used")
+        if label.startswith("new:"):
+            return thread_id_for(ALICE, label[4:])
+        return self.bench.threads.get(label, label)
+
+    def fill(self, value: Any, tid: str | None = None) -> Any:
+        """Placeholders in strings: {tid}, {tid:label}, {thread_dir}, {thread_dir:label}."""
+        if isinstance(value, list):
+            return [self.fill(v, tid) for v in value]
+        if isinstance(value, dict):
+            return {k: self.fill(v, tid) for k, v in value.items()}
+        if not isinstance(value, str) or "{" not in value:
+            return value
+
+        def sub(m: re.Match[str]) -> str:
+            name, label = m.group(1), m.group(2)
+            t = self.tid(label) if label else (tid or "")
+            return {"tid": t, "thread_dir": layout.shard(t) if t else "",
+                    "tid_lower": t.lower(), "c0": t[:1], "c1": t[1:2]}[name]
+
+        return re.sub(r"\{(tid|thread_dir|tid_lower|c0|c1)(?::([\w-]+))?\}", sub, value)
+
+    def build_all(self) -> Built:
+        for step in self.case.get("commits", []):
+            self.built.commits.append(self.step(step))
+        for step in self.case.get("inbox", []):
+            self.built.inbox.append(self.inbox_step(step))
+        self.specs()
+        return self.built
+
+    # --- main commits ---
+
+    def doc_for(self, op: str, step: Mapping[str, Any], tid: str | None) -> dict[str, Any]:
+        by = step.get("by", DEFAULT_BY[op])
+        if op == "register":
+            handle = step.get("handle", by)
+            return profile_doc(handle, usernames=[handle.split("@")[0].lower()])
+        if op == "handoff":
+            key = step.get("key", f"key-{self.case['id']}")
+            return handoff_doc(by, step.get("to", BOB), key, step.get("intent", "inform"))
+        assert tid is not None
+        if op in ("message", "draft"):
+            seq = step.get("seq", self.bench.next_seq(tid))
+            doc = message_doc(tid, seq, by)
+            if op == "draft":
+                doc.update(type="draft", suggested_diff=SAMPLE_DIFF)
+            return doc
+        return transition_doc(op, tid, by)
+
+    def step(self, step: Mapping[str, Any]) -> str:
+        bench = self.bench
+        op = step["op"]
+        base = bench.forge.resolve(step["base"]) if "base" in step else bench.tip
+        label = step.get("thread", DEFAULT_THREAD.get(op))
+        tid = self.tid(label) if label else None
+        if op == "root":
+            config = bench.objects.read_path(bench.commit(base).tree, layout.CONFIG_PATH)
+            assert config is not None
+            tree = bench.forge.put(None, [layout.CONFIG_PATH], MODE_BLOB, bench.forge.blob(config))
+            oid = bench.forge.commit(tree, [], commit_message("init", "gitrelay", 0),
+                                     author="gitrelay", when=WHEN + 1)
+            bench.tip = oid
+            return oid
+        if op == "empty":
+            oid = bench.commit_tree(bench.commit(base).tree, base=base)
+            return self.add_entry(oid, step["entry"], tid, base) if "entry" in step else oid
+        if op == "delete":
+            path = self.fill(step["path"], tid)
+            tree = bench.forge.remove(bench.commit(base).tree, path.split("/"))
+            return bench.commit_tree(tree, base=base)
+        if op == "rewrite":
+            path = self.fill(step["path"], tid)
+            ref = layout.classify(path)
+            kind = ref.kind if ref else "config"
+            data = bench.objects.read_path(bench.commit(base).tree, path)
+            assert data is not None, path
+            doc = dict(schema.parse_json(data, max_bytes=1 << 20, max_depth=64))
+            doc.update(self.fill(step.get("set", {}), tid))
+            by = str(doc.get(schema.AUTHOR_FIELD.get(kind, "by"), "gitrelay"))
+            msg = commit_message(op_name(kind, doc), by, bench.seq(base) + 1,
+                                 tid if ref and ref.thread_id else None)
+            return bench.build(kind, doc, path=path, base=base, message=msg)
+        doc = self.doc_for(op, step, tid)
+        doc.update(self.fill(step.get("set", {}), tid))
+        for key in step.get("unset", []):
+            doc.pop(key, None)
+        for key, (text, times) in step.get("repeat", {}).items():
+            doc[key] = text * times
+        for key, depth in step.get("nest", {}).items():
+            doc[key] = nested(depth)
+        kind = KINDS.get(op, op)
+        data = None
+        if "data" in step:
+            data = str(step["data"]).encode("utf-8", "surrogatepass")
+        elif "data_hex" in step:
+            data = bytes.fromhex(step["data_hex"])
+        elif "data_replace" in step:
+            old, new = step["data_replace"]
+            canonical = schema.dumps(doc)
+            assert old.encode() in canonical, (old, canonical)
+            data = canonical.replace(old.encode(), new.encode("utf-8", "surrogatepass"), 1)
+        path = self.fill(step["path"], tid) if "path" in step else None
+        if path is None and kind == "message" and "file_seq" in step:
+            path = layout.message_path(str(doc["thread_id"]), int(step["file_seq"]))
+        if path is None:
+            path = default_path(kind, doc)
+        actor = str(doc.get(schema.AUTHOR_FIELD[kind], step.get("by", "")))
+        seq = bench.seq(base) + 1 + int(step.get("seq_offset", 0))
+        seq_text = {"arabic": "".join(chr(0x660 + int(d)) for d in str(seq)),
+                    "zero_padded": f"00{seq}"}.get(step.get("seq_digits", ""), str(seq))
+        thread = str(doc["thread_id"]) if kind != "profile" and "thread_id" in doc else None
+        message = step.get("message") or commit_message(op_name(kind, doc), actor, seq, thread)
+        message = message.replace(f"{layout.TRAILER_SEQ}: {seq}",
+                                  f"{layout.TRAILER_SEQ}: {seq_text}")
+        if step.get("trailers"):
+            message = with_trailers(message, self.fill(step["trailers"], tid))
+        if step.get("append_trailers"):
+            message = message.rstrip("\n") + "\n" + "\n".join(step["append_trailers"]) + "\n"
+        extra = [(self.fill(x["path"], tid),
+                  schema.dumps(doc) if x.get("data") == "{doc}"
+                  else str(x.get("data", "")).encode(),
+                  str(x.get("mode", MODE_BLOB))) for x in step.get("extra", [])]
+        sign: Any = None
+        if step.get("sign") == "none":
+            sign = False
+        elif "sign_as" in step:
+            sign = bench.signers[step["sign_as"]]
+        parents = [base, bench.forge.resolve(step["merge"])] if "merge" in step else None
+        oid = bench.build(kind, doc, path=path, data=data, mode=str(step.get("mode", MODE_BLOB)),
+                          message=message, extra=extra, base=base, parents=parents, sign=sign)
+        if "entry" in step:
+            oid = self.add_entry(oid, step["entry"], tid, base)
+        return oid
+
+    def add_entry(self, oid: str, entry: Mapping[str, Any], tid: str | None, base: str) -> str:
+        """Commit ``oid`` again with one raw tree entry added (no name or order checks)."""
+        bench, forge = self.bench, self.bench.forge
+        commit = bench.commit(oid)
+        root = commit.tree
+        directory = self.fill(entry.get("dir", ""), tid)
+        parts = [p for p in directory.split("/") if p]
+        holder = bench.objects.entry(root, directory).oid if parts else root
+        if "target" in entry:
+            target = forge.resolve(entry["target"])
+        elif str(entry.get("mode")) == MODE_TREE:
+            target = forge.tree([])
+        else:
+            target = forge.blob(str(entry.get("data", "")).encode())
+        items = [*forge.entries(holder),
+                 (str(entry.get("mode", MODE_BLOB)), str(entry["name"]).encode(), target)]
+        new = forge.tree(items)
+        tree = forge.put(root, parts, MODE_TREE, new) if parts else new
+        oid = forge.commit(tree, commit.parents, commit.message, author="gitrelay-test")
+        bench.tip = oid
+        return oid
+
+    # --- inbox commits ---
+
+    def inbox_step(self, step: Mapping[str, Any]) -> str:
+        bench = self.bench
+        owner = step.get("owner", ALICE)
+        ref = step.get("ref", layout.inbox_ref(owner))
+        existing = self.built.inbox[-1] if self.built.inbox else (
+            bench.forge.resolve(ref) if ref in refs_of(bench.work) else None)
+        base = None if step.get("base") == "root" else existing
+        doc = inbox_doc(step.get("handle", owner), int(step.get("acked_up_to", 0)))
+        doc.update(self.fill(step.get("set", {})))
+        extra = [(x["path"], str(x.get("data", "")).encode(), str(x.get("mode", MODE_BLOB)))
+                 for x in step.get("extra", [])]
+        oid = bench.inbox_commit(owner, doc, base=base, trailers=step.get("trailers"),
+                                 extra=extra, mode=str(step.get("mode", MODE_BLOB)))
+        if "merge" in step:
+            c = bench.commit(oid)
+            raw = bench.forge.repo.odb.read(oid)[1].decode()
+            msg = raw.partition("\n\n")[2]
+            oid = bench.forge.commit(c.tree, [*c.parents, bench.forge.resolve(step["merge"])],
+                                     msg, author=owner)
+        self.inbox_ref = ref
+        return oid
+
+    # --- refspecs ---
+
+    def specs(self) -> None:
+        built, bench = self.built, self.bench
+        default = (["main"] if built.commits else []) + (["inbox"] if built.inbox else [])
+        for spec in self.case.get("push", default):
+            if spec == "main":
+                spec = {"ref": MAIN, "to": "main", "force": self.case.get("force", False)}
+            elif spec == "inbox":
+                spec = {"ref": self.inbox_ref, "to": "inbox"}
+            if "delete" in spec:
+                built.specs.append(f":{spec['delete']}")
+                built.forced_specs.append(f":{spec['delete']}")
+                continue
+            to = spec["to"]
+            target = {"main": bench.tip, "inbox": built.inbox[-1] if built.inbox else "",
+                      "tree": bench.commit(bench.forge.resolve(MAIN)).tree}.get(to)
+            target = target or bench.forge.resolve(to)
+            plain = f"{target}:{spec['ref']}"
+            built.specs.append(("+" if spec.get("force") else "") + plain)
+            built.forced_specs.append("+" + plain)
