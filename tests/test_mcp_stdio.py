@@ -76,8 +76,12 @@ class Agent:
         """view_thread until ``ready``: the other side's change arrives with the next fetch."""
         with anyio.fail_after(30):
             while True:
-                seen = await self.ok("view_thread", {"thread_id": tid})
-                if ready(seen):
+                result = await self.session.call_tool("view_thread", {"thread_id": tid})
+                seen: dict[str, Any] | None = result.structured_content
+                if result.is_error:  # a queued handoff not delivered yet
+                    text = result.content[0].text  # type: ignore[union-attr]
+                    assert text.startswith("thread_not_found (-32006): "), text
+                elif seen is not None and ready(seen):
                     return seen
                 await anyio.sleep(0.1)
 
