@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gitrelay import admin, layout, schema, signing
+from gitrelay import admin, inbox, layout, schema, signing
 from gitrelay.client import RelayClient
 from gitrelay.errors import ConfigError, RelayError
 from gitrelay.objects import parse_commit
@@ -254,6 +254,22 @@ def test_inbox_state_must_be_signed_too(signed: SignedRelay) -> None:
 
     assert accepted.returncode == 0, accepted.stderr
     assert ref_of(signed.path, ref) == genuine
+
+
+def test_acknowledging_the_inbox_on_a_signed_relay_signs_the_state(signed: SignedRelay) -> None:
+    signed.alice.handoff(to="bob@acme", intent="inform", summary="release notes draft")
+    signed.bob.refresh(max_age=0)
+    page = inbox.check_inbox(signed.bob)
+    assert [i.kind for i in page.items] == ["assignment"]
+
+    inbox.check_inbox(signed.bob, ack_up_to=page.cursor)
+    signed.bob.deliver()
+
+    state = ref_of(signed.path, layout.inbox_ref("bob@acme"))
+    assert state is not None
+    commit = signed.bob.mirror.objects.commit(state)
+    assert signing.verify_commit_signature(commit, "bob@acme",
+                                           [public_key(signed.keys["bob"])]) is None
 
 
 def test_an_unsigned_relay_accepts_unsigned_operations(team: dict[str, RelayClient]) -> None:
