@@ -345,7 +345,7 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
                "cursor": page.cursor, "index_rebuilt": page.index_rebuilt})
         return EXIT_OK
     if page.index_rebuilt:
-        _note("the local inbox index was rebuilt from the relay's history")
+        _note("the local inbox index was (re)built from the relay's history")
     if not page.items:
         which = "any status" if args.all else ", ".join(statuses or ["pending", "accepted"])
         print(f"Your inbox is empty ({which}{', unread only' if args.unread else ''}).")
@@ -368,6 +368,9 @@ def _thread_json(view: Any) -> dict[str, Any]:
             "refused": [r.__dict__ for r in view.refused]}
 
 
+_REFUSES = "; `gitrelay accept` refuses this thread"
+
+
 def _trust_note(args: argparse.Namespace, client: RelayClient, sender: str) -> str | None:
     from .ids import same_handle
     from .trust import evaluate, load_trust
@@ -380,7 +383,7 @@ def _trust_note(args: argparse.Namespace, client: RelayClient, sender: str) -> s
         return f"cannot judge {sender}: {exc.message}"
     if decision.allowed:
         return decision.message
-    return decision.message + "; `gitrelay accept` refuses this thread"
+    return decision.message + _REFUSES
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -392,9 +395,12 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         _json(_thread_json(view))
         return EXIT_OK
-    note = _trust_note(args, client, view.sender) \
-        if view.recipient.casefold() == client.handle.casefold() else None
-    print(conversation(view, client.handle, client.mirror.view().profiles(), note))
+    note, acceptable = None, True
+    if view.recipient.casefold() == client.handle.casefold():
+        note = _trust_note(args, client, view.sender)
+        acceptable = note is None or not note.endswith(_REFUSES)
+    print(conversation(view, client.handle, client.mirror.view().profiles(), note,
+                       acceptable=acceptable))
     return EXIT_OK
 
 
@@ -744,7 +750,7 @@ def _doctor_checks(args: argparse.Namespace) -> list[_Check]:
 
             seq = commit_seq(client.mirror.objects.commit(main)) if main else 0
             checks.append(_Check("relay", "ok", f"{client.relay_url} is reachable "
-                                 f"({seq} operations, {report.fetched} new)"))
+                                 f"(last operation #{seq}, {report.fetched} new)"))
             if report.verify_problem:
                 checks.append(_Check("history", "problem", f"a commit on the relay breaks the "
                                      f"rules: {report.verify_problem}",
@@ -814,9 +820,15 @@ def _doctor_checks(args: argparse.Namespace) -> list[_Check]:
 
 def _cmd_reindex(args: argparse.Namespace) -> int:
     from .inbox import reindex
+    from .render import Progress
 
     client = _client(args)
-    report = reindex(client)
+    progress = Progress()
+    progress.update("rebuilding the inbox index from the relay's history…")
+    try:
+        report = reindex(client)
+    finally:
+        progress.done()
     _stale_note(client)
     _out(report.text())
     return EXIT_OK
@@ -951,7 +963,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("teammates", _cmd_teammates, "everyone registered on the relay", "gitrelay teammates",
         json_flag=True)
     add("whoami", _cmd_whoami, "who you are, on which relay, with which files",
-        "gitrelay whoami", json_flag=True).add_argument("--trust", help=argparse.SUPPRESS)
+        "gitrelay whoami", json_flag=True).add_argument(
+        "--trust", help="report this trust file instead of the default")
 
     # writing
     p = add("send", _cmd_send, "hand work to a teammate (handoff_to_teammate)",

@@ -51,7 +51,6 @@ def one_line(text: object, limit: int | None = None) -> str:
     """``text`` cleaned, whitespace runs (newlines included) folded to one space,
     clipped to ``limit`` display columns with an ellipsis."""
     value = text if isinstance(text, str) else str(text)
-    value = " ".join(value.split(" "))
     value = re.sub(r"[\t\n\r\x0b\x0c]+", " ", value)
     value = _UNSAFE_WITH_NEWLINES.sub(_visible, value).strip()
     value = re.sub(r" {2,}", " ", value)
@@ -189,8 +188,12 @@ def artifacts(arts: Sequence[Mapping[str, Any]], prefix: str = "  - ") -> list[s
 
 def conversation(view: ThreadView, me: str,
                  profiles: Mapping[str, Mapping[str, Any]] | None = None,
-                 trust_note: str | None = None) -> str:
-    """One thread for a person to read: who, what, then every event in order."""
+                 trust_note: str | None = None, *, acceptable: bool = True) -> str:
+    """One thread for a person to read: who, what, then every event in order.
+
+    ``acceptable`` False (the reader's trust rules refuse the sender) leaves
+    accepting out of the suggested next steps.
+    """
     h = view.handoff
     mine = view.sender.casefold() == me.casefold()
     lines = [
@@ -253,11 +256,11 @@ def conversation(view: ThreadView, me: str,
             lines += block
     if view.status in ("pending", "accepted"):
         lines.append("")
-        lines.append("Next: " + _next_step(view, mine))
+        lines.append("Next: " + _next_step(view, mine, acceptable))
     return "\n".join(lines)
 
 
-def _next_step(view: ThreadView, mine: bool) -> str:
+def _next_step(view: ThreadView, mine: bool, acceptable: bool) -> str:
     sid = short_id(view.thread_id)
     if mine:
         if view.status == "pending":
@@ -265,6 +268,9 @@ def _next_step(view: ThreadView, mine: bool) -> str:
                     f"or `gitrelay cancel {sid}`")
         return f"`gitrelay reply {sid} TEXT` while {view.recipient} works on it"
     if view.status == "pending":
+        if not acceptable:
+            return f"nothing, unless you trust the sender again (`gitrelay reply {sid} TEXT` " \
+                   "to answer without accepting)"
         return f"`gitrelay accept {sid}` or `gitrelay reply {sid} TEXT`"
     return f"`gitrelay reply {sid} TEXT` or `gitrelay complete {sid} --summary TEXT`"
 
