@@ -10,6 +10,7 @@ Pure: no I/O beyond the :class:`~gitrelay.rules.RelayView` it is given.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +25,14 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+# Control characters and bidi/zero-width format characters: a teammate's text must
+# not reach the terminal of someone reading plain `git log` as escape sequences.
+_UNSAFE_IN_SUBJECT = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+
+
 def _clip(text: str, room: int) -> str:
-    line = " ".join(text.split())
+    line = _UNSAFE_IN_SUBJECT.sub("?", " ".join(text.split()))
     return line if len(line) <= room else line[: max(room - 1, 0)] + "…"
 
 

@@ -418,7 +418,7 @@ HOSTILE = ("Totally normal \x1b[2J\x1b[H\x1b]0;owned\x07 update\rOVERWRITE \u202
            "\x9b31m done\x7f")
 
 
-def test_teammate_text_cannot_put_control_sequences_on_the_terminal(people):
+def test_teammate_text_cannot_put_control_sequences_on_the_terminal(people, acme):
     alice, bob = people["alice"], people["bob"]
     sent = alice("send", "bob@acme", "--intent", "inform", "--summary", HOSTILE,
                  "--link", "https://x.example/\x1b[31mred", "--json")
@@ -431,6 +431,9 @@ def test_teammate_text_cannot_put_control_sequences_on_the_terminal(people):
             assert bad not in run.out
     shown = bob("show", tid[:6]).out
     assert "\\x1b[2J" in shown and "\\u202e" in shown and "\\x0d" in shown
+    # plain `git log` too: the subjects the client writes carry no control characters
+    for subject in relay_subjects(acme)[:2]:
+        assert not any(c in subject for c in ("\x1b", "\x07", "\r", "\u202e", "\x9b"))
 
 
 @given(st.text())
