@@ -1,0 +1,64 @@
+"""``python -m bench [--quick] [--out PATH]``: run the benchmark suite.
+
+Prints one table (figure, median, p95, goal, met) and writes the same as
+JSON. ``--quick`` runs every measurement on small relays with few
+repetitions, to check that the suite still works (``make test`` runs it);
+its figures mean little. A missed goal never fails the run; a measurement
+that breaks does (exit code 1), after the others have run.
+
+docs/performance.md explains every figure and holds the table of a full run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="small relays, few repetitions: checks the suite runs (< 1 min)")
+    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument("--only", action="append", metavar="SECTION",
+                        help="run only this section (repeatable): writes, gate, reads, "
+                             "delivery, writers, storage, join, peer")
+    parser.add_argument("--workdir", type=Path,
+                        help="where relays and homes go (default: a temporary directory)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args(argv)
+
+    from bench import suite
+
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gitrelay-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+
+    def log(message: str) -> None:
+        print(f"[bench {time.monotonic() - started:6.1f}s] {message}", file=sys.stderr,
+              flush=True)
+
+    try:
+        result = suite.run(quick=args.quick, workdir=workdir, log=log, only=args.only)
+    finally:
+        if not args.keep and args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print(result["table"])
+    for name, error in result["errors"].items():
+        print(f"error in {name}: {error}", file=sys.stderr)
+    print(f"\n{result['mode']} run: {result['total_seconds']:.0f} s "
+          f"({', '.join(f'{k} {v:.0f} s' for k, v in result['section_seconds'].items())})")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    return 1 if result["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""The benchmark's own parts: generated relays are valid relays, and the checks it
+makes (lost or duplicated operations) really find what they look for.
+
+Figures are never judged here; `make test` runs `python -m bench --quick` for that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench import relaygen, suite
+from gitrelay import admin, layout, schema
+from gitrelay.client import RelayClient
+from gitrelay.gate import check_updates
+from gitrelay.gitcli import CatFile
+from gitrelay.gitstore import Store
+from gitrelay.objects import ZERO_OID, Objects
+from gitrelay.ops import Op
+
+
+def git(relay: Path, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", str(relay), *args], capture_output=True,
+                          text=True, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> relaygen.Generated:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        path = tmp_path_factory.mktemp("gen") / "relay.git"
+        return relaygen.generate(path, 40, 300, seed=7)
+
+
+def test_the_canonical_encoder_writes_exactly_what_the_client_writes():
+    for kind, doc, _, _ in relaygen.plan_operations(30, 200, seed=3):
+        assert relaygen.canonical(doc) == schema.dumps(doc), kind
+    odd = {"b": [1, 2.5, None, True, False, {}, []], "a": "é \"q\" \\ \n\t\u2028",
+           "c": {"z": {"y": []}}}
+    assert relaygen.canonical(odd) == schema.dumps(odd)
+
+
+def test_a_generated_relay_has_the_size_asked_for(generated):
+    assert (generated.threads, generated.messages) == (40, 300)
+    paths = git(generated.path, "ls-tree", "-r", "--name-only", "main").splitlines()
+    assert sum(p.endswith("/handoff.json") for p in paths) == 40
+    assert sum("/msg-" in p for p in paths) == 300
+    commits = int(git(generated.path, "rev-list", "--count", "main"))
+    assert commits == generated.operations + 1  # and the root
+
+
+def test_every_generated_commit_passes_the_gate_from_the_root(generated):
+    with CatFile(generated.path) as source:
+        tip = source.resolve(layout.MAIN_REF)
+        assert tip is not None
+        refusals = check_updates(Objects(source), [(ZERO_OID, tip, layout.MAIN_REF)],
+                                 os.environ)
+    assert [r.line() for r in refusals] == []
+
+
+def test_a_new_user_joins_a_generated_relay_and_writes_through_its_gate(generated, tmp_path,
+                                                                        monkeypatch):
+    relay = relaygen.clone_relay(generated.path, tmp_path / "copy.git")
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "mike"))
+    admin.join(str(relay), "mike@acme", name="Mike Rowe", role="backend", save=False)
+    mike = RelayClient(str(relay), "mike@acme", writes="wait")
+    sent = mike.handoff(to="bob@acme", intent="inform", summary="hello from the new one")
+    assert sent.delivery == "delivered"
+    assert "hello from the new one" in git(relay, "log", "-1", "--format=%s", "main")
+    # The gate is installed: a commit that is not an operation is refused.
+    clone = relaygen.clone_relay(relay, tmp_path / "stray.git")
+    store = Store(clone)
+    tip = store.ref(layout.MAIN_REF)
+    assert tip is not None
+    tree = store.tree_with(store.objects.commit(tip).tree, "stray.txt", b"not a relay file")
+    stray = store.commit(tree=tree, parents=[tip], message="stray\n", author="mike@acme",
+                         email="mike@acme")
+    push = subprocess.run(["git", "--git-dir", str(clone), "push", str(relay),
+                           f"{stray}:{layout.MAIN_REF}"], capture_output=True, text=True,
+                          check=False)
+    assert push.returncode != 0
+    assert "gitrelay: refused refs/heads/main" in push.stderr
+
+
+def test_the_copy_of_a_relay_is_independent_of_its_source(generated, tmp_path, monkeypatch):
+    before = git(generated.path, "rev-parse", "main")
+    relay = relaygen.clone_relay(generated.path, tmp_path / "copy.git")
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))
+    admin.join(str(relay), "mallory@acme", name="Mal", role="qa", save=False)
+    assert git(relay, "rev-parse", "main") != before
+    assert git(generated.path, "rev-parse", "main") == before
+
+
+def test_the_sample_threads_are_the_recipients_threads(generated):
+    tid = generated.sample_thread("bob@acme", 5)
+    assert tid is not None
+    doc = json.loads(git(generated.path, "show", f"main:{layout.handoff_path(tid)}"))
+    assert doc["recipient"] == "bob@acme"
+
+
+def test_the_writers_check_finds_lost_and_duplicated_operations(relay, tmp_path, monkeypatch):
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))
+    admin.join(str(relay), "alice@acme", name="Alice", role="backend", save=False)
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "bob"))
+    admin.join(str(relay), "bob@acme", name="Bob", role="frontend", save=False)
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))
+    alice = RelayClient(str(relay), "alice@acme", writes="wait")
+    thread = alice.handoff(to="bob@acme", intent="inform", summary="one")
+    once = alice.send_message(str(thread.thread_id), "said once")
+    twice = alice.send_message(str(thread.thread_id), "said twice")
+    # The same message (same id) written again: a duplicate the gate cannot see.
+    alice.write(Op("message", dict(twice.doc), thread.thread_id))
+    expected = [["handoff", str(thread.thread_id)], ["message", str(once.doc["id"])],
+                ["message", str(twice.doc["id"])], ["message", "not-on-the-relay"]]
+    assert suite.check_relay(relay, expected, "queue") == (1, 1)
+
+
+def test_a_figure_is_met_only_against_its_goal():
+    assert suite.Figure("s", "f", "ms", 4.0, limit=5.0).met is True
+    assert suite.Figure("s", "f", "ms", 6.0, limit=5.0).met is False
+    assert suite.Figure("s", "f", "×", 0.7, limit=0.5, at_least=True).met is True
+    assert suite.Figure("s", "f", "ms", 6.0).met is None
+    table = suite.format_table([suite.ratio_figure("s", "a / b", [0.02, 0.04], [0.01, 0.02],
+                                                   limit=2.0)])
+    assert "s: a / b" in table and "2.00×" in table and "yes" in table
