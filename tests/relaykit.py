@@ -751,7 +751,8 @@ class CaseBuilder:
         else:
             target = forge.blob(str(entry.get("data", "")).encode())
         items = [*forge.entries(holder),
-                 (str(entry.get("mode", MODE_BLOB)), str(entry["name"]).encode(), target)]
+                 (str(entry.get("mode", MODE_BLOB)), self.fill(str(entry["name"]), tid).encode(),
+                  target)]
         new = forge.tree(items)
         tree = forge.put(root, parts, MODE_TREE, new) if parts else new
         oid = forge.commit(tree, commit.parents, commit.message, author="gitrelay-test")
