@@ -13,6 +13,7 @@ bench's ``tip`` moves, the relay does not); ``push`` is what the gate sees.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -281,7 +282,7 @@ class Bench:
         self.signers: dict[str, Any] = {}  # handle -> sign(payload) for signed relays
         labels = self.root / "labels.txt"
         if labels.exists():
-            for line in labels.read_text().splitlines():
+            for line in filter(None, labels.read_text().splitlines()):
                 kind, name, value = line.split(" ")
                 (self.threads if kind == "thread" else self.inbox)[name] = value
 
@@ -692,12 +693,18 @@ class CaseBuilder:
             doc[key] = text * times
         for key, depth in step.get("nest", {}).items():
             doc[key] = nested(depth)
+        if "links" in step:
+            doc["artifacts"] = [{"type": "link", "url": f"https://example.invalid/{n}"}
+                                for n in range(step["links"])]
         kind = KINDS.get(op, op)
         data = None
         if "data" in step:
             data = str(step["data"]).encode("utf-8", "surrogatepass")
         elif "data_hex" in step:
             data = bytes.fromhex(step["data_hex"])
+        elif step.get("compact"):  # strict JSON, just not the canonical bytes
+            data = json.dumps(dict(reversed(doc.items())), separators=(",", ":"),
+                              ensure_ascii=False).encode()
         elif "data_replace" in step:
             old, new = step["data_replace"]
             canonical = schema.dumps(doc)
@@ -734,6 +741,8 @@ class CaseBuilder:
                           message=message, extra=extra, base=base, parents=parents, sign=sign)
         if "entry" in step:
             oid = self.add_entry(oid, step["entry"], tid, base)
+        if op == "handoff" and "label" in step:
+            bench.threads[step["label"]] = str(doc["thread_id"])
         return oid
 
     def add_entry(self, oid: str, entry: Mapping[str, Any], tid: str | None, base: str) -> str:
