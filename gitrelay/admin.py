@@ -16,7 +16,7 @@ import gitrelay
 
 from . import layout, schema
 from .config import UserConfig, mirror_path, save_user_config
-from .errors import InvalidArgument
+from .errors import ConfigError, InvalidArgument
 from .gitstore import Store
 from .ids import check_handle
 from .mirror import Mirror
@@ -109,6 +109,15 @@ def profile_doc(handle: str, name: str, role: str, *, email: str | None = None,
     return doc
 
 
+def normalize_relay_url(url: str) -> str:
+    """An existing local path becomes absolute, so the config works from anywhere."""
+    if "://" not in url:
+        path = Path(url).expanduser()
+        if path.exists():
+            return str(path.resolve())
+    return url
+
+
 def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None = None,
          usernames: Sequence[str] = (), signing_key: str | None = None,
          save: bool = True, env: dict[str, str] | None = None) -> UserConfig:
@@ -119,6 +128,7 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
     check_handle(handle, "--as")
     if not name.strip() or not role.strip():
         raise InvalidArgument("--name and --role must not be empty")
+    relay_url = normalize_relay_url(relay_url)
     from .signing import read_public_key, signer_for
 
     signer = signer_for(signing_key) if signing_key else None
@@ -136,6 +146,17 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
             raise report.refused[0].error()
     elif existing["handle"] != handle:
         raise InvalidArgument(f"{existing['handle']} is already registered (handles ignore case)")
+    else:
+        # Joining again (a second machine, a lost config): the profile is what it
+        # is; the local config must be able to write as it.
+        keys = existing.get("signing_keys", [])
+        if keys and not signing_key:
+            raise ConfigError(f"{handle} is registered with a signing key; pass "
+                              "--signing-key with that key to join again")
+        if signing_key and read_public_key(signing_key) not in keys:
+            raise ConfigError(f"{signing_key} is not one of {handle}'s registered signing keys",
+                              hint="Profiles never change; see docs/identity.md on keys.")
+        name, role, email = existing["name"], existing["role"], existing.get("email")
     cfg = UserConfig(relay=relay_url, handle=handle, name=name, role=role, email=email,
                      signing_key=signing_key)
     if save:

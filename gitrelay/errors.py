@@ -163,8 +163,14 @@ ERRORS_BY_NAME: dict[str, type[RelayError]] = {
 }
 
 
+# Identity rules are permission refusals, not format problems.
+_RULE_ERRORS: dict[str, type[RelayError]] = {
+    "pusher": Forbidden, "signature": Forbidden, "registration": Forbidden,
+}
+
+
 def error_for_rule(rule: str, message: str, **data: Any) -> RelayError:
     """Build the error whose name is ``rule``, or a FormatError for format rules."""
-    cls = ERRORS_BY_NAME.get(rule, FormatError)
+    cls = ERRORS_BY_NAME.get(rule) or _RULE_ERRORS.get(rule, FormatError)
     err = cls(message, rule=rule, **data)
     return err

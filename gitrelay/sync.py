@@ -191,6 +191,13 @@ class Syncer:
                 fetched = self._fetch()
                 report.refused += fetched.refused
                 report.fetched += fetched.fetched
+                if fetched.verify_problem:
+                    # Our copy stops at the last valid commit, so the relay's main
+                    # can never be a fast-forward of it: retrying cannot help.
+                    raise RelayUnavailable(
+                        f"the relay holds an invalid commit: {fetched.verify_problem}",
+                        hint="Your operations stay queued until the relay is repaired "
+                             "(see `gitrelay verify`).")
             raise RelayUnavailable(f"could not deliver to {self.url} after {max_attempts} "
                                    "attempts (too many concurrent writers?)",
                                    hint="Your operations are queued and will be retried.")
