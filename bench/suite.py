@@ -20,6 +20,7 @@ Set-up shortcuts, so that the run fits in minutes (docs/performance.md):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -57,6 +58,7 @@ class Sizes:
     read_reps: int
     writers: int
     writer_ops: dict[str, int]        # total operations per writer mode
+    writer_budget: float              # seconds; writers stop starting operations after it
     shared_threads: int
     join_relay: tuple[int, int]
     join_timeout: float
@@ -66,12 +68,14 @@ class Sizes:
 
 FULL = Sizes(write_relay=(10_000, 50_000), big_relay=(10_000, 100_000), small_relay=(100, 1_000),
              warmup=5, reps=30, read_reps=60, writers=16,
-             writer_ops={"raw": 2000, "queue": 2000, "wait": 2000}, shared_threads=8,
-             join_relay=(10_000, 100_000), join_timeout=150.0, peer=True, delivery_reps=20)
+             writer_ops={"raw": 2000, "queue": 2000, "wait": 2000}, writer_budget=60.0,
+             shared_threads=8, join_relay=(1_000, 10_000), join_timeout=240.0, peer=True,
+             delivery_reps=20)
 QUICK = Sizes(write_relay=(100, 500), big_relay=(100, 1_000), small_relay=(10, 100),
               warmup=1, reps=5, read_reps=10, writers=4,
-              writer_ops={"raw": 40, "queue": 40, "wait": 40}, shared_threads=2,
-              join_relay=(100, 1_000), join_timeout=60.0, peer=False, delivery_reps=3)
+              writer_ops={"raw": 24, "queue": 24, "wait": 24}, writer_budget=6.0,
+              shared_threads=2, join_relay=(100, 1_000), join_timeout=60.0, peer=False,
+              delivery_reps=3)
 
 
 # --- figures -----------------------------------------------------------------------------------
@@ -344,21 +348,38 @@ def trust_file(home: Path, handles: list[str]) -> Path:
 
 
 def mcp_server(client: Any, trust: Path, *, loop: bool) -> Any:
-    """The real MCP server of :mod:`gitrelay.mcp_server` over ``client``."""
+    """The real MCP server of :mod:`gitrelay.mcp_server` over ``client``.
+
+    ``server.bench_times[tool]`` collects the server-side time of each call
+    (the tool, its argument and result models), without the client's part
+    (the SDK client validates every result against the tool's output schema).
+    """
     from gitrelay.mcp_server import ServerState, build_server
-    from gitrelay.syncloop import SyncLoop
+    from gitrelay.syncloop import FRESH_WHILE_RUNNING, SyncLoop
     from gitrelay.trust import TrustStore
 
     def opener() -> ServerState:
         sync = SyncLoop(client).start() if loop else None
         if not loop:
-            from gitrelay.syncloop import FRESH_WHILE_RUNNING
-
+            # Reads answer from the mirror within the bound a running loop gives them.
             client.fresh_seconds = FRESH_WHILE_RUNNING
         return ServerState(client=client, trust=TrustStore(trust, watch=False), loop=sync,
                            session_id=f"bench-{uuid.uuid4()}")
 
-    return build_server(opener)
+    server = build_server(opener)
+    inner = server.call_tool
+    times: dict[str, list[float]] = {}
+
+    async def call_tool(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        start = time.perf_counter()
+        try:
+            return await inner(name, arguments, context)
+        finally:
+            times.setdefault(name, []).append(time.perf_counter() - start)
+
+    server.call_tool = call_tool  # type: ignore[method-assign]
+    server.bench_times = times  # type: ignore[attr-defined]
+    return server
 
 
 async def call(session: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -447,13 +468,13 @@ def bench_writes(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) 
     trust_a = trust_file(homes["alice@acme"], ["bob@acme"])
     trust_b = trust_file(homes["bob@acme"], ["alice@acme"])
     n, warm = sizes.reps, sizes.warmup
-    samples: dict[str, list[float]] = {k: [] for k in (
-        "raw", "handoff:wait", "send:wait", "accept:wait", "handoff:queue", "send:queue",
-        "accept:queue")}
+    samples: dict[str, list[float]] = {f"{k}:{m}": [] for k in ("handoff", "send", "accept")
+                                       for m in ("wait", "queue", "server-queue")}
+    samples["raw"] = []
+    server_a, server_b = mcp_server(alice, trust_a, loop=True), mcp_server(bob, trust_b, loop=True)
 
     async def body() -> None:
-        async with Client(mcp_server(alice, trust_a, loop=True)) as ca, \
-                Client(mcp_server(bob, trust_b, loop=True)) as cb:
+        async with Client(server_a) as ca, Client(server_b) as cb:
             for mode in ("wait", "queue"):
                 threads: list[str] = []
                 for i in range(warm + n):
@@ -476,6 +497,11 @@ def bench_writes(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) 
                         samples["raw"].append(t_raw)
                         samples[f"handoff:{mode}"].append(t_h)
                         samples[f"send:{mode}"].append(t_s)
+                        if mode == "queue":
+                            times = server_a.bench_times
+                            samples["handoff:server-queue"].append(
+                                times["handoff_to_teammate"][-1])
+                            samples["send:server-queue"].append(times["send_message"][-1])
                 bob.refresh(max_age=0)
                 for i, tid in enumerate(threads):
                     t_a, _ = await timed(cb, "accept_handoff", {"thread_id": tid,
@@ -484,6 +510,9 @@ def bench_writes(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) 
                         wait_outbox_empty(bob)
                     if i >= warm:
                         samples[f"accept:{mode}"].append(t_a)
+                        if mode == "queue":
+                            samples["accept:server-queue"].append(
+                                server_b.bench_times["accept_handoff"][-1])
 
     run_async(body)
     shared["raw_push"] = samples["raw"]
@@ -499,6 +528,9 @@ def bench_writes(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) 
     for tool, key in (("send_message", "send"), ("handoff_to_teammate", "handoff"),
                       ("accept_handoff", "accept")):
         figs.append(ms_figure(sec, f"{tool}, queue mode", samples[f"{key}:queue"], limit=5.0))
+        figs.append(ms_figure(sec, f"{tool}, queue mode, server side only",
+                              samples[f"{key}:server-queue"],
+                              note="without the SDK client's part"))
     return figs
 
 
@@ -565,38 +597,54 @@ def bench_reads(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
         if tid is None:
             raise RuntimeError(f"the {size} relay has no thread for bob@acme")
         setups[label] = (bob, trust_file(home, ["alice@acme"]), tid, info)
-    samples: dict[str, list[float]] = {f"{k}:{s}": [] for k in ("inbox", "view")
+    samples: dict[str, list[float]] = {f"{k}:{s}": [] for k in ("inbox", "page", "view",
+                                                                "server-inbox", "server-view")
                                        for s in ("small", "big")}
     items: dict[str, int] = {}
+    servers = {label: mcp_server(setups[label][0], setups[label][1], loop=False)
+               for label in ("small", "big")}
 
     async def body() -> None:
-        small, big = setups["small"], setups["big"]
-        async with Client(mcp_server(small[0], small[1], loop=False)) as cs, \
-                Client(mcp_server(big[0], big[1], loop=False)) as cb:
+        async with Client(servers["small"]) as cs, Client(servers["big"]) as cb:
             sessions = {"small": cs, "big": cb}
+            for label, session in sessions.items():
+                items[label] = len((await call(session, "check_inbox", {}))["items"])
+            # The same page size on both relays: what is left is the relay's size.
+            items["page"] = max(1, min(items["small"], items["big"]))
             for i in range(sizes.warmup + sizes.read_reps):
                 for label in ("small", "big"):
-                    s = sessions[label]
-                    t, out = await timed(s, "check_inbox", {})
-                    items[label] = len(out.get("items", []))
+                    s, served = sessions[label], servers[label].bench_times
+                    t_inbox, _ = await timed(s, "check_inbox", {})
+                    srv_inbox = served["check_inbox"][-1]
+                    t_page, _ = await timed(s, "check_inbox", {"limit": items["page"]})
+                    t_view, _ = await timed(s, "view_thread", {"thread_id": setups[label][2]})
                     if i >= sizes.warmup:
-                        samples[f"inbox:{label}"].append(t)
-                    t, _ = await timed(s, "view_thread", {"thread_id": setups[label][2]})
-                    if i >= sizes.warmup:
-                        samples[f"view:{label}"].append(t)
+                        samples[f"inbox:{label}"].append(t_inbox)
+                        samples[f"page:{label}"].append(t_page)
+                        samples[f"view:{label}"].append(t_view)
+                        samples[f"server-inbox:{label}"].append(srv_inbox)
+                        samples[f"server-view:{label}"].append(served["view_thread"][-1])
 
     run_async(body)
     big_info, small_info = setups["big"][3], setups["small"][3]
     sec = f"reads ({big_info.messages:,} vs {small_info.messages:,} messages)"
-    note = (f"bob@acme's default page: {items.get('big', 0)} items on the large relay, "
-            f"{items.get('small', 0)} on the small one")
+    note = (f"bob@acme's default page: {items['big']} items on the large relay, "
+            f"{items['small']} on the small one; the cost grows with the items shown")
     figs.append(ms_figure(sec, f"check_inbox warm, {big_info.messages:,} messages",
                           samples["inbox:big"], limit=5.0, note=note))
     figs.append(ms_figure(sec, f"check_inbox warm, {small_info.messages:,} messages",
                           samples["inbox:small"]))
-    figs.append(ratio_figure(sec, "check_inbox large / small", samples["inbox:big"],
-                             samples["inbox:small"], limit=1.3))
+    figs.append(ratio_figure(sec, "check_inbox large / small, default page",
+                             samples["inbox:big"], samples["inbox:small"], limit=None))
+    figs.append(ratio_figure(sec, f"check_inbox large / small, same page ({items['page']} "
+                                  "items)", samples["page:big"], samples["page:small"],
+                             limit=1.3, note="limit set to the smaller page on both relays"))
     shared["check_inbox"] = samples["inbox:big"]
+    for tool, key in (("check_inbox", "server-inbox"), ("view_thread", "server-view")):
+        figs.append(ms_figure(sec, f"{tool} warm, {big_info.messages:,} messages, server "
+                                   "side only", samples[f"{key}:big"],
+                              note="the same calls without the SDK client's part (it "
+                                   "validates every result against the output schema)"))
     figs.append(ms_figure(sec, f"view_thread warm, {big_info.messages:,} messages",
                           samples["view:big"], limit=10.0))
     figs.append(ms_figure(sec, f"view_thread warm, {small_info.messages:,} messages",
@@ -672,15 +720,16 @@ def bench_writers(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any])
             f"({r['throughput']:.1f} ops/s), lost {r['lost']}, duplicated {r['duplicated']}")
     raw = results["raw"]
     figs.append(Figure(sec, "raw git push + retry: throughput", "ops/s", raw["throughput"],
-                       note=f"{raw['ops']} one-file commits, no-op hook; "
-                            f"{raw['attempts']} push attempts"))
+                       note=f"{raw['ops']} of {raw['asked']} one-file commits in "
+                            f"{raw['seconds']:.1f} s, no-op hook; {raw['attempts']} push "
+                            "attempts"))
     for mode in ("queue", "wait"):
         r = results[mode]
         ratio = r["throughput"] / raw["throughput"]
         figs.append(Figure(sec, f"{mode} mode: throughput / raw", "×", ratio, goal="≥ 0.5×",
                            limit=0.5, at_least=True,
-                           note=f"{r['throughput']:.1f} ops/s; {r['ops']} ops in "
-                                f"{r['seconds']:.1f} s; {r['pushes']} pushes"))
+                           note=f"{r['throughput']:.1f} ops/s; {r['ops']} of {r['asked']} "
+                                f"ops in {r['seconds']:.1f} s; {r['pushes']} pushes"))
         figs.append(Figure(sec, f"{mode} mode: operations lost + duplicated", "",
                            float(r["lost"] + r["duplicated"]), goal="= 0", limit=0.0,
                            note=f"lost {r['lost']}, duplicated {r['duplicated']}, refused "
@@ -721,7 +770,8 @@ def _run_writers(ws: Workspace, sizes: Sizes, mode: str, total: int, log: Log
     for i in range(n):
         cfg = {"mode": mode, "relay": str(relay), "home": str(base / f"w{i:02d}"),
                "index": i, "handle": handles[i % 2], "partner": handles[(i + 1) % 2],
-               "ops": per[i], "shared": shared_threads, "seed": i}
+               "ops": per[i], "shared": shared_threads, "seed": i,
+               "budget": sizes.writer_budget}
         procs.append(subprocess.Popen([PY, "-m", "bench.writers", json.dumps(cfg)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True, cwd=ROOT))
@@ -752,7 +802,8 @@ def _run_writers(ws: Workspace, sizes: Sizes, mode: str, total: int, log: Log
     seconds = end - go
     expected = [op for o in outs for op in o["ops"]]
     lost, duplicated = check_relay(relay, expected, mode)
-    return {"ops": len(expected), "seconds": seconds, "throughput": len(expected) / seconds,
+    return {"ops": len(expected), "asked": total, "seconds": seconds,
+            "throughput": len(expected) / seconds,
             "lost": lost, "duplicated": duplicated,
             "refused": sum(o.get("refused", 0) for o in outs),
             "attempts": sum(o.get("attempts", 0) for o in outs),
@@ -868,10 +919,22 @@ def bench_join(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) ->
         raise RuntimeError(f"join failed: {proc.stderr.strip()[-2000:]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     total = out["join"] + out["first_inbox"]
-    return [Figure(sec, "join until the first check_inbox answer", "s", total,
+    figs = [Figure(sec, "join until the first check_inbox answer", "s", total,
                    note=f"join (fetch, verify-on-read, register) {out['join']:.1f} s, first "
                         f"check_inbox (index build) {out['first_inbox']:.1f} s",
                    extra=out)]
+    big = sizes.big_relay
+    if big != sizes.join_relay:
+        _, big_info = ws.cached(big)
+        per_op = total / info.operations
+        figs.append(Figure(f"join ({big_info.messages:,} messages, {big_info.operations:,} "
+                           "commits)", "join until the first check_inbox answer (projected)",
+                           "s", per_op * big_info.operations,
+                           note=f"{per_op * 1000:.2f} ms per commit as measured above, times "
+                                f"{big_info.operations:,} commits; verify-on-read checks "
+                                "every commit (run `python -m bench --only join "
+                                "--join-large` to measure it)"))
+    return figs
 
 
 def _verify_rate(ws: Workspace, sizes: Sizes, log: Log, commits: int = 2000) -> float:
@@ -1007,10 +1070,12 @@ SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list
 ]
 
 
-def run(*, quick: bool, workdir: Path, log: Log, only: list[str] | None = None
-        ) -> dict[str, Any]:
+def run(*, quick: bool, workdir: Path, log: Log, only: list[str] | None = None,
+        join_large: bool = False) -> dict[str, Any]:
     """Every section in order; a section that fails is reported and the rest still run."""
     sizes = QUICK if quick else FULL
+    if join_large and not quick:
+        sizes = dataclasses.replace(sizes, join_relay=sizes.big_relay, join_timeout=3600.0)
     hermetic_environment(workdir)
     ws = Workspace(workdir, log)
     figures: list[Figure] = []
