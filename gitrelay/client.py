@@ -310,6 +310,17 @@ class RelayClient:
                 raise refused.error()
         if any(op_key(self.mirror.op_of(c)) == key for c in self.mirror.outbox()):
             return QUEUED
+        # Another delivery (the sync loop, another process on this mirror) may have
+        # taken the operation out of the outbox first, and refused it on replay:
+        # "delivered" only when the relay really holds it.
+        relay = self.mirror.relay_main()
+        if relay is not None and not op.already_applied(self.mirror.view(relay)):
+            mine = [r for r in self.mirror.refused() if r.key == key]
+            if mine:
+                raise mine[-1].error()
+            raise StateChanged(f"{op.op_name} on thread {op.thread_id} did not reach the relay",
+                               hint="Re-read the thread (view_thread) and decide again.",
+                               thread_id=op.thread_id)
         return DELIVERED
 
     def handoff(self, *, to: str, intent: str, summary: str,

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
+import typing
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -31,6 +33,7 @@ from mcp.server.mcpserver.exceptions import (
     ToolError,
     UnexpectedToolError,
 )
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
@@ -130,9 +133,14 @@ NEXT_STEP = {
 }
 
 
+# The rules name the commit they judged; for an agent that is a local commit that
+# was never kept, so tool errors leave it out (the relay's log has the rest).
+_COMMIT_LABEL = re.compile(r"\bcommit [0-9a-f]{12}: ")
+
+
 def tool_error_text(err: RelayError) -> str:
     """``name (code): message`` plus what to do next."""
-    text = f"{err.name} ({err.code}): {err.message}".rstrip()
+    text = f"{err.name} ({err.code}): {_COMMIT_LABEL.sub('', err.message)}".rstrip()
     hint = err.hint or NEXT_STEP.get(err.name, "")
     if not hint:
         return text
@@ -166,8 +174,43 @@ def _error_text(tool: str, exc: ToolError) -> str:
     return str(exc)
 
 
+def _is_text(annotation: Any) -> bool:
+    """``str`` or ``str | None`` (each possibly ``Annotated``)."""
+    args = [typing.get_args(a)[0] if typing.get_origin(a) is Annotated else a
+            for a in (typing.get_args(annotation) or (annotation,))]
+    return str in args and set(args) <= {str, type(None)}
+
+
+class _TextAsSent(FuncMetadata):
+    """The SDK's argument pre-parsing, minus text parameters.
+
+    The SDK turns a string argument that parses as JSON into that value unless the
+    parameter is exactly ``str``, so an optional text (``reason``, ``note``,
+    ``question``, ``session_id``...) of ``null`` was silently dropped and one of
+    ``{"a": 1}`` or ``true`` refused. Text is kept exactly as the caller sent it.
+    """
+
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        parsed = super().pre_parse_json(data)
+        for name, info in self.arg_model.model_fields.items():
+            key = info.alias or name
+            if isinstance(data.get(key), str) and _is_text(info.annotation):
+                parsed[key] = data[key]
+        return parsed
+
+
 class RelayMCPServer(MCPServer["ServerState"]):
     """MCPServer whose tool errors start with the gitrelay error's name and code."""
+
+    def add_tool(self, fn: Callable[..., Any], name: str | None = None,
+                 *args: Any, **kwargs: Any) -> None:
+        super().add_tool(fn, name, *args, **kwargs)
+        tool = self._tool_manager.get_tool(name or fn.__name__)
+        assert tool is not None
+        meta = tool.fn_metadata
+        tool.fn_metadata = _TextAsSent(arg_model=meta.arg_model, output_schema=meta.output_schema,
+                                       output_model=meta.output_model,
+                                       wrap_output=meta.wrap_output)
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[ServerState, Any] | None = None

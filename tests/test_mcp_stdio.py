@@ -206,6 +206,7 @@ def test_two_server_processes_walk_every_intent_through_the_gate(
                 "to": "bob@acme", "intent": "inform", "summary": "never mind",
                 "delivery": "wait"}))["thread_id"]
             await alice.ok("cancel_handoff", {"thread_id": dropped, "delivery": "wait"})
+            await bob.view_until(dropped, lambda t: t["status"] == "cancelled")
             late = await bob.fails("accept_handoff", {"thread_id": dropped})
             assert late.startswith("invalid_transition (-32008): ")
             nobody = await alice.fails("handoff_to_teammate", {

@@ -8,6 +8,7 @@ tool references (seeds 000, 001, 004).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from mcp import Client
 
 from gitrelay import admin
 from gitrelay.client import RelayClient
-from gitrelay.errors import ConfigError
+from gitrelay.errors import ERRORS_BY_NAME, ConfigError, RelayError, StateChanged
 from gitrelay.inbox import InboxItem, InboxPage, Sender
 from gitrelay.mcp_server import RelayMCPServer, ServerOptions, ServerState, build_server, open_state
 from gitrelay.present import present_inbox
@@ -231,6 +232,35 @@ def test_every_tool_is_listed_with_the_reference_fields_and_hints(agent: AgentFa
                 assert getattr(tools[name].annotations, "read_only_hint", None) is True, name
 
     run(body)
+
+
+def test_docs_tools_md_documents_every_tool_field_and_error_code(agent: AgentFactory) -> None:
+    doc = (Path(__file__).parent.parent / "docs" / "tools.md").read_text()
+    sections = {m.group(1): m.start() for m in re.finditer(r"^## (\w+)$", doc, re.M)}
+    alice = agent("alice@acme")
+
+    def section(name: str) -> str:
+        start = sections[name]
+        return doc[start:min([p for p in sections.values() if p > start] + [len(doc)])]
+
+    async def body() -> None:
+        async with Client(alice.server()) as a:
+            for tool in (await a.list_tools()).tools:
+                assert tool.name in sections, f"docs/tools.md has no section for {tool.name}"
+                text = section(tool.name)
+                assert '"name": "' + tool.name + '"' in text, f"{tool.name}: no example call"
+                # "as [`send_message`](#send_message)": fields documented there count too
+                for other in re.findall(r"\[`(\w+)`\]\(#\1\)", text):
+                    text += section(other)
+                fields = set(tool.input_schema.get("properties", {}))
+                fields |= set((tool.output_schema or {}).get("properties", {}))
+                for field in fields:
+                    assert f"`{field}`" in text or f'"{field}"' in text, (tool.name, field)
+
+    run(body)
+    for cls in ERRORS_BY_NAME.values():
+        if cls is not RelayError:
+            assert f"| {cls.code} | `{cls.name}` |" in doc, cls.name
 
 
 # --- the whole lifecycle ----------------------------------------------------------------------
@@ -513,6 +543,24 @@ def test_a_queued_accept_that_loses_to_a_cancel_is_shown_as_refused(agent: Agent
             assert refused["code"] == -32010 and "accept" in refused["reason"]
 
     run(body)
+
+
+def test_a_waited_write_refused_by_another_delivery_on_the_mirror_is_not_delivered(
+        agent: AgentFactory) -> None:
+    """The sync loop (here: a second client on bob's mirror) may carry bob's queued
+    accept to the relay first and see it refused; the waiting call must say so."""
+    alice = agent("alice@acme")
+    bob = agent("bob@acme")
+    loop_side = RelayClient(bob.client.relay_url, "bob@acme")  # same GITRELAY_HOME
+    tid = alice.client.handoff(to="bob@acme", intent="inform", summary="race",
+                               mode="wait").thread_id
+    assert tid is not None
+    bob.client.refresh(max_age=0)
+    alice.client.cancel(tid, mode="wait")
+    queued = bob.client.accept(tid, session_id="s", mode="queue")  # checked on a stale copy
+    loop_side.deliver()  # replays it onto the cancel: refused and recorded
+    with pytest.raises(StateChanged):
+        bob.client._deliver_for(queued.op)
 
 
 # --- every error code through the tools -------------------------------------------------------
