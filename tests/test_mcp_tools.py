@@ -523,6 +523,62 @@ def test_undelivered_operations_are_listed_on_the_thread(agent: AgentFactory) ->
     run(body)
 
 
+def test_two_sessions_of_one_person_work_side_by_side(agent: AgentFactory) -> None:
+    agent("bob@acme", isolated=True)
+    first = agent("alice@acme", writes="queue", background=True, isolated=True)
+    second = agent("alice@acme", writes="queue", background=True, isolated=True)
+    assert first.client.mirror.path == second.client.mirror.path  # one mirror, two servers
+
+    async def body() -> None:
+        async with Client(first.server()) as one, Client(second.server()) as two:
+            a = await ok(one, "handoff_to_teammate", handoff_args(summary="from session one"))
+            b = await ok(two, "handoff_to_teammate", handoff_args(summary="from session two"))
+            await ok(one, "send_message", {"thread_id": b["thread_id"], "body": "seen in one"})
+            with anyio.fail_after(30):
+                while first.client.mirror.outbox() or second.client.mirror.outbox():
+                    await anyio.sleep(0.05)
+            seen = await ok(two, "view_thread", {"thread_id": b["thread_id"]})
+            assert [m["body"] for m in seen["messages"]] == ["seen in one"]
+            assert (await ok(two, "view_thread", {"thread_id": a["thread_id"]}))[
+                "summary"] == "from session one"
+
+    run(body)
+    log = relay_log(first.relay)
+    assert sum("from session" in line for line in log) == 2
+    assert sum(line.startswith("message") for line in log) == 1
+
+
+def test_with_the_relay_unreachable_reads_use_the_last_copy_and_writes_queue(
+        agent: AgentFactory) -> None:
+    alice = agent("alice@acme", isolated=True)
+    agent("bob@acme", isolated=True)
+    moved = alice.relay.with_name("relay-away.git")
+
+    async def body() -> None:
+        async with Client(alice.server()) as a:
+            tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
+            alice.relay.rename(moved)
+            try:
+                seen = await ok(a, "view_thread", {"thread_id": tid})
+                assert seen["status"] == "pending"
+                assert seen["sync_warning"] and "last good copy" in seen["sync_warning"]
+                later = await ok(a, "send_message", {"thread_id": tid, "body": "offline",
+                                                     "delivery": "wait"})
+                assert later["delivery"] == "queued"
+                pending = await ok(a, "view_thread", {"thread_id": tid})
+                assert [u["operation"] for u in pending["undelivered"]] == ["message"]
+            finally:
+                moved.rename(alice.relay)
+            back = await ok(a, "send_message", {"thread_id": tid, "body": "online",
+                                                "delivery": "wait"})
+            assert back["delivery"] == "delivered" and back["sequence_no"] == 2
+            seen = await ok(a, "view_thread", {"thread_id": tid})
+            assert seen["undelivered"] == [] and seen["sync_warning"] is None
+            assert [m["body"] for m in seen["messages"]] == ["offline", "online"]
+
+    run(body)
+
+
 def test_a_queued_accept_that_loses_to_a_cancel_is_shown_as_refused(agent: AgentFactory) -> None:
     alice = agent("alice@acme")
     bob = agent("bob@acme", writes="queue", fresh_seconds=3600)
