@@ -18,8 +18,8 @@ import logging
 import re
 import typing
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -46,11 +46,12 @@ from .errors import (
     InvalidArgument,
     InvalidIntentPayload,
     NotAParticipant,
+    NotAuthorizedTransition,
     RelayError,
     TeammateBlocked,
     ThreadNotFound,
 )
-from .ids import same_handle
+from .ids import is_key, same_handle
 from .present import (
     present_accept,
     present_claim,
@@ -58,6 +59,7 @@ from .present import (
     present_teammates,
     present_thread,
 )
+from .schema import SchemaError
 from .syncloop import SyncLoop
 from .tool_models import (
     DELIVERY_MODE_DOC,
@@ -348,6 +350,18 @@ def _message_answer(client: RelayClient, tid: str, result: WriteResult,
                           delivery=result.delivery)
 
 
+@contextmanager
+def _written_from_arguments() -> Iterator[None]:
+    """Around a write: the relay's files were verified when fetched, so a file-shape
+    refusal here (a limit of the relay, say 50 artifacts) is about this call's input."""
+    try:
+        yield
+    except SchemaError as exc:
+        raise InvalidArgument(_COMMIT_LABEL.sub("", exc.message),
+                              field=str(exc.data.get("field", "")),
+                              rule=str(exc.data.get("rule", "schema"))) from None
+
+
 def _check_intent(intent: str, question: str | None,
                   proposed_action: ProposedAction | None) -> None:
     if intent == "propose_action" and proposed_action is None:
@@ -471,14 +485,18 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
             if key is not None and planted != key:
                 raise InvalidArgument("metadata.client_idempotency_key and idempotency_key "
                                       "differ; pass the key once", field="idempotency_key")
+            if not is_key(planted):
+                raise InvalidArgument("metadata.client_idempotency_key must be 1-128 characters "
+                                      "of A-Z a-z 0-9 . _ : -", field="metadata")
             key = str(planted)
-        result = state.client.handoff(
-            to=to, intent=intent, summary=summary,
-            artifacts=[a.model_dump(exclude_none=True) for a in artifacts or []],
-            question=question,
-            proposed_action=(proposed_action.model_dump(exclude_none=True)
-                             if proposed_action is not None else None),
-            metadata=meta, idempotency_key=key, mode=delivery)
+        with _written_from_arguments():
+            result = state.client.handoff(
+                to=to, intent=intent, summary=summary,
+                artifacts=[a.model_dump(exclude_none=True) for a in artifacts or []],
+                question=question,
+                proposed_action=(proposed_action.model_dump(exclude_none=True)
+                                 if proposed_action is not None else None),
+                metadata=meta, idempotency_key=key, mode=delivery)
         doc = result.doc
         tid = str(doc["thread_id"])
         return HandoffOut(thread_id=tid, status="pending", recipient=str(doc["recipient"]),
@@ -565,9 +583,8 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         view = _participant_view(state, thread_id)
         tid = view.thread_id
         if same_handle(state.me, view.sender):
-            # The sender cannot accept: let the rules say so (not_authorized_transition).
-            state.client.accept(tid, session_id=session_id or state.session_id, mode=delivery)
-            raise AssertionError("the rules let a sender accept their own handoff")
+            raise NotAuthorizedTransition(f"only the recipient ({view.recipient}) can accept "
+                                          f"thread {tid}; you sent it", thread_id=tid)
         decision = evaluate(rules, view.sender)
         if decision.reason == "blocked":
             raise TeammateBlocked(f"{view.sender} is blocked in your trust file "
@@ -579,8 +596,9 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
                             hint="Ask your user to list them under 'teammates:' in the trust "
                                  "file if they trust this sender. Nothing was changed.",
                             thread_id=tid, sender=view.sender)
-        result = state.client.accept(tid, session_id=session_id or state.session_id,
-                                     mode=delivery)
+        with _written_from_arguments():
+            result = state.client.accept(tid, session_id=session_id or state.session_id,
+                                         mode=delivery)
         after = state.client.thread(tid)
         return present_accept(after, caller=state.me, rules=rules,
                               profiles=_profiles(state.client), decision=decision,
@@ -613,7 +631,8 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         """
         state = st(ctx)
         tid = _resolve(state.client, thread_id)
-        result = state.client.send_message(tid, body, payload=payload, mode=delivery)
+        with _written_from_arguments():
+            result = state.client.send_message(tid, body, payload=payload, mode=delivery)
         return _message_answer(state.client, tid, result, "message")
 
     @server.tool(annotations=WRITE)
@@ -633,10 +652,11 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         """
         state = st(ctx)
         tid = _resolve(state.client, thread_id)
-        result = state.client.complete(
-            tid, result_summary=result_summary,
-            artifacts=[a.model_dump(exclude_none=True) for a in artifacts or []],
-            mode=delivery)
+        with _written_from_arguments():
+            result = state.client.complete(
+                tid, result_summary=result_summary,
+                artifacts=[a.model_dump(exclude_none=True) for a in artifacts or []],
+                mode=delivery)
         return CompleteOut(thread_id=tid, status="completed",
                            completed_at=str(result.doc["at"]), delivery=result.delivery)
 
@@ -654,7 +674,8 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         """
         state = st(ctx)
         tid = _resolve(state.client, thread_id)
-        result = state.client.cancel(tid, reason=reason, mode=delivery)
+        with _written_from_arguments():
+            result = state.client.cancel(tid, reason=reason, mode=delivery)
         return CancelOut(thread_id=tid, status="cancelled",
                          cancelled_at=str(result.doc["at"]), delivery=result.delivery)
 
@@ -686,9 +707,10 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         """
         state = st(ctx)
         tid = _resolve(state.client, thread_id)
-        result = state.client.draft_proposed_action(
-            tid, suggested_diff, note or "Drafted a diff for the proposed action.",
-            mode=delivery)
+        with _written_from_arguments():
+            result = state.client.draft_proposed_action(
+                tid, suggested_diff, note or "Drafted a diff for the proposed action.",
+                mode=delivery)
         return _message_answer(state.client, tid, result, "draft")
 
     @server.resource("gitrelay://inbox", name="inbox", mime_type="application/json",

@@ -846,6 +846,13 @@ def test_invalid_arguments_are_refused_with_the_field_and_nothing_is_written(
                 assert field in text, (field, text)
             since = await fails(a, "check_inbox", {"since": "last tuesday"})
             assert since.startswith("invalid_argument (-32602): ") and "since" in since
+            # Limits the relay sets (relay.json: max_artifacts 50) are arguments too.
+            many = await fails(a, "handoff_to_teammate", handoff_args(
+                artifacts=[ALL_ARTIFACTS[4]] * 51))
+            assert many.startswith("invalid_argument (-32602): ") and "artifacts" in many
+            planted = await fails(a, "handoff_to_teammate", handoff_args(
+                metadata={"client_idempotency_key": 42}))
+            assert planted.startswith("invalid_argument (-32602): ") and "metadata" in planted
 
     run(body)
     assert relay_log(alice.relay) == before and alice.client.mirror.outbox() == []
