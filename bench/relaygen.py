@@ -14,10 +14,13 @@ real relay.
 
 Why fast-import and not pygit2: pygit2 writes every object as a loose file;
 one commit that adds a message rewrites five trees (root, ``threads``, two
-shard levels, the thread), so 110,000 operations are about 770,000 object
-files. Measured here: pygit2 (``gitstore.Store``) builds about 1,500
-commits/s; fast-import takes the whole stream at about 25,000 commits/s.
-``bench/relaygen.py --pygit2`` keeps the pygit2 path for comparison.
+shard levels, the thread), so 110,000 operations are about 860,000 object
+files. Measured here (2 cores, shared): ``gitstore.Store`` commit by commit
+builds 300-900 commits/s, 2-7 minutes for 100,000 messages;
+the fast-import stream takes 100,000 messages (123,465 commits) in 50 s on a
+busy machine (git's CPU: about 24 s; rendering the files in Python, about
+9 s, runs beside it). ``python -m bench.relaygen --pygit2`` keeps the pygit2
+path for comparison.
 
 Generated relays are cached under ``bench/.cache`` keyed by their size and
 the generator's version; :func:`clone_relay` gives each measurement its own
