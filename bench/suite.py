@@ -538,15 +538,22 @@ def bench_writes(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) 
 
 
 def bench_gate(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
-    """Push latency of one operation to a large relay over the same to an empty one."""
+    """Push latency of one operation to a large relay over the same to an empty one.
+
+    git's trace2 events (``GIT_TRACE2_EVENT``, inherited by receive-pack)
+    split each push: the pre-receive hook (the gate) and receive-pack's
+    connectivity check (``rev-list --objects ... --not --all``).
+    """
     samples: dict[str, list[float]] = {}
     clients: dict[str, Any] = {}
     raws: dict[str, RawPusher] = {}
+    traces: dict[str, Path] = {}
     for label, size in (("empty", (0, 0)), ("big", sizes.big_relay)):
         relay, _ = ws.relay(size)
         home = ws.fresh(f"home-gate-{label}")
         seed_user(relay, size, home, "alice@acme", ws)
         clients[label] = client_for(relay, home, "alice@acme", writes="queue")
+        traces[label] = home / "trace2.json"
         floor, _ = ws.relay(size, hook="noop")
         raws[label] = RawPusher(floor, floor.parent)
         samples[f"deliver:{label}"] = []
@@ -555,6 +562,8 @@ def bench_gate(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) ->
         for label in ("empty", "big"):
             c = clients[label]
             c.handoff(to="bob@acme", intent="inform", summary=f"gate probe {i}", mode="queue")
+            if i == sizes.warmup:
+                c.syncer.env["GIT_TRACE2_EVENT"] = str(traces[label])
             start = time.perf_counter()
             report = c.deliver()
             took = time.perf_counter() - start
@@ -564,9 +573,12 @@ def bench_gate(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) ->
             if i >= sizes.warmup:
                 samples[f"deliver:{label}"].append(took)
                 samples[f"raw:{label}"].append(t_raw)
+    for label in ("empty", "big"):
+        hooks, checks = trace_children(traces[label])
+        samples[f"hook:{label}"], samples[f"check:{label}"] = hooks, checks
     big = ws.generated[sizes.big_relay]
     sec = f"gate ({big.messages:,} messages vs empty)"
-    return [
+    figs = [
         ms_figure(sec, "push of one operation, empty relay", samples["deliver:empty"]),
         ms_figure(sec, f"push of one operation, {big.messages:,}-message relay",
                   samples["deliver:big"]),
@@ -575,24 +587,49 @@ def bench_gate(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) ->
                      note="Syncer.deliver: one optimistic git push through the gate"),
         ratio_figure(sec, "raw push (no-op hook), large / empty", samples["raw:big"],
                      samples["raw:empty"], limit=None,
-                     note="what git itself adds as the relay grows (receive-pack's "
-                          "connectivity check reads every tree of main's tip)"),
-        _own_part(sec, samples),
+                     note="what git itself adds as the relay grows"),
     ]
+    if samples["hook:big"] and samples["hook:empty"]:
+        figs += [
+            ms_figure(sec, "the gate alone (pre-receive hook), empty relay",
+                      samples["hook:empty"]),
+            ms_figure(sec, f"the gate alone (pre-receive hook), {big.messages:,} messages",
+                      samples["hook:big"]),
+            ratio_figure(sec, "the gate alone, large / empty", samples["hook:big"],
+                         samples["hook:empty"], limit=1.2,
+                         note="from git's trace2 events of the same pushes"),
+            ms_figure(sec, f"receive-pack connectivity check, {big.messages:,} messages",
+                      samples["check:big"],
+                      note=f"{statistics.median(samples['check:empty']) * 1000:.1f} ms on the "
+                           "empty relay: rev-list --objects reads every tree of main's tip"),
+        ]
+    return figs
 
 
-def _own_part(sec: str, samples: dict[str, list[float]]) -> Figure:
-    """gitrelay's share of a push: its push minus the raw push, per relay, large / empty."""
-    def own(label: str) -> float:
-        return (statistics.median(samples[f"deliver:{label}"])
-                - statistics.median(samples[f"raw:{label}"]))
-
-    big, empty = own("big"), own("empty")
-    return Figure(sec, "gitrelay's part of the push (push − raw push), large / empty", "×",
-                  big / empty if empty > 0 else None, goal="report",
-                  note=f"{big * 1000:.1f} ms on the large relay, {empty * 1000:.1f} ms on the "
-                       "empty one: the gate and the client, without git's own cost",
-                  extra={"large_ms": round(big * 1000, 3), "empty_ms": round(empty * 1000, 3)})
+def trace_children(trace: Path) -> tuple[list[float], list[float]]:
+    """Seconds of each pre-receive hook and each connectivity check in a trace2 event file."""
+    starts: dict[tuple[str, int], str] = {}
+    hooks: list[float] = []
+    checks: list[float] = []
+    try:
+        lines = trace.read_text().splitlines()
+    except FileNotFoundError:
+        return hooks, checks
+    for line in lines:
+        event = json.loads(line)
+        key = (str(event.get("sid")), int(event.get("child_id", -1)))
+        if event.get("event") == "child_start":
+            argv = " ".join(event.get("argv", []))
+            kind = ("hook" if event.get("child_class") == "hook" else
+                    "check" if "rev-list" in argv and "--not" in argv else "")
+            starts[key] = kind
+        elif event.get("event") == "child_exit":
+            kind = starts.get(key, "")
+            if kind == "hook":
+                hooks.append(float(event["t_rel"]))
+            elif kind == "check":
+                checks.append(float(event["t_rel"]))
+    return hooks, checks
 
 
 # --- 3. reads ---------------------------------------------------------------------------------
