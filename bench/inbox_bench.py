@@ -49,8 +49,11 @@ from gitrelay.index import INDEX_FILE, index_for
 from gitrelay.mirror import RELAY_MAIN
 from gitrelay.ops import Op
 
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 READER = "alice@acme"
+# The reader takes part in half the threads, so that her default page is full (50 items)
+# on the small relay too: the two sizes are then compared page for page.
+READER_SHARE = 0.5
 TEAM = [("alice@acme", "Alice Martin", "backend"), ("bob@acme", "Bob Chen", "frontend"),
         ("carol@acme", "Carol Diaz", "platform"), ("dave@acme", "Dave Okafor", "data"),
         ("erin@acme", "Erin Walsh", "mobile"), ("frank@acme", "Frank Moreau", "infra"),
@@ -147,7 +150,10 @@ def plan_threads(w: HistoryWriter, threads: int, messages: int) -> list[Iterator
         per[n % threads] += 1
     out = []
     for n in range(threads):
-        sender, recipient = rng.sample(handles, 2)
+        if rng.random() < READER_SHARE:
+            sender, recipient = rng.sample([READER, rng.choice(handles[1:])], 2)
+        else:
+            sender, recipient = rng.sample(handles[1:], 2)
         ending = rng.choices(["pending", "accepted", "completed", "cancelled"],
                              [2, 3, 4, 1])[0]
         out.append(_thread_ops(w, sender, recipient, per[n], ending))
