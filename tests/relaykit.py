@@ -752,7 +752,8 @@ class CaseBuilder:
         root = commit.tree
         directory = self.fill(entry.get("dir", ""), tid)
         parts = [p for p in directory.split("/") if p]
-        holder = bench.objects.entry(root, directory).oid if parts else root
+        found = bench.objects.entry(root, directory) if parts else None
+        holder = found.oid if found is not None else root
         if "target" in entry:
             target = forge.resolve(entry["target"])
         elif str(entry.get("mode")) == MODE_TREE:
