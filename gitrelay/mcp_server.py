@@ -14,6 +14,7 @@ as ``internal_error (-32603)``.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import re
 import typing
@@ -201,6 +202,25 @@ class _TextAsSent(FuncMetadata):
         return parsed
 
 
+def _argument_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
+    """What the SDK's lenient validation lets through: an argument the tool does not
+    have (a misspelt ``reason`` would be dropped and the write done without it) and
+    true/false for a number (which would count as 1 or 0)."""
+    props: dict[str, Any] = schema.get("properties", {})
+    unknown = sorted(set(arguments) - set(props))
+    if unknown:
+        return (f"{', '.join(unknown)}: not an argument of this tool (its arguments are "
+                f"{', '.join(props) or 'none'})")
+    for key, value in arguments.items():
+        if not isinstance(value, bool):
+            continue
+        prop = props[key]
+        types = {prop.get("type"), *(alt.get("type") for alt in prop.get("anyOf", []))}
+        if "boolean" not in types and types & {"integer", "number"}:
+            return f"{key}: {json.dumps(value)} is not a number"
+    return None
+
+
 class RelayMCPServer(MCPServer["ServerState"]):
     """MCPServer whose tool errors start with the gitrelay error's name and code."""
 
@@ -217,6 +237,12 @@ class RelayMCPServer(MCPServer["ServerState"]):
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[ServerState, Any] | None = None
                         ) -> CallToolResult | InputRequiredResult:
+        tool = self._tool_manager.get_tool(name)
+        problem = _argument_problem(tool.parameters, arguments) if tool is not None else None
+        if problem:
+            raise ToolError(f"invalid_argument ({INVALID_PARAMS}): invalid arguments for {name}: "
+                            f"{problem}. Fix them (see the tool's input schema) and call "
+                            "again; nothing was written.")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
