@@ -8,6 +8,7 @@ user's mirror and registers the teammate through the gate.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,7 +17,7 @@ import gitrelay
 
 from . import layout, schema
 from .config import UserConfig, mirror_path, save_user_config
-from .errors import ConfigError, InvalidArgument
+from .errors import ConfigError, InvalidArgument, RelayError
 from .gitstore import Store
 from .ids import check_handle
 from .mirror import Mirror
@@ -132,9 +133,16 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
     from .signing import read_public_key, signer_for
 
     signer = signer_for(signing_key) if signing_key else None
-    mirror = Mirror(mirror_path(relay_url), handle, signer=signer)
+    path = mirror_path(relay_url)
+    fresh = not path.exists()
+    mirror = Mirror(path, handle, signer=signer)
     syncer = Syncer(mirror, relay_url, env=env)
-    syncer.fetch()
+    try:
+        syncer.fetch()
+    except RelayError:
+        if fresh:  # a mistyped or unreachable relay leaves no empty mirror behind
+            shutil.rmtree(path, ignore_errors=True)
+        raise
     existing = mirror.view().profile(handle)
     if existing is None:
         keys = [read_public_key(signing_key)] if signing_key else []

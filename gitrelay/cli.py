@@ -878,6 +878,20 @@ def _statuses(value: str) -> list[str]:
     return out
 
 
+def _at_least(low: int) -> Callable[[str], int]:
+    """An integer option that must be ``low`` or more (argparse alone takes -1)."""
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+        if number < low:
+            raise argparse.ArgumentTypeError(f"{value} is below {low}")
+        return number
+
+    return parse
+
+
 Handler = Callable[[argparse.Namespace], int]
 
 
@@ -959,7 +973,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("log", _cmd_log, "the handoff history, newest first, one line per operation",
             "gitrelay log -n 20\ngitrelay log 2F8", json_flag=True)
     p.add_argument("thread", nargs="?", help="only this thread (id or prefix)")
-    p.add_argument("-n", "--limit", type=int, help="at most this many lines")
+    p.add_argument("-n", "--limit", type=_at_least(1), help="at most this many lines")
     add("teammates", _cmd_teammates, "everyone registered on the relay", "gitrelay teammates",
         json_flag=True)
     add("whoami", _cmd_whoami, "who you are, on which relay, with which files",
@@ -1010,7 +1024,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("status", _cmd_status, "what is queued in your outbox, the last sync, and what "
             "the relay refused", "gitrelay status --deliver", json_flag=True)
     p.add_argument("--deliver", action="store_true", help="deliver the outbox now")
-    p.add_argument("--refused", type=int, default=10, metavar="N",
+    p.add_argument("--refused", type=_at_least(1), default=10, metavar="N",
                    help="show the last N refused operations (default 10)")
     p = add("doctor", _cmd_doctor, "check your setup and say how to fix each problem",
             "gitrelay doctor", json_flag=True)

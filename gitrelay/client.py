@@ -16,6 +16,7 @@ points' job.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -47,6 +48,7 @@ from .mirror import Mirror, Refused, Written, op_key
 from .ops import Op, now_iso
 from .recovery import mirror_problem, salvage_outbox, set_aside
 from .rules import ACCEPTED, CANCELLED, COMPLETED, PENDING, RelayView, ThreadState
+from .schema import SchemaError
 from .sync import Syncer, SyncReport
 
 FRESH_SECONDS = 2.0
@@ -269,6 +271,10 @@ class RelayClient:
             self.refresh(max_age=0)
         try:
             written = self.mirror.append(op)
+        except SchemaError as exc:
+            # The relay's files were verified when fetched: a shape or size refusal
+            # here (a relay limit, say) is about the caller's own document.
+            raise _input_error(exc) from None
         except RelayError as exc:
             if exc.data.get("rule", exc.name) not in _STALE_RULES:
                 raise
@@ -345,7 +351,7 @@ class RelayClient:
             doc["question"] = question
         if proposed_action is not None:
             doc["proposed_action"] = proposed_action
-        schema.validate("handoff", doc)
+        _check_input("handoff", doc)
         existing = self.mirror.view().thread(tid) if self.mirror.main() else None
         if existing is not None:
             if _same_handoff(existing.handoff, doc):
@@ -372,7 +378,7 @@ class RelayClient:
             doc["payload"] = payload
         if suggested_diff is not None:
             doc["suggested_diff"] = suggested_diff
-        schema.validate("message", doc)
+        _check_input("message", doc)
         return self.write(Op("message", doc, tid), mode=mode)
 
     def draft_proposed_action(self, thread_id: str, suggested_diff: str, note: str, *,
@@ -384,7 +390,7 @@ class RelayClient:
         tid = check_thread_id(thread_id)
         doc: dict[str, Any] = {"format_version": layout.FORMAT_VERSION, "kind": kind,
                                "thread_id": tid, "by": self.handle, **fields, "at": now_iso()}
-        schema.validate(kind, doc)
+        _check_input(kind, doc)
         return self.write(Op(kind, doc, tid), mode=mode)
 
     def accept(self, thread_id: str, *, session_id: str, mode: str | None = None) -> WriteResult:
@@ -399,6 +405,21 @@ class RelayClient:
     def cancel(self, thread_id: str, *, reason: str | None = None,
                mode: str | None = None) -> WriteResult:
         return self._transition("cancel", thread_id, {"reason": reason} if reason else {}, mode)
+
+
+def _input_error(exc: SchemaError) -> InvalidArgument:
+    message = re.sub(r"^commit [0-9a-f]{12} \S+: ", "", exc.message)
+    return InvalidArgument(message, field=str(exc.data.get("field", "")),
+                           rule=str(exc.data.get("rule", "schema")))
+
+
+def _check_input(kind: str, doc: dict[str, Any]) -> None:
+    """The document the caller is writing: a field that breaks its shape is a bad
+    argument (invalid_argument), not a broken relay file (format_error)."""
+    try:
+        schema.validate(kind, doc)
+    except SchemaError as exc:
+        raise _input_error(exc) from None
 
 
 def _same_handoff(a: dict[str, Any], b: dict[str, Any]) -> bool:

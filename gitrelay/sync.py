@@ -286,5 +286,11 @@ def _signature_checker() -> Callable[..., str | None]:
 
 
 def _last_line(text: str) -> str:
+    """git's reason: its first ``fatal:``/``error:`` line (what follows is advice such as
+    "...and the repository exists."), else the last line."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    for line in lines:
+        for prefix in ("fatal: ", "error: "):
+            if line.startswith(prefix):
+                return line[len(prefix):]
     return lines[-1] if lines else "unknown error"
