@@ -331,7 +331,6 @@ def measure(built: Built, reps: int) -> dict[str, Any]:
     t = time.perf_counter()
     check_inbox(client)
     result["check_inbox_after_100_new_ms"] = round((time.perf_counter() - t) * 1000, 2)
-    # Leave the mirror as built for the next run: drop the 100 commits again.
     return result
 
 
