@@ -257,7 +257,7 @@ def build(bench: Bench, model: Model, a: Action, n: int) -> tuple[str, Op | None
         # (so it says thread_not_found first): only the rest goes through Mirror.build.
         op = Op("message", doc, tid) if seq == last + 1 and t is not None else None
         return bench.build("message", doc), op
-    unique = {"accept": {"accepted_by_session": f"session-{n}"},
+    unique = {"accept": {"accepted_by_session": f"property-step-{n}"},
               "complete": {"result_summary": f"Done, step {n}"},
               "cancel": {"reason": f"Not needed, step {n}"}}[a.kind]
     doc = transition_doc(a.kind, tid, who, **unique)
@@ -371,7 +371,8 @@ def verify_forced(bench: Bench, ref: str, oid: str, previous: str | None,
                   rule: str | None) -> None:
     """The refused commit forced onto the gate-less work copy: verify names it for the
     client's rule (and, for a push refused only for its pusher, finds nothing)."""
-    bench.force_refs([f"{oid}:{ref}"])
+    # The copy's main is brought to the relay's (accepted) tip: inbox refs are judged by it.
+    bench.force_refs([f"{oid}:{ref}"] if ref == MAIN else [f"{bench.tip}:{MAIN}", f"{oid}:{ref}"])
     try:
         report = verify_relay(str(bench.work))
         if rule is None:
