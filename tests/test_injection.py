@@ -136,7 +136,7 @@ def corpus() -> list[Payload]:
 
 
 PAYLOADS = corpus()
-# Every text field needs at least one character: the empty payload goes only into objects.
+# Every text field needs at least one character: the empty payload fits none of them.
 TEXT_PAYLOADS = [p for p in PAYLOADS if p.text]
 # `gitrelay join` refuses a blank name or role.
 NAME_PAYLOADS = [p for p in PAYLOADS if p.text.strip()]
@@ -778,7 +778,8 @@ def test_every_answer_has_a_fresh_token_and_every_payload_reached_every_field(
     assert {"messages[message].body", "messages[message].payload"} <= \
         fields_by_payload[REPLAYED]
     record_property("reliability", {
-        "suite": "injection", "payloads": len(TEXT_PAYLOADS),
+        "suite": "injection", "corpus": len(PAYLOADS), "payloads": len(TEXT_PAYLOADS),
+        "name_payloads": len(NAME_PAYLOADS), "name_fields": len(name_fields),
         "fields": len(text_fields | name_fields), "pairs": len(covered),
         "answers": len(tokens)})
 
