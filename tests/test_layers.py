@@ -67,8 +67,8 @@ def test_entry_points_do_not_import_each_other():
 
 
 def test_the_gate_starts_without_heavy_imports():
-    code = ("import sys; sys.path.insert(0, %r); import gitrelay.gate; "
-            "print(' '.join(sorted(sys.modules)))" % str(PKG.parent))
+    code = (f"import sys; sys.path.insert(0, {str(PKG.parent)!r}); import gitrelay.gate; "
+            "print(' '.join(sorted(sys.modules)))")
     out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True,
                          text=True, check=True).stdout.split()
     heavy = {"pygit2", "pydantic", "yaml", "typing", "dataclasses", "subprocess", "pathlib",
