@@ -26,7 +26,7 @@ from .rules import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Mapping
 
 if TYPE_CHECKING:
     from .rules import SignatureCheck
@@ -71,15 +71,6 @@ def new_commits(objs: Objects, old: str, new: str) -> list[Commit]:
 def _linear(new: str, old: str) -> RelayError:
     return error_for_rule("linear-history", f"{new[:12]} does not descend from {old[:12]}: "
                           "history is never rewritten (fetch, rebase your operations, push)")
-
-
-def _walk_main(objs: Objects, old: str, new: str, environ: Mapping[str, str],
-               verify_signature: SignatureCheck | None) -> Iterator[tuple[Commit, Commit | None]]:
-    commits = new_commits(objs, old, new)
-    parent = objs.commit(old) if old != ZERO_OID else None
-    for commit in commits:
-        yield commit, parent
-        parent = commit
 
 
 def check_updates(objs: Objects, updates: list[tuple[str, str, str]],
@@ -127,10 +118,12 @@ def _current_main(objs: Objects) -> str | None:
 def _check_main(objs: Objects, old: str, new: str, ref: str, environ: Mapping[str, str],
                 verify_signature: SignatureCheck | None) -> None:
     pusher = None
-    for commit, parent in _walk_main(objs, old, new, environ, verify_signature):
+    parent = objs.commit(old) if old != ZERO_OID else None
+    for commit in new_commits(objs, old, new):
         if parent is not None and pusher is None:
             pusher = find_pusher(RelayView(objs, parent.tree).config, environ)
         check_commit(objs, commit, parent, pusher=pusher, verify_signature=verify_signature)
+        parent = commit
 
 
 def _verify_signature(commit: Commit, actor: str, keys: list[str]) -> str | None:
