@@ -92,22 +92,46 @@ class Operation:
         self.commit = commit
 
 
+# Parsed ``relay.json`` and profile sets, keyed by the ids of the objects they were
+# read from: an object id names its content, so a parse is good for any view of
+# any repository. Every operation is checked against the team's twelve-odd
+# profiles; without this each check would parse them all again.
+_CONFIGS: dict[str, dict[str, Any]] = {}
+_PROFILE_SETS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+_PARSED_MAX = 64
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(cache) >= _PARSED_MAX:
+        cache.clear()
+    cache[key] = value
+
+
 class RelayView:
-    """Read access to the relay's state at one tree, with small caches."""
+    """Read access to the relay's state at one tree, with small caches.
+
+    ``config`` and ``profiles()`` are shared between views of trees holding the
+    same ``relay.json`` blob and ``teammates`` tree; treat them as read-only.
+    """
 
     def __init__(self, objs: Objects, tree: str) -> None:
         self.objs = objs
         self.tree = tree
         self._config: dict[str, Any] | None = None
+        self._config_oid = ""
         self._profiles: dict[str, dict[str, Any]] | None = None
 
     @property
     def config(self) -> dict[str, Any]:
         if self._config is None:
-            data = self.objs.read_path(self.tree, layout.CONFIG_PATH)
-            if data is None:
+            entry = self.objs.entry(self.tree, layout.CONFIG_PATH)
+            if entry is None or entry.is_tree:
                 raise refuse("layout", f"the relay has no {layout.CONFIG_PATH}")
-            self._config = schema.load("config", data)
+            cached = _CONFIGS.get(entry.oid)
+            if cached is None:
+                cached = schema.load("config", self.objs.blob(entry.oid))
+                _remember(_CONFIGS, entry.oid, cached)
+            self._config, self._config_oid = cached, entry.oid
         return self._config
 
     @property
@@ -118,11 +142,21 @@ class RelayView:
     def profiles(self) -> dict[str, dict[str, Any]]:
         """Every registered teammate, keyed by casefolded handle."""
         if self._profiles is None:
-            self._profiles = {}
-            for e in self.objs.list_dir(self.tree, layout.TEAMMATES_DIR) or []:
-                data = self.objs.read_path(self.tree, layout.profile_path(e.name))
-                if data is not None:
-                    self._profiles[e.name.casefold()] = schema.load("profile", data, self.limits)
+            limits = self.limits
+            entry = self.objs.entry(self.tree, layout.TEAMMATES_DIR)
+            if entry is None or not entry.is_tree:
+                self._profiles = {}
+                return self._profiles
+            key = (entry.oid, self._config_oid)
+            cached = _PROFILE_SETS.get(key)
+            if cached is None:
+                cached = {}
+                for e in self.objs.tree(entry.oid):
+                    data = self.objs.read_path(self.tree, layout.profile_path(e.name))
+                    if data is not None:
+                        cached[e.name.casefold()] = schema.load("profile", data, limits)
+                _remember(_PROFILE_SETS, key, cached)
+            self._profiles = cached
         return self._profiles
 
     def profile(self, handle: str) -> dict[str, Any] | None:
