@@ -51,6 +51,10 @@ from .rules import ACCEPTED, CANCELLED, COMPLETED, PENDING, RelayView, ThreadSta
 from .schema import SchemaError
 from .sync import Syncer, SyncReport
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .syncloop import SyncLoop
+
 FRESH_SECONDS = 2.0
 WAIT_SECONDS = 5.0
 DELIVERED, QUEUED = "delivered", "queued"
@@ -122,6 +126,9 @@ class RelayClient:
                              inbox_merger=merge_inbox_states)
         self.last_sync_error: RelayError | None = None
         self.on_written: Callable[[WriteResult], None] | None = None
+        # The running SyncLoop of this process, if any (it sets and clears this):
+        # waited writes hand their delivery to it, long-polls wake on its fetches.
+        self.sync_loop: SyncLoop | None = None
         if problem:
             self._rebuild(problem, damaged, salvaged)
 
@@ -306,14 +313,23 @@ class RelayClient:
 
     def _deliver_for(self, op: Op) -> str:
         key = op_key(op)
-        try:
-            report = self.deliver(timeout=self.wait_seconds)
-        except RelayUnavailable as exc:
-            self.last_sync_error = exc
-            return QUEUED
-        for refused in report.refused:
-            if refused.key == key:
-                raise refused.error()
+        loop = self.sync_loop
+        if loop is not None and loop.running:
+            # The loop delivers (one pusher per process; concurrent waited writes
+            # share its push); a refusal is then found in the refused log below.
+            if not loop.deliver_pass(self.wait_seconds):
+                return QUEUED
+            if isinstance(loop.last_error, RelayUnavailable):
+                self.last_sync_error = loop.last_error
+        else:
+            try:
+                report = self.deliver(timeout=self.wait_seconds)
+            except RelayUnavailable as exc:
+                self.last_sync_error = exc
+                return QUEUED
+            for refused in report.refused:
+                if refused.key == key:
+                    raise refused.error()
         if any(op_key(self.mirror.op_of(c)) == key for c in self.mirror.outbox()):
             return QUEUED
         # Another delivery (the sync loop, another process on this mirror) may have

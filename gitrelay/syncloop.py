@@ -53,6 +53,10 @@ class SyncLoop:
         self.interval = MIN_INTERVAL
         self.last_error: RelayError | None = None
         self.passes = 0
+        # Passes started and finished, for callers waiting on "a pass that began
+        # after my operation was queued" (``deliver_pass``).
+        self._started = 0
+        self._finished = 0
 
     # --- control ----------------------------------------------------------------
 
@@ -61,6 +65,7 @@ class SyncLoop:
             return self
         self.client.fresh_seconds = FRESH_WHILE_RUNNING
         self.client.on_written = lambda result: self.kick()
+        self.client.sync_loop = self
         self._thread = threading.Thread(target=self._run, name="gitrelay-sync", daemon=True)
         self._thread.start()
         relay_dir = local_relay_dir(self.client.relay_url) if self._watch else None
@@ -81,12 +86,41 @@ class SyncLoop:
         if self._thread is not None:
             self._thread.join(timeout=timeout)
             self._thread = None
+        if self.client.sync_loop is self:
+            self.client.sync_loop = None
+        with self._changed:
+            self._changed.notify_all()
         if flush and self.client.mirror.outbox():
             try:
                 self.client.deliver(timeout=timeout)
             except RelayError as exc:
                 print(f"gitrelay: {len(self.client.mirror.outbox())} operation(s) stay queued: "
                       f"{exc}", file=sys.stderr)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and not self._stop.is_set()
+
+    def deliver_pass(self, timeout: float) -> bool:
+        """Have the loop run a pass that starts after this call, and wait for its end.
+
+        A waited write hands its delivery to the loop this way instead of pushing
+        from the caller's thread: the loop is the only pusher of the process, so
+        the write never queues behind the loop's fetch for the sync lock, and
+        writes waited for at the same time go to the relay in one push. False
+        when the pass did not finish within ``timeout`` (or the loop stopped).
+        """
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            want = self._started + 1
+        self.kick()
+        with self._changed:
+            while self._finished < want:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self.running:
+                    return False
+                self._changed.wait(left)
+        return True
 
     @property
     def generation(self) -> int:
@@ -124,6 +158,9 @@ class SyncLoop:
             self._kick.clear()
             if self._stop.is_set():
                 break
+            with self._changed:
+                self._started += 1
+            moved = False
             try:
                 moved = self.run_once()
                 self.last_error = None
@@ -135,9 +172,11 @@ class SyncLoop:
                 print(f"gitrelay: sync loop error: {exc!r}", file=sys.stderr)
                 self.interval = MAX_INTERVAL
                 continue
-            if moved:
+            finally:
                 with self._changed:
-                    self._generation += 1
+                    self._finished += 1
+                    if moved:
+                        self._generation += 1
                     self._changed.notify_all()
             if moved or kicked:
                 self.interval = MIN_INTERVAL

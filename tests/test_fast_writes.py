@@ -149,3 +149,57 @@ def test_wait_for_change_wakes_when_a_teammate_writes(team):
         assert loop.wait_for_change(10, since=gen)
     finally:
         loop.stop()
+
+
+def relay_main_updates(relay: Path) -> list[tuple[str, str]]:
+    lines = (relay / "logs" / "refs" / "heads" / "main").read_text().splitlines()
+    return [(line.split()[0], line.split()[1]) for line in lines]
+
+
+def test_waited_writes_are_delivered_by_the_running_loop_in_one_push(team, relay):
+    import threading
+
+    alice = team["alice"]
+    loop = SyncLoop(alice, watch=False).start()
+    try:
+        assert alice.sync_loop is loop
+        pushes_before = len(relay_main_updates(relay))
+        # Hold the loop's lock so that both writes are queued before it can push.
+        results: list[str] = []
+        with alice.mirror.sync_lock:
+            writers = [threading.Thread(target=lambda n=n: results.append(alice.handoff(
+                to="bob@acme", intent="inform", summary=f"waited write {n}",
+                mode="wait").delivery)) for n in (1, 2)]
+            for w in writers:
+                w.start()
+            deadline = time.monotonic() + 10
+            while len(alice.mirror.outbox()) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert len(alice.mirror.outbox()) == 2
+        for w in writers:
+            w.join(timeout=20)
+        assert results == [DELIVERED, DELIVERED]
+        updates = relay_main_updates(relay)[pushes_before:]
+        assert len(updates) == 1  # one push carried both waited writes
+        subjects = ops_on_relay(relay)
+        assert sum("waited write" in s for s in subjects) == 2
+    finally:
+        loop.stop()
+    assert alice.sync_loop is None
+
+
+def test_a_waited_write_through_the_loop_that_loses_a_race_is_told(team):
+    alice, bob = team["alice"], team["bob"]
+    sent = alice.handoff(to="bob@acme", intent="inform", summary="race the loop")
+    bob.refresh(max_age=0)
+    alice.cancel(sent.thread_id, mode="wait")
+    loop = SyncLoop(bob, watch=False)
+    loop.start()
+    try:
+        # Bob's copy still shows the thread pending: the accept passes locally and
+        # the relay (through the loop's push) refuses it.
+        with pytest.raises(StateChanged):
+            bob.accept(sent.thread_id, session_id="s1", mode="wait")
+        assert bob.thread(sent.thread_id).status == "cancelled"
+    finally:
+        loop.stop()
