@@ -5,11 +5,16 @@ this module checks every new commit with :mod:`gitrelay.rules` and prints one
 line per refusal. It imports only the standard library and the pure modules
 of the package, and reads objects through a single ``git cat-file --batch``,
 so a push pays for a Python start-up and nothing that grows with the relay.
+
+Start-up is most of a push's cost, so the modules the gate imports avoid
+``re``, ``json``, ``os``, ``subprocess``, ``hashlib``, ``typing`` and
+``dataclasses`` (tests/test_gate_imports.py keeps it so), and a file over the
+relay's size limit is skipped as git sends it, never read into memory.
 """
 
 from __future__ import annotations
 
-import os
+import posix
 import sys
 
 from . import layout
@@ -23,6 +28,7 @@ from .rules import (
     commit_seq,
     find_pusher,
 )
+from .schema import DEFAULT_LIMITS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -99,6 +105,7 @@ def check_updates(objs: Objects, updates: list[tuple[str, str, str]],
             tip_commit = objs.commit(tip)
             view = RelayView(objs, tip_commit.tree)
             pusher = find_pusher(view.config, environ)
+            _skip_blobs_over_limit(objs, view)
             for commit in new_commits(objs, old, new):
                 check_inbox_commit(objs, commit, owner, commit_seq(tip_commit), view,
                                    pusher=pusher, verify_signature=verify_signature)
@@ -121,9 +128,30 @@ def _check_main(objs: Objects, old: str, new: str, ref: str, environ: Mapping[st
     parent = objs.commit(old) if old != ZERO_OID else None
     for commit in new_commits(objs, old, new):
         if parent is not None and pusher is None:
-            pusher = find_pusher(RelayView(objs, parent.tree).config, environ)
+            view = RelayView(objs, parent.tree)
+            pusher = find_pusher(view.config, environ)
+            # Every later commit is checked against this same config: a commit
+            # that changes relay.json is refused before the next one is read.
+            _skip_blobs_over_limit(objs, view)
         check_commit(objs, commit, parent, pusher=pusher, verify_signature=verify_signature)
         parent = commit
+
+
+def _skip_blobs_over_limit(objs: Objects, view: RelayView) -> None:
+    """Leave unread any blob over both size limits the rules can apply to it.
+
+    Files are checked against ``view``'s limits, and a root commit's relay.json
+    against the default ones; a blob over both is refused by the size rule
+    from its length alone (:class:`~gitrelay.objects.UnreadBlob`).
+    """
+    objs.max_blob = max(view.limits["max_file_bytes"], DEFAULT_LIMITS["max_file_bytes"])
+
+
+def _environ() -> dict[str, str]:
+    """The environment as ``os.environ`` decodes it, without importing ``os``."""
+    encoding = sys.getfilesystemencoding()
+    return {key.decode(encoding, "surrogateescape"): value.decode(encoding, "surrogateescape")
+            for key, value in posix.environ.items()}
 
 
 def _verify_signature(commit: Commit, actor: str, keys: list[str]) -> str | None:
@@ -139,8 +167,9 @@ def main() -> int:
         parts = line.split()
         if len(parts) == 3:
             updates.append((parts[0], parts[1], parts[2]))
-    with CatFile() as source:
-        refusals = check_updates(Objects(source), updates, os.environ, _verify_signature)
+    environ = _environ()
+    with CatFile(env=environ) as source:
+        refusals = check_updates(Objects(source), updates, environ, _verify_signature)
     for refusal in refusals:
         print(refusal.line(), file=sys.stderr)
     if refusals:

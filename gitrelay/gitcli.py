@@ -2,12 +2,14 @@
 
 Fetch and push run through ``git`` (so the remote's hooks run, refusals are
 reported, and users' ssh config and credential helpers apply); the gate reads
-objects through one long-lived ``git cat-file --batch``. Standard library only.
+objects through one long-lived ``git cat-file --batch``. Standard library only;
+:class:`CatFile` uses ``posix`` rather than ``os`` and ``subprocess``,
+which the gate would otherwise import only for it.
 """
 
 from __future__ import annotations
 
-import os
+import posix
 
 from .errors import RelayUnavailable
 
@@ -18,6 +20,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from types import TracebackType
 
+SKIP_CHUNK = 1 << 16
+
 
 class CatFile:
     """Raw objects from a repository through ``git cat-file --batch``."""
@@ -27,23 +31,29 @@ class CatFile:
         cmd = ["git"]
         if git_dir is not None:
             cmd += ["--git-dir", str(git_dir)]
+        if env is None:
+            import os
+
+            env = os.environ
         # posix_spawn with two pipes: the gate avoids importing subprocess.
-        child_in, self._write_fd = os.pipe()
-        self._read_fd, child_out = os.pipe()
-        self._pid = os.posix_spawnp(
-            "git", [*cmd, "cat-file", "--batch"], dict(env) if env is not None else os.environ,
-            file_actions=[(os.POSIX_SPAWN_DUP2, child_in, 0), (os.POSIX_SPAWN_DUP2, child_out, 1),
-                          (os.POSIX_SPAWN_CLOSE, self._write_fd),
-                          (os.POSIX_SPAWN_CLOSE, self._read_fd)],
+        child_in, self._write_fd = posix.pipe()
+        self._read_fd, child_out = posix.pipe()
+        self._pid = posix.posix_spawnp(
+            "git", [*cmd, "cat-file", "--batch"], dict(env),
+            file_actions=[(posix.POSIX_SPAWN_DUP2, child_in, 0),
+                          (posix.POSIX_SPAWN_DUP2, child_out, 1),
+                          (posix.POSIX_SPAWN_CLOSE, self._write_fd),
+                          (posix.POSIX_SPAWN_CLOSE, self._read_fd)],
         )
-        os.close(child_in)
-        os.close(child_out)
-        self._in = os.fdopen(self._write_fd, "wb")
-        self._out = os.fdopen(self._read_fd, "rb")
+        posix.close(child_in)
+        posix.close(child_out)
+        # Buffered files over the pipes (what os.fdopen makes); close() closes them.
+        self._in = open(self._write_fd, "wb")  # noqa: SIM115
+        self._out = open(self._read_fd, "rb")  # noqa: SIM115
         self._closed = False
 
-    def info(self, rev: str) -> tuple[str, str, bytes] | None:
-        """``(oid, type, data)`` of a revision or object id, or None when missing."""
+    def _header(self, rev: str) -> tuple[str, str, int] | None:
+        """Ask for ``rev`` and read the reply's header: ``(oid, type, size)``, or None."""
         if "\n" in rev or not rev:
             return None
         self._in.write(rev.encode() + b"\n")
@@ -51,9 +61,41 @@ class CatFile:
         header = self._out.readline().split()
         if len(header) != 3:
             return None
-        size = int(header[2])
-        data = self._out.read(size + 1)[:size]
-        return header[0].decode(), header[1].decode(), data
+        return header[0].decode(), header[1].decode(), int(header[2])
+
+    def _body(self, size: int) -> bytes:
+        return self._out.read(size + 1)[:size]  # the content and git's final newline
+
+    def _skip(self, size: int) -> None:
+        left = size + 1
+        while left > 0:
+            chunk = self._out.read(min(left, SKIP_CHUNK))
+            if not chunk:
+                break
+            left -= len(chunk)
+
+    def info(self, rev: str) -> tuple[str, str, bytes] | None:
+        """``(oid, type, data)`` of a revision or object id, or None when missing."""
+        found = self._header(rev)
+        if found is None:
+            return None
+        oid, kind, size = found
+        return oid, kind, self._body(size)
+
+    def read_within(self, oid: str, limit: int) -> tuple[str, bytes | None, int] | None:
+        """``(type, data, size)`` of an object, or None when missing.
+
+        An object larger than ``limit`` bytes is skipped in chunks as git sends
+        it, never held in memory: its ``data`` is None.
+        """
+        found = self._header(oid)
+        if found is None:
+            return None
+        _, kind, size = found
+        if size > limit:
+            self._skip(size)
+            return kind, None, size
+        return kind, self._body(size), size
 
     def read(self, oid: str) -> tuple[str, bytes] | None:
         found = self.info(oid)
@@ -68,7 +110,7 @@ class CatFile:
             self._closed = True
             self._in.close()
             self._out.close()
-            os.waitpid(self._pid, 0)
+            posix.waitpid(self._pid, 0)
 
     def __enter__(self) -> CatFile:
         return self
@@ -84,6 +126,8 @@ def hermetic_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     Users' ssh config, agents and credential helpers still apply to the relay
     URL: only interactive prompts are turned off.
     """
+    import os
+
     env = dict(os.environ)
     env["GIT_TERMINAL_PROMPT"] = "0"
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")

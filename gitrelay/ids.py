@@ -7,23 +7,41 @@ validated here.
 
 from __future__ import annotations
 
-import re
-
 from .errors import AmbiguousId, InvalidArgument, ThreadNotFound
 
+# The checks below are written out by hand instead of with ``re``: importing
+# ``re`` (and ``enum`` with it) is a good part of the gate's start-up time.
+# tests/test_ids_patterns.py holds each check to the pattern it documents.
+
 # The handle pattern of the handoff reference, plus what keeps a handle safe
-# as a path component and a ref name component. Patterns are applied with
-# fullmatch: ``$`` alone would also accept a trailing newline.
+# as a path component and a ref name component. The pattern must match the
+# whole value (``$`` alone would also accept a trailing newline).
 HANDLE_PATTERN = r"^[A-Za-z0-9._-]+@[A-Za-z0-9._-]+$"
-_HANDLE_RE = re.compile(HANDLE_PATTERN)
 HANDLE_MAX = 100
 
+ALNUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_NAME_CHARS = frozenset(ALNUM + "._-")
+_KEY_CHARS = frozenset(ALNUM + "._:-")
+_LOWER_HEX = frozenset("0123456789abcdef")
+
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_CROCKFORD_CHARS = frozenset(CROCKFORD)
 THREAD_ID_LEN = 26
-_THREAD_ID_RE = re.compile(f"^[{CROCKFORD}]{{{THREAD_ID_LEN}}}$")
-_KEY_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-_WORKER_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-_UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+KEY_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+WORKER_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
+UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+_UUID_GROUPS = (8, 4, 4, 4, 12)
+
+
+def only(chars: frozenset[str], value: str) -> bool:
+    """True when every character of ``value`` is one of ``chars`` (also for ``""``)."""
+    return chars.issuperset(value)
+
+
+def _handle_shape(value: str) -> bool:
+    """``value`` matches HANDLE_PATTERN as a whole."""
+    name, at, team = value.partition("@")
+    return bool(at and name and team) and only(_NAME_CHARS, name) and only(_NAME_CHARS, team)
 
 
 def handle_problem(handle: object) -> str | None:
@@ -32,7 +50,7 @@ def handle_problem(handle: object) -> str | None:
         return "must be a string"
     if not handle or len(handle) > HANDLE_MAX:
         return f"must be 1-{HANDLE_MAX} characters"
-    if not _HANDLE_RE.fullmatch(handle):
+    if not _handle_shape(handle):
         return f"must match {HANDLE_PATTERN} (name@team)"
     if handle[0] in ".-":
         return "must not start with '.' or '-'"
@@ -69,14 +87,28 @@ def thread_id_for(sender: str, idempotency_key: str) -> str:
     on the same thread, which the gate refuses as a reuse, and it spreads thread
     directories evenly over the shards.
     """
-    import hashlib
-
-    digest = hashlib.sha256(f"{sender.casefold()}\n{idempotency_key}".encode()).digest()
+    digest = _sha256(f"{sender.casefold()}\n{idempotency_key}".encode())
     return _crockford(digest[:17], THREAD_ID_LEN)
 
 
+def _sha256(data: bytes) -> bytes:
+    # The gate derives a thread id on every handoff. ``hashlib`` loads OpenSSL,
+    # which takes longer than the whole check; the interpreter's own SHA-256
+    # module (``_sha2`` since Python 3.12) gives the same digest for far less.
+    for name in ("_sha256", "_sha2"):
+        try:
+            digest: bytes = __import__(name).sha256(data).digest()
+        except ImportError:
+            continue
+        return digest
+    import hashlib
+
+    return hashlib.sha256(data).digest()
+
+
 def is_thread_id(value: object) -> bool:
-    return isinstance(value, str) and bool(_THREAD_ID_RE.fullmatch(value))
+    return (isinstance(value, str) and len(value) == THREAD_ID_LEN
+            and only(_CROCKFORD_CHARS, value))
 
 
 def check_thread_id(value: object, field: str = "thread_id") -> str:
@@ -91,7 +123,7 @@ def check_thread_id(value: object, field: str = "thread_id") -> str:
 
 
 def is_key(value: object) -> bool:
-    return isinstance(value, str) and bool(_KEY_RE.fullmatch(value))
+    return isinstance(value, str) and 1 <= len(value) <= 128 and only(_KEY_CHARS, value)
 
 
 def new_key() -> str:
@@ -107,11 +139,16 @@ def new_message_id() -> str:
 
 
 def is_uuid(value: object) -> bool:
-    return isinstance(value, str) and bool(_UUID_RE.fullmatch(value))
+    """A lowercase UUID as text, like ``str(uuid.uuid4())``."""
+    if not isinstance(value, str) or len(value) != 36:
+        return False
+    groups = value.split("-")
+    return (tuple(len(g) for g in groups) == _UUID_GROUPS
+            and all(only(_LOWER_HEX, g) for g in groups))
 
 
 def check_worker(value: object) -> str:
-    if not isinstance(value, str) or not _WORKER_RE.fullmatch(value):
+    if not isinstance(value, str) or not 1 <= len(value) <= 64 or not only(_NAME_CHARS, value):
         raise InvalidArgument(
             f"worker {value!r} must be 1-64 characters of A-Z a-z 0-9 . _ -", field="worker"
         )

@@ -6,9 +6,7 @@ it). Pure and standard library only.
 
 from __future__ import annotations
 
-import re
-
-from .ids import handle_problem, is_thread_id
+from .ids import handle_problem, is_thread_id, only
 
 FORMAT_VERSION = 1
 CONFIG_PATH = "relay.json"
@@ -19,7 +17,7 @@ HANDOFF_FILE = "handoff.json"
 TRANSITION_FILES = {"accept": "accept.json", "complete": "complete.json", "cancel": "cancel.json"}
 INBOX_FILE = "inbox.json"
 MESSAGE_DIGITS = 6
-_MESSAGE_RE = re.compile(r"msg-([0-9]{6})\.json")  # fullmatch; ASCII digits only
+_DIGITS = frozenset("0123456789")  # ASCII only: str.isdigit() also takes "٣"
 
 MAIN_REF = "refs/heads/main"
 USERS_REF_PREFIX = "refs/gitrelay/users/"
@@ -122,7 +120,16 @@ def classify(path: str) -> FileRef | None:
     for op, fname in TRANSITION_FILES.items():
         if name == fname:
             return FileRef(op, thread_id=tid)
-    m = _MESSAGE_RE.fullmatch(name)
-    if m and int(m.group(1)) >= 1:
-        return FileRef("message", thread_id=tid, sequence_no=int(m.group(1)))
+    sequence_no = message_number(name)
+    if sequence_no is not None and sequence_no >= 1:
+        return FileRef("message", thread_id=tid, sequence_no=sequence_no)
     return None
+
+
+def message_number(name: str) -> int | None:
+    """N of a name ``msg-NNNNNN.json`` (exactly six ASCII digits), else None."""
+    digits = name[4:-5]
+    if (len(digits) != MESSAGE_DIGITS or not name.startswith("msg-")
+            or not name.endswith(".json") or not only(_DIGITS, digits)):
+        return None
+    return int(digits)

@@ -22,7 +22,12 @@ MODE_GITLINK = "160000"
 if TYPE_CHECKING:
 
     class ObjectSource(Protocol):
-        """Something that returns ``(type, raw bytes)`` of an object id, or None."""
+        """Something that returns ``(type, raw bytes)`` of an object id, or None.
+
+        A source may also have ``read_within(oid, limit)`` returning
+        ``(type, data or None, size)``, where data is None for an object of more
+        than ``limit`` bytes that it did not read (``gitcli.CatFile`` does).
+        """
 
         def read(self, oid: str) -> tuple[str, bytes] | None: ...
 
@@ -126,11 +131,43 @@ def parse_commit(oid: str, data: bytes) -> Commit:
                   parse_trailers(message))
 
 
-class Objects:
-    """Typed reads over an ObjectSource, with a small cache of trees."""
+class UnreadBlob(bytes):
+    """A blob larger than every size limit that applies to it, left unread.
 
-    def __init__(self, source: ObjectSource) -> None:
+    It holds no content: ``len()`` is the blob's size, which is all the size
+    rule needs to refuse it (``schema.parse_json`` checks the length first).
+    Decoding it raises ValueError, so it can never pass for an empty file.
+    """
+
+    oid: str
+    size: int
+
+    def __new__(cls, oid: str, size: int) -> UnreadBlob:
+        blob = super().__new__(cls)
+        blob.oid = oid
+        blob.size = size
+        return blob
+
+    def __len__(self) -> int:
+        return self.size
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        raise ValueError(f"blob {self.oid} ({self.size} bytes) is over the size limit "
+                         "and was not read")
+
+
+class Objects:
+    """Typed reads over an ObjectSource, with a small cache of trees.
+
+    ``max_blob``: when set, and the source can skip objects, a blob larger than
+    this many bytes is not read but returned as an :class:`UnreadBlob`. Whoever
+    sets it must make it at least every ``max_file_bytes`` the rules will apply
+    to the blobs read (the gate does, from the relay's config).
+    """
+
+    def __init__(self, source: ObjectSource, max_blob: int | None = None) -> None:
         self.source = source
+        self.max_blob = max_blob
         self._trees: dict[str, list[TreeEntry]] = {}
 
     def raw(self, oid: str) -> tuple[str, bytes]:
@@ -158,7 +195,15 @@ class Objects:
         return cached
 
     def blob(self, oid: str) -> bytes:
-        kind, data = self.raw(oid)
+        read_within = getattr(self.source, "read_within", None)
+        if self.max_blob is None or read_within is None:
+            kind, data = self.raw(oid)
+        else:
+            found = read_within(oid, self.max_blob)
+            if found is None:
+                raise KeyError(oid)
+            kind, content, size = found
+            data = UnreadBlob(oid, size) if content is None else content
         if kind != "blob":
             raise ValueError(f"{oid} is a {kind}, not a blob")
         return data

@@ -11,19 +11,27 @@ characters, bounded nesting and size.
 
 from __future__ import annotations
 
-import json
-import re
+import _json  # the C scanner behind json.loads; ``json`` itself would import ``re``
 
 from .errors import FormatError
-from .ids import handle_problem, is_key, is_thread_id, is_uuid
+from .ids import handle_problem, is_key, is_thread_id, is_uuid, only
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
+# The patterns below are what error messages and docs show; the gate checks
+# them with the hand-written tests next to them (importing ``re`` is a good
+# part of its start-up), and tests/test_schema_strict.py holds each test to its
+# pattern.
 TIME_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z$"
-_TIME_RE = re.compile(TIME_PATTERN)
+GIT_SHA_PATTERN = r"^[0-9a-fA-F]{4,64}$"
+ENV_NAME_PATTERN = r"^[A-Z_][A-Z0-9_]*$"
+NO_SPACE_PATTERN = r"^[^\s]+$"
+EMAIL_PATTERN = r"^[^\s@]+@[^\s@]+$"
+SSH_KEY_PATTERN = r"^(ssh-|ecdsa-|sk-)\S+ \S+"
+WORKER_PATTERN = r"^[A-Za-z0-9._-]+$"
 INTENTS = ("inform", "ask_question", "propose_action")
 MESSAGE_TYPES = ("message", "draft")
 ARTIFACT_TYPES = ("file_diff", "file_ref", "test_command", "api_contract", "link")
@@ -35,6 +43,54 @@ DEFAULT_LIMITS: dict[str, int] = {
     "max_json_depth": 16,
     "max_messages_per_thread": 10_000,
 }
+
+_DIGITS = frozenset("0123456789")
+_HEX = frozenset("0123456789abcdefABCDEF")
+_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+_ENV_CHARS = _UPPER | _DIGITS
+_WORKER_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def is_timestamp(v: object) -> bool:
+    """``v`` matches TIME_PATTERN (``2026-05-01T09:14:32Z``, up to 6 fraction digits)."""
+    if not isinstance(v, str) or not 20 <= len(v) <= 27 or len(v) == 21:
+        return False
+    fraction = v[19:-1]  # "" or "." and 1-6 digits
+    return (v[4] == "-" and v[7] == "-" and v[10] == "T" and v[13] == ":" and v[16] == ":"
+            and v[-1] == "Z"
+            and only(_DIGITS, v[0:4] + v[5:7] + v[8:10] + v[11:13] + v[14:16] + v[17:19])
+            and (not fraction or (fraction[0] == "." and only(_DIGITS, fraction[1:]))))
+
+
+def _no_space(v: str) -> bool:
+    # str.split() and the \s of a str pattern both use Unicode's whitespace.
+    return v.split() == [v]
+
+
+def _git_sha(v: str) -> bool:
+    return 4 <= len(v) <= 64 and only(_HEX, v)
+
+
+def _env_name(v: str) -> bool:
+    return v[:1] in _UPPER and only(_ENV_CHARS, v[1:])
+
+
+def _email(v: str) -> bool:
+    name, _, domain = v.partition("@")
+    return bool(name and domain) and "@" not in domain and _no_space(v)
+
+
+def _ssh_key(v: str) -> bool:
+    """A prefix match of SSH_KEY_PATTERN: a key type, one space, the key."""
+    prefix = next((p for p in ("ssh-", "ecdsa-", "sk-") if v.startswith(p)), None)
+    if prefix is None:
+        return False
+    end = len(v.split(None, 1)[0])  # the run of non-space characters the value starts with
+    return end > len(prefix) and v[end:end + 1] == " " and v[end + 1:end + 2].split() != []
+
+
+def _worker(v: str) -> bool:
+    return bool(v) and only(_WORKER_CHARS, v)
 
 
 class SchemaError(FormatError):
@@ -55,6 +111,48 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _no_constant(name: str) -> Any:
     raise SchemaError(f"{name} is not allowed in relay JSON", rule="json")
+
+
+class _Strict:
+    """The settings the C scanner reads, as ``json.loads`` would pass them."""
+
+    def __init__(self) -> None:
+        self.strict = True  # no control characters inside strings
+        self.object_hook = None
+        self.object_pairs_hook = _no_duplicates
+        self.parse_float = float
+        self.parse_int = int
+        self.parse_constant = _no_constant  # NaN, Infinity, -Infinity
+
+
+# typeshed asks for a scanner as the context; any object with these attributes works.
+_scan = _json.make_scanner(_Strict())  # type: ignore[arg-type]
+_JSON_SPACE = " \t\n\r"
+
+
+def _json_error(message: str, text: str, pos: int) -> ValueError:
+    from json import JSONDecodeError  # only for a broken file: json imports re
+
+    return JSONDecodeError(message, text, pos)
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)`` with the strict settings, without importing ``json``.
+
+    The same C scanner and the same steps as ``json.JSONDecoder.decode``, so a
+    file parses (or fails, with the same message) exactly as it would there.
+    """
+    if text.startswith("\ufeff"):
+        raise _json_error("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    start = len(text) - len(text.lstrip(_JSON_SPACE))
+    try:
+        doc, end = _scan(text, start)
+    except StopIteration as err:
+        raise _json_error("Expecting value", text, err.value) from None
+    rest = text[end:]
+    if rest.lstrip(_JSON_SPACE):
+        raise _json_error("Extra data", text, end + len(rest) - len(rest.lstrip(_JSON_SPACE)))
+    return doc
 
 
 def parse_json(data: bytes, *, max_bytes: int, max_depth: int) -> Any:
@@ -91,7 +189,7 @@ def parse_json(data: bytes, *, max_bytes: int, max_depth: int) -> Any:
     if deepest > max_depth + 3:
         raise SchemaError(f"JSON nested deeper than {max_depth + 3} levels", rule="json")
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        doc = _loads(text)
     except SchemaError:
         raise
     except (ValueError, RecursionError) as exc:
@@ -100,7 +198,17 @@ def parse_json(data: bytes, *, max_bytes: int, max_depth: int) -> Any:
     return doc
 
 
-_BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
+def _bad_char(value: str) -> str | None:
+    """The first NUL or lone surrogate in ``value``, or None."""
+    nul = value.find("\x00")
+    if value.isascii():
+        return None if nul < 0 else "\x00"
+    try:
+        value.encode("utf-8")  # fails exactly at the first surrogate
+    except UnicodeEncodeError as exc:
+        if nul < 0 or exc.start < nul:
+            return value[exc.start]
+    return None if nul < 0 else "\x00"
 
 
 def _check_strings(doc: Any) -> None:
@@ -114,15 +222,17 @@ def _check_strings(doc: Any) -> None:
         elif isinstance(value, list):
             stack.extend(value)
         elif isinstance(value, str):
-            found = _BAD_CHARS.search(value)
+            found = _bad_char(value)
             if found:
-                what = ("a NUL character" if found.group() == "\x00"
-                        else f"a lone surrogate U+{ord(found.group()):04X} (not valid Unicode)")
+                what = ("a NUL character" if found == "\x00"
+                        else f"a lone surrogate U+{ord(found):04X} (not valid Unicode)")
                 raise SchemaError(f"a string contains {what}", rule="json")
 
 
 def dumps(doc: Mapping[str, Any]) -> bytes:
     """The canonical bytes of a relay file: sorted keys, two-space indent, final newline."""
+    import json  # writers only: the gate never writes
+
     return (json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
@@ -141,11 +251,16 @@ def _fail(loc: str, problem: str) -> None:
     raise SchemaError(f"field {loc}: {problem}", rule="schema", field=loc)
 
 
-def text(*, max_chars: int | None = None, min_chars: int = 1, pattern: str | None = None) -> Check:
-    rx = re.compile(pattern) if pattern else None
-    # A pattern anchored with ``$`` must match the whole value: ``$`` alone also
-    # matches before a trailing newline.
-    whole = bool(pattern and pattern.endswith("$"))
+def text(*, max_chars: int | None = None, min_chars: int = 1, pattern: str | None = None,
+         test: Callable[[str], bool] | None = None) -> Check:
+    """A string; ``pattern`` is what it must match (named in the error), and
+    ``test`` a function that decides it without ``re``. A pattern anchored with
+    ``$`` must match the whole value: ``$`` alone also matches before a final
+    newline.
+    """
+    matches = test
+    if pattern and matches is None:
+        matches = _pattern_test(pattern)
 
     def check(v: Any, loc: str, ctx: Ctx) -> None:
         if not isinstance(v, str):
@@ -155,10 +270,25 @@ def text(*, max_chars: int | None = None, min_chars: int = 1, pattern: str | Non
             _fail(loc, f"must have at least {min_chars} character(s)")
         if len(v) > limit:
             _fail(loc, f"has {len(v)} characters, over the limit of {limit}")
-        if rx and not (rx.fullmatch(v) if whole else rx.match(v)):
+        if matches is not None and not matches(v):
             _fail(loc, f"must match {pattern}")
 
     return check
+
+
+def _pattern_test(pattern: str) -> Callable[[str], bool]:
+    """A test for ``pattern`` that compiles it with ``re`` on first use."""
+    compiled: list[Callable[[str], object]] = []
+
+    def matches(v: str) -> bool:
+        if not compiled:
+            import re
+
+            rx = re.compile(pattern)
+            compiled.append(rx.fullmatch if pattern.endswith("$") else rx.match)
+        return bool(compiled[0](v))
+
+    return matches
 
 
 def integer(*, minimum: int = 0, maximum: int | None = None) -> Check:
@@ -182,6 +312,8 @@ def boolean() -> Check:
 def const(value: Any) -> Check:
     def check(v: Any, loc: str, ctx: Ctx) -> None:
         if v != value or type(v) is not type(value):
+            import json  # a refusal only: json imports re
+
             _fail(loc, f"must be {json.dumps(value)}")
 
     return check
@@ -213,8 +345,7 @@ def predicate(test: Callable[[Any], bool], what: str) -> Check:
 
 
 def timestamp() -> Check:
-    return predicate(lambda v: isinstance(v, str) and bool(_TIME_RE.fullmatch(v)),
-                     "an ISO 8601 UTC time like 2026-05-01T09:14:32Z")
+    return predicate(is_timestamp, "an ISO 8601 UTC time like 2026-05-01T09:14:32Z")
 
 
 def nullable(inner: Check) -> Check:
@@ -299,7 +430,7 @@ _path = text(max_chars=1024)
 ARTIFACT = tagged("type", {
     "file_diff": Shape({"type": const("file_diff"), "path": _path, "diff": text()}),
     "file_ref": Shape({"type": const("file_ref"), "path": _path},
-                      {"git_sha": text(max_chars=64, pattern=r"^[0-9a-fA-F]{4,64}$"),
+                      {"git_sha": text(max_chars=64, pattern=GIT_SHA_PATTERN, test=_git_sha),
                        "lines": array(integer(minimum=1), min_items=1, max_items=2)}),
     "test_command": Shape({"type": const("test_command"), "command": text(max_chars=4096)},
                           {"cwd": text(max_chars=1024)}),
@@ -323,17 +454,19 @@ SHAPES: dict[str, Shape] = {
         "format_version": _version, "kind": const("config"), "name": text(max_chars=200),
         "limits": Shape({k: integer(minimum=1) for k in DEFAULT_LIMITS}),
         "web_url_template": nullable(text(max_chars=2048)),
-        "pusher_env": array(text(max_chars=64, pattern=r"^[A-Z_][A-Z0-9_]*$"), max_items=20),
+        "pusher_env": array(text(max_chars=64, pattern=ENV_NAME_PATTERN, test=_env_name),
+                            max_items=20),
         "require_pusher": boolean(), "require_signatures": boolean(),
         "created_at": timestamp(),
     }),
     "profile": Shape({
         "format_version": _version, "kind": const("profile"), "handle": handle(),
         "name": text(max_chars=200), "role": text(max_chars=200),
-        "usernames": array(text(max_chars=200, pattern=r"^[^\s]+$"), max_items=20),
+        "usernames": array(text(max_chars=200, pattern=NO_SPACE_PATTERN, test=_no_space),
+                           max_items=20),
         "registered_at": timestamp(),
-    }, {"email": text(max_chars=320, pattern=r"^[^\s@]+@[^\s@]+$"),
-        "signing_keys": array(text(max_chars=4096, pattern=r"^(ssh-|ecdsa-|sk-)\S+ \S+"),
+    }, {"email": text(max_chars=320, pattern=EMAIL_PATTERN, test=_email),
+        "signing_keys": array(text(max_chars=4096, pattern=SSH_KEY_PATTERN, test=_ssh_key),
                               max_items=10)}),
     "handoff": Shape({
         "format_version": _version, "kind": const("handoff"), "thread_id": _tid,
@@ -365,7 +498,7 @@ SHAPES: dict[str, Shape] = {
         "acked": array(Shape({"item_id": text(max_chars=100), "seq": integer(minimum=1)}),
                        max_items=10_000),
         "claims": array(Shape({"item_id": text(max_chars=100), "seq": integer(minimum=1),
-                               "worker": text(max_chars=64, pattern=r"^[A-Za-z0-9._-]+$"),
+                               "worker": text(max_chars=64, pattern=WORKER_PATTERN, test=_worker),
                                "expires_at": timestamp()}), max_items=10_000),
         "updated_at": timestamp(),
     }),
