@@ -188,25 +188,11 @@ class Mirror:
 
         Called with the refs lock held. Operations already on ``new_base`` are
         dropped (they were delivered); operations that are no longer legal are
-        dropped and recorded as refused (``state_changed``).
+        dropped and recorded as refused (``state_changed``: they lost a race).
         """
         tip = self.main()
         pending = self.commits_between(old_base, tip) if tip else []
-        refused: list[Refused] = []
-        base = new_base
-        for commit in pending:
-            op = self.op_of(commit)
-            if op.already_applied(RelayView(self.objects, self.objects.commit(base).tree)):
-                continue
-            try:
-                base = self.build(base, op).commit
-            except RelayError as exc:
-                refused.append(self.record_refused(op, StateChanged(
-                    f"{op.op_name} on {op.thread_id or op.doc.get('handle')} lost a race: "
-                    f"{exc.message}", hint="Re-read the thread (view_thread) and retry."),
-                    rule=str(exc.data.get("rule", exc.name))))
-        self.store.set_ref(layout.MAIN_REF, base, "gitrelay: replay outbox")
-        return refused
+        return self._replay(pending, new_base, lost_race=True)
 
     def drop_from_outbox(self, commit_prefix: str, error: RelayError) -> Refused | None:
         """Remove one outbox operation the gate refused; the rest are replayed."""
@@ -217,26 +203,45 @@ class Mirror:
                 victim = outbox[0]
             if victim is None:
                 return None
-            op = self.op_of(victim)
-            before = victim.parents[0]
-            rest = [c for c in outbox[outbox.index(victim) + 1:]]
-            refused = self.record_refused(op, error, rule=str(error.data.get("rule", error.name)))
-            self.store.set_ref(layout.MAIN_REF, before, "gitrelay: drop refused operation")
-            base = before
-            for commit in rest:
-                other = self.op_of(commit)
-                try:
-                    base = self.build(base, other).commit
-                except RelayError as exc:
-                    self.record_refused(other, exc, rule=str(exc.data.get("rule", exc.name)))
-            self.store.set_ref(layout.MAIN_REF, base, "gitrelay: replay outbox")
+            refused = self.record_refused(self.op_of(victim), error,
+                                          rule=str(error.data.get("rule", error.name)))
+            rest = outbox[outbox.index(victim) + 1:]
+            # An operation that needed the refused one (a message on a refused
+            # handoff's thread) is refused with its own reason, not as a race.
+            self._replay(rest, victim.parents[0], lost_race=False)
             return refused
+
+    def _replay(self, commits: list[Commit], base: str, *, lost_race: bool) -> list[Refused]:
+        """Rebuild ``commits``' operations on top of ``base`` and move main there.
+
+        An operation already on the new base is skipped (delivered); one that the
+        rules now refuse is dropped and recorded — as ``state_changed`` when
+        ``lost_race``, else with the rules' own error.
+        """
+        refused: list[Refused] = []
+        for commit in commits:
+            op = self.op_of(commit)
+            if op.already_applied(RelayView(self.objects, self.objects.commit(base).tree)):
+                continue
+            try:
+                base = self.build(base, op).commit
+            except RelayError as exc:
+                rule = str(exc.data.get("rule", exc.name))
+                error = exc if not lost_race else StateChanged(
+                    f"{op.op_name} on {op.thread_id or op.doc.get('handle')} lost a race: "
+                    f"{exc.message}", hint="Re-read the thread (view_thread) and retry.")
+                refused.append(self.record_refused(op, error, rule=rule))
+        self.store.set_ref(layout.MAIN_REF, base, "gitrelay: replay outbox")
+        return refused
 
     # --- refused operations -----------------------------------------------------
 
     def record_refused(self, op: Op, error: RelayError, *, rule: str) -> Refused:
-        rec = Refused(op_key(op), op.kind, op.thread_id, op.actor, rule, error.name, error.code,
-                      error.message, now_iso(), op.doc)
+        return self.record(Refused(op_key(op), op.kind, op.thread_id, op.actor, rule,
+                                   error.name, error.code, error.message, now_iso(), op.doc))
+
+    def record(self, rec: Refused) -> Refused:
+        """Append ``rec`` to the refused log (durable before this returns)."""
         line = json.dumps(rec.__dict__, sort_keys=True) + "\n"
         fd = os.open(self.refused_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:

@@ -10,6 +10,7 @@ Pure: no I/O beyond the :class:`~gitrelay.rules.RelayView` it is given.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,8 +84,11 @@ class Op:
             entries = objs.list_dir(tree, layout.shard(self.thread_id)) or []
             for e in entries:
                 if e.name.startswith("msg-"):
-                    data = objs.blob(e.oid)
-                    if f'"id": "{self.doc["id"]}"'.encode() in data:
+                    try:
+                        stored = json.loads(objs.blob(e.oid))
+                    except ValueError:
+                        continue
+                    if isinstance(stored, dict) and stored.get("id") == self.doc["id"]:
                         return True
             return False
         path = (layout.handoff_path(self.thread_id) if self.kind == "handoff"

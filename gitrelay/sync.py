@@ -27,6 +27,7 @@ from .gate import REFUSAL_PREFIX
 from .gitcli import hermetic_env, run_git
 from .mirror import FETCHED_MAIN, FETCHED_USERS, RELAY_MAIN, RELAY_USERS, Mirror, Refused
 from .objects import ZERO_OID
+from .ops import now_iso
 from .rules import RelayView, check_commit, check_inbox_commit, commit_seq
 
 MAX_ATTEMPTS = 30
@@ -202,6 +203,19 @@ class Syncer:
                                    "attempts (too many concurrent writers?)",
                                    hint="Your operations are queued and will be retried.")
 
+    def _drop_inbox_state(self, remote: str | None, commit: str | None,
+                          error: RelayError) -> Refused:
+        """The gate refused our inbox ref: go back to the relay's copy, and say so."""
+        mirror, store = self.mirror, self.mirror.store
+        mine = layout.inbox_ref(mirror.handle)
+        with mirror.refs_locked():
+            state = store.ref(mine)
+            if remote is not None:
+                store.set_ref(mine, remote, "gitrelay: inbox state refused")
+            else:
+                store.delete_ref(mine)
+        return mirror.record(_inbox_refusal(mirror.handle, state, commit, error))
+
     def _crash_during(self, push: tuple[str, ...]) -> None:
         """Crash tests: start the push, then die while it is in flight."""
         import subprocess
@@ -248,11 +262,7 @@ class Syncer:
                 ref, commit, rule, message = match.groups()
                 error = error_for_rule(rule, message.strip())  # git pads "remote:" lines
                 if ref == mine:
-                    with mirror.refs_locked():
-                        if remote_inbox is not None:
-                            store.set_ref(mine, remote_inbox, "gitrelay: inbox state refused")
-                        else:
-                            store.delete_ref(mine)
+                    report.refused.append(self._drop_inbox_state(remote_inbox, commit, error))
                     continue
                 dropped = mirror.drop_from_outbox(commit or "", _as_gate_error(error))
                 if dropped is not None:
@@ -271,6 +281,15 @@ class Syncer:
         mirror.update_sync_state(last_error=_last_line(err or out), last_error_at=time.time())
         raise RelayUnavailable(f"cannot push to {self.url}: {_last_line(err or out)}",
                                hint="Your operations are queued and will be retried.")
+
+
+def _inbox_refusal(handle: str, state: str | None, commit: str | None,
+                   error: RelayError) -> Refused:
+    rule = str(error.data.get("rule", error.name))
+    return Refused(f"inbox:{state or commit or ''}", "inbox", None, handle, rule, error.name,
+                   error.code, f"your inbox state (acknowledgements and claims) at "
+                   f"{(commit or (state or '')[:12]) or 'its tip'} was refused: {error.message}; "
+                   "it was reset to the relay's copy", now_iso(), {"commit": state or ""})
 
 
 def _as_gate_error(error: RelayError) -> RelayError:

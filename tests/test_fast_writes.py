@@ -203,3 +203,28 @@ def test_a_waited_write_through_the_loop_that_loses_a_race_is_told(team):
         assert bob.thread(sent.thread_id).status == "cancelled"
     finally:
         loop.stop()
+
+
+def test_a_refused_inbox_state_is_reset_and_recorded(team, relay):
+    from gitrelay import layout
+
+    bob = team["bob"]
+    store = bob.mirror.store
+    mine = layout.inbox_ref("bob@acme")
+    before = store.ref(mine)
+    # An inbox state the gate refuses: a commit whose tree is not one inbox.json
+    # (as a damaged or outdated client could leave it).
+    tree = store.single_file_tree("notes.txt", b"not an inbox state\n")
+    bad = store.commit(tree=tree, parents=[before] if before else [],
+                       message=f"inbox\n\n{layout.TRAILER_OP}: {layout.OP_INBOX}\n"
+                               f"{layout.TRAILER_ACTOR}: bob@acme\n",
+                       author="bob@acme", email="bob@acme")
+    store.set_ref(mine, bad, "test: forged inbox state")
+    report = bob.deliver()
+    assert store.ref(mine) == before  # back to the relay's copy
+    (rec,) = [r for r in report.refused if r.kind == "inbox"]
+    assert rec.rule == "layout" and bad[:12] in rec.message
+    assert rec in bob.mirror.refused()
+    pushed = subprocess.run(["git", "--git-dir", str(relay), "rev-parse", "--verify", "-q", mine],
+                            capture_output=True, text=True).stdout.strip()
+    assert pushed != bad
