@@ -120,7 +120,7 @@ class RelayClient:
         self.mirror = Mirror(path, handle, signer=signer)
         # The inbox module sits above the client (it reads through it); only its
         # merge of two machines' inbox states is needed here, by the sync.
-        from .inbox import merge_inbox_states
+        from .inboxstate import merge_inbox_states
 
         self.syncer = Syncer(self.mirror, relay_url, env=env,
                              inbox_merger=merge_inbox_states)

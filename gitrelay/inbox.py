@@ -25,12 +25,24 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import layout, schema
-from .errors import IndexLost, InvalidArgument, InvalidCursor, RelayError, RelayUnavailable
+from .errors import IndexLost, InvalidArgument, InvalidCursor, RelayUnavailable
 from .ids import check_worker, same_handle
+from .inboxstate import (
+    Claim,
+    InboxState,
+    bound_acked,
+    commit_state,
+    current_us,
+    load_state,
+    local_ref,
+    merge_inbox_states,
+    merge_states,
+    relay_ref,
+    time_us,
+)
 from .index import (
     PREVIEW_CHARS,
     REFUSED,
@@ -40,12 +52,11 @@ from .index import (
     index_for,
     is_busy,
     item_id_for,
-    time_us,
 )
 from .index import reindex as reindex_mirror
-from .mirror import RELAY_USERS, Mirror, Refused
+from .mirror import Mirror, Refused
 from .ops import now_iso
-from .rules import STATUSES, RelayView, check_inbox_commit, commit_seq
+from .rules import STATUSES, commit_seq
 
 if TYPE_CHECKING:
     from .client import RelayClient
@@ -58,7 +69,6 @@ LEASE_MAX = 86_400.0
 WAIT_MAX = 60.0             # the longest long-poll
 POLL_SECONDS = 0.5          # how often a long-poll without a sync loop fetches
 MAX_ACKED = 5_000           # single acks kept before the cursor is moved up under them
-ACKED_LIMIT = 10_000        # the format's bound on single acks
 ACK_ITEMS_MAX = 1_000
 REFUSED_BOOK = "gitrelay-inbox-refused.json"
 _CURSOR_SALT = b"gitrelay inbox cursor v1\n"
@@ -119,189 +129,6 @@ class ClaimResult:
     # claimed | renewed | taken_over (an expired claim) | held_by_other | already_acknowledged
     outcome: str = "claimed"
     delivery: str | None = None
-
-
-# --- the per-user inbox state ---------------------------------------------------------
-
-
-@dataclass
-class Claim:
-    item_id: str
-    seq: int
-    worker: str
-    expires_at: str
-
-    def live(self, now_us: int) -> bool:
-        return time_us(self.expires_at) > now_us
-
-
-@dataclass
-class InboxState:
-    """The content of ``inbox.json``: what one user has handled and who is on what."""
-
-    handle: str
-    acked_up_to: int = 0
-    acked: dict[str, int] = field(default_factory=dict)      # item_id -> seq
-    claims: dict[str, Claim] = field(default_factory=dict)   # item_id -> claim
-    updated_at: str = ""
-
-    @classmethod
-    def from_doc(cls, doc: dict[str, Any]) -> InboxState:
-        acked: dict[str, int] = {}
-        for a in doc["acked"]:
-            acked[a["item_id"]] = max(acked.get(a["item_id"], 0), int(a["seq"]))
-        claims = {c["item_id"]: Claim(c["item_id"], int(c["seq"]), c["worker"], c["expires_at"])
-                  for c in doc["claims"]}
-        return cls(doc["handle"], int(doc["acked_up_to"]), acked, claims, doc["updated_at"])
-
-    def to_doc(self) -> dict[str, Any]:
-        return {"format_version": layout.FORMAT_VERSION, "kind": "inbox", "handle": self.handle,
-                "acked_up_to": self.acked_up_to,
-                "acked": [{"item_id": i, "seq": s}
-                          for i, s in sorted(self.acked.items(), key=lambda x: (x[1], x[0]))],
-                "claims": [{"item_id": c.item_id, "seq": c.seq, "worker": c.worker,
-                            "expires_at": c.expires_at}
-                           for c in sorted(self.claims.values(), key=lambda c: c.item_id)],
-                "updated_at": self.updated_at or now_iso()}
-
-    def copy(self) -> InboxState:
-        return replace(self, acked=dict(self.acked),
-                       claims={k: replace(c) for k, c in self.claims.items()})
-
-    def same(self, other: InboxState) -> bool:
-        """Equal apart from ``updated_at``."""
-        return (self.acked_up_to, self.acked, self.claims) == \
-            (other.acked_up_to, other.acked, other.claims)
-
-    def is_acked(self, item_id: str, seq: int) -> bool:
-        return seq <= self.acked_up_to or self.acked.get(item_id, 0) >= seq
-
-    def live_claim(self, item_id: str, now_us: int) -> Claim | None:
-        claim = self.claims.get(item_id)
-        return claim if claim is not None and claim.live(now_us) else None
-
-    def ack(self, item_id: str, seq: int) -> None:
-        if seq > self.acked_up_to and seq > self.acked.get(item_id, 0):
-            self.acked[item_id] = seq
-
-    def tidy(self, now_us: int) -> None:
-        """Drop single acks under the cursor, expired claims and claims an ack covers."""
-        self.acked = {i: s for i, s in self.acked.items() if s > self.acked_up_to}
-        self.claims = {i: c for i, c in self.claims.items()
-                       if c.live(now_us) and not self.is_acked(i, c.seq)}
-
-
-def merge_states(local: InboxState, remote: InboxState, now_us: int) -> InboxState:
-    """Two machines' states of one user, combined.
-
-    Acks only grow: the higher cursor, and every single ack at its highest seq.
-    Claims: the relay's copy (``remote``) was there first, so where both hold
-    a live claim on one item by different workers the remote one stays (the
-    local worker learns it lost when it re-reads); the same worker's two
-    claims keep the later expiry. Expired claims and claims an ack covers go.
-    """
-    merged = InboxState(remote.handle, max(local.acked_up_to, remote.acked_up_to))
-    for state in (remote, local):
-        for item_id, seq in state.acked.items():
-            merged.ack(item_id, seq)
-    for item_id, claim in remote.claims.items():
-        if claim.live(now_us):
-            merged.claims[item_id] = replace(claim)
-    for item_id, claim in local.claims.items():
-        if not claim.live(now_us):
-            continue
-        held = merged.claims.get(item_id)
-        later = held is not None and held.worker == claim.worker and (
-            time_us(claim.expires_at), claim.seq) > (time_us(held.expires_at), held.seq)
-        if held is None or later:
-            merged.claims[item_id] = replace(claim)
-    merged.tidy(now_us)
-    _bound_acked(merged)
-    return merged
-
-
-_STATES: dict[str, InboxState] = {}
-
-
-def load_state(mirror: Mirror, oid: str | None) -> InboxState:
-    """The inbox state at commit ``oid`` of the user's inbox ref (empty when None)."""
-    if oid is None:
-        return InboxState(mirror.handle)
-    cached = _STATES.get(oid)
-    if cached is None:
-        objs = mirror.objects
-        data = objs.read_path(objs.commit(oid).tree, layout.INBOX_FILE)
-        if data is None:
-            raise RelayError(f"inbox commit {oid[:12]} has no {layout.INBOX_FILE}",
-                             rule="layout")
-        cached = InboxState.from_doc(schema.load("inbox", data))
-        if len(_STATES) > 256:
-            _STATES.clear()
-        _STATES[oid] = cached
-    return cached.copy()
-
-
-def _inbox_ref(mirror: Mirror) -> str:
-    return layout.inbox_ref(mirror.handle)
-
-
-def _relay_inbox_ref(mirror: Mirror) -> str:
-    return f"{RELAY_USERS}{mirror.handle}/{layout.INBOX_REF_LEAF}"
-
-
-def commit_state(mirror: Mirror, state: InboxState, parent: str | None, subject: str) -> str:
-    """Write ``state`` as a commit on top of ``parent`` (no ref moves), checked like the gate."""
-    state.updated_at = now_iso()
-    doc = state.to_doc()
-    schema.validate("inbox", doc)
-    store, objs = mirror.store, mirror.objects
-    tree = store.single_file_tree(layout.INBOX_FILE, schema.dumps(doc))
-    message = (f"{subject}\n\n{layout.TRAILER_OP}: {layout.OP_INBOX}\n"
-               f"{layout.TRAILER_ACTOR}: {mirror.handle}\n")
-    oid = store.commit(tree=tree, parents=[parent] if parent else [], message=message,
-                       author=mirror.handle, email=mirror.handle, sign=mirror.signer)
-    main = mirror.main()
-    if main is None:
-        raise RelayUnavailable("the local mirror has no copy of the relay yet")
-    tip = objs.commit(main)
-    check_inbox_commit(objs, objs.commit(oid), mirror.handle, commit_seq(tip),
-                       RelayView(objs, tip.tree))
-    return oid
-
-
-def merge_inbox_states(mirror: Mirror, local: str | None, remote: str) -> str | None:
-    """The sync's inbox merger: the relay's state plus this machine's unpushed acks/claims.
-
-    Returns a commit on top of ``remote`` (a fast-forward for the relay), or
-    ``remote`` itself when the local state adds nothing. Called by the sync
-    with the refs lock held.
-    """
-    store = mirror.store
-    if local is None or local == remote or store.is_ancestor(local, remote):
-        return remote
-    try:
-        mine, theirs = load_state(mirror, local), load_state(mirror, remote)
-    except (RelayError, KeyError, ValueError):
-        return remote
-    merged = merge_states(mine, theirs, _now_us())
-    if merged.same(theirs):
-        return remote
-    try:
-        return commit_state(mirror, merged, remote,
-                            f"inbox {mirror.handle}: merge with the relay's copy")
-    except RelayError:
-        return remote
-
-
-def _bound_acked(state: InboxState) -> None:
-    """Keep the format's bound on single acks: forget the oldest beyond it."""
-    if len(state.acked) > ACKED_LIMIT:
-        keep = sorted(state.acked.items(), key=lambda x: (-x[1], x[0]))[:ACKED_LIMIT]
-        state.acked = dict(keep)
-
-
-def _now_us() -> int:
-    return time.time_ns() // 1000
 
 
 def _iso_in(seconds: float) -> str:
@@ -632,10 +459,10 @@ def _read(mirror: Mirror, idx: Index, query: _Query) -> InboxPage:
 
 def _read_once(mirror: Mirror, idx: Index, query: _Query) -> InboxPage:
     handle = mirror.handle
-    now = _now_us()
+    now = current_us()
     with idx.session():
         rebuilt = idx.update().rebuilt
-        ref = mirror.store.ref(_inbox_ref(mirror))
+        ref = mirror.store.ref(local_ref(mirror))
         state = load_state(mirror, ref)
         idx.sync_acks(handle, ref, state.acked_up_to, state.acked)
         rows = idx.page(handle, upto=state.acked_up_to, statuses=query.statuses,
@@ -705,13 +532,13 @@ def _acknowledge(mirror: Mirror, idx: Index, worker: str | None, ack_up_to: int 
                  ) -> tuple[list[AckResult], str, bool]:
     """Apply acks to the local inbox ref (one commit); returns results, summary, changed."""
     handle = mirror.handle
-    now = _now_us()
+    now = current_us()
     texts = []
     results: list[AckResult] = []
     refused = {r.item.item_id: r.item for r in _refused_items(mirror, idx)}
     refused_acks: dict[str, int] = {}
     with mirror.refs_locked():
-        ref = _inbox_ref(mirror)
+        ref = local_ref(mirror)
         parent = mirror.store.ref(ref)
         state = load_state(mirror, parent)
         before = state.copy()
@@ -798,7 +625,7 @@ def _compact(idx: Index, state: InboxState, handle: str) -> None:
         floor = top
     state.acked_up_to = max(state.acked_up_to, floor)
     state.acked = {i: s for i, s in state.acked.items() if s > state.acked_up_to}
-    _bound_acked(state)
+    bound_acked(state)
 
 
 def _ack_subject(handle: str, ack_up_to: int | None, results: list[AckResult]) -> str:
@@ -813,8 +640,8 @@ def _ack_subject(handle: str, ack_up_to: int | None, results: list[AckResult]) -
 
 def _delivery_state(mirror: Mirror) -> str:
     store = mirror.store
-    local = store.ref(_inbox_ref(mirror))
-    return "delivered" if local is None or local == store.ref(_relay_inbox_ref(mirror)) \
+    local = store.ref(local_ref(mirror))
+    return "delivered" if local is None or local == store.ref(relay_ref(mirror)) \
         else "queued"
 
 
@@ -856,12 +683,12 @@ def claim_inbox_item(client: RelayClient, *, item_id: str, seq: int, worker: str
     client.refresh()
     mirror = client.mirror
     idx = index_for(mirror)
-    now = _now_us()
+    now = current_us()
     with idx.session():
         idx.update()
         refused = {r.item.item_id: r.item for r in _refused_items(mirror, idx)}
         with mirror.refs_locked():
-            ref = _inbox_ref(mirror)
+            ref = local_ref(mirror)
             parent = mirror.store.ref(ref)
             state = load_state(mirror, parent)
             row = idx.item(mirror.handle, item_id, upto=state.acked_up_to)
@@ -891,8 +718,8 @@ def claim_inbox_item(client: RelayClient, *, item_id: str, seq: int, worker: str
             mirror.store.set_ref(ref, oid, "gitrelay: inbox claim")
     delivery = _deliver(client, now=True)
     # The relay's copy wins a race between machines: read the claim back.
-    final = load_state(mirror, mirror.store.ref(_inbox_ref(mirror)))
-    mine = final.live_claim(item_id, _now_us())
+    final = load_state(mirror, mirror.store.ref(local_ref(mirror)))
+    mine = final.live_claim(item_id, current_us())
     if mine is None or mine.worker != worker:
         return ClaimResult(item_id, current, worker, False,
                            mine.expires_at if mine is not None else now_iso(),
@@ -914,7 +741,7 @@ def reindex(client: RelayClient) -> ReindexReport:
 
 def inbox_state(client: RelayClient) -> InboxState:
     """This user's inbox state as this machine knows it (unpushed acks included)."""
-    return load_state(client.mirror, client.mirror.store.ref(_inbox_ref(client.mirror)))
+    return load_state(client.mirror, client.mirror.store.ref(local_ref(client.mirror)))
 
 
 __all__ = ["DEFAULT_STATUSES", "KINDS", "LEASE_SECONDS", "AckResult", "Claim", "ClaimResult",

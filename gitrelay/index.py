@@ -29,7 +29,6 @@ answered from. docs/inbox.md describes the whole design.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import hashlib
 import json
 import os
@@ -43,6 +42,7 @@ from typing import Any
 
 from . import layout
 from .errors import IndexLost
+from .inboxstate import time_us
 from .mirror import Mirror
 from .objects import Commit, Objects, diff_trees
 from .rules import ACCEPTED, CANCELLED, COMPLETED, PENDING, commit_seq
@@ -103,15 +103,6 @@ def item_id_for(user: str, thread: str, kind: str) -> str:
         chars.append(_ID_ALPHABET[number & 31])
         number >>= 5
     return "ibx_" + "".join(reversed(chars))
-
-
-def time_us(stamp: str) -> int:
-    """Microseconds since the epoch of an ISO 8601 time (naive times are UTC)."""
-    parsed = dt.datetime.fromisoformat(stamp)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    delta = parsed - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 @dataclass

@@ -74,3 +74,11 @@ def test_the_gate_starts_without_heavy_imports():
     heavy = {"pygit2", "pydantic", "yaml", "typing", "dataclasses", "subprocess", "pathlib",
              "mcp", "filelock", "watchdog"}
     assert not heavy & set(out), heavy & set(out)
+
+
+def test_the_client_imports_nothing_above_it():
+    # The sync needs the inbox-state merge; it lives in inboxstate, below the client,
+    # so that the client never reaches up into the inbox (not even lazily).
+    above = {".inbox", ".index", ".present", ".mcp_server", ".cli", ".trust", ".provenance"}
+    assert not imports_of("client") & above, imports_of("client") & above
+    assert not imports_of("inboxstate") & (above | {".client"}), imports_of("inboxstate")
