@@ -49,7 +49,7 @@ from .ops import Op, now_iso
 from .recovery import mirror_problem, salvage_outbox, set_aside
 from .rules import ACCEPTED, CANCELLED, COMPLETED, PENDING, RelayView, ThreadState
 from .schema import SchemaError
-from .sync import Syncer, SyncReport
+from .sync import Syncer, SyncReport, probe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -114,6 +114,8 @@ class RelayClient:
         self.fresh_seconds = fresh_seconds
         self.wait_seconds = wait_seconds
         path = mirror_path(relay_url)
+        if not path.exists():
+            probe(relay_url, env)  # an unreachable relay leaves no empty mirror behind
         problem = mirror_problem(path)
         salvaged = salvage_outbox(path) if problem else []
         damaged = set_aside(path) if problem else None

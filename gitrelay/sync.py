@@ -283,6 +283,23 @@ class Syncer:
                                hint="Your operations are queued and will be retried.")
 
 
+def probe(url: str, env: dict[str, str] | None = None) -> None:
+    """Raise RelayUnavailable unless ``url`` answers as a relay (it has a main branch).
+
+    Run before a first fetch creates the local mirror, so that a mistyped or
+    unreachable URL leaves nothing behind in ``$GITRELAY_HOME``.
+    """
+    proc = run_git(["ls-remote", "--heads", url, layout.MAIN_REF], env=hermetic_env(env),
+                   timeout=60.0)
+    if proc.returncode != 0:
+        raise RelayUnavailable(f"cannot fetch from {url}: "
+                               f"{_last_line(proc.stderr.decode(errors='replace'))}",
+                               hint="Check the relay URL and your access to it.")
+    if not proc.stdout.strip():
+        raise RelayUnavailable(f"{url} has no main branch: it is not a gitrelay relay",
+                               hint="Create one with `gitrelay init`.")
+
+
 def _inbox_refusal(handle: str, state: str | None, commit: str | None,
                    error: RelayError) -> Refused:
     rule = str(error.data.get("rule", error.name))

@@ -669,15 +669,13 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
     add("join-missing-relay", "join", "/nonexistent/relay.git", "--as", "dave@acme", "--name",
         "Dave", "--role", "qa", expect="relay_unavailable", mentions="not appear to be a git")
     add("as-bad-handle", "inbox", "--as", "not a handle", mentions="not a handle")
+    # A relay never reached: the error, and no empty mirror left in the home.
+    add("inbox-missing-relay", "inbox", "--relay", "/nonexistent/relay.git",
+        expect="relay_unavailable", mentions="/nonexistent/relay.git")
     return c
 
 
 CLI_CASES = _cli_cases()
-# A client for a relay it never reached leaves an empty mirror directory behind.
-CLI_KNOWN_GAPS = {
-    "inbox-missing-relay": CliCase(("inbox", "--relay", "/nonexistent/relay.git"),
-                                   expect="relay_unavailable"),
-}
 
 
 def home_snapshot(home: Path) -> dict[str, Any]:
@@ -761,14 +759,6 @@ def test_every_bad_command_line_is_one_coded_error_line_and_writes_nothing(
     new = [line for line in relay_log(warmed.relay) if line not in log_before]
     assert Store(warmed.relay).refs("refs/") == relay_before, f"the relay moved: {new}"
     record_property("reliability", {"suite": "bad_input_cli", "cases": len(CLI_CASES)})
-
-
-@pytest.mark.xfail(strict=True, reason="a client for a relay it never reached leaves an "
-                   "empty mirror directory in GITRELAY_HOME (reported; admin.join cleans "
-                   "up, RelayClient does not yet)")
-@pytest.mark.parametrize("name", sorted(CLI_KNOWN_GAPS))
-def test_known_gaps_of_the_command_line(warmed: Bench, tmp_path: Path, name: str) -> None:
-    assert run_cli(warmed, CLI_KNOWN_GAPS[name], tmp_path, name) is None
 
 
 def test_every_cli_command_is_tried() -> None:

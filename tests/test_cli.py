@@ -507,13 +507,6 @@ def test_log_is_the_history_newest_first_read_from_the_commits(people, acme):
 # --- inbox ----------------------------------------------------------------------------------
 
 
-def _inbox_ready() -> bool:
-    from gitrelay import inbox
-
-    return "NotImplementedError" not in Path(inbox.__file__).read_text()
-
-
-@pytest.mark.xfail(not _inbox_ready(), reason="inbox implementation pending", strict=False)
 def test_inbox_lists_what_is_waiting_as_a_table(people):
     bob = people["bob"]
     run = bob("inbox")
