@@ -97,6 +97,9 @@ class InboxItem:
     claimed_by: str | None = None
     claim_expires_at: str | None = None
     detail: str | None = None  # e.g. the gate's reason for a refused item
+    # Who wrote the summary (the thread's sender); None when the thread is not on the
+    # relay (a refused handoff), where the summary is taken to be the other participant's.
+    thread_sender: str | None = None
 
 
 @dataclass
@@ -208,7 +211,9 @@ def _refused_items(mirror: Mirror, idx: Index) -> list[_RefusedItem]:
         entry = book.get(_record_id(rec), {"seq": 1, "acked": False})
         facts = idx.thread_facts(rec.thread_id) if rec.thread_id else None
         doc = rec.doc or {}
+        author = None
         if facts is not None:
+            author = str(facts["sender"])
             other = facts["recipient"] if same_handle(facts["sender"], handle) \
                 else facts["sender"]
             status, preview, created = (facts["status"], facts["summary_preview"],
@@ -228,7 +233,7 @@ def _refused_items(mirror: Mirror, idx: Index) -> list[_RefusedItem]:
             summary_preview=preview, status=status, unread_messages=0, created_at=created,
             updated_at=rec.at, unread=not entry.get("acked", False),
             detail=f"Your {what} was refused by the relay: {rec.name} ({rec.code}), rule "
-                   f"{rec.rule}: {rec.message}")
+                   f"{rec.rule}: {rec.message}", thread_sender=author)
         out.append(_RefusedItem(item, [_record_id(r) for r in recs]))
     return out
 
@@ -503,7 +508,7 @@ def _item(row: ItemRow, state: InboxState, now_us: int) -> InboxItem:
         sender=Sender(row.other, row.other_name or row.other, row.other_role or ""),
         summary_preview=row.summary_preview, status=row.status,
         unread_messages=row.unread_messages, created_at=row.created_at, updated_at=row.at,
-        unread=row.unread)
+        unread=row.unread, thread_sender=row.sender)
     _with_claim(item, state, now_us)
     return item
 

@@ -117,6 +117,7 @@ class ItemRow:
     other: str
     other_name: str | None
     other_role: str | None
+    sender: str             # the thread's sender, who wrote its handoff and summary
     status: str
     summary_preview: str
     created_at: str
@@ -509,8 +510,8 @@ class Index:
                              (key, value))
 
     _SELECT = """
-    SELECT i.item_id, i.seq, i.kind, i.thread_id, i.at, i.other, p.name, p.role, t.status,
-           h.summary_preview, h.created_at,
+    SELECT i.item_id, i.seq, i.kind, i.thread_id, i.at, i.other, p.name, p.role, h.sender,
+           t.status, h.summary_preview, h.created_at,
            (i.seq > :upto AND coalesce(a.seq, 0) < i.seq) AS unread,
            (SELECT count(*) FROM events e
              WHERE e.thread_id = i.thread_id AND e.op IN ('message', 'draft')
@@ -645,8 +646,9 @@ def _blob_at(objs: Objects, tree: str, path: str) -> str | None:
 
 def _row(r: Sequence[Any]) -> ItemRow:
     return ItemRow(item_id=r[0], seq=int(r[1]), kind=r[2], thread_id=r[3], at=r[4], other=r[5],
-                   other_name=r[6], other_role=r[7], status=r[8], summary_preview=r[9],
-                   created_at=r[10], unread=bool(r[11]), unread_messages=int(r[12]))
+                   other_name=r[6], other_role=r[7], sender=r[8], status=r[9],
+                   summary_preview=r[10], created_at=r[11], unread=bool(r[12]),
+                   unread_messages=int(r[13]))
 
 
 _OPEN: dict[str, Index] = {}

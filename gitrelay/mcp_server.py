@@ -353,14 +353,6 @@ def _inbox_url(client: RelayClient, tid: str) -> str:
     return f"gitrelay://{quote(str(config['name']), safe='')}/threads/{tid}"
 
 
-def _thread_sender(client: RelayClient, tid: str) -> str | None:
-    try:
-        state = client.mirror.view().thread(tid)
-    except (RelayError, KeyError, ValueError):
-        return None
-    return None if state is None else state.sender
-
-
 def _message_answer(client: RelayClient, tid: str, result: WriteResult,
                     kind: Literal["message", "draft"]) -> SentMessageOut:
     doc = result.doc
@@ -414,8 +406,7 @@ def _check_since(since: str | None) -> None:
 
 def _inbox_page(st: ServerState, rules: TrustRules, **kwargs: Any) -> InboxOut:
     page = inbox.check_inbox(st.client, sync_loop=st.loop, **kwargs)
-    return present_inbox(page, caller=st.me, rules=rules,
-                         thread_sender=lambda tid: _thread_sender(st.client, tid))
+    return present_inbox(page, caller=st.me, rules=rules)
 
 
 def _view_out(st: ServerState, ref: str) -> ThreadOut:

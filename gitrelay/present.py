@@ -9,9 +9,10 @@ Every such value goes through a :class:`Pen`, which
 - wraps everything else in the response's fence (:class:`provenance.Fence`)
   and attaches a structured :class:`provenance.ProvenanceMarker` next to it.
 
-Each response is built twice by the same function: once with a recorder that
-collects every teammate-authored value, then for real with one Fence created
-from all of them, so the fence token occurs in none of the texts it wraps.
+Each response is built by one function with one fresh Fence, whose random
+token occurs in none of the texts it wraps (checked on every wrap); should one
+contain it, the response is built again: once with a recorder that collects
+every teammate-authored value, then with a Fence chosen to avoid them all.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Protocol, TypeVar
 from .client import ThreadView
 from .inbox import ClaimResult, InboxPage
 from .mirror import Refused
-from .provenance import Fence, ProvenanceMarker
+from .provenance import Fence, FenceCollision, ProvenanceMarker
 from .tool_models import (
     AcceptOut,
     AckResultOut,
@@ -136,7 +137,22 @@ class Pen:
 
 
 def render(caller: str, rules: TrustRules, build: Callable[[Pen], T]) -> T:
-    """Run ``build`` twice: to collect the teammate texts, then with their Fence."""
+    """Run ``build`` with one fresh Fence for the response.
+
+    The token is 128 random bits drawn after every text was written, so it is
+    in none of them; ``Fence.wrap`` checks that for every text anyway. Should
+    a text contain it (a collision, or the first text changing the token after
+    a marker took it), the response is built again the careful way: once to
+    collect the teammate texts, then with a Fence chosen to avoid all of them.
+    """
+    fence = Fence()
+    token = fence.token
+    try:
+        out = build(Pen(caller, rules, fence))
+        if fence.token == token:
+            return out
+    except FenceCollision:
+        pass
     recorder = _Recorder()
     build(Pen(caller, rules, recorder))
     return build(Pen(caller, rules, Fence(recorder.values)))
@@ -337,27 +353,20 @@ def present_teammates(profiles: Iterable[Mapping[str, Any]], *, caller: str,
     return render(caller, rules, build)
 
 
-def present_inbox(page: InboxPage, *, caller: str, rules: TrustRules,
-                  thread_sender: Callable[[str], str | None]) -> InboxOut:
+def present_inbox(page: InboxPage, *, caller: str, rules: TrustRules) -> InboxOut:
     """check_inbox (and the ``gitrelay://inbox`` resource).
 
-    ``thread_sender(thread_id)`` names who wrote a thread's summary: the item's
-    ``sender`` is the other participant, who wrote it only on an assignment.
-    When the lookup fails the summary is treated as the other participant's.
+    The item's ``sender`` is the other participant; the summary was written by
+    the thread's sender (``item.thread_sender``, from the index), who may be the
+    caller. When the thread is unknown the summary is treated as the other
+    participant's.
     """
-    authors: dict[str, str] = {}
-    for item in page.items:
-        other = item.sender.handle
-        if item.kind == "assignment":
-            authors[item.item_id] = other
-        else:
-            authors[item.item_id] = thread_sender(item.thread_id) or other
 
     def build(pen: Pen) -> InboxOut:
         items = []
         for i, item in enumerate(page.items):
             other = item.sender.handle
-            author = authors[item.item_id]
+            author = item.thread_sender or other
             field = f"items[{i}]"
             detail = item.detail
             if detail is not None and item.kind != "refused":

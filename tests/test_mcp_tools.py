@@ -970,26 +970,28 @@ def test_the_inbox_summary_preview_is_fenced_unless_the_caller_wrote_it() -> Non
     """present_inbox alone, with inbox items as the inbox module returns them."""
     rules = load_trust(Path("/nonexistent/trust.yaml"))
 
-    def item(kind: str, tid: str, preview: str, handle: str = "alice@acme") -> InboxItem:
+    def item(kind: str, tid: str, preview: str, author: str | None) -> InboxItem:
         return InboxItem(item_id=f"ibx_{kind}", seq=1, kind=kind, thread_id=tid,
-                         sender=Sender(handle, "Alice Martin", "backend"),
+                         sender=Sender("alice@acme", "Alice Martin", "backend"),
                          summary_preview=preview, status="pending", unread_messages=0,
                          created_at="2026-05-01T09:14:32Z", updated_at="2026-05-01T09:14:32Z",
-                         unread=True)
+                         unread=True, thread_sender=author)
 
-    page = InboxPage(items=[item("assignment", "A" * 26, "Please review"),
-                            item("task_update", "B" * 26, "My own summary")],
+    page = InboxPage(items=[item("assignment", "A" * 26, "Please review", "alice@acme"),
+                            item("task_update", "B" * 26, "My own summary", "bob@acme"),
+                            item("refused", "", "Unknown thread", None)],
                      next_cursor=None, cursor=2)
-    out = present_inbox(page, caller="bob@acme", rules=rules,
-                        thread_sender=lambda tid: "bob@acme" if tid == "B" * 26 else None)
-    first, second = out.items
+    out = present_inbox(page, caller="bob@acme", rules=rules)
+    first, second, third = out.items
+    assert third.provenance is not None  # no known author: taken as the other side's
+    assert fenced_body(third.summary_preview, third.provenance.fence) == "Unknown thread"
     assert first.provenance is not None
     assert fenced_body(first.summary_preview, first.provenance.fence) == "Please review"
     assert second.summary_preview == "My own summary"
     assert second.provenance is None  # bob wrote the summary of his own thread
     assert second.sender.provenance is not None  # alice's name is still hers
     blocked = rules.model_copy(update={"blocked": ["alice@acme"]})
-    hidden = present_inbox(page, caller="bob@acme", rules=blocked, thread_sender=lambda t: None)
+    hidden = present_inbox(page, caller="bob@acme", rules=blocked)
     assert "Please review" not in hidden.model_dump_json()
     assert "Alice Martin" not in hidden.model_dump_json()
 
