@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pygit2
 
-from .objects import ZERO_OID, Objects
+from .objects import MODE_BLOB, MODE_TREE, ZERO_OID, Objects, TreeEntry
 
 _TYPE_NAMES = {pygit2.enums.ObjectType.COMMIT: "commit", pygit2.enums.ObjectType.TREE: "tree",
                pygit2.enums.ObjectType.BLOB: "blob", pygit2.enums.ObjectType.TAG: "tag"}
+_TYPES = {name: kind for kind, name in _TYPE_NAMES.items()}
 
 # Hermetic: no user or system git configuration leaks into the store.
 for _level in (pygit2.enums.ConfigLevel.GLOBAL, pygit2.enums.ConfigLevel.XDG,
@@ -26,12 +27,30 @@ for _level in (pygit2.enums.ConfigLevel.GLOBAL, pygit2.enums.ConfigLevel.XDG,
 
 
 class Pygit2Source:
-    """An ObjectSource over pygit2's object database."""
+    """An ObjectSource over pygit2's object database.
+
+    Objects this process just wrote are kept in memory for a while: the rules
+    read every tree and the commit of an operation right after it was built,
+    and reading them back from loose files would inflate them again.
+    """
+
+    RECENT_MAX = 512
 
     def __init__(self, repo: pygit2.Repository) -> None:
         self._odb = repo.odb
+        self._recent: dict[str, tuple[str, bytes]] = {}
+
+    def write(self, kind: str, data: bytes) -> str:
+        oid = str(self._odb.write(_TYPES[kind], data))
+        if len(self._recent) >= self.RECENT_MAX:
+            self._recent.clear()
+        self._recent[oid] = (kind, data)
+        return oid
 
     def read(self, oid: str) -> tuple[str, bytes] | None:
+        recent = self._recent.get(oid)
+        if recent is not None:
+            return recent
         try:
             kind, data = self._odb.read(oid)
         except (KeyError, ValueError):
@@ -49,7 +68,8 @@ class Store:
                                                initial_head="main")
         else:
             self.repo = pygit2.Repository(str(self.path))
-        self.objects = Objects(Pygit2Source(self.repo))
+        self.source = Pygit2Source(self.repo)
+        self.objects = Objects(self.source)
 
     # --- refs ---------------------------------------------------------------
 
@@ -87,22 +107,30 @@ class Store:
 
     # --- writing ------------------------------------------------------------
 
-    def _insert(self, tree_oid: str | None, parts: list[str], blob: pygit2.Oid) -> pygit2.Oid:
-        builder = (self.repo.TreeBuilder(pygit2.Oid(hex=tree_oid)) if tree_oid
-                   else self.repo.TreeBuilder())
+    def _insert(self, tree_oid: str | None, parts: list[str], blob: str) -> str:
+        entries = list(self.objects.tree(tree_oid)) if tree_oid else []
         name = parts[0]
         if len(parts) == 1:
-            builder.insert(name, blob, pygit2.enums.FileMode.BLOB)
+            added = TreeEntry(MODE_BLOB, name, blob)
         else:
-            existing = builder.get(name)
-            sub = str(existing.id) if existing is not None and existing.type_str == "tree" else None
-            builder.insert(name, self._insert(sub, parts[1:], blob), pygit2.enums.FileMode.TREE)
-        return builder.write()
+            existing = next((e for e in entries if e.name == name), None)
+            sub = existing.oid if existing is not None and existing.is_tree else None
+            added = TreeEntry(MODE_TREE, name, self._insert(sub, parts[1:], blob))
+        entries = [e for e in entries if e.name != name]
+        entries.append(added)
+        entries.sort(key=_tree_order)
+        return self.source.write("tree", b"".join(
+            f"{e.mode} ".encode() + e.name.encode("utf-8", "surrogateescape") + b"\0"
+            + bytes.fromhex(e.oid) for e in entries))
 
     def tree_with(self, base_tree: str | None, path: str, data: bytes) -> str:
-        """The id of ``base_tree`` with one more file at ``path``."""
-        blob = self.repo.create_blob(data)
-        return str(self._insert(base_tree, path.split("/"), blob))
+        """The id of ``base_tree`` with one more file at ``path`` (or that file replaced).
+
+        Trees are written from the parsed entries the rules read anyway, in
+        git's order (a directory sorts as if its name ended in ``/``).
+        """
+        blob = self.source.write("blob", data)
+        return self._insert(base_tree, path.split("/"), blob)
 
     def single_file_tree(self, name: str, data: bytes) -> str:
         return self.tree_with(None, name, data)
@@ -118,6 +146,11 @@ class Store:
         content = str(self.repo.create_commit_string(sig, sig, message, pygit2.Oid(hex=tree),
                                                      parent_ids))
         if sign is None:
-            return str(self.repo.odb.write(pygit2.enums.ObjectType.COMMIT, content))
+            return self.source.write("commit", content.encode())
         signature = sign(content.encode())
         return str(self.repo.create_commit_with_signature(content, signature, "gpgsig"))
+
+
+def _tree_order(entry: TreeEntry) -> bytes:
+    name = entry.name.encode("utf-8", "surrogateescape")
+    return name + b"/" if entry.is_tree else name
