@@ -18,6 +18,7 @@ from typing import Any
 from . import layout, schema
 from .errors import ThreadNotFound
 from .rules import RelayView
+from .terminal import char_class
 
 SUBJECT_MAX = 72
 
@@ -26,10 +27,9 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-# Control characters and bidi/zero-width format characters: a teammate's text must
-# not reach the terminal of someone reading plain `git log` as escape sequences.
-_UNSAFE_IN_SUBJECT = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+# The gate refuses these in commit messages (gitrelay.terminal): a teammate's text
+# must not reach the terminal of someone reading plain `git log`.
+_UNSAFE_IN_SUBJECT = re.compile(char_class())
 
 
 def _clip(text: str, room: int) -> str:
@@ -99,7 +99,7 @@ class Op:
     def subject(self, doc: dict[str, Any]) -> str:
         tid = (self.thread_id or "")[:10]
         if self.kind == "profile":
-            head = f"register {doc['handle']} ({doc['role']}): "
+            head = f"register {doc['handle']} ({_clip(str(doc['role']), 24)}): "
             return head + _clip(str(doc["name"]), SUBJECT_MAX - len(head))
         if self.kind == "handoff":
             head = f"handoff {tid} {doc['sender']} → {doc['recipient']} ({doc['intent']}): "

@@ -17,18 +17,15 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .terminal import char_class
+
 if TYPE_CHECKING:
     from .client import ThreadView
     from .history import HistoryEntry
 
-# C0 controls, DEL, C1 controls, and the Unicode format characters that reorder
-# or hide text (bidi embeddings, overrides and isolates, zero-width marks).
-_UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"
-)
-_UNSAFE_WITH_NEWLINES = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"
-)
+# gitrelay.terminal's set: tabs and newlines kept by clean(), escaped by one_line().
+_UNSAFE = re.compile(char_class(keep="\t\n"))
+_UNSAFE_WITH_NEWLINES = re.compile(char_class())
 SHORT_ID = 10
 
 

@@ -27,6 +27,7 @@ from .objects import (
     diff_trees,
     trailer_pairs,
 )
+from .terminal import first_unsafe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -200,6 +201,24 @@ def check_trailer_repeats(commit: Commit) -> None:
                          "each gitrelay trailer appears once", commit=commit.oid, field=name)
 
 
+def check_message_text(commit: Commit) -> None:
+    """No control or bidi/format character in the message: ``git log`` prints it raw."""
+    bad = first_unsafe(commit.message, keep="\n\t")
+    if bad is not None:
+        raise refuse("commit-message", f"commit {commit.oid[:12]}'s message holds the control "
+                     f"or format character U+{ord(bad):04X}; git log would print it to its "
+                     "reader's terminal as it is", commit=commit.oid, field="message")
+
+
+def check_author(commit: Commit, actor: str) -> None:
+    """The commit's author is its actor: ``git log`` shows the author, not the trailer."""
+    email = commit.author.rpartition("<")[2].partition(">")[0]
+    if not same_handle(email, actor):
+        raise refuse("actor", f"commit {commit.oid[:12]} is authored by {email!r}, but its "
+                     f"operation is by {actor}; the author's email is the actor's handle",
+                     commit=commit.oid, field="author")
+
+
 def _object_error(commit: Commit, exc: Exception) -> RelayError:
     what = f"object {exc.args[0]} is missing" if isinstance(exc, KeyError) else str(exc)
     return refuse("objects", f"commit {commit.oid[:12]}: unreadable or malformed object: {what}",
@@ -352,6 +371,7 @@ def _check_commit(objs: Objects, commit: Commit, parent: Commit | None,
         raise refuse("linear-history", f"commit {short} is a merge; main is linear "
                      "(rebase instead of merging)", commit=commit.oid)
     check_trailer_repeats(commit)
+    check_message_text(commit)
     if parent is None:
         return _check_init(objs, commit)
     seq = commit_seq(commit)
@@ -377,6 +397,7 @@ def _check_commit(objs: Objects, commit: Commit, parent: Commit | None,
     op = _op_for(ref.kind, doc)
     actor = str(doc[schema.AUTHOR_FIELD[ref.kind]])
     _check_trailers(commit, op, actor, ref.thread_id)
+    check_author(commit, actor)
     if ref.kind == "profile":
         _check_register(view, commit, doc, ref.handle or "")
         check_identity(view, commit, actor, pusher, registering=doc,
@@ -587,6 +608,7 @@ def _check_inbox_commit(objs: Objects, commit: Commit, owner: str, main_seq: int
         raise refuse("linear-history", f"commit {short} on {owner}'s inbox ref is a merge",
                      commit=commit.oid)
     check_trailer_repeats(commit)
+    check_message_text(commit)
     registered = view.profile(owner)
     if registered is not None and registered["handle"] != owner:
         raise refuse("ref-namespace", f"commit {short}: the inbox ref of {owner} must be "
@@ -611,6 +633,7 @@ def _check_inbox_commit(objs: Objects, commit: Commit, owner: str, main_seq: int
         raise refuse("trailers", f"commit {short} on {owner}'s inbox ref must carry "
                      f"{layout.TRAILER_OP}: inbox and {layout.TRAILER_ACTOR}: {owner}",
                      commit=commit.oid)
+    check_author(commit, owner)
     check_identity(view, commit, owner, pusher, verify_signature=verify_signature)
     seqs = [doc["acked_up_to"], *(a["seq"] for a in doc["acked"]),
             *(c["seq"] for c in doc["claims"])]

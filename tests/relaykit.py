@@ -435,7 +435,8 @@ class Bench:
     def inbox_commit(self, owner: str, doc: Mapping[str, Any] | None = None, *,
                      base: str | None = None, data: bytes | None = None,
                      trailers: Mapping[str, str | None] | None = None,
-                     extra: Sequence[tuple[str, bytes, str]] = (), mode: str = MODE_BLOB) -> str:
+                     extra: Sequence[tuple[str, bytes, str]] = (), mode: str = MODE_BLOB,
+                     author: str = "") -> str:
         """A commit for ``refs/gitrelay/users/<owner>/inbox`` on ``base`` (None: a root)."""
         d = dict(doc) if doc is not None else inbox_doc(owner)
         tree = self.forge.put(None, [layout.INBOX_FILE], mode,
@@ -446,7 +447,7 @@ class Bench:
                f"{layout.TRAILER_ACTOR}: {owner}\n")
         if trailers:
             msg = with_trailers(msg, trailers)
-        return self.forge.commit(tree, [base] if base else [], msg, author=owner,
+        return self.forge.commit(tree, [base] if base else [], msg, author=author or owner,
                                  sign=self.signers.get(owner))
 
     # --- pushing ---
@@ -720,7 +721,8 @@ class CaseBuilder:
         seq_text = {"arabic": "".join(chr(0x660 + int(d)) for d in str(seq)),
                     "zero_padded": f"00{seq}"}.get(step.get("seq_digits", ""), str(seq))
         thread = str(doc["thread_id"]) if kind != "profile" and "thread_id" in doc else None
-        message = step.get("message") or commit_message(op_name(kind, doc), actor, seq, thread)
+        message = step.get("message") or commit_message(op_name(kind, doc), actor, seq, thread,
+                                                        subject=step.get("subject"))
         message = message.replace(f"{layout.TRAILER_SEQ}: {seq}",
                                   f"{layout.TRAILER_SEQ}: {seq_text}")
         if step.get("trailers"):
@@ -738,7 +740,8 @@ class CaseBuilder:
             sign = bench.signers[step["sign_as"]]
         parents = [base, bench.forge.resolve(step["merge"])] if "merge" in step else None
         oid = bench.build(kind, doc, path=path, data=data, mode=str(step.get("mode", MODE_BLOB)),
-                          message=message, extra=extra, base=base, parents=parents, sign=sign)
+                          message=message, extra=extra, base=base, parents=parents, sign=sign,
+                          author=str(step.get("author", "")))
         if "entry" in step:
             oid = self.add_entry(oid, step["entry"], tid, base)
         if op == "handoff" and "label" in step:
@@ -783,7 +786,8 @@ class CaseBuilder:
         extra = [(x["path"], str(x.get("data", "")).encode(), str(x.get("mode", MODE_BLOB)))
                  for x in step.get("extra", [])]
         oid = bench.inbox_commit(owner, doc, base=base, trailers=step.get("trailers"),
-                                 extra=extra, mode=str(step.get("mode", MODE_BLOB)))
+                                 extra=extra, mode=str(step.get("mode", MODE_BLOB)),
+                                 author=str(step.get("author", "")))
         if "merge" in step:
             c = bench.commit(oid)
             raw = bench.forge.repo.odb.read(oid)[1].decode()

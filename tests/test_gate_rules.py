@@ -26,6 +26,7 @@ from tests.relaykit import (
     SAMPLE_DIFF,
     TEAM,
     Bench,
+    commit_message,
     handoff_doc,
     inbox_doc,
     make_keys,
@@ -144,6 +145,14 @@ def actor(bench: Bench, legal: bool) -> Push:
     return main_push(bench)
 
 
+def commit_message_text(bench: Bench, legal: bool) -> Push:
+    tid = bench.threads["pending"]
+    subject = "message by bob" if legal else "message by bob \x1b[2J\x1b[31mURGENT: run this"
+    bench.build("message", message_doc(tid, 3, BOB),
+                message=commit_message("message", BOB, bench.seq() + 1, tid, subject=subject))
+    return main_push(bench)
+
+
 def pusher(bench: Bench, legal: bool) -> Push:
     """The hook inherits the pusher's environment on a local path: REMOTE_USER as a web
     server would set it."""
@@ -256,6 +265,7 @@ RULES: dict[str, tuple[Callable[[Bench, bool], Push], str]] = {
     "format_version": (format_version, "default"),
     "trailers": (trailers, "default"),
     "actor": (actor, "default"),
+    "commit-message": (commit_message_text, "default"),
     "pusher": (pusher, "default"),
     "signature": (signature, "signed"),
     "recipient_not_found": (recipient_not_found, "default"),
