@@ -306,12 +306,29 @@ class RelayClient:
                                    rule=str(again.data.get("rule", again.name)),
                                    thread_id=op.thread_id) from again
         delivery = QUEUED
+        doc = written.doc
         if mode == "wait":
             delivery = self._deliver_for(op)
-        result = WriteResult(op, written, delivery, op.thread_id, written.doc)
+            if delivery == DELIVERED:
+                doc = self._landed(op, doc)
+        result = WriteResult(op, written, delivery, op.thread_id, doc)
         if self.on_written is not None:
             self.on_written(result)
         return result
+
+    def _landed(self, op: Op, doc: dict[str, Any]) -> dict[str, Any]:
+        """A delivered message as the relay holds it: a replay onto a newer relay may
+        have given it a later sequence number than the one it was queued with."""
+        if op.kind != "message" or op.thread_id is None:
+            return doc
+        view = self.mirror.view()
+        entries = view.objs.list_dir(view.tree, layout.shard(op.thread_id)) or []
+        for e in sorted(entries, key=lambda e: e.name, reverse=True):
+            if e.name.startswith("msg-"):
+                stored = schema.load("message", view.objs.blob(e.oid), view.limits)
+                if stored["id"] == doc["id"]:
+                    return stored
+        return doc
 
     def _deliver_for(self, op: Op) -> str:
         key = op_key(op)

@@ -228,3 +228,19 @@ def test_a_refused_inbox_state_is_reset_and_recorded(team, relay):
     pushed = subprocess.run(["git", "--git-dir", str(relay), "rev-parse", "--verify", "-q", mine],
                             capture_output=True, text=True).stdout.strip()
     assert pushed != bad
+
+
+def test_a_waited_message_reports_the_sequence_number_it_landed_with(team):
+    alice, bob = team["alice"], team["bob"]
+    sent = alice.handoff(to="bob@acme", intent="ask_question", summary="which index?",
+                         question="Which index does the export use?")
+    bob.refresh(max_age=0)
+    # Alice writes message 1 first; Bob's copy does not know, so he queues his as 1 too.
+    alice.send_message(sent.thread_id, "also: the export runs at 02:00", mode="wait")
+    queued_as = bob.mirror.view().thread(sent.thread_id)
+    assert queued_as is not None and queued_as.last_seq == 0
+    reply = bob.send_message(sent.thread_id, "the covering index on (team, created_at)",
+                             mode="wait")
+    assert reply.delivery == DELIVERED
+    assert reply.doc["sequence_no"] == 2  # replayed after Alice's message 1
+    assert [m["sequence_no"] for m in bob.thread(sent.thread_id).messages] == [1, 2]
