@@ -9,7 +9,7 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "gitrelay"
 GATE_MODULES = {"errors", "ids", "layout", "schema", "objects", "rules", "gate", "gitcli",
-                "signing"}
+                "signing", "terminal"}
 ENTRY_POINTS = {"cli", "mcp_server", "gate"}
 STDLIB = set(sys.stdlib_module_names)
 
