@@ -33,13 +33,14 @@ def hook_script(python: str | None = None) -> str:
 
     ``-I -S`` skips site-packages and the user's environment: the gate needs
     only the standard library and this package, and starts faster without them.
+    ``run`` is ``main`` without the interpreter's clean-up at exit.
     """
     interpreter = python or sys.executable
     package_parent = str(Path(gitrelay.__file__).resolve().parent.parent)
     return (f"#!{interpreter} -IS\n"
             "# gitrelay gate, installed by `gitrelay init`; see docs/deploying.md\n"
             f"import sys\nsys.path.insert(0, {package_parent!r})\n"
-            "from gitrelay.gate import main\nsys.exit(main())\n")
+            "from gitrelay.gate import run\nrun()\n")
 
 
 def install_hook(repo: Path, python: str | None = None) -> Path:

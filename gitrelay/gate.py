@@ -33,6 +33,7 @@ from .schema import DEFAULT_LIMITS
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import NoReturn
 
 if TYPE_CHECKING:
     from .rules import SignatureCheck
@@ -176,3 +177,20 @@ def main() -> int:
         print(f"gitrelay: the push was refused ({len(refusals)} problem(s)); nothing was "
               "written. See docs/format.md for the rules.", file=sys.stderr)
     return 1 if refusals else 0
+
+
+def run() -> NoReturn:
+    """:func:`main` for the installed hook, ending the process as soon as it is done.
+
+    Tearing the interpreter down (freeing every module and object) costs about
+    as much as checking a small push. By the time main() returns nothing needs
+    it: ``git cat-file`` has exited and been reaped, and the output is flushed
+    here. An exception still ends the process the usual way, with a traceback.
+    """
+    status = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # git stopped reading: the push fails either way
+        status = status or 1
+    posix._exit(status)

@@ -387,7 +387,7 @@ def check_inbox(client: RelayClient, *, status: list[str] | None = None,
     client.refresh()
     mirror = client.mirror
     newest = max((q for q in (query.after, ack_up_to) if q is not None), default=0)
-    if newest > _main_seq(mirror):
+    if newest > 0 and newest > _main_seq(mirror):
         client.refresh(max_age=0)  # another clone may have seen a newer relay
         main_seq = _main_seq(mirror)
         if query.after is not None and query.after > main_seq:

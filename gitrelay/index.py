@@ -68,6 +68,8 @@ CREATE TABLE IF NOT EXISTS events(
     seq INTEGER PRIMARY KEY, oid TEXT NOT NULL, op TEXT NOT NULL, thread_id TEXT,
     actor_cf TEXT NOT NULL, at TEXT NOT NULL, at_us INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS events_thread ON events(thread_id, seq);
+-- unread_messages (one participant's messages on a thread after a seq) from the index alone
+CREATE INDEX IF NOT EXISTS events_author ON events(thread_id, actor_cf, op, seq);
 CREATE TABLE IF NOT EXISTS profiles(
     handle_cf TEXT PRIMARY KEY, handle TEXT NOT NULL, name TEXT NOT NULL,
     role TEXT NOT NULL, seq INTEGER NOT NULL);
@@ -181,6 +183,8 @@ class Index:
                 self._fresh = True
             elif conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
                 raise sqlite3.DatabaseError("quick_check failed")
+            else:
+                self._create(conn)  # a file from an earlier version gains the newer indexes
         except sqlite3.DatabaseError as exc:
             if conn is not None:
                 conn.close()
@@ -654,11 +658,17 @@ def _row(r: Sequence[Any]) -> ItemRow:
 _OPEN: dict[str, Index] = {}
 _OPEN_LOCK = threading.Lock()
 _OPEN_MAX = 16
+_RESOLVED: dict[str, str] = {}  # a mirror path as given -> resolved (the key of _OPEN)
 
 
 def index_for(mirror: Mirror) -> Index:
     """The process-wide Index of ``mirror``'s directory (a few kept open, least recent closed)."""
-    key = str(Path(mirror.path).resolve())
+    raw = str(mirror.path)
+    key = _RESOLVED.get(raw)
+    if key is None:
+        if len(_RESOLVED) > 256:
+            _RESOLVED.clear()
+        key = _RESOLVED[raw] = str(Path(raw).resolve())
     with _OPEN_LOCK:
         idx = _OPEN.pop(key, None)
         if idx is None:

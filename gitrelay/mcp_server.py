@@ -17,11 +17,12 @@ import datetime as dt
 import json
 import logging
 import re
+import threading
 import typing
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
@@ -40,7 +41,7 @@ from pydantic import Field, ValidationError
 
 from . import inbox, layout
 from .admin import ensure_default_relay, join
-from .client import DELIVERED, RelayClient, ThreadView, WriteResult
+from .client import ACCEPTED, DELIVERED, QUEUED, RelayClient, ThreadView, WriteResult
 from .config import default_relay_path, load_user_config
 from .errors import (
     Forbidden,
@@ -53,6 +54,7 @@ from .errors import (
     ThreadNotFound,
 )
 from .ids import is_key, same_handle
+from .mirror import op_key
 from .present import (
     present_accept,
     present_claim,
@@ -84,6 +86,7 @@ from .tool_models import (
     ThreadOut,
     ThreadRef,
     Worker,
+    lean_output_schema,
 )
 from .trust import TrustRules, TrustStore, evaluate
 
@@ -230,7 +233,9 @@ class RelayMCPServer(MCPServer["ServerState"]):
         tool = self._tool_manager.get_tool(name or fn.__name__)
         assert tool is not None
         meta = tool.fn_metadata
-        tool.fn_metadata = _TextAsSent(arg_model=meta.arg_model, output_schema=meta.output_schema,
+        schema = meta.output_schema
+        tool.fn_metadata = _TextAsSent(arg_model=meta.arg_model,
+                                       output_schema=lean_output_schema(schema) if schema else None,
                                        output_model=meta.output_model,
                                        wrap_output=meta.wrap_output)
 
@@ -243,8 +248,11 @@ class RelayMCPServer(MCPServer["ServerState"]):
             raise ToolError(f"invalid_argument ({INVALID_PARAMS}): invalid arguments for {name}: "
                             f"{problem}. Fix them (see the tool's input schema) and call "
                             "again; nothing was written.")
+        state = context.request_context.lifespan_context if context is not None else None
+        held = state.answering() if isinstance(state, ServerState) else nullcontext()
         try:
-            return await super().call_tool(name, arguments, context)
+            with held:
+                return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             raise ToolError(_error_text(name, exc)) from None
 
@@ -270,10 +278,20 @@ class ServerState:
     trust: TrustStore
     loop: SyncLoop | None
     session_id: str
+    _kicks: _HeldKicks | None = None
+
+    def __post_init__(self) -> None:
+        if self.loop is not None:
+            self._kicks = _HeldKicks(self.client)
 
     @property
     def me(self) -> str:
         return self.client.handle
+
+    def answering(self) -> AbstractContextManager[None]:
+        """Around one tool call: the sync loop starts delivering its writes once the
+        answer is built, not while it is (both would compete for the interpreter)."""
+        return self._kicks if self._kicks is not None else nullcontext()
 
     def close(self) -> None:
         try:
@@ -281,6 +299,37 @@ class ServerState:
                 self.loop.stop()
         finally:
             self.trust.close()
+
+
+class _HeldKicks:
+    """The client's ``on_written`` hook (the sync loop's kick), held while tools answer."""
+
+    def __init__(self, client: RelayClient) -> None:
+        self._lock = threading.Lock()
+        self._answering = 0
+        self._due: list[WriteResult] = []
+        self._hook = client.on_written
+        client.on_written = self._written
+
+    def _written(self, result: WriteResult) -> None:
+        with self._lock:
+            if self._answering:
+                self._due.append(result)
+                return
+        if self._hook is not None:
+            self._hook(result)
+
+    def __enter__(self) -> None:
+        with self._lock:
+            self._answering += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._answering -= 1
+            due, self._due = (self._due, []) if not self._answering else ([], self._due)
+        for result in due:
+            if self._hook is not None:
+                self._hook(result)
 
 
 def _open_client(opts: ServerOptions) -> RelayClient:
@@ -317,21 +366,40 @@ def _resolve(client: RelayClient, ref: str) -> str:
         return client.resolve_thread(ref)
 
 
-def _read_thread(client: RelayClient, tid: str) -> ThreadView:
-    try:
-        return client.thread(tid)
-    except ThreadNotFound:
-        client.refresh(max_age=0)
-        return client.thread(tid)
+def _read_thread(client: RelayClient, tid: str) -> tuple[ThreadView, str | None]:
+    """The thread as of the mirror's main, and that commit; fetches once more if the
+    thread is not there (it may have arrived since the last fetch)."""
+    for fresh in (False, True):
+        client.refresh(max_age=0 if fresh else None)
+        tip = client.mirror.main()
+        try:
+            return client.fold_thread(client.mirror.view(tip), tid), tip
+        except ThreadNotFound:
+            if fresh:
+                raise
+    raise AssertionError("unreachable")
 
 
-def _participant_view(st: ServerState, ref: str) -> ThreadView:
+def _participant_view(st: ServerState, ref: str) -> tuple[ThreadView, str | None]:
     tid = _resolve(st.client, ref)
-    view = _read_thread(st.client, tid)
+    view, tip = _read_thread(st.client, tid)
     if not (same_handle(st.me, view.sender) or same_handle(st.me, view.recipient)):
         raise NotAParticipant(f"{st.me} is neither the sender ({view.sender}) nor the "
                               f"recipient ({view.recipient}) of thread {tid}", thread_id=tid)
-    return view
+    return view, tip
+
+
+def _accepted_view(client: RelayClient, before: ThreadView, tip: str | None,
+                   result: WriteResult) -> ThreadView:
+    """The thread after the accept: the view read before it plus the accept, when the
+    accept was queued right on top of the commit that view was read from (the usual
+    case); otherwise (delivered, or the mirror moved meanwhile) read again."""
+    written = result.written
+    if written is not None and result.delivery == QUEUED \
+            and client.mirror.objects.commit(written.commit).parents == [tip]:
+        return replace(before, status=ACCEPTED, accept=written.doc,
+                       undelivered=[*before.undelivered, op_key(written.op)])
+    return client.thread(before.thread_id)
 
 
 def _sync_warning(client: RelayClient) -> str | None:
@@ -411,7 +479,7 @@ def _inbox_page(st: ServerState, rules: TrustRules, **kwargs: Any) -> InboxOut:
 
 def _view_out(st: ServerState, ref: str) -> ThreadOut:
     rules = st.trust.current()
-    view = _participant_view(st, ref)
+    view, _ = _participant_view(st, ref)
     return present_thread(view, caller=st.me, rules=rules, profiles=_profiles(st.client),
                           sync_warning=_sync_warning(st.client))
 
@@ -597,7 +665,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         """
         state = st(ctx)
         rules = state.trust.current()
-        view = _participant_view(state, thread_id)
+        view, tip = _participant_view(state, thread_id)
         tid = view.thread_id
         if same_handle(state.me, view.sender):
             raise NotAuthorizedTransition(f"only the recipient ({view.recipient}) can accept "
@@ -616,7 +684,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         with _written_from_arguments():
             result = state.client.accept(tid, session_id=session_id or state.session_id,
                                          mode=delivery)
-        after = state.client.thread(tid)
+        after = _accepted_view(state.client, view, tip, result)
         return present_accept(after, caller=state.me, rules=rules,
                               profiles=_profiles(state.client), decision=decision,
                               accepted_at=str(result.doc["at"]), delivery=result.delivery,

@@ -105,17 +105,27 @@ class Pen:
         self.caller = caller
         self.rules = rules
         self._wrapper = wrapper
+        self._me = normalize_handle(caller)
+        # Per author, for this response: a page names the same few people many times.
+        self._blocked: dict[str, bool] = {}
+        self._markers: dict[str, ProvenanceMarker] = {}
 
     def is_caller(self, author: str) -> bool:
-        return normalize_handle(author) == normalize_handle(self.caller)
+        return normalize_handle(author) == self._me
+
+    def _is_blocked(self, author: str) -> bool:
+        known = self._blocked.get(author)
+        if known is None:
+            known = self._blocked[author] = self.rules.is_blocked(author)
+        return known
 
     def blocked(self, author: str) -> bool:
-        return not self.is_caller(author) and self.rules.is_blocked(author)
+        return not self.is_caller(author) and self._is_blocked(author)
 
     def text(self, value: str, author: str, field: str) -> str:
         if self.is_caller(author):
             return value
-        if self.rules.is_blocked(author):
+        if self._is_blocked(author):
             return withheld_notice(author, self.rules)
         return self._wrapper.wrap(value, sender=author, field=field)
 
@@ -126,14 +136,18 @@ class Pen:
         """A free-form object: itself for the caller, fenced JSON text for a teammate."""
         if self.is_caller(author):
             return value
-        if self.rules.is_blocked(author):
+        if self._is_blocked(author):
             return withheld_notice(author, self.rules)
         return self._wrapper.wrap_json(value, sender=author, field=field)
 
     def marker(self, author: str) -> ProvenanceMarker | None:
         if self.is_caller(author):
             return None
-        return self._wrapper.marker(author)
+        mark = self._markers.get(author)
+        if mark is None:
+            # Markers are frozen: one per author serves every object of the response.
+            mark = self._markers[author] = self._wrapper.marker(author)
+        return mark
 
 
 def render(caller: str, rules: TrustRules, build: Callable[[Pen], T]) -> T:

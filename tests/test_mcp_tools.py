@@ -234,6 +234,94 @@ def test_every_tool_is_listed_with_the_reference_fields_and_hints(agent: AgentFa
     run(body)
 
 
+def _mutations(value: Any) -> Iterator[Any]:
+    """Copies of ``value`` with one thing wrong: a key removed, an unknown key added,
+    or one value replaced by a value of another JSON type."""
+    others: list[Any] = [12345, 1.5, None, [], {}, True]
+    if not isinstance(value, str):
+        others.append("x")
+    for other in others:
+        if type(other) is not type(value) or other != value:
+            yield other
+    if isinstance(value, dict):
+        yield {**value, "zz_unknown": 1}
+        for key, sub in value.items():
+            yield {k: v for k, v in value.items() if k != key}
+            for wrong in _mutations(sub):
+                yield {**value, key: wrong}
+    elif isinstance(value, list):
+        shapes = set()  # one item of each shape is enough: the rest repeat its checks
+        for i, sub in enumerate(value):
+            shape = (tuple(sub), sub.get("type")) if isinstance(sub, dict) else type(sub)
+            if shape in shapes:
+                continue
+            shapes.add(shape)
+            for wrong in _mutations(sub):
+                yield [*value[:i], wrong, *value[i + 1:]]
+
+
+def test_published_output_schemas_refuse_what_the_output_models_refuse(
+        agent: AgentFactory) -> None:
+    """The lean output schemas (tool_models.lean_output_schema) keep every check of
+    the models' own schemas that is not a length or pattern bound: for real answers
+    of every tool, and every answer with one thing wrong, both schemas agree."""
+    import jsonschema
+
+    from gitrelay.tool_models import lean_output_schema
+
+    alice, bob = agent("alice@acme", isolated=True), agent("bob@acme", isolated=True)
+    answers: dict[str, list[dict[str, Any]]] = {}
+
+    async def body() -> None:
+        async def keep(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+            out = await ok(client, tool, args)
+            answers.setdefault(tool, []).append(out)
+            return out
+
+        async with Client(alice.server()) as a, Client(bob.server()) as b:
+            tid = (await keep(a, "handoff_to_teammate", handoff_args(
+                intent="ask_question", question="Cursor or offset?",
+                artifacts=ALL_ARTIFACTS, metadata={"ticket": "ENG-1"})))["thread_id"]
+            proposal = (await keep(a, "handoff_to_teammate", handoff_args(
+                intent="propose_action", proposed_action=PROPOSAL)))["thread_id"]
+            (item, *_) = (await keep(b, "check_inbox", {"worker": "w1"}))["items"]
+            await keep(b, "claim_inbox_item", {"item_id": item["item_id"], "seq": item["seq"],
+                                               "worker": "w1"})
+            await keep(b, "accept_handoff", {"thread_id": tid})
+            await keep(b, "accept_handoff", {"thread_id": proposal})
+            await keep(b, "draft_proposed_action", {"thread_id": proposal,
+                                                    "suggested_diff": "+paginate()"})
+            await keep(b, "send_message", {"thread_id": tid, "body": "Cursor.",
+                                           "payload": {"why": "inserts"}})
+            await keep(b, "complete_handoff", {"thread_id": tid, "result_summary": "Done.",
+                                               "artifacts": [ALL_ARTIFACTS[0]]})
+            dropped = (await keep(a, "handoff_to_teammate", handoff_args()))["thread_id"]
+            await keep(a, "cancel_handoff", {"thread_id": dropped, "reason": "Not now."})
+            await keep(a, "view_thread", {"thread_id": tid})
+            await keep(b, "view_thread", {"thread_id": proposal})
+            await keep(a, "check_inbox", {})
+            await keep(b, "list_teammates", {})
+
+    run(body)
+    tools = alice.server()._tool_manager
+    assert set(answers) == WRITE_TOOLS | {"check_inbox", "claim_inbox_item", "view_thread",
+                                          "list_teammates"}
+    for name, outs in answers.items():
+        tool = tools.get_tool(name)
+        assert tool is not None and tool.fn_metadata.output_model is not None
+        full = tool.fn_metadata.output_model.model_json_schema(mode="serialization")
+        lean = tool.fn_metadata.output_schema
+        assert lean == lean_output_schema(full), name
+        assert "$ref" not in json.dumps(lean) and "$defs" not in lean, name
+        full_check = jsonschema.Draft202012Validator(full)
+        lean_check = jsonschema.Draft202012Validator(lean)
+        for out in outs:
+            assert lean_check.is_valid(out) and full_check.is_valid(out), name
+            for wrong in _mutations(out):
+                assert full_check.is_valid(wrong) == lean_check.is_valid(wrong), (
+                    name, json.dumps(wrong)[:400])
+
+
 def test_docs_tools_md_documents_every_tool_field_and_error_code(agent: AgentFactory) -> None:
     doc = (Path(__file__).parent.parent / "docs" / "tools.md").read_text()
     sections = {m.group(1): m.start() for m in re.finditer(r"^## (\w+)$", doc, re.M)}
