@@ -411,6 +411,26 @@ def wait_outbox_empty(client: Any, timeout: float = 30.0) -> None:
         time.sleep(0.005)
 
 
+def settle(*clients: Any, timeout: float = 30.0) -> None:
+    """Until every client's outbox is empty and its sync loop idle for 30 ms.
+
+    The benchmark's servers share one process (and so one interpreter lock):
+    a call timed while another server's loop still handles the previous
+    operation (a fetch, verify-on-read, the index) would measure that work
+    too, which an agent on its own machine, thinking between two writes,
+    does not see. The writers section measures operations under load.
+    """
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while quiet < 3:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the sync loops did not settle in {timeout:.0f} s")
+        busy = any(c.mirror.outbox() or (c.sync_loop is not None and not c.sync_loop.idle)
+                   for c in clients)
+        quiet = 0 if busy else quiet + 1
+        time.sleep(0.01)
+
+
 class RawPusher:
     """The floor: one-file commits pushed with plain ``git push`` (no gitrelay code)."""
 
@@ -486,13 +506,11 @@ def bench_writes(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) 
                                    "since the index change; numbers attached."})
                     tid = out["thread_id"]
                     threads.append(tid)
-                    if mode == "queue":
-                        wait_outbox_empty(alice)
+                    settle(alice, bob)
                     t_s, _ = await timed(ca, "send_message", {
                         "thread_id": tid, "delivery": mode,
                         "body": "Here is the profile of the slow run; the sort dominates."})
-                    if mode == "queue":
-                        wait_outbox_empty(alice)
+                    settle(alice, bob)
                     if i >= warm:
                         samples["raw"].append(t_raw)
                         samples[f"handoff:{mode}"].append(t_h)
@@ -506,8 +524,7 @@ def bench_writes(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) 
                 for i, tid in enumerate(threads):
                     t_a, _ = await timed(cb, "accept_handoff", {"thread_id": tid,
                                                                 "delivery": mode})
-                    if mode == "queue":
-                        wait_outbox_empty(bob)
+                    settle(alice, bob)
                     if i >= warm:
                         samples[f"accept:{mode}"].append(t_a)
                         if mode == "queue":
@@ -651,9 +668,11 @@ def bench_reads(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
             raise RuntimeError(f"the {size} relay has no thread for bob@acme")
         setups[label] = (bob, trust_file(home, ["alice@acme"]), tid, info)
     samples: dict[str, list[float]] = {f"{k}:{s}": [] for k in ("inbox", "page", "view",
-                                                                "server-inbox", "server-view")
+                                                                "server-inbox", "server-view",
+                                                                "poll", "five")
                                        for s in ("small", "big")}
     items: dict[str, int] = {}
+    cursors: dict[str, int] = {}
     servers = {label: mcp_server(setups[label][0], setups[label][1], loop=False)
                for label in ("small", "big")}
 
@@ -661,7 +680,8 @@ def bench_reads(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
         async with Client(servers["small"]) as cs, Client(servers["big"]) as cb:
             sessions = {"small": cs, "big": cb}
             for label, session in sessions.items():
-                items[label] = len((await call(session, "check_inbox", {}))["items"])
+                page = await call(session, "check_inbox", {})
+                items[label], cursors[label] = len(page["items"]), int(page["cursor"])
             # The same page size on both relays: what is left is the relay's size.
             items["page"] = max(1, min(items["small"], items["big"]))
             for i in range(sizes.warmup + sizes.read_reps):
@@ -671,7 +691,13 @@ def bench_reads(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
                     srv_inbox = served["check_inbox"][-1]
                     t_page, _ = await timed(s, "check_inbox", {"limit": items["page"]})
                     t_view, _ = await timed(s, "view_thread", {"thread_id": setups[label][2]})
+                    # An agent's check-in between two of its turns: after its cursor
+                    # (usually nothing or a few new items), and a short page.
+                    t_poll, _ = await timed(s, "check_inbox", {"after": cursors[label]})
+                    t_five, _ = await timed(s, "check_inbox", {"limit": 5})
                     if i >= sizes.warmup:
+                        samples[f"poll:{label}"].append(t_poll)
+                        samples[f"five:{label}"].append(t_five)
                         samples[f"inbox:{label}"].append(t_inbox)
                         samples[f"page:{label}"].append(t_page)
                         samples[f"view:{label}"].append(t_view)
@@ -687,6 +713,12 @@ def bench_reads(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
                           samples["inbox:big"], limit=5.0, note=note))
     figs.append(ms_figure(sec, f"check_inbox warm, {small_info.messages:,} messages",
                           samples["inbox:small"]))
+    figs.append(ms_figure(sec, f"check_inbox warm, {big_info.messages:,} messages, after the "
+                               "cursor (nothing new)", samples["poll:big"],
+                          note="the call an agent makes at each check-in once it has read "
+                               "its inbox"))
+    figs.append(ms_figure(sec, f"check_inbox warm, {big_info.messages:,} messages, limit 5",
+                          samples["five:big"]))
     figs.append(ratio_figure(sec, "check_inbox large / small, default page",
                              samples["inbox:big"], samples["inbox:small"], limit=None))
     figs.append(ratio_figure(sec, f"check_inbox large / small, same page ({items['page']} "

@@ -123,6 +123,12 @@ class SyncLoop:
         return True
 
     @property
+    def idle(self) -> bool:
+        """No pass running and none asked for (``gitrelay status`` and the benchmarks)."""
+        with self._changed:
+            return self._started == self._finished and not self._kick.is_set()
+
+    @property
     def generation(self) -> int:
         return self._generation
 
