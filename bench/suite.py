@@ -741,7 +741,7 @@ def bench_reads(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
 
 def bench_inbox(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]
                 ) -> list[Figure]:
-    """The inbox issue's figures, measured by bench/inbox_bench.py on this suite's relays.
+    """The inbox index's own figures, measured by bench/inbox_bench.py on this suite's relays.
 
     inbox_bench builds its own histories with pygit2 (minutes for 100,000
     messages); its ``measure`` is given a mirror of the generated relays

@@ -26,7 +26,7 @@ from tests.relaykit import ALICE, BOB, MAIN, Bench, kit_env, message_doc, standa
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MAX = schema.DEFAULT_LIMITS["max_file_bytes"]
-# What the task asks the gate's import to leave out; the run below also leaves out
+# What the gate's import must leave out (each costs start-up); the run below also leaves out
 # what only a refusal or a writer needs.
 HEAVY = {"re", "enum", "typing", "dataclasses", "subprocess", "pathlib"}
 NOT_ON_THE_COMMON_PATH = HEAVY | {"json", "os", "hashlib", "_hashlib", "gitrelay.signing"}
