@@ -55,6 +55,7 @@ from .errors import (
 )
 from .ids import is_key, same_handle
 from .mirror import op_key
+from .output_schema import lean_output_schema
 from .present import (
     present_accept,
     present_claim,
@@ -86,7 +87,6 @@ from .tool_models import (
     ThreadOut,
     ThreadRef,
     Worker,
-    lean_output_schema,
 )
 from .trust import TrustRules, TrustStore, evaluate
 

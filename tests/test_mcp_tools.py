@@ -262,12 +262,12 @@ def _mutations(value: Any) -> Iterator[Any]:
 
 def test_published_output_schemas_refuse_what_the_output_models_refuse(
         agent: AgentFactory) -> None:
-    """The lean output schemas (tool_models.lean_output_schema) keep every check of
+    """The lean output schemas (output_schema.lean_output_schema) keep every check of
     the models' own schemas that is not a length or pattern bound: for real answers
     of every tool, and every answer with one thing wrong, both schemas agree."""
     import jsonschema
 
-    from gitrelay.tool_models import lean_output_schema
+    from gitrelay.output_schema import lean_output_schema
 
     alice, bob = agent("alice@acme", isolated=True), agent("bob@acme", isolated=True)
     answers: dict[str, list[dict[str, Any]]] = {}
