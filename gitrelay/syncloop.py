@@ -124,7 +124,7 @@ class SyncLoop:
 
     @property
     def idle(self) -> bool:
-        """No pass running and none asked for (``gitrelay status`` and the benchmarks)."""
+        """No pass running and none asked for (the benchmarks wait for it between calls)."""
         with self._changed:
             return self._started == self._finished and not self._kick.is_set()
 
