@@ -22,7 +22,7 @@ import typing
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
@@ -41,7 +41,7 @@ from pydantic import Field, ValidationError
 
 from . import inbox, layout
 from .admin import ensure_default_relay, join
-from .client import ACCEPTED, DELIVERED, QUEUED, RelayClient, ThreadView, WriteResult
+from .client import DELIVERED, RelayClient, ThreadView, WriteResult
 from .config import default_relay_path, load_user_config
 from .errors import (
     Forbidden,
@@ -54,7 +54,6 @@ from .errors import (
     ThreadNotFound,
 )
 from .ids import is_key, same_handle
-from .mirror import op_key
 from .output_schema import lean_output_schema
 from .present import (
     present_accept,
@@ -366,40 +365,21 @@ def _resolve(client: RelayClient, ref: str) -> str:
         return client.resolve_thread(ref)
 
 
-def _read_thread(client: RelayClient, tid: str) -> tuple[ThreadView, str | None]:
-    """The thread as of the mirror's main, and that commit; fetches once more if the
-    thread is not there (it may have arrived since the last fetch)."""
-    for fresh in (False, True):
-        client.refresh(max_age=0 if fresh else None)
-        tip = client.mirror.main()
-        try:
-            return client.fold_thread(client.mirror.view(tip), tid), tip
-        except ThreadNotFound:
-            if fresh:
-                raise
-    raise AssertionError("unreachable")
+def _read_thread(client: RelayClient, tid: str) -> ThreadView:
+    try:
+        return client.thread(tid)
+    except ThreadNotFound:
+        client.refresh(max_age=0)
+        return client.thread(tid)
 
 
-def _participant_view(st: ServerState, ref: str) -> tuple[ThreadView, str | None]:
+def _participant_view(st: ServerState, ref: str) -> ThreadView:
     tid = _resolve(st.client, ref)
-    view, tip = _read_thread(st.client, tid)
+    view = _read_thread(st.client, tid)
     if not (same_handle(st.me, view.sender) or same_handle(st.me, view.recipient)):
         raise NotAParticipant(f"{st.me} is neither the sender ({view.sender}) nor the "
                               f"recipient ({view.recipient}) of thread {tid}", thread_id=tid)
-    return view, tip
-
-
-def _accepted_view(client: RelayClient, before: ThreadView, tip: str | None,
-                   result: WriteResult) -> ThreadView:
-    """The thread after the accept: the view read before it plus the accept, when the
-    accept was queued right on top of the commit that view was read from (the usual
-    case); otherwise (delivered, or the mirror moved meanwhile) read again."""
-    written = result.written
-    if written is not None and result.delivery == QUEUED \
-            and client.mirror.objects.commit(written.commit).parents == [tip]:
-        return replace(before, status=ACCEPTED, accept=written.doc,
-                       undelivered=[*before.undelivered, op_key(written.op)])
-    return client.thread(before.thread_id)
+    return view
 
 
 def _sync_warning(client: RelayClient) -> str | None:
@@ -479,7 +459,7 @@ def _inbox_page(st: ServerState, rules: TrustRules, **kwargs: Any) -> InboxOut:
 
 def _view_out(st: ServerState, ref: str) -> ThreadOut:
     rules = st.trust.current()
-    view, _ = _participant_view(st, ref)
+    view = _participant_view(st, ref)
     return present_thread(view, caller=st.me, rules=rules, profiles=_profiles(st.client),
                           sync_warning=_sync_warning(st.client))
 
@@ -665,7 +645,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         """
         state = st(ctx)
         rules = state.trust.current()
-        view, tip = _participant_view(state, thread_id)
+        view = _participant_view(state, thread_id)
         tid = view.thread_id
         if same_handle(state.me, view.sender):
             raise NotAuthorizedTransition(f"only the recipient ({view.recipient}) can accept "
@@ -684,7 +664,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         with _written_from_arguments():
             result = state.client.accept(tid, session_id=session_id or state.session_id,
                                          mode=delivery)
-        after = _accepted_view(state.client, view, tip, result)
+        after = state.client.thread(tid)
         return present_accept(after, caller=state.me, rules=rules,
                               profiles=_profiles(state.client), decision=decision,
                               accepted_at=str(result.doc["at"]), delivery=result.delivery,
