@@ -325,7 +325,9 @@ class _HeldKicks:
     def __exit__(self, *exc: object) -> None:
         with self._lock:
             self._answering -= 1
-            due, self._due = (self._due, []) if not self._answering else ([], self._due)
+            if self._answering:
+                return
+            due, self._due = self._due, []
         for result in due:
             if self._hook is not None:
                 self._hook(result)
