@@ -1,7 +1,8 @@
 """Fault points for crash tests: ``GITRELAY_FAULT=<point>`` kills the process there.
 
 The write path calls :func:`point` at the places a crash matters (after the
-local commit, during the push, after the push but before the reply). Unset in
+local commit, after the outbox journal was filed but before it is removed,
+during the push, after the push but before the reply). Unset in
 normal use, it costs one dictionary lookup.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = ("after_local_commit", "during_push", "after_push")
+POINTS = ("after_local_commit", "after_flush", "during_push", "after_push")
 
 
 def point(name: str) -> None:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pygit2
 
+from .journal import Obj, object_id
 from .objects import MODE_BLOB, MODE_TREE, ZERO_OID, Objects, TreeEntry
 
 _TYPE_NAMES = {pygit2.enums.ObjectType.COMMIT: "commit", pygit2.enums.ObjectType.TREE: "tree",
@@ -32,27 +33,38 @@ class Pygit2Source:
     Objects this process just wrote are kept in memory for a while: the rules
     read every tree and the commit of an operation right after it was built,
     and reading them back from loose files would inflate them again.
+
+    ``pending`` holds objects that exist only in the outbox journal (see
+    :mod:`gitrelay.journal`) until they are filed. While ``staging`` is a
+    list, writes go there and to ``pending`` instead of the object database.
     """
 
     RECENT_MAX = 512
 
     def __init__(self, repo: pygit2.Repository) -> None:
-        self._odb = repo.odb
+        self.odb = repo.odb
         self._recent: dict[str, tuple[str, bytes]] = {}
+        self.pending: dict[str, tuple[str, bytes]] = {}
+        self.staging: list[Obj] | None = None
 
     def write(self, kind: str, data: bytes) -> str:
-        oid = str(self._odb.write(_TYPES[kind], data))
+        if self.staging is not None:
+            oid = object_id(kind, data)
+            self.pending[oid] = (kind, data)
+            self.staging.append((oid, kind, data))
+            return oid
+        oid = str(self.odb.write(_TYPES[kind], data))
         if len(self._recent) >= self.RECENT_MAX:
             self._recent.clear()
         self._recent[oid] = (kind, data)
         return oid
 
     def read(self, oid: str) -> tuple[str, bytes] | None:
-        recent = self._recent.get(oid)
+        recent = self._recent.get(oid) or self.pending.get(oid)
         if recent is not None:
             return recent
         try:
-            kind, data = self._odb.read(oid)
+            kind, data = self.odb.read(oid)
         except (KeyError, ValueError):
             return None
         return _TYPE_NAMES.get(kind, "unknown"), bytes(data)
@@ -107,6 +119,29 @@ class Store:
 
     # --- writing ------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def staging(self) -> Iterator[list[Obj]]:
+        """Objects written inside the block are only hashed and listed, not filed."""
+        staged: list[Obj] = []
+        self.source.staging = staged
+        try:
+            yield staged
+        finally:
+            self.source.staging = None
+
+    def file_objects(self, objects: Iterable[Obj]) -> None:
+        """Write staged objects to the object database (those it lacks)."""
+        odb = self.source.odb
+        for oid, kind, data in objects:
+            if oid in odb:
+                continue
+            written = str(odb.write(_TYPES[kind], data))
+            if written != oid:
+                raise ValueError(f"object {oid} was filed as {written}")
+
+    def forget_pending(self) -> None:
+        self.source.pending.clear()
+
     def _insert(self, tree_oid: str | None, parts: list[str], blob: str) -> str:
         entries = list(self.objects.tree(tree_oid)) if tree_oid else []
         name = parts[0]
@@ -140,15 +175,24 @@ class Store:
                sign: Callable[[bytes], str] | None = None) -> str:
         """Write a commit object (not moving any ref). ``sign(payload) -> signature``."""
         stamp = int(when if when is not None else time.time())
-        sig = pygit2.Signature(author, email, stamp, 0)
-        parent_ids: list[str | pygit2.Oid] = [pygit2.Oid(hex=p) for p in parents
-                                              if p != ZERO_OID]
-        content = str(self.repo.create_commit_string(sig, sig, message, pygit2.Oid(hex=tree),
-                                                     parent_ids))
+        sig = pygit2.Signature(author, email, stamp, 0)  # refuses names git would refuse
+        person = f"{sig.name} <{sig.email}> {stamp} +0000"
+        # Laid out here rather than by libgit2, which wants the tree and parents filed
+        # already (a staged commit's are not).
+        content = "".join([f"tree {tree}\n", *(f"parent {p}\n" for p in parents if p != ZERO_OID),
+                           f"author {person}\ncommitter {person}\n\n", message])
         if sign is None:
             return self.source.write("commit", content.encode())
-        signature = sign(content.encode())
-        return str(self.repo.create_commit_with_signature(content, signature, "gpgsig"))
+        return self.source.write("commit", with_signature(content, sign(content.encode())))
+
+
+def with_signature(content: str, signature: str) -> bytes:
+    """A commit's bytes with ``signature`` as its ``gpgsig`` header, laid out as
+    libgit2 writes it: after the last header line, every newline of the
+    signature followed by one space, then a newline."""
+    header, sep, body = content.partition("\n\n")
+    field = "gpgsig " + signature.replace("\n", "\n ") + "\n"
+    return (header + "\n" + field + sep[1:] + body).encode()
 
 
 def _tree_order(entry: TreeEntry) -> bytes:

@@ -10,8 +10,12 @@ The mirror is a bare repository (under ``$GITRELAY_HOME``) with these refs:
   of the relay's copy.
 
 Writing an operation takes a short lock (``gitrelay-refs.lock``), builds the
-commit in memory, checks it with the gate's rules and moves ``refs/heads/main``:
-it is then durable and will be delivered. Locks are ``flock`` locks, released
+commit in memory, checks it with the gate's rules and appends it whole to the
+outbox journal (:mod:`gitrelay.journal`): it is then durable and will be
+delivered. While the journal holds records, ``main`` is the last record's tip;
+:meth:`Mirror.flush` files them into the object store and moves
+``refs/heads/main`` there, and every other change of the mirror's refs (under
+:meth:`Mirror.refs_locked`) flushes first. Locks are ``flock`` locks, released
 by the kernel when a process dies, so a crash never leaves the store wedged.
 """
 
@@ -26,11 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
-
-from . import faults, layout, schema
+from . import faults, journal, layout, schema
 from .errors import RelayError, RelayUnavailable, StateChanged
 from .gitstore import Store
+from .locks import FileMutex, LockTimeout
 from .objects import Commit, Objects
 from .ops import Op, now_iso, op_from_file
 from .rules import RelayView, check_commit, commit_seq
@@ -94,10 +97,14 @@ class Mirror:
         self.handle = handle
         self.signer = signer
         self.store = Store(self.path, create=True)
-        self._refs_lock = FileLock(str(self.path / "gitrelay-refs.lock"))
-        self.sync_lock = FileLock(str(self.path / "gitrelay-sync.lock"))
+        self._refs_lock = FileMutex(self.path / "gitrelay-refs.lock")
+        self.sync_lock = FileMutex(self.path / "gitrelay-sync.lock")
         self.refused_path = self.path / "gitrelay-refused.jsonl"
         self.state_path = self.path / "gitrelay-sync.json"
+        self.journal_path = self.path / journal.FILENAME
+        # The journal as last read: its file's (inode, size, mtime) and records.
+        self._journal_key: tuple[int, int, int] | None = None
+        self._journal = journal.Contents()
 
     @property
     def objects(self) -> Objects:
@@ -105,17 +112,53 @@ class Mirror:
 
     @contextmanager
     def refs_locked(self) -> Iterator[None]:
+        """Hold the refs lock, with the outbox journal filed (``main`` is a ref)."""
+        with self._locked():
+            self._flush_locked()
+            yield
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
         try:
-            with self._refs_lock.acquire(timeout=LOCK_TIMEOUT):
-                yield
-        except Timeout:
-            raise RelayUnavailable(f"another gitrelay process holds {self._refs_lock.lock_file} "
+            self._refs_lock.acquire(timeout=LOCK_TIMEOUT)
+        except LockTimeout:
+            raise RelayUnavailable(f"another gitrelay process holds {self._refs_lock.path} "
                                    f"for over {LOCK_TIMEOUT:.0f} s") from None
+        try:
+            yield
+        finally:
+            self._refs_lock.release()
 
     # --- reading --------------------------------------------------------------
 
     def main(self) -> str | None:
+        """The local main: the relay as verified plus the outbox (journal included)."""
+        records = self._pending()  # before the ref: a flush moves the ref, then clears
+        ref = self.store.ref(layout.MAIN_REF)
+        if not records:
+            return ref
+        if ref == records[0].base or any(ref == r.tip for r in records):
+            return records[-1].tip
+        # The ref moved without the journal (a repair): replay the journal onto it.
+        self.flush()
         return self.store.ref(layout.MAIN_REF)
+
+    def _pending(self) -> list[journal.Record]:
+        """The journal's records; its objects are readable through ``objects``."""
+        try:
+            st = os.stat(self.journal_path)
+            key = (st.st_ino, st.st_size, st.st_mtime_ns) if st.st_size else None
+        except FileNotFoundError:
+            key = None
+        if key != self._journal_key:
+            self._journal = journal.read(self.journal_path) if key else journal.Contents()
+            self._journal_key = key
+            if not self._journal.records and self.store.source.staging is None:
+                self.store.forget_pending()
+            for record in self._journal.records:
+                for oid, kind, data in record.objects:
+                    self.store.source.pending[oid] = (kind, data)
+        return self._journal.records
 
     def relay_main(self) -> str | None:
         return self.store.ref(RELAY_MAIN)
@@ -173,15 +216,44 @@ class Mirror:
         return Written(op, oid, seq, path, doc)
 
     def append(self, op: Op) -> Written:
-        """Check ``op`` against the local state and commit it to the outbox."""
-        with self.refs_locked():
+        """Check ``op`` against the local state and commit it to the outbox journal."""
+        with self._locked():
             base = self.main()
             if base is None:
                 raise RelayUnavailable("the local mirror has no copy of the relay yet")
-            written = self.build(base, op)
-            self.store.set_ref(layout.MAIN_REF, written.commit, f"gitrelay: {op.op_name}")
+            with self.store.staging() as staged:
+                written = self.build(base, op)
+            record = journal.Record(base, written.commit, tuple(staged))
+            st = journal.append(self.journal_path, record, self._journal.end)
+            self._journal.records.append(record)
+            self._journal.end = st.st_size
+            self._journal_key = (st.st_ino, st.st_size, st.st_mtime_ns)
             faults.point("after_local_commit")
             return written
+
+    def flush(self) -> None:
+        """File the journal's operations into the object store and move ``main``."""
+        with self._locked():
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        records = self._pending()
+        if not records:
+            return
+        ref = self.store.ref(layout.MAIN_REF)
+        tips = [r.tip for r in records]
+        self.store.file_objects(obj for r in records for obj in r.objects)
+        if ref == records[0].base or ref in tips:  # in tips: an earlier flush was cut short
+            if ref != tips[-1]:
+                self.store.set_ref(layout.MAIN_REF, tips[-1], "gitrelay: outbox")
+        else:
+            # main moved without the journal (a repair): replay its operations.
+            self._replay([self.objects.commit(t) for t in tips], ref or records[0].base,
+                         lost_race=True)
+        faults.point("after_flush")
+        journal.remove(self.journal_path)
+        self._journal_key, self._journal = None, journal.Contents()
+        self.store.forget_pending()
 
     def rebase_outbox(self, old_base: str | None, new_base: str) -> list[Refused]:
         """Replay the outbox (commits after ``old_base``) onto ``new_base``.

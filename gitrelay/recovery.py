@@ -16,7 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import layout
+from . import journal, layout
 from .gitcli import CatFile, hermetic_env, run_git
 from .mirror import RELAY_MAIN
 from .objects import Objects, diff_trees
@@ -47,13 +47,16 @@ def mirror_problem(path: Path) -> str | None:
 
 
 def salvage_outbox(path: Path) -> list[Op]:
-    """The queued operations still readable from a damaged mirror, oldest first."""
+    """The queued operations still readable from a damaged mirror, oldest first:
+    those filed on its ``main``, then those only in its outbox journal."""
+    pending = journal.read(path / journal.FILENAME)
     ops: list[Op] = []
+    main: str | None = None
     try:
         with CatFile(path, env=hermetic_env()) as source:
             objs = Objects(source)
             relay = source.resolve(RELAY_MAIN)
-            oid = source.resolve(layout.MAIN_REF)
+            main = oid = source.resolve(layout.MAIN_REF)
             chain = []
             while oid and oid != relay:
                 commit = objs.commit(oid)
@@ -65,8 +68,26 @@ def salvage_outbox(path: Path) -> list[Op]:
                 assert change.new is not None
                 ops.append(op_from_file(change.path, json.loads(objs.blob(change.new.oid))))
     except (KeyError, ValueError, OSError):
-        return ops
-    return ops
+        pass
+    tips = [r.tip for r in pending.records]
+    records = pending.records[tips.index(main) + 1:] if main in tips else pending.records
+    return ops + [op for op in map(_journal_op, records) if op is not None]
+
+
+def _journal_op(record: journal.Record) -> Op | None:
+    """A journal record's operation, read from the record alone: its new file is the
+    one blob reached from its commit's tree through the record's own trees."""
+    objects = {oid: (kind, data) for oid, kind, data in record.objects}
+    objs = Objects(journal.Overlay(None, [record]))
+    try:
+        tree, prefix = objs.commit(record.tip).tree, ""
+        while True:
+            entry = next(e for e in objs.tree(tree) if e.oid in objects)
+            if not entry.is_tree:
+                return op_from_file(prefix + entry.name, json.loads(objs.blob(entry.oid)))
+            tree, prefix = entry.oid, f"{prefix}{entry.name}/"
+    except (KeyError, ValueError, StopIteration):
+        return None
 
 
 def set_aside(path: Path) -> Path:

@@ -227,7 +227,8 @@ class Syncer:
 
     def _push_once(self, report: SyncReport) -> bool:
         mirror, store = self.mirror, self.mirror.store
-        local = mirror.main()
+        mirror.flush()  # git pushes the ref and the object store, not the journal
+        local = store.ref(layout.MAIN_REF)
         relay = mirror.relay_main()
         mine = layout.inbox_ref(mirror.handle)
         local_inbox = store.ref(mine)
@@ -239,7 +240,7 @@ class Syncer:
             specs.append(f"{mine}:{mine}")
         if not specs:
             return True
-        queued = len(mirror.outbox())
+        queued = len(mirror.commits_between(relay, local)) if local else 0
         push = ("push", "--atomic", "--porcelain", "--quiet", self.url, *specs)
         if faults.armed("during_push"):
             self._crash_during(push)
@@ -255,7 +256,7 @@ class Syncer:
             # The relay took a fast-forward of our verified main: it is valid again.
             mirror.update_sync_state(last_push=time.time(), last_error=None,
                                      verify_problem=None)
-            return store.ref(layout.MAIN_REF) == local and store.ref(mine) == local_inbox
+            return mirror.main() == local and store.ref(mine) == local_inbox
         refusals = [m for m in (_REFUSAL_RE.search(line) for line in err.splitlines()) if m]
         if refusals:
             for match in refusals:

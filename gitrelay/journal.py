@@ -1,0 +1,160 @@
+"""The outbox journal: operations committed whole, before their objects are filed.
+
+A queued write must be durable before the tool answers. Filing its objects —
+a blob, one tree per directory level, the commit, each a loose file — and
+moving ``refs/heads/main`` cost more than everything else in the call. So
+``Mirror.append`` builds the commit in memory and appends one record to this
+file: the commit it builds on (``base``), the new commit (``tip``) and every
+object the commit needs that the store lacks. The record is the commit: its
+ids are final, and the mirror's ``main`` is the last record's tip. Afterwards,
+off the agent's path, the records are filed into the object store, the ref
+moves to the last tip and the journal is removed (``Mirror.flush``).
+
+Record layout (bytes)::
+
+    GRJ1 <payload length> <sha1 of payload, hex>\\n
+    <base> <tip>\\n
+    <type> <length>\\n<raw object>      (once per object)
+
+A record cut short (a writer killed mid-write) or whose checksum fails ends
+the journal: it and anything after it are ignored, and the next append
+truncates them. An object's id is recomputed from its bytes on reading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .objects import ObjectSource
+
+MAGIC = b"GRJ1"
+FILENAME = "gitrelay-outbox.journal"
+
+# (object id, type, raw bytes)
+Obj = tuple[str, str, bytes]
+
+
+def object_id(kind: str, data: bytes) -> str:
+    """Git's id of an object of type ``kind`` holding ``data``."""
+    return hashlib.sha1(b"%s %d\x00" % (kind.encode(), len(data)) + data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Record:
+    base: str
+    tip: str
+    objects: tuple[Obj, ...]
+
+
+@dataclass
+class Contents:
+    """The valid records of a journal file, and where they end."""
+
+    records: list[Record] = field(default_factory=list)
+    end: int = 0
+
+
+class Overlay:
+    """An object source: the records' objects, then those of ``source`` if any."""
+
+    def __init__(self, source: ObjectSource | None, records: list[Record]) -> None:
+        self.source = source
+        self.objects = {oid: (kind, data) for r in records for oid, kind, data in r.objects}
+
+    def read(self, oid: str) -> tuple[str, bytes] | None:
+        found = self.objects.get(oid)
+        if found is None and self.source is not None:
+            found = self.source.read(oid)
+        return found
+
+
+def encode(record: Record) -> bytes:
+    parts = [f"{record.base} {record.tip}\n".encode()]
+    for _, kind, data in record.objects:
+        parts.append(b"%s %d\n" % (kind.encode(), len(data)))
+        parts.append(data)
+    payload = b"".join(parts)
+    return b"%s %d %s\n" % (MAGIC, len(payload), hashlib.sha1(payload).hexdigest().encode()) \
+        + payload
+
+
+def _decode(payload: bytes) -> Record:
+    line, _, rest = payload.partition(b"\n")
+    base, tip = line.decode().split(" ")
+    objects: list[Obj] = []
+    pos = 0
+    while pos < len(rest):
+        nl = rest.index(b"\n", pos)
+        kind_b, size_b = rest[pos:nl].split(b" ")
+        size = int(size_b)
+        data = rest[nl + 1:nl + 1 + size]
+        if len(data) != size:
+            raise ValueError("object cut short")
+        kind = kind_b.decode()
+        objects.append((object_id(kind, data), kind, data))
+        pos = nl + 1 + size
+    return Record(base, tip, tuple(objects))
+
+
+def parse(data: bytes) -> Contents:
+    contents = Contents()
+    pos = 0
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            break
+        try:
+            magic, size_b, digest = data[pos:nl].split(b" ")
+            size = int(size_b)
+        except ValueError:
+            break
+        payload = data[nl + 1:nl + 1 + size]
+        if magic != MAGIC or len(payload) != size \
+                or hashlib.sha1(payload).hexdigest().encode() != digest:
+            break
+        try:
+            contents.records.append(_decode(payload))
+        except (ValueError, UnicodeDecodeError):
+            break
+        pos = nl + 1 + size
+        contents.end = pos
+    return contents
+
+
+def read(path: Path) -> Contents:
+    try:
+        return parse(path.read_bytes())
+    except FileNotFoundError:
+        return Contents()
+
+
+def append(path: Path, record: Record, valid_end: int) -> os.stat_result:
+    """Append ``record`` after the first ``valid_end`` bytes (dropping a torn tail).
+
+    Returns the file's status after the write. One ``write`` call: a reader
+    sees the record whole or not at all (a partial record fails its checksum).
+    """
+    data = encode(record)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(fd).st_size != valid_end:
+            os.ftruncate(fd, valid_end)
+        os.lseek(fd, valid_end, os.SEEK_SET)
+        written = os.write(fd, data)
+        if written != len(data):
+            os.ftruncate(fd, valid_end)
+            raise OSError(f"short write to {path}")
+        return os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+def remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)

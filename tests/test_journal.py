@@ -1,0 +1,199 @@
+"""The outbox journal: a queued write is a whole commit in one record, filed later.
+
+These tests look at the mirror on disk with the git CLI (what `git push`
+would send) and from a second Mirror object on the same directory (what
+another process sharing the mirror sees).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gitrelay import journal, layout
+from gitrelay.client import RelayClient
+from gitrelay.mirror import Mirror
+from gitrelay.recovery import salvage_outbox
+
+
+def git_has(mirror: Path, oid: str) -> bool:
+    return subprocess.run(["git", "--git-dir", str(mirror), "cat-file", "-e", oid],
+                          capture_output=True).returncode == 0
+
+
+def record(base: str, tip: str, *objects: tuple[str, bytes]) -> journal.Record:
+    return journal.Record(base, tip, tuple((journal.object_id(k, d), k, d) for k, d in objects))
+
+
+def test_records_read_back_whole_and_a_torn_tail_is_dropped_by_the_next_append(tmp_path):
+    path = tmp_path / journal.FILENAME
+    first = record("a" * 40, "b" * 40, ("blob", b"hello\n"), ("tree", b""))
+    st = journal.append(path, first, 0)
+    assert journal.read(path).records == [first]
+    # a writer killed mid-write leaves half a record
+    with path.open("ab") as f:
+        f.write(journal.encode(record("b" * 40, "c" * 40, ("blob", b"lost")))[:30])
+    assert journal.read(path).records == [first]
+    assert journal.read(path).end == st.st_size
+    second = record("b" * 40, "d" * 40, ("blob", b"kept"))
+    journal.append(path, second, journal.read(path).end)
+    assert journal.read(path).records == [first, second]
+
+
+def test_a_record_that_fails_its_checksum_ends_the_journal(tmp_path):
+    path = tmp_path / journal.FILENAME
+    journal.append(path, record("a" * 40, "b" * 40, ("blob", b"one")), 0)
+    end = journal.read(path).end
+    journal.append(path, record("b" * 40, "c" * 40, ("blob", b"two")), end)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x01  # one flipped bit in the second record's object
+    path.write_bytes(bytes(data))
+    contents = journal.read(path)
+    assert [r.tip for r in contents.records] == ["b" * 40]
+    assert contents.end == end
+
+
+def test_object_ids_are_gits(tmp_path):
+    blob = tmp_path / "f"
+    blob.write_bytes(b"some json\n")
+    out = subprocess.run(["git", "hash-object", str(blob)], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert journal.object_id("blob", b"some json\n") == out
+
+
+def test_a_queued_write_is_in_the_journal_and_main_until_the_flush_files_it(make_client):
+    make_client("bob@acme")
+    alice = make_client("alice@acme", writes="queue")  # last: GITRELAY_HOME is alice's
+    sent = alice.handoff(to="bob@acme", intent="inform", summary="journal me")
+    tip = sent.written.commit if sent.written else None
+    assert tip is not None
+
+    # durable as a record, not yet as loose objects or a ref
+    records = journal.read(alice.mirror.journal_path).records
+    assert [r.tip for r in records] == [tip]
+    assert alice.mirror.store.ref(layout.MAIN_REF) == records[0].base
+    assert not git_has(alice.mirror.path, tip)
+    assert alice.mirror.main() == tip
+    assert alice.thread(sent.thread_id).handoff["summary"] == "journal me"
+
+    # another process on the same mirror sees the same main and can read it
+    other = Mirror(alice.mirror.path, "alice@acme")
+    assert other.main() == tip
+    assert other.view().thread(sent.thread_id) is not None
+    assert [c.oid for c in other.outbox()] == [tip]
+
+    other.flush()
+    assert git_has(alice.mirror.path, tip)
+    assert alice.mirror.store.ref(layout.MAIN_REF) == tip
+    assert not alice.mirror.journal_path.exists()
+    assert alice.mirror.main() == tip  # the first process follows without a re-read error
+
+
+def test_writes_from_two_processes_chain_in_the_journal_and_one_push_delivers_both(
+        make_client, relay):
+    make_client("bob@acme")
+    alice = make_client("alice@acme", writes="queue")  # last: GITRELAY_HOME is alice's
+    # same GITRELAY_HOME; a long freshness bound, so that it does not fetch (which files
+    # the journal) before writing
+    second = RelayClient(str(relay), "alice@acme", writes="queue", fresh_seconds=600)
+    one = alice.handoff(to="bob@acme", intent="inform", summary="from the first process")
+    two = second.handoff(to="bob@acme", intent="inform", summary="from the second process")
+    records = journal.read(alice.mirror.journal_path).records
+    assert [r.base for r in records][1] == records[0].tip  # built on the first, unfiled
+    assert len(alice.mirror.outbox()) == 2
+    report = alice.deliver()
+    assert report.delivered == 2 and report.attempts == 1
+    log = subprocess.run(["git", "--git-dir", str(relay), "log", "--format=%s", "-3"],
+                         capture_output=True, text=True, check=True).stdout
+    assert log.count("handoff") == 2
+    for sent in (one, two):
+        assert second.thread(sent.thread_id).undelivered == []
+
+
+def test_a_flush_cut_short_after_the_ref_moved_is_finished_by_the_next_one(make_client):
+    make_client("bob@acme")
+    alice = make_client("alice@acme", writes="queue")  # last: GITRELAY_HOME is alice's
+    first = alice.handoff(to="bob@acme", intent="inform", summary="first")
+    mirror = alice.mirror
+    records = journal.read(mirror.journal_path).records
+    # the state a flush killed between moving the ref and removing the journal leaves
+    mirror.store.file_objects(obj for r in records for obj in r.objects)
+    mirror.store.set_ref(layout.MAIN_REF, records[-1].tip, "test: flush cut short")
+    fresh = Mirror(mirror.path, "alice@acme")
+    assert fresh.main() == records[-1].tip
+    second = RelayClient(alice.relay_url, "alice@acme", writes="queue").handoff(
+        to="bob@acme", intent="inform", summary="second")
+    fresh.flush()
+    assert [fresh.op_of(c).thread_id for c in fresh.outbox()] == [first.thread_id,
+                                                                 second.thread_id]
+    assert alice.deliver().delivered == 2
+
+
+def test_a_journal_left_behind_by_a_moved_main_is_replayed_not_lost(make_client):
+    make_client("bob@acme")
+    alice = make_client("alice@acme", writes="queue")  # last: GITRELAY_HOME is alice's
+    queued = alice.handoff(to="bob@acme", intent="inform", summary="still queued")
+    mirror = alice.mirror
+    records = journal.read(mirror.journal_path).records
+    # something moved main without the journal (as a hand repair might): a filed
+    # operation on top of the old base
+    saved = mirror.journal_path.read_bytes()
+    mirror.journal_path.unlink()
+    other = RelayClient(alice.relay_url, "alice@acme", writes="queue", fresh_seconds=600)
+    moved = other.handoff(to="bob@acme", intent="inform", summary="filed directly")
+    other.mirror.flush()
+    mirror.journal_path.write_bytes(saved)
+    assert records[0].base != mirror.store.ref(layout.MAIN_REF)
+
+    fresh = Mirror(mirror.path, "alice@acme")
+    outbox = [fresh.op_of(c).thread_id for c in fresh.outbox()]
+    assert outbox == [moved.thread_id, queued.thread_id]
+    assert not fresh.journal_path.exists()
+
+
+def test_a_damaged_mirror_salvages_operations_that_were_only_in_the_journal(make_client,
+                                                                            relay, tmp_path,
+                                                                            monkeypatch):
+    make_client("bob@acme")
+    alice = make_client("alice@acme", writes="queue")  # last: GITRELAY_HOME is alice's
+    queued = alice.handoff(to="bob@acme", intent="inform", summary="only in the journal")
+    assert alice.mirror.journal_path.exists()
+    assert [op.thread_id for op in salvage_outbox(alice.mirror.path)] == [queued.thread_id]
+    for path in (alice.mirror.path / "objects").rglob("*"):
+        if path.is_file() and path.parent.name != "info":
+            path.write_bytes(path.read_bytes()[:5])
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))
+    fresh = RelayClient(str(relay), "alice@acme")
+    fresh.deliver()
+    assert fresh.thread(queued.thread_id).handoff["summary"] == "only in the journal"
+    assert fresh.mirror.sync_state().get("repaired")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork to hold a lock elsewhere")
+def test_the_refs_lock_excludes_another_process_and_times_out_with_a_clear_error(tmp_path):
+    from gitrelay.locks import FileMutex, LockTimeout
+
+    lock = FileMutex(tmp_path / "x.lock")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child holds the lock until the parent has tried
+        os.close(read)
+        lock.acquire()
+        os.write(write, b"1")
+        os.close(write)
+        import time
+        time.sleep(1.0)
+        os._exit(0)
+    os.close(write)
+    os.read(read, 1)
+    with pytest.raises(LockTimeout):
+        lock.acquire(timeout=0.1)
+    os.waitpid(pid, 0)
+    lock.acquire(timeout=5)  # released by the kernel when the child exited
+    lock.acquire(timeout=0)  # re-entrant in the same thread
+    lock.release()
+    lock.release()
+    assert not lock.is_held
