@@ -7,6 +7,7 @@ reads objects for the rules, and moves refs.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -143,20 +144,25 @@ class Store:
         self.source.pending.clear()
 
     def _insert(self, tree_oid: str | None, parts: list[str], blob: str) -> str:
-        entries = list(self.objects.tree(tree_oid)) if tree_oid else []
+        entries = self.objects.tree(tree_oid) if tree_oid else []
         name = parts[0]
+        at = next((i for i, e in enumerate(entries) if e.name == name), -1)
+        existing = entries[at] if at >= 0 else None
         if len(parts) == 1:
             added = TreeEntry(MODE_BLOB, name, blob)
         else:
-            existing = next((e for e in entries if e.name == name), None)
             sub = existing.oid if existing is not None and existing.is_tree else None
             added = TreeEntry(MODE_TREE, name, self._insert(sub, parts[1:], blob))
-        entries = [e for e in entries if e.name != name]
-        entries.append(added)
-        entries.sort(key=_tree_order)
-        return self.source.write("tree", b"".join(
-            f"{e.mode} ".encode() + e.name.encode("utf-8", "surrogateescape") + b"\0"
-            + bytes.fromhex(e.oid) for e in entries))
+        new = list(entries)
+        if existing is not None and existing.mode == added.mode:
+            new[at] = added  # same name and kind: same place in git's order
+        else:
+            if existing is not None:
+                del new[at]
+            bisect.insort(new, added, key=_tree_order)
+        oid = self.source.write("tree", b"".join(e.raw for e in new))
+        self.objects.remember_tree(oid, new)
+        return oid
 
     def tree_with(self, base_tree: str | None, path: str, data: bytes) -> str:
         """The id of ``base_tree`` with one more file at ``path`` (or that file replaced).

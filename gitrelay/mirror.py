@@ -105,6 +105,7 @@ class Mirror:
         # The journal as last read: its file's (inode, size, mtime) and records.
         self._journal_key: tuple[int, int, int] | None = None
         self._journal = journal.Contents()
+        self._ops: dict[str, Op] = {}
 
     @property
     def objects(self) -> Objects:
@@ -189,6 +190,16 @@ class Mirror:
         return self.commits_between(relay, tip)
 
     def op_of(self, commit: Commit) -> Op:
+        """The operation a commit of the outbox adds (read once per commit)."""
+        op = self._ops.get(commit.oid)
+        if op is None:
+            op = self._op_of(commit)
+            if len(self._ops) > 1024:
+                self._ops.clear()
+            self._ops[commit.oid] = op
+        return op
+
+    def _op_of(self, commit: Commit) -> Op:
         parent = commit.parents[0] if commit.parents else None
         from .objects import diff_trees
 

@@ -33,16 +33,25 @@ if TYPE_CHECKING:
 
 
 class TreeEntry:
-    __slots__ = ("mode", "name", "oid")
+    __slots__ = ("_raw", "mode", "name", "oid")
 
-    def __init__(self, mode: str, name: str, oid: str) -> None:
+    def __init__(self, mode: str, name: str, oid: str, raw: bytes | None = None) -> None:
         self.mode = mode
         self.name = name
         self.oid = oid
+        self._raw = raw
 
     @property
     def is_tree(self) -> bool:
         return self.mode == MODE_TREE
+
+    @property
+    def raw(self) -> bytes:
+        """The entry as a tree object holds it: ``<mode> <name>\\0<20-byte id>``."""
+        if self._raw is None:
+            self._raw = (f"{self.mode} ".encode() + self.name.encode("utf-8", "surrogateescape")
+                         + b"\0" + bytes.fromhex(self.oid))
+        return self._raw
 
 
 class Commit:
@@ -73,7 +82,7 @@ def parse_tree(data: bytes) -> list[TreeEntry]:
         mode = data[pos:space].decode()
         name = data[space + 1:nul].decode("utf-8", "surrogateescape")
         oid = data[nul + 1:nul + 21].hex()
-        entries.append(TreeEntry(mode, name, oid))
+        entries.append(TreeEntry(mode, name, oid, data[pos:nul + 21]))
         pos = nul + 21
     return entries
 
@@ -169,6 +178,8 @@ class Objects:
         self.source = source
         self.max_blob = max_blob
         self._trees: dict[str, list[TreeEntry]] = {}
+        # Trees found well-formed (tree_problem): a tree's id names its content.
+        self.sound_trees: set[str] = set()
 
     def raw(self, oid: str) -> tuple[str, bytes]:
         found = self.source.read(oid)
@@ -191,8 +202,16 @@ class Objects:
             cached = parse_tree(data)
             if len(self._trees) > 4096:
                 self._trees.clear()
+                self.sound_trees.clear()
             self._trees[oid] = cached
         return cached
+
+    def remember_tree(self, oid: str, entries: list[TreeEntry]) -> None:
+        """Cache the entries of a tree the caller just wrote (saves parsing it back)."""
+        if len(self._trees) > 4096:
+            self._trees.clear()
+            self.sound_trees.clear()
+        self._trees[oid] = entries
 
     def blob(self, oid: str) -> bytes:
         read_within = getattr(self.source, "read_within", None)
@@ -277,9 +296,11 @@ def diff_trees(objs: Objects, old_tree: str | None, new_tree: str,
     ends with ``/``). Raises ValueError for a malformed new tree.
     """
     listing = objs.tree(new_tree)
-    problem = tree_problem(listing)
-    if problem:
-        raise ValueError(f"tree {prefix or '/'} ({new_tree[:12]}) {problem}")
+    if new_tree not in objs.sound_trees:
+        problem = tree_problem(listing)
+        if problem:
+            raise ValueError(f"tree {prefix or '/'} ({new_tree[:12]}) {problem}")
+        objs.sound_trees.add(new_tree)
     old_entries = {e.name: e for e in objs.tree(old_tree)} if old_tree else {}
     new_entries = {e.name: e for e in listing}
     changes: list[Change] = []
