@@ -520,8 +520,25 @@ def validate(kind: str, doc: Any, limits: Mapping[str, int] | None = None) -> di
     return doc
 
 
+# Files found valid, by (kind, exact bytes, limits): a file that passed once passes
+# again, so a later load only parses it (a fresh document each time; callers may
+# change what they get). Readers fold the same thread files over and over: the
+# checks cost several times the parse.
+_VALID: dict[tuple[str, bytes, tuple[tuple[str, int], ...]], None] = {}
+_VALID_MAX = 8192
+
+
 def load(kind: str, data: bytes, limits: Mapping[str, int] | None = None) -> dict[str, Any]:
     """Parse and validate a relay file's bytes."""
     lim = limits or DEFAULT_LIMITS
-    return validate(kind, parse_json(data, max_bytes=lim["max_file_bytes"],
-                                     max_depth=lim["max_json_depth"]), lim)
+    key = (kind, data, tuple(sorted(lim.items()))) if type(data) is bytes else None
+    if key is not None and key in _VALID:
+        doc: dict[str, Any] = _loads(data.decode("utf-8"))
+        return doc
+    doc = validate(kind, parse_json(data, max_bytes=lim["max_file_bytes"],
+                                    max_depth=lim["max_json_depth"]), lim)
+    if key is not None:
+        if len(_VALID) >= _VALID_MAX:
+            _VALID.clear()
+        _VALID[key] = None
+    return doc

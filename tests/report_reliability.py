@@ -114,11 +114,14 @@ def _crashes(items: list[Item]) -> str:
              if not part.isdigit()}
     other = [i for i in matching(items, r"test_crashes\.py::") if i not in kills]
     fast = matching(items, r"test_fast_writes\.py::")
+    journal = matching(items, r"test_journal\.py::")
     lost = sum(i.outcome == "failed" for i in kills + matching(items, r"test_races\.py::"))
     return (f"{len(names)} kill points × {len(kills) // max(len(names), 1)} runs = {len(kills)} "
             f"SIGKILLed writers, {passed(kills)} restarted with every reported operation on "
             f"the relay exactly once; mirror damage {passed(other)} of {len(other)}; "
             f"outbox and sync loop {passed(fast)} of {len(fast)}; "
+            f"outbox journal (torn records, flushes cut short, salvage) "
+            f"{passed(journal)} of {len(journal)}; "
             f"**runs that lost or duplicated an operation: {lost}**")
 
 
@@ -159,8 +162,10 @@ SUITES = [
     Suite("Valid histories", ["tests/test_valid_histories.py", "tests/test_gate_property.py"],
           _valid, "pytest tests/test_valid_histories.py tests/test_gate_property.py"),
     Suite("Races", ["tests/test_races.py"], _races, "pytest tests/test_races.py"),
-    Suite("Crashes and faults", ["tests/test_crashes.py", "tests/test_fast_writes.py"],
-          _crashes, "pytest tests/test_crashes.py tests/test_fast_writes.py"),
+    Suite("Crashes and faults",
+          ["tests/test_crashes.py", "tests/test_fast_writes.py", "tests/test_journal.py"],
+          _crashes, "pytest tests/test_crashes.py tests/test_fast_writes.py "
+                    "tests/test_journal.py"),
     Suite("Prompt injection", ["tests/test_injection.py"], _injection,
           "pytest tests/test_injection.py"),
     Suite("Bad tool input", ["tests/test_bad_tool_input.py"], _bad_input,

@@ -210,3 +210,25 @@ def test_a_pattern_without_a_test_is_matched_with_re_on_first_use() -> None:
 def test_a_wrong_constant_names_the_value_as_json() -> None:
     with pytest.raises(SchemaError, match='field kind: must be "message"'):
         schema.validate("message", {"format_version": 1, "kind": "draft"})
+
+
+# --- loads of a file found valid before ------------------------------------------------
+
+
+def test_a_file_loaded_again_is_a_fresh_equal_document_and_limits_still_apply() -> None:
+    doc = {"format_version": 1, "kind": "message", "thread_id": "0" * 26,
+           "id": "3f1c2b9e-8d4a-4c55-9a7e-2b1d0c9e7f11", "sequence_no": 1, "from": "alice@acme",
+           "type": "message", "body": "the migration is ready", "idempotency_key": "k-1",
+           "created_at": "2026-12-01T10:00:00Z"}
+    data = schema.dumps(doc)
+    first = schema.load("message", data)
+    first["body"] = "changed by a caller"
+    second = schema.load("message", data)
+    assert second == doc and second is not first  # what a caller did to the first stays there
+    # the same bytes under tighter limits are checked again, not taken from the first load
+    tight = dict(schema.DEFAULT_LIMITS, max_text_chars=5)
+    with pytest.raises(SchemaError):
+        schema.load("message", data, tight)
+    # and the same bytes as another kind of file are checked as that kind
+    with pytest.raises(SchemaError):
+        schema.load("handoff", data)
