@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gitrelay import journal, layout
-from gitrelay.client import RelayClient
+from gitrelay.client import RelayClient, WriteResult
 from gitrelay.mirror import Mirror
 from gitrelay.recovery import salvage_outbox
 
@@ -26,6 +26,13 @@ def git_has(mirror: Path, oid: str) -> bool:
 
 def record(base: str, tip: str, *objects: tuple[str, bytes]) -> journal.Record:
     return journal.Record(base, tip, tuple((journal.object_id(k, d), k, d) for k, d in objects))
+
+
+def alice_queues(make_client, summary: str) -> tuple[RelayClient, WriteResult]:
+    """Bob and Alice join (Alice last: GITRELAY_HOME stays hers); Alice queues a handoff."""
+    make_client("bob@acme")
+    alice = make_client("alice@acme", writes="queue")
+    return alice, alice.handoff(to="bob@acme", intent="inform", summary=summary)
 
 
 def test_records_read_back_whole_and_a_torn_tail_is_dropped_by_the_next_append(tmp_path):
@@ -65,9 +72,7 @@ def test_object_ids_are_gits(tmp_path):
 
 
 def test_a_queued_write_is_in_the_journal_and_main_until_the_flush_files_it(make_client):
-    make_client("bob@acme")
-    alice = make_client("alice@acme", writes="queue")  # last: GITRELAY_HOME is alice's
-    sent = alice.handoff(to="bob@acme", intent="inform", summary="journal me")
+    alice, sent = alice_queues(make_client, "journal me")
     tip = sent.written.commit if sent.written else None
     assert tip is not None
 
@@ -114,9 +119,7 @@ def test_writes_from_two_processes_chain_in_the_journal_and_one_push_delivers_bo
 
 
 def test_a_flush_cut_short_after_the_ref_moved_is_finished_by_the_next_one(make_client):
-    make_client("bob@acme")
-    alice = make_client("alice@acme", writes="queue")  # last: GITRELAY_HOME is alice's
-    first = alice.handoff(to="bob@acme", intent="inform", summary="first")
+    alice, first = alice_queues(make_client, "first")
     mirror = alice.mirror
     records = journal.read(mirror.journal_path).records
     # the state a flush killed between moving the ref and removing the journal leaves
@@ -133,9 +136,7 @@ def test_a_flush_cut_short_after_the_ref_moved_is_finished_by_the_next_one(make_
 
 
 def test_a_journal_left_behind_by_a_moved_main_is_replayed_not_lost(make_client):
-    make_client("bob@acme")
-    alice = make_client("alice@acme", writes="queue")  # last: GITRELAY_HOME is alice's
-    queued = alice.handoff(to="bob@acme", intent="inform", summary="still queued")
+    alice, queued = alice_queues(make_client, "still queued")
     mirror = alice.mirror
     records = journal.read(mirror.journal_path).records
     # something moved main without the journal (as a hand repair might): a filed
@@ -157,9 +158,7 @@ def test_a_journal_left_behind_by_a_moved_main_is_replayed_not_lost(make_client)
 def test_a_damaged_mirror_salvages_operations_that_were_only_in_the_journal(make_client,
                                                                             relay, tmp_path,
                                                                             monkeypatch):
-    make_client("bob@acme")
-    alice = make_client("alice@acme", writes="queue")  # last: GITRELAY_HOME is alice's
-    queued = alice.handoff(to="bob@acme", intent="inform", summary="only in the journal")
+    alice, queued = alice_queues(make_client, "only in the journal")
     assert alice.mirror.journal_path.exists()
     assert [op.thread_id for op in salvage_outbox(alice.mirror.path)] == [queued.thread_id]
     for path in (alice.mirror.path / "objects").rglob("*"):
