@@ -196,3 +196,35 @@ def test_the_refs_lock_excludes_another_process_and_times_out_with_a_clear_error
     lock.release()
     lock.release()
     assert not lock.is_held
+
+
+def test_writes_and_flushes_from_two_threads_keep_every_operation_once_in_order(make_client):
+    # The MCP server's shape: tool calls append while its sync loop flushes.
+    import threading
+
+    alice, first = alice_queues(make_client, "thread 0")
+    stop = threading.Event()
+    problems: list[BaseException] = []
+
+    def flusher() -> None:
+        while not stop.is_set():
+            try:
+                alice.mirror.flush()
+            except BaseException as exc:  # pragma: no cover - reported below
+                problems.append(exc)
+                return
+
+    worker = threading.Thread(target=flusher)
+    worker.start()
+    try:
+        sent = [first] + [alice.send_message(first.thread_id, f"note {i}") for i in range(40)]
+    finally:
+        stop.set()
+        worker.join()
+    assert not problems
+    alice.mirror.flush()
+    outbox = [alice.mirror.op_of(c) for c in alice.mirror.outbox()]
+    assert [op.doc.get("id", op.thread_id) for op in outbox] == \
+        [s.doc.get("id", s.thread_id) for s in sent]
+    assert [op.doc.get("sequence_no") for op in outbox[1:]] == list(range(1, 41))
+    assert alice.deliver().delivered == 41
