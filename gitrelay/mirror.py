@@ -232,12 +232,13 @@ class Mirror:
             base = self.main()
             if base is None:
                 raise RelayUnavailable("the local mirror has no copy of the relay yet")
+            before = self._journal  # the file as main() just read it (no one else writes)
             with self.store.staging() as staged:
                 written = self.build(base, op)
             record = journal.Record(base, written.commit, tuple(staged))
-            st = journal.append(self.journal_path, record, self._journal.end)
-            self._journal.records.append(record)
-            self._journal.end = st.st_size
+            st = journal.append(self.journal_path, record, before.end)
+            # New objects, not changes to the shared ones: another thread may be reading.
+            self._journal = journal.Contents([*before.records, record], st.st_size)
             self._journal_key = (st.st_ino, st.st_size, st.st_mtime_ns)
             faults.point("after_local_commit")
             return written
