@@ -54,3 +54,40 @@ def _mktree(repo: Path, tree: str) -> str:
     return subprocess.run(["git", "--git-dir", str(repo), "mktree", "-z"],
                           input="\0".join(lines) + "\0", capture_output=True, text=True,
                           check=True).stdout.strip()
+
+
+def test_commits_are_laid_out_byte_for_byte_as_libgit2_writes_them(tmp_path: Path) -> None:
+    # The store writes commit text itself (a staged commit's tree and parents are not
+    # filed yet, which libgit2 requires); the gate parses that text, and signatures
+    # are checked over it, so it must stay exactly what libgit2 wrote before.
+    import pygit2
+
+    from gitrelay.gitstore import with_signature
+
+    store = Store(tmp_path / "store.git", create=True)
+    tree = store.tree_with(None, "a", b"x\n")
+    message = "handoff ABC alice@acme → bob@acme (inform): hi\n\nGitrelay-Op: handoff\n"
+    first = store.commit(tree=tree, parents=[], message=message, author="alice@acme",
+                         email="alice@acme", when=1_700_000_000)
+    sig = pygit2.Signature("alice@acme", "alice@acme", 1_700_000_000, 0)
+    assert first == str(store.repo.create_commit(None, sig, sig, message,
+                                                 pygit2.Oid(hex=tree), []))
+    second = store.commit(tree=tree, parents=[first], message="two\n", author="bob@acme",
+                          email="bob@acme", when=1_700_000_001)
+    sig2 = pygit2.Signature("bob@acme", "bob@acme", 1_700_000_001, 0)
+    assert second == str(store.repo.create_commit(None, sig2, sig2, "two\n",
+                                                  pygit2.Oid(hex=tree),
+                                                  [pygit2.Oid(hex=first)]))
+    content = store.repo.odb.read(second)[1].decode()
+    for signature in ("-----BEGIN SSH SIGNATURE-----\nU1NIU0lH\n-----END SSH SIGNATURE-----\n",
+                      "-----BEGIN SSH SIGNATURE-----\nU1NIU0lH\n-----END SSH SIGNATURE-----"):
+        by_libgit2 = store.repo.create_commit_with_signature(content, signature, "gpgsig")
+        assert with_signature(content, signature) == store.repo.odb.read(by_libgit2)[1]
+    # and what it stages (hashed, not filed) gets the id the object database gives it
+    with store.staging() as staged:
+        third = store.commit(tree=tree, parents=[second], message="three\n",
+                             author="alice@acme", email="alice@acme", when=1_700_000_002)
+    assert third not in store.repo
+    store.file_objects(staged)
+    assert third in store.repo
+    git(store.path, "cat-file", "-e", third)
