@@ -106,6 +106,8 @@ class Mirror:
         self._journal_key: tuple[int, int, int] | None = None
         self._journal = journal.Contents()
         self._ops: dict[str, Op] = {}
+        self._refused: list[Refused] = []
+        self._refused_key: tuple[int, int, int] | None = None
 
     @property
     def objects(self) -> Objects:
@@ -336,17 +338,24 @@ class Mirror:
         return rec
 
     def refused(self) -> list[Refused]:
+        """Every refused operation recorded in this mirror, oldest first.
+
+        Every thread view and inbox page asks; the log is parsed again only
+        when the file changed (it only grows, by appends)."""
         try:
-            lines = self.refused_path.read_text().splitlines()
+            st = os.stat(self.refused_path)
         except FileNotFoundError:
             return []
-        out = []
-        for line in lines:
-            try:
-                out.append(Refused(**json.loads(line)))
-            except (ValueError, TypeError):
-                continue
-        return out
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if key != self._refused_key:
+            out = []
+            for line in self.refused_path.read_text().splitlines():
+                try:
+                    out.append(Refused(**json.loads(line)))
+                except (ValueError, TypeError):
+                    continue
+            self._refused, self._refused_key = out, key
+        return list(self._refused)
 
     # --- sync bookkeeping ---------------------------------------------------------
 

@@ -14,6 +14,8 @@ import pytest
 
 from gitrelay.client import DELIVERED, QUEUED, RelayClient
 from gitrelay.errors import RelayUnavailable, StateChanged
+from gitrelay.mirror import Mirror
+from gitrelay.ops import Op
 from gitrelay.syncloop import SyncLoop
 
 
@@ -244,3 +246,17 @@ def test_a_waited_message_reports_the_sequence_number_it_landed_with(team):
     assert reply.delivery == DELIVERED
     assert reply.doc["sequence_no"] == 2  # replayed after Alice's message 1
     assert [m["sequence_no"] for m in bob.thread(sent.thread_id).messages] == [1, 2]
+
+
+def test_the_refused_log_is_read_again_only_when_it_grows_and_every_process_sees_it(team):
+    alice = team["alice"]
+    other = Mirror(alice.mirror.path, "alice@acme")  # another process on the same mirror
+    assert alice.mirror.refused() == [] and other.refused() == []
+    op = Op("cancel", {"kind": "cancel", "thread_id": "0" * 26, "by": "alice@acme"}, "0" * 26)
+    alice.mirror.record_refused(op, StateChanged("lost a race"), rule="state_changed")
+    first = other.refused()
+    assert [r.rule for r in first] == ["state_changed"]
+    first.clear()  # a caller's copy: the next answer is whole again
+    assert len(other.refused()) == 1
+    other.record_refused(op, StateChanged("lost again"), rule="state_changed")
+    assert [r.message for r in alice.mirror.refused()] == ["lost a race", "lost again"]
