@@ -5,10 +5,12 @@ a blob, one tree per directory level, the commit, each a loose file — and
 moving ``refs/heads/main`` cost more than everything else in the call. So
 ``Mirror.append`` builds the commit in memory and appends one record to this
 file: the commit it builds on (``base``), the new commit (``tip``) and every
-object the commit needs that the store lacks. The record is the commit: its
-ids are final, and the mirror's ``main`` is the last record's tip. Afterwards,
-off the agent's path, the records are filed into the object store, the ref
-moves to the last tip and the journal is removed (``Mirror.flush``).
+object the build wrote (the file, the trees on its path, the commit; those
+the store holds already are skipped when filing). The record is the commit:
+its ids are final, and the mirror's ``main`` is the last record's tip.
+Afterwards, off the agent's path, the records are filed into the object
+store, the ref moves to the last tip and the journal is removed
+(``Mirror.flush``).
 
 Record layout (bytes)::
 
