@@ -24,7 +24,8 @@ class LockTimeout(Exception):
 
 
 class FileMutex:
-    """An exclusive ``flock`` on ``path``: ``with lock:`` or ``with lock.held(timeout):``."""
+    """An exclusive ``flock`` on ``path``: ``with lock:`` (waits as long as it takes),
+    or ``acquire(timeout)`` then ``release()``."""
 
     POLL = 0.001
 

@@ -81,6 +81,17 @@ class Refused:
         return cls(self.message, rule=self.rule, thread_id=self.thread_id)
 
 
+def _file_key(st: os.stat_result) -> tuple[int, int, int]:
+    """What says a file changed since it was last read: inode, size, mtime."""
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _journal_on(ref: str | None, records: list[journal.Record]) -> bool:
+    """Whether the journal's records follow the ref: it is their base, or one of their
+    commits (a flush that moved the ref was cut short before removing the journal)."""
+    return ref == records[0].base or any(ref == r.tip for r in records)
+
+
 def op_key(op: Op) -> str:
     """A stable identity of an operation across replays."""
     if op.kind == "message":
@@ -140,7 +151,7 @@ class Mirror:
         ref = self.store.ref(layout.MAIN_REF)
         if not records:
             return ref
-        if ref == records[0].base or any(ref == r.tip for r in records):
+        if _journal_on(ref, records):
             return records[-1].tip
         # The ref moved without the journal (a repair): replay the journal onto it.
         self.flush()
@@ -150,7 +161,7 @@ class Mirror:
         """The journal's records; its objects are readable through ``objects``."""
         try:
             st = os.stat(self.journal_path)
-            key = (st.st_ino, st.st_size, st.st_mtime_ns) if st.st_size else None
+            key = _file_key(st) if st.st_size else None
         except FileNotFoundError:
             key = None
         if key != self._journal_key:
@@ -241,7 +252,7 @@ class Mirror:
             st = journal.append(self.journal_path, record, before.end)
             # New objects, not changes to the shared ones: another thread may be reading.
             self._journal = journal.Contents([*before.records, record], st.st_size)
-            self._journal_key = (st.st_ino, st.st_size, st.st_mtime_ns)
+            self._journal_key = _file_key(st)
             faults.point("after_local_commit")
             return written
 
@@ -255,15 +266,15 @@ class Mirror:
         if not records:
             return
         ref = self.store.ref(layout.MAIN_REF)
-        tips = [r.tip for r in records]
+        tip = records[-1].tip
         self.store.file_objects(obj for r in records for obj in r.objects)
-        if ref == records[0].base or ref in tips:  # in tips: an earlier flush was cut short
-            if ref != tips[-1]:
-                self.store.set_ref(layout.MAIN_REF, tips[-1], "gitrelay: outbox")
+        if _journal_on(ref, records):
+            if ref != tip:
+                self.store.set_ref(layout.MAIN_REF, tip, "gitrelay: outbox")
         else:
             # main moved without the journal (a repair): replay its operations.
-            self._replay([self.objects.commit(t) for t in tips], ref or records[0].base,
-                         lost_race=True)
+            self._replay([self.objects.commit(r.tip) for r in records],
+                         ref or records[0].base, lost_race=True)
         faults.point("after_flush")
         journal.remove(self.journal_path)
         self._journal_key, self._journal = None, journal.Contents()
@@ -346,7 +357,7 @@ class Mirror:
             st = os.stat(self.refused_path)
         except FileNotFoundError:
             return []
-        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        key = _file_key(st)
         if key != self._refused_key:
             out = []
             for line in self.refused_path.read_text().splitlines():

@@ -200,14 +200,12 @@ class Objects:
             if kind != "tree":
                 raise ValueError(f"{oid} is a {kind}, not a tree")
             cached = parse_tree(data)
-            if len(self._trees) > 4096:
-                self._trees.clear()
-                self.sound_trees.clear()
-            self._trees[oid] = cached
+            self.remember_tree(oid, cached)
         return cached
 
     def remember_tree(self, oid: str, entries: list[TreeEntry]) -> None:
-        """Cache the entries of a tree the caller just wrote (saves parsing it back)."""
+        """Cache a tree's entries (also those of a tree the caller just wrote, which
+        saves parsing it back)."""
         if len(self._trees) > 4096:
             self._trees.clear()
             self.sound_trees.clear()

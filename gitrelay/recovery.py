@@ -77,12 +77,12 @@ def salvage_outbox(path: Path) -> list[Op]:
 def _journal_op(record: journal.Record) -> Op | None:
     """A journal record's operation, read from the record alone: its new file is the
     one blob reached from its commit's tree through the record's own trees."""
-    objects = {oid: (kind, data) for oid, kind, data in record.objects}
-    objs = Objects(journal.Overlay(None, [record]))
+    own = journal.Overlay(None, [record])
+    objs = Objects(own)
     try:
         tree, prefix = objs.commit(record.tip).tree, ""
         while True:
-            entry = next(e for e in objs.tree(tree) if e.oid in objects)
+            entry = next(e for e in objs.tree(tree) if e.oid in own.objects)
             if not entry.is_tree:
                 return op_from_file(prefix + entry.name, json.loads(objs.blob(entry.oid)))
             tree, prefix = entry.oid, f"{prefix}{entry.name}/"
