@@ -36,6 +36,7 @@ from mcp.server.mcpserver.exceptions import (
     UnexpectedToolError,
 )
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from mcp.server.stdio import stdio_server
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
@@ -55,6 +56,7 @@ from .errors import (
 )
 from .ids import is_key, same_handle
 from .output_schema import lean_output_schema
+from .pipes import stdio_pipes
 from .present import (
     present_accept,
     present_claim,
@@ -254,6 +256,16 @@ class RelayMCPServer(MCPServer["ServerState"]):
                 return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             raise ToolError(_error_text(name, exc)) from None
+
+    async def run_stdio_async(self) -> None:
+        """stdio on asyncio pipes (:mod:`gitrelay.pipes`), not the SDK's file threads."""
+        async with stdio_pipes() as pipes:
+            if pipes is None:
+                await super().run_stdio_async()
+                return
+            async with stdio_server(pipes.stdin, pipes.stdout) as (read, write):  # type: ignore[arg-type]
+                lowlevel = self._lowlevel_server
+                await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 
 # --- state ---------------------------------------------------------------------------------

@@ -119,6 +119,8 @@ class Mirror:
         self._ops: dict[str, Op] = {}
         self._refused: list[Refused] = []
         self._refused_key: tuple[int, int, int] | None = None
+        self._state: dict[str, Any] = {}
+        self._state_key: tuple[int, int, int] | None = None
 
     @property
     def objects(self) -> Objects:
@@ -207,10 +209,13 @@ class Mirror:
         op = self._ops.get(commit.oid)
         if op is None:
             op = self._op_of(commit)
-            if len(self._ops) > 1024:
-                self._ops.clear()
-            self._ops[commit.oid] = op
+            self._remember_op(commit.oid, op)
         return op
+
+    def _remember_op(self, oid: str, op: Op) -> None:
+        if len(self._ops) > 1024:
+            self._ops.clear()
+        self._ops[oid] = op
 
     def _op_of(self, commit: Commit) -> Op:
         parent = commit.parents[0] if commit.parents else None
@@ -230,13 +235,15 @@ class Mirror:
         view = RelayView(self.objects, base.tree)
         path, doc = op.materialize(view)
         seq = commit_seq(base) + 1
-        tree = self.store.tree_with(base.tree, path, schema.dumps(doc))
+        data = schema.dumps(doc)
+        tree = self.store.tree_with(base.tree, path, data)
         oid = self.store.commit(tree=tree, parents=[base_oid], message=op.message(doc, seq),
                                 author=op.actor, email=op.actor, sign=self.signer)
         # The real checker: a signing key that is not the registered one fails here,
         # before the operation is queued, rather than at the gate.
         check_commit(self.objects, self.objects.commit(oid), base,
                      verify_signature=verify_commit_signature)
+        self._remember_op(oid, op_from_file(path, json.loads(data)))
         return Written(op, oid, seq, path, doc)
 
     def append(self, op: Op) -> Written:
@@ -371,11 +378,22 @@ class Mirror:
     # --- sync bookkeeping ---------------------------------------------------------
 
     def sync_state(self) -> dict[str, Any]:
+        """The sync bookkeeping (a copy). Every read asks for the last fetch's age;
+        the file is parsed again only when it changed (it is replaced whole)."""
         try:
-            data = json.loads(self.state_path.read_text())
-            return data if isinstance(data, dict) else {}
-        except (FileNotFoundError, ValueError):
-            return {}
+            key: tuple[int, int, int] | None = _file_key(os.stat(self.state_path))
+        except FileNotFoundError:
+            key = None
+        if key is None or key != self._state_key:
+            data: Any = {}
+            if key is not None:
+                try:
+                    data = json.loads(self.state_path.read_text())
+                except (FileNotFoundError, ValueError):
+                    data = {}
+            self._state = data if isinstance(data, dict) else {}
+            self._state_key = key
+        return dict(self._state)
 
     def update_sync_state(self, **values: Any) -> None:
         state = self.sync_state()
@@ -383,6 +401,7 @@ class Mirror:
         tmp = self.state_path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(state, sort_keys=True))
         os.replace(tmp, self.state_path)
+        self._state, self._state_key = state, _file_key(os.stat(self.state_path))
 
     def last_fetch_age(self) -> float:
         return time.time() - float(self.sync_state().get("last_fetch", 0.0))

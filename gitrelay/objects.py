@@ -166,7 +166,7 @@ class UnreadBlob(bytes):
 
 
 class Objects:
-    """Typed reads over an ObjectSource, with a small cache of trees.
+    """Typed reads over an ObjectSource, with small caches of trees and commits.
 
     ``max_blob``: when set, and the source can skip objects, a blob larger than
     this many bytes is not read but returned as an :class:`UnreadBlob`. Whoever
@@ -178,6 +178,7 @@ class Objects:
         self.source = source
         self.max_blob = max_blob
         self._trees: dict[str, list[TreeEntry]] = {}
+        self._commits: dict[str, Commit] = {}
         # Trees found well-formed (tree_problem): a tree's id names its content.
         self.sound_trees: set[str] = set()
 
@@ -188,10 +189,17 @@ class Objects:
         return found
 
     def commit(self, oid: str) -> Commit:
-        kind, data = self.raw(oid)
-        if kind != "commit":
-            raise ValueError(f"{oid} is a {kind}, not a commit")
-        return parse_commit(oid, data)
+        """The parsed commit (shared: callers must not change it)."""
+        cached = self._commits.get(oid)
+        if cached is None:
+            kind, data = self.raw(oid)
+            if kind != "commit":
+                raise ValueError(f"{oid} is a {kind}, not a commit")
+            cached = parse_commit(oid, data)
+            if len(self._commits) > 4096:
+                self._commits.clear()
+            self._commits[oid] = cached
+        return cached
 
     def tree(self, oid: str) -> list[TreeEntry]:
         cached = self._trees.get(oid)
