@@ -27,8 +27,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="small relays, few repetitions: checks the suite runs (< 1 min)")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--only", action="append", metavar="SECTION",
-                        help="run only this section (repeatable): writes, gate, reads, "
-                             "delivery, writers, storage, join, peer")
+                        help="run only this section (repeatable): writes, stdio, gate, "
+                             "reads, inbox, delivery, writers, storage, join, peer")
     parser.add_argument("--workdir", type=Path,
                         help="where relays and homes go (default: a temporary directory)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")

@@ -551,6 +551,101 @@ def bench_writes(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) 
     return figs
 
 
+# --- 1b. the same writes through `gitrelay mcp` over stdio -------------------------------------
+
+
+async def _stdio_session(stack: contextlib.AsyncExitStack, relay: Path, home: Path, handle: str,
+                         trust: Path, errlog: Any, **env: str) -> Any:
+    """A `gitrelay mcp` process of ``handle`` and an initialized SDK client session on it."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(
+        command=PY, args=["-m", "gitrelay", "mcp", "--relay", str(relay), "--as", handle,
+                          "--trust", str(trust), "--writes", "queue"],
+        env={**os.environ, "GITRELAY_HOME": str(home), **env}, cwd=str(ROOT))
+    read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+    session = await stack.enter_async_context(ClientSession(read, write, read_timeout_seconds=60))
+    await session.initialize()
+    await session.list_tools()
+    return session
+
+
+def bench_stdio(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
+    """Queue-mode writes and check_inbox as an agent's host makes them: one `gitrelay mcp`
+    process per teammate, the SDK's stdio client in this process. Then the server's
+    stdio transport (asyncio pipes) against the SDK's own (``GITRELAY_STDIO=sdk``:
+    every line read and written in a worker thread), interleaved on the same call."""
+    size = sizes.write_relay
+    relay, info = ws.relay(size)
+    homes = {h: ws.fresh(f"home-stdio-{h.split('@')[0]}") for h in ("alice@acme", "bob@acme")}
+    for h, home in homes.items():
+        seed_user(relay, size, home, h, ws)
+    outboxes = [client_for(relay, home, h) for h, home in homes.items()]
+    trust = {"alice@acme": trust_file(homes["alice@acme"], ["bob@acme"]),
+             "bob@acme": trust_file(homes["bob@acme"], ["alice@acme"])}
+    n, warm = max(sizes.reps * 2 // 3, 3), sizes.warmup
+    samples: dict[str, list[float]] = {k: [] for k in ("handoff", "send", "accept", "check_inbox",
+                                                       "transport:pipes", "transport:sdk")}
+
+    def quiet() -> None:
+        # The servers' loops deliver in their own processes: wait until both
+        # outboxes are empty and give the loops a moment to go idle.
+        for client in outboxes:
+            wait_outbox_empty(client)
+        time.sleep(0.1)
+
+    async def body() -> None:
+        with (ws.root / "stdio-servers.log").open("w") as errlog:
+            async with contextlib.AsyncExitStack() as stack:
+                ca, cb, cb_sdk = [
+                    await _stdio_session(stack, relay, homes[h], h, trust[h], errlog, **env)
+                    for h, env in (("alice@acme", {}), ("bob@acme", {}),
+                                   ("bob@acme", {"GITRELAY_STDIO": "sdk"}))]
+                threads: list[str] = []
+                for i in range(warm + n):
+                    t_h, out = await timed(ca, "handoff_to_teammate", {
+                        "to": "bob@acme", "intent": "inform",
+                        "summary": f"stdio handoff {i}: the nightly export is slower since "
+                                   "the index change; numbers attached."})
+                    threads.append(out["thread_id"])
+                    quiet()
+                    t_s, _ = await timed(ca, "send_message", {
+                        "thread_id": out["thread_id"],
+                        "body": "Here is the profile of the slow run; the sort dominates."})
+                    quiet()
+                    if i >= warm:
+                        samples["handoff"].append(t_h)
+                        samples["send"].append(t_s)
+                for i, tid in enumerate(threads):
+                    t_a, _ = await timed(cb, "accept_handoff", {"thread_id": tid})
+                    quiet()
+                    if i >= warm:
+                        samples["accept"].append(t_a)
+                page = await call(cb, "check_inbox", {})
+                after = {"after": int(page.get("cursor") or 0)}
+                for i in range(warm + sizes.read_reps):
+                    t_p, _ = await timed(cb, "check_inbox", after)
+                    t_k, _ = await timed(cb_sdk, "check_inbox", after)
+                    if i >= warm:
+                        samples["transport:pipes"].append(t_p)
+                        samples["transport:sdk"].append(t_k)
+
+    run_async(body)
+    samples["check_inbox"] = samples["transport:pipes"]
+    sec = f"over stdio ({size[0]:,} threads / {info.messages:,} messages)"
+    figs = [ms_figure(sec, f"{tool}, queue mode", samples[key], limit=5.0)
+            for tool, key in (("send_message", "send"), ("handoff_to_teammate", "handoff"),
+                              ("accept_handoff", "accept"))]
+    figs.append(ms_figure(sec, "check_inbox after the cursor", samples["check_inbox"], limit=5.0))
+    figs.append(ms_figure(sec, "the same, server on the SDK's stdio transport",
+                          samples["transport:sdk"], note="GITRELAY_STDIO=sdk"))
+    figs.append(ratio_figure(sec, "asyncio pipes / SDK stdio transport",
+                             samples["transport:pipes"], samples["transport:sdk"], limit=None,
+                             note="same server, same call, interleaved"))
+    return figs
+
+
 # --- 2. gate cost against relay size ----------------------------------------------------------
 
 
@@ -1213,6 +1308,7 @@ def _ours_beside_peer(ws: Workspace, sizes: Sizes) -> dict[str, list[float]]:
 
 SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list[Figure]]]] = [
     ("writes", bench_writes),
+    ("stdio", bench_stdio),
     ("gate", bench_gate),
     ("reads", bench_reads),
     ("inbox", bench_inbox),

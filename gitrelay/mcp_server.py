@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 import re
 import threading
 import typing
@@ -100,6 +101,7 @@ INTERNAL_ERROR = -32603
 INVALID_PARAMS = -32602
 MAX_WAIT_SECONDS = 60.0
 DEFAULT_ROLE = "teammate"
+STDIO_ENV = "GITRELAY_STDIO"  # "sdk": serve stdio on the MCP SDK's own transport
 
 INSTRUCTIONS = """\
 gitrelay hands work between teammates' coding agents through the team's git relay.
@@ -250,22 +252,34 @@ class RelayMCPServer(MCPServer["ServerState"]):
                             f"{problem}. Fix them (see the tool's input schema) and call "
                             "again; nothing was written.")
         state = context.request_context.lifespan_context if context is not None else None
-        held = state.answering() if isinstance(state, ServerState) else nullcontext()
+        held = state.answering(self._after_answer) if isinstance(state, ServerState) \
+            else nullcontext()
         try:
             with held:
                 return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             raise ToolError(_error_text(name, exc)) from None
 
+    # Set while serving on pipes: runs a callable once the answers so far are written.
+    _after_answer: Callable[[Callable[[], None]], None] | None = None
+
     async def run_stdio_async(self) -> None:
-        """stdio on asyncio pipes (:mod:`gitrelay.pipes`), not the SDK's file threads."""
+        """stdio on asyncio pipes (:mod:`gitrelay.pipes`), not the SDK's file threads,
+        unless ``GITRELAY_STDIO=sdk`` asks for the SDK's own transport."""
+        if os.environ.get(STDIO_ENV) == "sdk":
+            await super().run_stdio_async()
+            return
         async with stdio_pipes() as pipes:
             if pipes is None:
                 await super().run_stdio_async()
                 return
-            async with stdio_server(pipes.stdin, pipes.stdout) as (read, write):  # type: ignore[arg-type]
-                lowlevel = self._lowlevel_server
-                await lowlevel.run(read, write, lowlevel.create_initialization_options())
+            self._after_answer = pipes.stdout.after_flush
+            try:
+                async with stdio_server(pipes.stdin, pipes.stdout) as (read, write):  # type: ignore[arg-type]
+                    lowlevel = self._lowlevel_server
+                    await lowlevel.run(read, write, lowlevel.create_initialization_options())
+            finally:
+                self._after_answer = None
 
 
 # --- state ---------------------------------------------------------------------------------
@@ -299,10 +313,14 @@ class ServerState:
     def me(self) -> str:
         return self.client.handle
 
-    def answering(self) -> AbstractContextManager[None]:
+    def answering(self, after_answer: Callable[[Callable[[], None]], None] | None = None
+                  ) -> AbstractContextManager[None]:
         """Around one tool call: the sync loop starts delivering its writes once the
-        answer is built, not while it is (both would compete for the interpreter)."""
-        return self._kicks if self._kicks is not None else nullcontext()
+        answer is built, not while it is (both would compete for the interpreter);
+        given ``after_answer`` (the transport's), once the answer is written."""
+        if self._kicks is None:
+            return nullcontext()
+        return self._kicks.holding(after_answer)
 
     def close(self) -> None:
         try:
@@ -330,16 +348,26 @@ class _HeldKicks:
         if self._hook is not None:
             self._hook(result)
 
-    def __enter__(self) -> None:
+    @contextmanager
+    def holding(self, after_answer: Callable[[Callable[[], None]], None] | None
+                ) -> Iterator[None]:
         with self._lock:
             self._answering += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._answering -= 1
+                due: list[WriteResult] = [] if self._answering else self._due
+                if not self._answering:
+                    self._due = []
+            if due:
+                if after_answer is None:
+                    self._kick(due)
+                else:
+                    after_answer(lambda: self._kick(due))
 
-    def __exit__(self, *exc: object) -> None:
-        with self._lock:
-            self._answering -= 1
-            if self._answering:
-                return
-            due, self._due = self._due, []
+    def _kick(self, due: list[WriteResult]) -> None:
         for result in due:
             if self._hook is not None:
                 self._hook(result)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 
@@ -43,16 +43,28 @@ class LineReader:
 
 
 class LineWriter:
-    """stdout: ``write`` queues text on the pipe, ``flush`` waits while it is full."""
+    """stdout: ``write`` queues text on the pipe, ``flush`` waits while it is full.
+
+    ``after_flush(fn)`` runs ``fn`` once what was written so far has been handed
+    to the pipe: the server starts delivering a queued write only after the
+    answer saying it was queued is on its way.
+    """
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
+        self._after: list[Callable[[], None]] = []
 
     async def write(self, text: str) -> None:
         self._writer.write(text.encode("utf-8"))
 
     async def flush(self) -> None:
         await self._writer.drain()
+        after, self._after = self._after, []
+        for fn in after:
+            fn()
+
+    def after_flush(self, fn: Callable[[], None]) -> None:
+        self._after.append(fn)
 
 
 @dataclass

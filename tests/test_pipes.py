@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 from test_mcp_stdio import REPO, hermetic_env
+
+from gitrelay.mcp_server import _HeldKicks
+from gitrelay.pipes import stdio_pipes
 
 # A line echo over stdio_pipes that also starts a child writing to its stdout:
 # the child's words must reach stderr, never the wire.
@@ -78,3 +84,41 @@ def test_the_server_answers_requests_read_from_a_file(relay: Path, tmp_path: Pat
                              capture_output=True, env=env, cwd=REPO, timeout=60)
     answers = {a["id"]: a for a in map(json.loads, out.stdout.decode().splitlines())}
     assert "check_inbox" in {t["name"] for t in answers[2]["result"]["tools"]}
+
+
+def test_after_flush_runs_once_the_answer_is_on_the_pipe():
+    async def main() -> None:
+        r_in, w_in = os.pipe()
+        r_out, w_out = os.pipe()
+        ran: list[bytes] = []
+        async with stdio_pipes(r_in, w_out) as pipes:
+            assert pipes is not None
+            await pipes.stdout.write("answer\n")
+            pipes.stdout.after_flush(lambda: ran.append(os.read(r_out, 100)))
+            assert ran == []
+            await pipes.stdout.flush()
+            assert ran == [b"answer\n"]
+            await pipes.stdout.flush()
+            assert len(ran) == 1
+        for fd in (r_in, w_in, r_out, w_out):
+            os.close(fd)
+
+    asyncio.run(main())
+
+
+def test_a_queued_write_reaches_the_sync_loop_after_its_answer_is_written():
+    kicked: list[str] = []
+    client = types.SimpleNamespace(on_written=kicked.append)
+    kicks = _HeldKicks(client)  # type: ignore[arg-type]
+    after: list[object] = []
+    with kicks.holding(after.append):
+        client.on_written("op-1")
+        assert kicked == []
+    assert kicked == [] and len(after) == 1  # built, not yet written
+    after[0]()  # type: ignore[operator]
+    assert kicked == ["op-1"]
+    with kicks.holding(None):  # no transport hook (in-process): at the end of the call
+        client.on_written("op-2")
+    assert kicked == ["op-1", "op-2"]
+    client.on_written("op-3")  # outside any call: at once
+    assert kicked[-1] == "op-3"
