@@ -1,7 +1,7 @@
 """Fault points for crash tests: ``GITRELAY_FAULT=<point>`` kills the process there.
 
 The write path calls :func:`point` at the places a crash matters (after the
-local commit, after the outbox journal was filed but before it is removed,
+local commit, after the outbox journal was filed but before it is emptied,
 during the push, after the push but before the reply). Unset in
 normal use, it costs one dictionary lookup.
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -21,6 +22,9 @@ from .objects import MODE_BLOB, MODE_TREE, ZERO_OID, Objects, TreeEntry
 _TYPE_NAMES = {pygit2.enums.ObjectType.COMMIT: "commit", pygit2.enums.ObjectType.TREE: "tree",
                pygit2.enums.ObjectType.BLOB: "blob", pygit2.enums.ObjectType.TAG: "tag"}
 _TYPES = {name: kind for kind, name in _TYPE_NAMES.items()}
+# Threads inside Store.durable(): libgit2's fsync switch is global to the process.
+_durable_lock = threading.Lock()
+_durable_blocks = 0
 
 # Hermetic: no user or system git configuration leaks into the store.
 for _level in (pygit2.enums.ConfigLevel.GLOBAL, pygit2.enums.ConfigLevel.XDG,
@@ -129,6 +133,25 @@ class Store:
             yield staged
         finally:
             self.source.staging = None
+
+    @staticmethod
+    @contextlib.contextmanager
+    def durable() -> Iterator[None]:
+        """Objects and refs written inside the block are on disk when it ends:
+        libgit2 syncs each file (and its directory) as it writes it. The switch
+        is the process's; it stays on while any thread is inside such a block."""
+        global _durable_blocks
+        with _durable_lock:
+            _durable_blocks += 1
+            if _durable_blocks == 1:
+                pygit2.settings.enable_fsync_gitdir(True)
+        try:
+            yield
+        finally:
+            with _durable_lock:
+                _durable_blocks -= 1
+                if _durable_blocks == 0:
+                    pygit2.settings.enable_fsync_gitdir(False)
 
     def file_objects(self, objects: Iterable[Obj]) -> None:
         """Write staged objects to the object database (those it lacks)."""

@@ -9,8 +9,10 @@ object the build wrote (the file, the trees on its path, the commit; those
 the store holds already are skipped when filing). The record is the commit:
 its ids are final, and the mirror's ``main`` is the last record's tip.
 Afterwards, off the agent's path, the records are filed into the object
-store, the ref moves to the last tip and the journal is removed
-(``Mirror.flush``).
+store, the ref moves to the last tip and the journal is emptied
+(``Mirror.flush``). Appending syncs the record to disk; filing syncs the
+objects and the ref before the journal is emptied, so no step loses an
+answered operation to a power cut either.
 
 Record layout (bytes)::
 
@@ -141,8 +143,12 @@ def append(path: Path, record: Record, valid_end: int) -> os.stat_result:
 
     Returns the file's status after the write. One ``write`` call: a reader
     sees the record whole or not at all (a partial record fails its checksum).
+    The record is on disk when this returns (``fdatasync``; and the directory
+    entry, when this write created the file), so an operation whose tool
+    answered survives a power cut as well as a killed process.
     """
     data = encode(record)
+    created = not path.exists()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     try:
         if os.fstat(fd).st_size != valid_end:
@@ -152,11 +158,31 @@ def append(path: Path, record: Record, valid_end: int) -> os.stat_result:
         if written != len(data):
             os.ftruncate(fd, valid_end)
             raise OSError(f"short write to {path}")
-        return os.fstat(fd)
+        os.fdatasync(fd)
+        st = os.fstat(fd)
     finally:
         os.close(fd)
+    if created:
+        sync_dir(path.parent)
+    return st
 
 
-def remove(path: Path) -> None:
+def clear(path: Path) -> None:
+    """Empty the journal (its records are filed).
+
+    The file stays: appending to it then syncs only its data, where a new
+    file would need its directory synced as well. Should the emptying not
+    reach the disk before a power cut, the records come back and are filed
+    again, which changes nothing (their objects and commits are there).
+    """
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
+        os.truncate(path, 0)
+
+
+def sync_dir(path: Path) -> None:
+    """Make the directory's entries (a file created, renamed or removed) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -274,16 +274,18 @@ class Mirror:
             return
         ref = self.store.ref(layout.MAIN_REF)
         tip = records[-1].tip
-        self.store.file_objects(obj for r in records for obj in r.objects)
-        if _journal_on(ref, records):
-            if ref != tip:
-                self.store.set_ref(layout.MAIN_REF, tip, "gitrelay: outbox")
-        else:
-            # main moved without the journal (a repair): replay its operations.
-            self._replay([self.objects.commit(r.tip) for r in records],
-                         ref or records[0].base, lost_race=True)
+        # On disk before the journal, their only other copy, goes.
+        with self.store.durable():
+            self.store.file_objects(obj for r in records for obj in r.objects)
+            if _journal_on(ref, records):
+                if ref != tip:
+                    self.store.set_ref(layout.MAIN_REF, tip, "gitrelay: outbox")
+            else:
+                # main moved without the journal (a repair): replay its operations.
+                self._replay([self.objects.commit(r.tip) for r in records],
+                             ref or records[0].base, lost_race=True)
         faults.point("after_flush")
-        journal.remove(self.journal_path)
+        journal.clear(self.journal_path)
         self._journal_key, self._journal = None, journal.Contents()
         self.store.forget_pending()
 
