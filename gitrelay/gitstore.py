@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import os
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -22,9 +24,6 @@ from .objects import MODE_BLOB, MODE_TREE, ZERO_OID, Objects, TreeEntry
 _TYPE_NAMES = {pygit2.enums.ObjectType.COMMIT: "commit", pygit2.enums.ObjectType.TREE: "tree",
                pygit2.enums.ObjectType.BLOB: "blob", pygit2.enums.ObjectType.TAG: "tag"}
 _TYPES = {name: kind for kind, name in _TYPE_NAMES.items()}
-# Threads inside Store.durable(): libgit2's fsync switch is global to the process.
-_durable_lock = threading.Lock()
-_durable_blocks = 0
 
 # Hermetic: no user or system git configuration leaks into the store.
 for _level in (pygit2.enums.ConfigLevel.GLOBAL, pygit2.enums.ConfigLevel.XDG,
@@ -42,6 +41,8 @@ class Pygit2Source:
     ``pending`` holds objects that exist only in the outbox journal (see
     :mod:`gitrelay.journal`) until they are filed. While ``staging`` is a
     list, writes go there and to ``pending`` instead of the object database.
+    While ``filed`` is a set, the ids of objects written to the database are
+    added to it (``Store.durable``).
     """
 
     RECENT_MAX = 512
@@ -51,6 +52,7 @@ class Pygit2Source:
         self._recent: dict[str, tuple[str, bytes]] = {}
         self.pending: dict[str, tuple[str, bytes]] = {}
         self.staging: list[Obj] | None = None
+        self.filed: set[str] | None = None
 
     def write(self, kind: str, data: bytes) -> str:
         if self.staging is not None:
@@ -59,6 +61,8 @@ class Pygit2Source:
             self.staging.append((oid, kind, data))
             return oid
         oid = str(self.odb.write(_TYPES[kind], data))
+        if self.filed is not None:
+            self.filed.add(oid)
         if len(self._recent) >= self.RECENT_MAX:
             self._recent.clear()
         self._recent[oid] = (kind, data)
@@ -87,6 +91,9 @@ class Store:
             self.repo = pygit2.Repository(str(self.path))
         self.source = Pygit2Source(self.repo)
         self.objects = Objects(self.source)
+        # Refs set inside durable(), to sync when it ends; objects already synced.
+        self._refs_set: set[str] | None = None
+        self._synced: set[str] = set()
 
     # --- refs ---------------------------------------------------------------
 
@@ -100,6 +107,8 @@ class Store:
 
     def set_ref(self, name: str, oid: str, message: str = "gitrelay") -> None:
         self.repo.create_reference_direct(name, pygit2.Oid(hex=oid), True, message=message)
+        if self._refs_set is not None:
+            self._refs_set.add(name)
 
     def delete_ref(self, name: str) -> None:
         with contextlib.suppress(KeyError):
@@ -134,34 +143,65 @@ class Store:
         finally:
             self.source.staging = None
 
-    @staticmethod
     @contextlib.contextmanager
-    def durable() -> Iterator[None]:
-        """Objects and refs written inside the block are on disk when it ends:
-        libgit2 syncs each file (and its directory) as it writes it. The switch
-        is the process's; it stays on while any thread is inside such a block."""
-        global _durable_blocks
-        with _durable_lock:
-            _durable_blocks += 1
-            if _durable_blocks == 1:
-                pygit2.settings.enable_fsync_gitdir(True)
+    def durable(self) -> Iterator[None]:
+        """Objects written and refs set inside the block are on disk when it ends.
+
+        Each loose object and ref file written, and their directories, are
+        synced with ``os.fsync``, which lets other threads run while the disk
+        works (libgit2's own fsync switch holds the interpreter lock through
+        every sync: a server's next answers waited behind it).
+        """
+        self.source.filed, self._refs_set = set(), set()
         try:
             yield
         finally:
-            with _durable_lock:
-                _durable_blocks -= 1
-                if _durable_blocks == 0:
-                    pygit2.settings.enable_fsync_gitdir(False)
+            filed, refs = self.source.filed or set(), self._refs_set or set()
+            synced, self._synced = self._synced, set()
+            self.source.filed = self._refs_set = None
+        # Objects filed by file_objects were synced before their rename; those
+        # written through libgit2 (a replay) are synced here.
+        files = [self.path / "objects" / oid[:2] / oid[2:] for oid in sorted(filed - synced)]
+        files += [self.path / name for name in sorted(refs)]
+        folders = {self.path / "objects" / oid[:2] for oid in filed} | {
+            (self.path / name).parent for name in refs}
+        if filed:
+            folders.add(self.path / "objects")
+        for path in [*files, *sorted(folders)]:
+            with contextlib.suppress(FileNotFoundError):  # a ref packed meanwhile
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
 
     def file_objects(self, objects: Iterable[Obj]) -> None:
-        """Write staged objects to the object database (those it lacks)."""
+        """Write staged objects to the object database (those it lacks).
+
+        As loose files, the way git writes them (zlib level 1, ``0444``,
+        through a temporary name): written here rather than through libgit2,
+        whose writes hold the interpreter lock, so a flush right after a tool
+        answered cannot stall the answer while the disk is busy. The ids were
+        computed from the bytes (:func:`gitrelay.journal.object_id`).
+        """
         odb = self.source.odb
         for oid, kind, data in objects:
             if oid in odb:
                 continue
-            written = str(odb.write(_TYPES[kind], data))
-            if written != oid:
-                raise ValueError(f"object {oid} was filed as {written}")
+            folder = self.path / "objects" / oid[:2]
+            folder.mkdir(exist_ok=True)
+            tmp = folder / f"tmp_obj_{os.getpid()}_{threading.get_ident()}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o444)
+            try:
+                os.write(fd, zlib.compress(b"%s %d\x00" % (kind.encode(), len(data)) + data, 1))
+                if self.source.filed is not None:
+                    os.fsync(fd)  # the content before the name (durable())
+            finally:
+                os.close(fd)
+            os.replace(tmp, folder / oid[2:])
+            if self.source.filed is not None:
+                self.source.filed.add(oid)
+                self._synced.add(oid)
 
     def forget_pending(self) -> None:
         self.source.pending.clear()

@@ -10,9 +10,9 @@ the store holds already are skipped when filing). The record is the commit:
 its ids are final, and the mirror's ``main`` is the last record's tip.
 Afterwards, off the agent's path, the records are filed into the object
 store, the ref moves to the last tip and the journal is emptied
-(``Mirror.flush``). Appending syncs the record to disk; filing syncs the
-objects and the ref before the journal is emptied, so no step loses an
-answered operation to a power cut either.
+(``Mirror.flush``). A killed process loses no answered operation. With
+``GITRELAY_FSYNC=1`` no power cut does either: appending syncs the record to
+disk, and filing syncs the objects and the ref before the journal is emptied.
 
 Record layout (bytes)::
 
@@ -138,14 +138,15 @@ def read(path: Path) -> Contents:
         return Contents()
 
 
-def append(path: Path, record: Record, valid_end: int) -> os.stat_result:
+def append(path: Path, record: Record, valid_end: int, *, sync: bool = False
+           ) -> os.stat_result:
     """Append ``record`` after the first ``valid_end`` bytes (dropping a torn tail).
 
     Returns the file's status after the write. One ``write`` call: a reader
-    sees the record whole or not at all (a partial record fails its checksum).
-    The record is on disk when this returns (``fdatasync``; and the directory
-    entry, when this write created the file), so an operation whose tool
-    answered survives a power cut as well as a killed process.
+    sees the record whole or not at all (a partial record fails its checksum),
+    and a killed process loses nothing written. With ``sync`` the record is on
+    disk when this returns (``fdatasync``; and the directory entry, when this
+    write created the file), so it survives a power cut as well.
     """
     data = encode(record)
     created = not path.exists()
@@ -158,11 +159,12 @@ def append(path: Path, record: Record, valid_end: int) -> os.stat_result:
         if written != len(data):
             os.ftruncate(fd, valid_end)
             raise OSError(f"short write to {path}")
-        os.fdatasync(fd)
+        if sync:
+            os.fdatasync(fd)
         st = os.fstat(fd)
     finally:
         os.close(fd)
-    if created:
+    if sync and created:
         sync_dir(path.parent)
     return st
 

@@ -25,7 +25,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,14 @@ class Refused:
         return cls(self.message, rule=self.rule, thread_id=self.thread_id)
 
 
+FSYNC_ENV = "GITRELAY_FSYNC"
+
+
+def fsync_requested() -> bool:
+    """``GITRELAY_FSYNC=1``: sync each queued operation to disk before answering."""
+    return os.environ.get(FSYNC_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
 def _file_key(st: os.stat_result) -> tuple[int, int, int]:
     """What says a file changed since it was last read: inode, size, mtime."""
     return st.st_ino, st.st_size, st.st_mtime_ns
@@ -102,8 +110,11 @@ def op_key(op: Op) -> str:
 
 
 class Mirror:
-    def __init__(self, path: Path, handle: str, *, signer: Signer | None = None) -> None:
+    def __init__(self, path: Path, handle: str, *, signer: Signer | None = None,
+                 fsync: bool | None = None) -> None:
         self.path = Path(path)
+        # Queued operations synced to disk before they are answered (GITRELAY_FSYNC).
+        self.fsync = fsync_requested() if fsync is None else fsync
         self.path.mkdir(parents=True, exist_ok=True)
         self.handle = handle
         self.signer = signer
@@ -256,7 +267,7 @@ class Mirror:
             with self.store.staging() as staged:
                 written = self.build(base, op)
             record = journal.Record(base, written.commit, tuple(staged))
-            st = journal.append(self.journal_path, record, before.end)
+            st = journal.append(self.journal_path, record, before.end, sync=self.fsync)
             # New objects, not changes to the shared ones: another thread may be reading.
             self._journal = journal.Contents([*before.records, record], st.st_size)
             self._journal_key = _file_key(st)
@@ -274,8 +285,8 @@ class Mirror:
             return
         ref = self.store.ref(layout.MAIN_REF)
         tip = records[-1].tip
-        # On disk before the journal, their only other copy, goes.
-        with self.store.durable():
+        # With fsync: on disk before the journal, their only other copy, is emptied.
+        with self.store.durable() if self.fsync else nullcontext():
             self.store.file_objects(obj for r in records for obj in r.objects)
             if _journal_on(ref, records):
                 if ref != tip:

@@ -11,7 +11,6 @@ import os
 import subprocess
 from pathlib import Path
 
-import pygit2
 import pytest
 
 from gitrelay import journal, layout
@@ -232,23 +231,26 @@ def test_writes_and_flushes_from_two_threads_keep_every_operation_once_in_order(
     assert alice.deliver().delivered == 41
 
 
-def test_an_answered_write_is_synced_to_disk_and_filed_with_libgit2_syncing(make_client,
-                                                                           monkeypatch):
-    # A power cut cannot be staged here; what can be checked is that every step
-    # asks the kernel for it, in the order that keeps one durable copy at all times.
+def spy_on_syncs(monkeypatch: pytest.MonkeyPatch, alice: RelayClient) -> list[str]:
+    """Every fdatasync/fsync (by path in alice's mirror), filing, ref move and emptying."""
     events: list[str] = []
-    real_sync = os.fdatasync
-    settings = type(pygit2.settings)
-    real_switch = settings.enable_fsync_gitdir
+    real_fdatasync, real_fsync, real_clear = os.fdatasync, os.fsync, journal.clear
     real_file, real_set = Store.file_objects, Store.set_ref
 
-    def fdatasync(fd: int) -> None:
-        events.append("fdatasync " + Path(os.readlink(f"/proc/self/fd/{fd}")).name)
-        real_sync(fd)
+    def named(fd: int) -> str:  # the file's path in alice's mirror
+        return os.path.relpath(os.readlink(f"/proc/self/fd/{fd}"), alice.mirror.path.resolve())
 
-    def switch(self: object, value: bool = True) -> None:
-        events.append(f"libgit2 fsync {value}")
-        real_switch(self, value)  # type: ignore[arg-type]
+    def fdatasync(fd: int) -> None:
+        events.append("fdatasync " + named(fd))
+        real_fdatasync(fd)
+
+    def fsync(fd: int) -> None:
+        events.append("fsync " + named(fd))
+        real_fsync(fd)
+
+    def clear(path: Path) -> None:
+        events.append("journal emptied")
+        real_clear(path)
 
     def file_objects(self: Store, objects: object) -> None:
         events.append("file objects")
@@ -258,16 +260,44 @@ def test_an_answered_write_is_synced_to_disk_and_filed_with_libgit2_syncing(make
         events.append(f"set {name}")
         real_set(self, name, oid, message)
 
-    monkeypatch.setattr(os, "fdatasync", fdatasync)
-    monkeypatch.setattr(settings, "enable_fsync_gitdir", switch)
+    for name, spy in (("fdatasync", fdatasync), ("fsync", fsync)):
+        monkeypatch.setattr(os, name, spy)
+    monkeypatch.setattr(journal, "clear", clear)
     monkeypatch.setattr(Store, "file_objects", file_objects)
     monkeypatch.setattr(Store, "set_ref", set_ref)
+    return events
+
+
+def test_with_fsync_an_answered_write_is_on_disk_and_synced_again_before_the_journal_empties(
+        make_client, monkeypatch):
+    # A power cut cannot be staged here; what can be checked is that every step
+    # asks the kernel for it, in the order that keeps one synced copy at all times.
+    monkeypatch.setenv("GITRELAY_FSYNC", "1")
     alice, sent = alice_queues(make_client, "durable")
-    events.clear()
+    assert alice.mirror.fsync
+    alice.mirror.flush()
+    events = spy_on_syncs(monkeypatch, alice)
     alice.send_message(sent.thread_id, "one more")
-    assert events == [f"fdatasync {journal.FILENAME}"]  # before the write returned
+    assert events == [f"fdatasync {journal.FILENAME}"]  # before it answered
+    (record,) = journal.read(alice.mirror.journal_path).records
     events.clear()
     alice.mirror.flush()
-    assert events == ["libgit2 fsync True", "file objects", f"set {layout.MAIN_REF}",
-                      "libgit2 fsync False"]
-    assert journal.read(alice.mirror.journal_path).records == []
+    n = len(record.objects)
+    assert events[0] == "file objects"
+    # each object synced under its temporary name, before the rename that files it
+    assert all(e.startswith("fsync objects/") and "/tmp_obj_" in e for e in events[1:1 + n])
+    assert events[1 + n:3 + n] == [f"set {layout.MAIN_REF}", f"fsync {layout.MAIN_REF}"]
+    folders = {f"fsync objects/{oid[:2]}" for oid, _, _ in record.objects} | {
+        "fsync objects", "fsync refs/heads"}
+    assert set(events[3 + n:-1]) == folders and len(events) == 4 + n + len(folders)
+    assert events[-1] == "journal emptied"
+
+
+def test_by_default_nothing_waits_for_the_disk(make_client, monkeypatch):
+    monkeypatch.delenv("GITRELAY_FSYNC", raising=False)
+    alice, sent = alice_queues(make_client, "fast")
+    alice.mirror.flush()
+    events = spy_on_syncs(monkeypatch, alice)
+    alice.send_message(sent.thread_id, "one more")
+    alice.mirror.flush()
+    assert events == ["file objects", f"set {layout.MAIN_REF}", "journal emptied"]
