@@ -120,7 +120,7 @@ def _crashes(items: list[Item]) -> str:
             f"SIGKILLed writers, {passed(kills)} restarted with every reported operation on "
             f"the relay exactly once; mirror damage {passed(other)} of {len(other)}; "
             f"outbox and sync loop {passed(fast)} of {len(fast)}; "
-            f"outbox journal (torn records, flushes cut short, salvage) "
+            f"outbox journal (torn records, flushes cut short, salvage, syncs) "
             f"{passed(journal)} of {len(journal)}; "
             f"**runs that lost or duplicated an operation: {lost}**")
 
