@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pygit2
 
-from .journal import Obj, object_id
+from .journal import Obj, object_id, sync_path
 from .objects import MODE_BLOB, MODE_TREE, ZERO_OID, Objects, TreeEntry
 
 _TYPE_NAMES = {pygit2.enums.ObjectType.COMMIT: "commit", pygit2.enums.ObjectType.TREE: "tree",
@@ -169,11 +169,7 @@ class Store:
             folders.add(self.path / "objects")
         for path in [*files, *sorted(folders)]:
             with contextlib.suppress(FileNotFoundError):  # a ref packed meanwhile
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                sync_path(path)
 
     def file_objects(self, objects: Iterable[Obj]) -> None:
         """Write staged objects to the object database (those it lacks).

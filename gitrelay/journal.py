@@ -165,7 +165,7 @@ def append(path: Path, record: Record, valid_end: int, *, sync: bool = False
     finally:
         os.close(fd)
     if sync and created:
-        sync_dir(path.parent)
+        sync_path(path.parent)
     return st
 
 
@@ -181,8 +181,9 @@ def clear(path: Path) -> None:
         os.truncate(path, 0)
 
 
-def sync_dir(path: Path) -> None:
-    """Make the directory's entries (a file created, renamed or removed) durable."""
+def sync_path(path: Path) -> None:
+    """``fsync`` a file (its content) or a directory (its entries: a file created,
+    renamed or removed)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

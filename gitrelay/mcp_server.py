@@ -356,11 +356,11 @@ class _HeldKicks:
         try:
             yield
         finally:
+            due: list[WriteResult] = []
             with self._lock:
                 self._answering -= 1
-                due: list[WriteResult] = [] if self._answering else self._due
                 if not self._answering:
-                    self._due = []
+                    due, self._due = self._due, []
             if due:
                 if after_answer is None:
                     self._kick(due)

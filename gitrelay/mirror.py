@@ -397,7 +397,7 @@ class Mirror:
             key: tuple[int, int, int] | None = _file_key(os.stat(self.state_path))
         except FileNotFoundError:
             key = None
-        if key is None or key != self._state_key:
+        if key != self._state_key:
             data: Any = {}
             if key is not None:
                 try:
