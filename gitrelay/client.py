@@ -175,10 +175,15 @@ class RelayClient:
 
     # --- sync -------------------------------------------------------------------
 
+    def needs_fetch(self, *, max_age: float | None = None) -> bool:
+        """True when the local copy is missing or older than ``max_age`` seconds
+        (default ``fresh_seconds``): :meth:`refresh` would fetch."""
+        limit = self.fresh_seconds if max_age is None else max_age
+        return self.mirror.main() is None or self.mirror.last_fetch_age() >= limit
+
     def refresh(self, *, max_age: float | None = None) -> None:
         """Fetch when the local copy is older than ``max_age`` seconds."""
-        limit = self.fresh_seconds if max_age is None else max_age
-        if self.mirror.main() is not None and self.mirror.last_fetch_age() < limit:
+        if not self.needs_fetch(max_age=max_age):
             return
         try:
             self.syncer.fetch()

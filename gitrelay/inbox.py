@@ -52,6 +52,7 @@ from .index import (
     index_for,
     is_busy,
     item_id_for,
+    open_index,
 )
 from .index import reindex as reindex_mirror
 from .mirror import Mirror, Refused
@@ -70,6 +71,7 @@ WAIT_MAX = 60.0             # the longest long-poll
 POLL_SECONDS = 0.5          # how often a long-poll without a sync loop fetches
 MAX_ACKED = 5_000           # single acks kept before the cursor is moved up under them
 ACK_ITEMS_MAX = 1_000
+QUICK_CATCH_UP = 64         # operations an index may lag and still count as nearly current
 REFUSED_BOOK = "gitrelay-inbox-refused.json"
 _CURSOR_SALT = b"gitrelay inbox cursor v1\n"
 
@@ -415,6 +417,18 @@ def check_inbox(client: RelayClient, *, status: list[str] | None = None,
     page.index_rebuilt = page.index_rebuilt or rebuilt
     page.acknowledged, page.ack_results, page.delivery = acknowledged, results, delivery
     return page
+
+
+def index_nearly_current(mirror: Mirror) -> bool:
+    """True when this process's inbox index of ``mirror`` is open and at most
+    :data:`QUICK_CATCH_UP` operations behind main: reading a page updates it in
+    a few milliseconds at most (no rebuild, no long catch-up)."""
+    idx = open_index(mirror)
+    try:
+        tip = idx.tip_seq() if idx is not None else -1
+    except sqlite3.DatabaseError:
+        return False
+    return tip >= 0 and 0 <= _main_seq(mirror) - tip <= QUICK_CATCH_UP
 
 
 def _check_wait(wait_seconds: float) -> float:

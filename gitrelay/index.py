@@ -661,6 +661,13 @@ _OPEN_MAX = 16
 _RESOLVED: dict[str, str] = {}  # a mirror path as given -> resolved (the key of _OPEN)
 
 
+def open_index(mirror: Mirror) -> Index | None:
+    """The Index of ``mirror`` if this process holds it open already, else None."""
+    key = _RESOLVED.get(str(mirror.path))
+    with _OPEN_LOCK:
+        return _OPEN.get(key) if key is not None else None
+
+
 def index_for(mirror: Mirror) -> Index:
     """The process-wide Index of ``mirror``'s directory (a few kept open, least recent closed)."""
     raw = str(mirror.path)

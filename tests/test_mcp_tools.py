@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -1242,6 +1243,90 @@ def test_check_inbox_long_polls_until_a_handoff_arrives(agent: AgentFactory) -> 
 
     run(body)
     assert [i["kind"] for i in found] == ["assignment"]
+
+
+def test_a_long_poll_does_not_hold_up_the_same_sessions_other_calls(agent: AgentFactory) -> None:
+    """Quick calls run on the server's event loop; a long-poll must not run there."""
+    alice = agent("alice@acme", isolated=True)
+    bob = agent("bob@acme", isolated=True, background=True, writes="queue")
+    found: list[dict[str, Any]] = []
+    answered_while_waiting: list[bool] = []
+
+    async def body() -> None:
+        async with Client(alice.server()) as a, Client(bob.server()) as b:
+            cursor = (await ok(b, "check_inbox"))["cursor"]
+
+            async def wait_for_news() -> None:
+                page = await ok(b, "check_inbox", {"after": cursor, "wait_seconds": 30})
+                found.extend(page["items"])
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait_for_news)
+                await anyio.sleep(0.2)
+                with anyio.fail_after(10):
+                    listed = await ok(b, "list_teammates")
+                    page = await ok(b, "check_inbox", {"after": cursor})
+                answered_while_waiting.append(not found)
+                assert "alice@acme" in [t["handle"] for t in listed["teammates"]]
+                assert page["items"] == []
+                await ok(a, "handoff_to_teammate", handoff_args(summary="wake up"))
+
+    run(body)
+    assert answered_while_waiting == [True]
+    assert [i["kind"] for i in found] == ["assignment"]
+
+
+def test_queued_writes_and_fresh_reads_run_on_the_event_loop_the_rest_on_a_thread(
+        agent: AgentFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent("bob@acme", isolated=True)  # the recipient joins first
+    alice = agent("alice@acme", isolated=True, background=True, writes="queue")
+    ran_on: list[tuple[str, bool]] = []
+    write = RelayClient.write
+
+    def spy(self: RelayClient, op: Any, *, mode: str | None = None) -> Any:
+        ran_on.append((mode or self.writes, threading.current_thread() is loop_thread))
+        return write(self, op, mode=mode)
+
+    monkeypatch.setattr(RelayClient, "write", spy)
+    loop_thread = threading.current_thread()  # anyio.run runs the event loop here
+
+    async def body() -> None:
+        async with Client(alice.server()) as a:
+            await ok(a, "handoff_to_teammate", handoff_args(summary="queued, on the loop"))
+            await ok(a, "handoff_to_teammate", handoff_args(summary="waited, on a thread",
+                                                            delivery="wait"))
+
+    run(body)
+    assert ran_on == [("queue", True), ("wait", False)]
+
+
+def test_which_calls_answer_inline(agent: AgentFactory) -> None:
+    """The rule ServerState.answers_inline applies, on a copy fresh from the sync loop."""
+    alice = agent("alice@acme", isolated=True, background=True, writes="queue")
+    state = alice.opener()
+    try:
+        state.client.refresh(max_age=0)
+        from gitrelay import inbox
+        inbox.check_inbox(state.client, limit=1)  # opens the index, as the first check-in does
+        inline = state.answers_inline
+        assert inline("send_message", {"delivery": None})
+        assert inline("accept_handoff", {"delivery": "queue"})
+        assert not inline("accept_handoff", {"delivery": "wait"})
+        assert inline("view_thread", {}) and inline("list_teammates", {})
+        assert inline("check_inbox", {"wait_seconds": 0, "ack_up_to": 3})
+        assert not inline("check_inbox", {"wait_seconds": 5})
+        assert not inline("claim_inbox_item", {})  # a claim reaches the relay first
+        state.client.fresh_seconds = 0  # every read would fetch first
+        assert not inline("view_thread", {}) and not inline("send_message", {})
+    finally:
+        state.close()
+    waiting = agent("bob@acme", isolated=True, background=True, writes="wait").opener()
+    try:
+        waiting.client.refresh(max_age=0)
+        assert not waiting.answers_inline("send_message", {"delivery": None})
+        assert waiting.answers_inline("send_message", {"delivery": "queue"})
+    finally:
+        waiting.close()
 
 
 # --- starting the server: identity and relay --------------------------------------------------
