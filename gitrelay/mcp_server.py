@@ -13,6 +13,7 @@ as ``internal_error (-32603)``.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import logging
@@ -248,6 +249,10 @@ def _argument_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str 
     return None
 
 
+def _next_turn(fn: Callable[[], None]) -> None:
+    asyncio.get_running_loop().call_soon(fn)
+
+
 class RelayMCPServer(MCPServer["ServerState"]):
     """MCPServer whose tool errors start with the gitrelay error's name and code."""
 
@@ -273,7 +278,8 @@ class RelayMCPServer(MCPServer["ServerState"]):
                             f"{problem}. Fix them (see the tool's input schema) and call "
                             "again; nothing was written.")
         state = context.request_context.lifespan_context if context is not None else None
-        held = state.answering(self._after_answer) if isinstance(state, ServerState) \
+        held = state.answering(self._after_answer or _next_turn) \
+            if isinstance(state, ServerState) \
             else nullcontext()
         try:
             with held:
@@ -282,6 +288,8 @@ class RelayMCPServer(MCPServer["ServerState"]):
             raise ToolError(_error_text(name, exc)) from None
 
     # Set while serving on pipes: runs a callable once the answers so far are written.
+    # Other transports (the SDK's stdio, an in-process client) run it on the event
+    # loop's next turn, once the answer has left the call.
     _after_answer: Callable[[Callable[[], None]], None] | None = None
 
     async def run_stdio_async(self) -> None:
@@ -356,7 +364,8 @@ class ServerState:
                   ) -> AbstractContextManager[None]:
         """Around one tool call: the sync loop starts delivering its writes once the
         answer is built, not while it is (both would compete for the interpreter);
-        given ``after_answer`` (the transport's), once the answer is written."""
+        given ``after_answer`` (the pipes' flush, else the event loop's next turn),
+        once the answer is written or has left the call."""
         if self._kicks is None:
             return nullcontext()
         return self._kicks.holding(after_answer)

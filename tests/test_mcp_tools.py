@@ -23,7 +23,14 @@ from gitrelay import admin
 from gitrelay.client import RelayClient
 from gitrelay.errors import ERRORS_BY_NAME, ConfigError, RelayError, StateChanged
 from gitrelay.inbox import InboxItem, InboxPage, Sender
-from gitrelay.mcp_server import RelayMCPServer, ServerOptions, ServerState, build_server, open_state
+from gitrelay.mcp_server import (
+    RelayMCPServer,
+    ServerOptions,
+    ServerState,
+    _HeldKicks,
+    build_server,
+    open_state,
+)
 from gitrelay.present import present_inbox
 from gitrelay.provenance import CLOSE_PREFIX, OPEN_PREFIX, extract_fenced, find_unfenced
 from gitrelay.syncloop import SyncLoop
@@ -1298,6 +1305,41 @@ def test_queued_writes_and_fresh_reads_run_on_the_event_loop_the_rest_on_a_threa
 
     run(body)
     assert ran_on == [("queue", True), ("wait", False)]
+
+
+def test_a_queued_write_kicks_the_sync_loop_once_its_answer_has_left_the_call(
+        agent: AgentFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process there is no pipe to wait for: the kick comes on the event loop's next
+    turn, once the call has returned its answer (not while the answer is being built)."""
+    agent("bob@acme", isolated=True)
+    alice = agent("alice@acme", isolated=True, background=True, writes="queue")
+    events: list[str] = []
+    kick = _HeldKicks._kick
+
+    def spy(self: _HeldKicks, due: list[Any]) -> None:
+        events.append("kick")
+        kick(self, due)
+
+    monkeypatch.setattr(_HeldKicks, "_kick", spy)
+
+    server = alice.server()
+    call_tool = server.call_tool
+
+    async def returning(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await call_tool(name, arguments, context)
+        finally:
+            events.append("returned")
+
+    server.call_tool = returning  # type: ignore[method-assign]
+
+    async def body() -> None:
+        async with Client(server) as a:
+            await ok(a, "handoff_to_teammate", handoff_args(summary="kick after answer"))
+            await anyio.sleep(0.05)
+
+    run(body)
+    assert events == ["returned", "kick"]
 
 
 def test_which_calls_answer_inline(agent: AgentFactory) -> None:
