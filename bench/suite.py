@@ -411,8 +411,11 @@ def wait_outbox_empty(client: Any, timeout: float = 30.0) -> None:
         time.sleep(0.005)
 
 
-def settle(*clients: Any, timeout: float = 30.0) -> None:
+async def settle(*clients: Any, timeout: float = 30.0) -> None:
     """Until every client's outbox is empty and its sync loop idle for 30 ms.
+
+    It sleeps on the event loop, not blocking it: the servers hand a queued
+    write to their sync loop on the event loop's next turn.
 
     The benchmark's servers share one process (and so one interpreter lock):
     a call timed while another server's loop still handles the previous
@@ -420,6 +423,8 @@ def settle(*clients: Any, timeout: float = 30.0) -> None:
     too, which an agent on its own machine, thinking between two writes,
     does not see. The writers section measures operations under load.
     """
+    import anyio
+
     deadline = time.monotonic() + timeout
     quiet = 0
     while quiet < 3:
@@ -428,7 +433,7 @@ def settle(*clients: Any, timeout: float = 30.0) -> None:
         busy = any(c.mirror.outbox() or (c.sync_loop is not None and not c.sync_loop.idle)
                    for c in clients)
         quiet = 0 if busy else quiet + 1
-        time.sleep(0.01)
+        await anyio.sleep(0.01)
 
 
 class RawPusher:
@@ -506,11 +511,11 @@ def bench_writes(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) 
                                    "since the index change; numbers attached."})
                     tid = out["thread_id"]
                     threads.append(tid)
-                    settle(alice, bob)
+                    await settle(alice, bob)
                     t_s, _ = await timed(ca, "send_message", {
                         "thread_id": tid, "delivery": mode,
                         "body": "Here is the profile of the slow run; the sort dominates."})
-                    settle(alice, bob)
+                    await settle(alice, bob)
                     if i >= warm:
                         samples["raw"].append(t_raw)
                         samples[f"handoff:{mode}"].append(t_h)
@@ -524,7 +529,7 @@ def bench_writes(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) 
                 for i, tid in enumerate(threads):
                     t_a, _ = await timed(cb, "accept_handoff", {"thread_id": tid,
                                                                 "delivery": mode})
-                    settle(alice, bob)
+                    await settle(alice, bob)
                     if i >= warm:
                         samples[f"accept:{mode}"].append(t_a)
                         if mode == "queue":

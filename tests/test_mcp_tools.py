@@ -1231,29 +1231,8 @@ def test_check_inbox_acks_reach_the_relay_and_a_bad_cursor_says_start_again(
 
 
 def test_check_inbox_long_polls_until_a_handoff_arrives(agent: AgentFactory) -> None:
-    alice = agent("alice@acme", isolated=True)
-    bob = agent("bob@acme", isolated=True, background=True)
-    found: list[dict[str, Any]] = []
-
-    async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
-            cursor = (await ok(b, "check_inbox"))["cursor"]
-
-            async def wait_for_news() -> None:
-                page = await ok(b, "check_inbox", {"after": cursor, "wait_seconds": 30})
-                found.extend(page["items"])
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(wait_for_news)
-                await anyio.sleep(0.2)  # let the poll start waiting first
-                await ok(a, "handoff_to_teammate", handoff_args(summary="wake up"))
-
-    run(body)
-    assert [i["kind"] for i in found] == ["assignment"]
-
-
-def test_a_long_poll_does_not_hold_up_the_same_sessions_other_calls(agent: AgentFactory) -> None:
-    """Quick calls run on the server's event loop; a long-poll must not run there."""
+    """While the poll waits, the same session's other calls are answered: quick calls
+    run on the server's event loop, and a long-poll must not run there."""
     alice = agent("alice@acme", isolated=True)
     bob = agent("bob@acme", isolated=True, background=True, writes="queue")
     found: list[dict[str, Any]] = []
@@ -1269,7 +1248,7 @@ def test_a_long_poll_does_not_hold_up_the_same_sessions_other_calls(agent: Agent
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(wait_for_news)
-                await anyio.sleep(0.2)
+                await anyio.sleep(0.2)  # let the poll start waiting first
                 with anyio.fail_after(10):
                     listed = await ok(b, "list_teammates")
                     page = await ok(b, "check_inbox", {"after": cursor})
