@@ -594,10 +594,18 @@ def bench_stdio(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
                                                        "transport:pipes", "transport:sdk")}
 
     def quiet() -> None:
-        # The servers' loops deliver in their own processes: wait until both
-        # outboxes are empty and give the loops a moment to go idle.
+        # The servers' loops deliver and fetch in their own processes: wait until
+        # both outboxes are empty and both mirrors hold the relay's main (the
+        # recipient's loop has fetched what the call wrote), then give the loops
+        # a moment to go idle, as an agent thinking between two calls would.
         for client in outboxes:
             wait_outbox_empty(client)
+        tip = git("rev-parse", "refs/heads/main", git_dir=relay).stdout.strip()
+        deadline = time.monotonic() + 30
+        while any(c.mirror.relay_main() != tip for c in outboxes):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the servers' sync loops did not fetch the relay in 30 s")
+            time.sleep(0.005)
         time.sleep(0.1)
 
     async def body() -> None:
