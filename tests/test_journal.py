@@ -64,6 +64,37 @@ def test_a_record_that_fails_its_checksum_ends_the_journal(tmp_path):
     assert contents.end == end
 
 
+def test_the_journal_is_emptied_to_its_header_never_to_zero_bytes(tmp_path):
+    """On ext4 a file truncated to zero and written again is flushed to disk at
+    close (auto_da_alloc): emptying keeps the header line, and appends go after it."""
+    path = tmp_path / journal.FILENAME
+    first = record("a" * 40, "b" * 40, ("blob", b"one"))
+    journal.append(path, first, 0)
+    assert path.read_bytes().startswith(journal.HEADER)
+    journal.clear(path)
+    assert path.read_bytes() == journal.HEADER
+    emptied = journal.read(path)
+    assert emptied.records == [] and emptied.end == len(journal.HEADER)
+    second = record("b" * 40, "c" * 40, ("blob", b"two"))
+    journal.append(path, second, emptied.end)
+    assert path.read_bytes() == journal.HEADER + journal.encode(second)
+    assert journal.read(path).records == [second]
+    journal.clear(tmp_path / "missing")  # nothing to empty: no file is made
+    assert not (tmp_path / "missing").exists()
+
+
+def test_a_journal_without_the_header_line_is_still_read(tmp_path):
+    """Journals written before the header line existed."""
+    path = tmp_path / journal.FILENAME
+    old = record("a" * 40, "b" * 40, ("blob", b"queued before an upgrade"))
+    path.write_bytes(journal.encode(old))
+    contents = journal.read(path)
+    assert contents.records == [old] and contents.end == path.stat().st_size
+    newer = record("b" * 40, "c" * 40, ("blob", b"after"))
+    journal.append(path, newer, contents.end)
+    assert journal.read(path).records == [old, newer]
+
+
 def test_object_ids_are_gits(tmp_path):
     blob = tmp_path / "f"
     blob.write_bytes(b"some json\n")
@@ -94,7 +125,8 @@ def test_a_queued_write_is_in_the_journal_and_main_until_the_flush_files_it(make
     other.flush()
     assert git_has(alice.mirror.path, tip)
     assert alice.mirror.store.ref(layout.MAIN_REF) == tip
-    assert alice.mirror.journal_path.stat().st_size == 0  # emptied, kept for the next append
+    # emptied down to its header, kept for the next append
+    assert alice.mirror.journal_path.read_bytes() == journal.HEADER
     assert alice.mirror.main() == tip  # the first process follows without a re-read error
 
 
