@@ -1321,6 +1321,40 @@ def test_a_queued_write_kicks_the_sync_loop_once_its_answer_has_left_the_call(
     assert events == ["returned", "kick"]
 
 
+def test_refusals_of_calls_answered_on_the_event_loop_are_the_same_coded_errors(
+        agent: AgentFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent("bob@acme", isolated=True)
+    alice = agent("alice@acme", isolated=True, background=True, writes="queue")
+    inline: list[bool] = []
+    answers_inline = ServerState.answers_inline
+
+    def spy(self: ServerState, tool: str, args: dict[str, Any]) -> bool:
+        inline.append(answers_inline(self, tool, args))
+        return inline[-1]
+
+    monkeypatch.setattr(ServerState, "answers_inline", spy)
+
+    async def body() -> None:
+        async with Client(alice.server()) as a:
+            tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
+            with anyio.fail_after(10):
+                while alice.client.mirror.outbox():  # the loop delivers it
+                    await anyio.sleep(0.05)
+            alice.client.refresh(max_age=0)  # a fresh copy, as the loop keeps it
+            inline.clear()
+            text = await fails(a, "accept_handoff", {"thread_id": tid})
+            assert text.startswith("not_authorized_transition (-32009): "), text
+            text = await fails(a, "send_message", {"thread_id": NO_SUCH_THREAD, "body": "x"})
+            assert text.startswith("thread_not_found (-32006): "), text
+            text = await fails(a, "complete_handoff", {"thread_id": tid,
+                                                       "result_summary": "done"})
+            assert text.startswith("not_authorized_transition (-32009): "), text
+            assert inline == [True, True, True]
+            assert alice.client.mirror.outbox() == []  # the refused calls queued nothing
+
+    run(body)
+
+
 def test_which_calls_answer_inline(agent: AgentFactory) -> None:
     """The rule ServerState.answers_inline applies, on a copy fresh from the sync loop."""
     alice = agent("alice@acme", isolated=True, background=True, writes="queue")
