@@ -54,36 +54,66 @@ def test_lines_go_through_and_children_write_to_stderr_not_the_wire():
     assert out.stderr.decode().count("stray print") == 3
 
 
-def test_a_regular_file_on_stdin_falls_back_to_the_sdk_transport(tmp_path: Path):
+def test_a_regular_file_on_stdin_is_read_line_by_line_too(tmp_path: Path):
     requests = tmp_path / "requests.jsonl"
-    requests.write_text("hello\n")
+    requests.write_text("hello\nbye\n")
     out = run_echo(requests)
-    assert out.returncode == 0
-    assert out.stdout == b""
-    assert "no pipes" in out.stderr.decode()
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.decode().splitlines() == ["6 hello", "4 bye"]
+    assert "no pipes" not in out.stderr.decode()
 
 
-def test_the_server_answers_requests_read_from_a_file(relay: Path, tmp_path: Path):
-    # `gitrelay mcp < requests.jsonl`: not a pipe, so the SDK's own transport serves.
-    home = tmp_path / "alice"
-    env = hermetic_env(home)
+SCRIPTED = [
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+     "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "script", "version": "1"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    {"jsonrpc": "2.0", "id": "inbox", "method": "tools/call",
+     "params": {"name": "check_inbox", "arguments": {}}},
+]
+
+
+def joined_alice(relay: Path, tmp_path: Path) -> dict[str, str]:
+    env = hermetic_env(tmp_path / "alice")
     subprocess.run([sys.executable, "-m", "gitrelay", "join", str(relay), "--as", "alice@acme",
                     "--name", "Alice", "--role", "dev"], env=env, cwd=REPO, check=True,
                    capture_output=True, timeout=60)
-    lines = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                    "clientInfo": {"name": "file", "version": "1"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-    ]
-    requests = tmp_path / "requests.jsonl"
-    requests.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    with requests.open("rb") as f:
-        out = subprocess.run([sys.executable, "-m", "gitrelay", "mcp"], stdin=f,
+    return env
+
+
+def answers_of(stdout: bytes) -> dict[object, dict[str, object]]:
+    return {a["id"]: a for a in map(json.loads, stdout.decode().splitlines()) if "id" in a}
+
+
+def test_every_request_piped_in_is_answered_before_the_server_exits(relay: Path,
+                                                                     tmp_path: Path):
+    # `printf ... | gitrelay mcp`: the end of input comes right after the last
+    # request; the server must answer what it has read before it stops.
+    env = joined_alice(relay, tmp_path)
+    script = "".join(json.dumps(x) + "\n" for x in SCRIPTED).encode()
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-m", "gitrelay", "mcp"], input=script,
                              capture_output=True, env=env, cwd=REPO, timeout=60)
-    answers = {a["id"]: a for a in map(json.loads, out.stdout.decode().splitlines())}
-    assert "check_inbox" in {t["name"] for t in answers[2]["result"]["tools"]}
+        answers = answers_of(out.stdout)
+        assert sorted(map(str, answers)) == ["1", "2", "inbox"], out.stderr.decode()[-2000:]
+        assert "check_inbox" in {t["name"] for t in answers[2]["result"]["tools"]}  # type: ignore[index]
+        assert answers["inbox"]["result"]["structuredContent"]["items"] == []  # type: ignore[index]
+
+
+def test_the_server_answers_requests_read_from_a_file_into_a_file(relay: Path,
+                                                                   tmp_path: Path):
+    # `gitrelay mcp < requests.jsonl > answers.jsonl`: regular files at both ends.
+    env = joined_alice(relay, tmp_path)
+    requests, answers_file = tmp_path / "requests.jsonl", tmp_path / "answers.jsonl"
+    requests.write_text("".join(json.dumps(x) + "\n" for x in SCRIPTED))
+    with requests.open("rb") as f, answers_file.open("wb") as out_f:
+        done = subprocess.run([sys.executable, "-m", "gitrelay", "mcp"], stdin=f,
+                              stdout=out_f, stderr=subprocess.PIPE, env=env, cwd=REPO,
+                              timeout=60)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    answers = answers_of(answers_file.read_bytes())
+    assert sorted(map(str, answers)) == ["1", "2", "inbox"]
 
 
 def test_after_flush_runs_once_the_answer_is_on_the_pipe():
