@@ -360,7 +360,7 @@ class ServerState:
         loop_delivers = client.writes == "queue" and self.loop is not None and self.loop.running
         return (loop_delivers or not acks) and inbox.index_nearly_current(client.mirror)
 
-    def answering(self, after_answer: Callable[[Callable[[], None]], None] | None = None
+    def answering(self, after_answer: Callable[[Callable[[], None]], None]
                   ) -> AbstractContextManager[None]:
         """Around one tool call: the sync loop starts delivering its writes once the
         answer is built, not while it is (both would compete for the interpreter);
@@ -404,7 +404,7 @@ class _HeldKicks:
             self._hook(result)
 
     @contextmanager
-    def holding(self, after_answer: Callable[[Callable[[], None]], None] | None
+    def holding(self, after_answer: Callable[[Callable[[], None]], None]
                 ) -> Iterator[None]:
         with self._lock:
             self._answering += 1
@@ -417,10 +417,7 @@ class _HeldKicks:
                 if not self._answering:
                     due, self._due = self._due, []
             if due:
-                if after_answer is None:
-                    self._kick(due)
-                else:
-                    after_answer(lambda: self._kick(due))
+                after_answer(lambda: self._kick(due))
 
     def _kick(self, due: list[WriteResult]) -> None:
         for result in due:

@@ -147,7 +147,7 @@ def test_a_queued_write_reaches_the_sync_loop_after_its_answer_is_written():
     assert kicked == [] and len(after) == 1  # built, not yet written
     after[0]()  # type: ignore[operator]
     assert kicked == ["op-1"]
-    with kicks.holding(None):  # no transport hook (in-process): at the end of the call
+    with kicks.holding(lambda kick: kick()):  # a transport that runs it at once
         client.on_written("op-2")
     assert kicked == ["op-1", "op-2"]
     client.on_written("op-3")  # outside any call: at once
