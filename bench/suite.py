@@ -403,12 +403,18 @@ def run_async(fn: Callable[[], Awaitable[Any]]) -> Any:
     return anyio.run(fn)
 
 
-def wait_outbox_empty(client: Any, timeout: float = 30.0) -> None:
+def wait_until(done: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Poll ``done`` every 5 ms; RuntimeError saying ``what`` did not happen in time."""
     deadline = time.monotonic() + timeout
-    while client.mirror.outbox():
+    while not done():
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{client.handle}'s outbox did not drain in {timeout:.0f} s")
+            raise RuntimeError(f"{what} did not happen in {timeout:.0f} s")
         time.sleep(0.005)
+
+
+def wait_outbox_empty(client: Any, timeout: float = 30.0) -> None:
+    wait_until(lambda: not client.mirror.outbox(), f"{client.handle}'s outbox draining",
+               timeout)
 
 
 async def settle(*clients: Any, timeout: float = 30.0) -> None:
@@ -601,11 +607,8 @@ def bench_stdio(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
         for client in outboxes:
             wait_outbox_empty(client)
         tip = git("rev-parse", "refs/heads/main", git_dir=relay).stdout.strip()
-        deadline = time.monotonic() + 30
-        while any(c.mirror.relay_main() != tip for c in outboxes):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the servers' sync loops did not fetch the relay in 30 s")
-            time.sleep(0.005)
+        wait_until(lambda: all(c.mirror.relay_main() == tip for c in outboxes),
+                   "the servers' sync loops fetching the relay")
         time.sleep(0.1)
 
     async def body() -> None:
