@@ -221,6 +221,10 @@ class Store:
             bisect.insort(new, added, key=_tree_order)
         oid = self.source.write("tree", b"".join(e.raw for e in new))
         self.objects.remember_tree(oid, new)
+        if name and (tree_oid is None or tree_oid in self.objects.sound_trees):
+            # Well-formed by construction: a well-formed tree with one named entry
+            # put in its place in git's order (what tree_problem would find).
+            self.objects.sound_trees.add(oid)
         return oid
 
     def tree_with(self, base_tree: str | None, path: str, data: bytes) -> str:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from gitrelay.gitstore import Store
+from gitrelay.objects import MODE_BLOB, TreeEntry, diff_trees, tree_problem
 
 
 def git(repo: Path, *args: str) -> str:
@@ -91,3 +94,23 @@ def test_commits_are_laid_out_byte_for_byte_as_libgit2_writes_them(tmp_path: Pat
     store.file_objects(staged)
     assert third in store.repo
     git(store.path, "cat-file", "-e", third)
+
+
+def test_trees_built_on_well_formed_trees_are_known_well_formed(tmp_path: Path) -> None:
+    """The rules skip tree_problem for trees the store built on well-formed ones; a
+    tree built on one nobody checked must still be checked (and refused when bad)."""
+    store = Store(tmp_path / "store.git", create=True)
+    objs = store.objects
+    tree = None
+    for n, path in enumerate(["threads/A/B/x/handoff.json", "a.b", "a/file.json", "a0"]):
+        tree = store.tree_with(tree, path, f"content {n}\n".encode())
+    assert tree in objs.sound_trees
+    for oid in objs.sound_trees:
+        assert tree_problem(objs.tree(oid)) is None
+    blob = store.source.write("blob", b"x\n")
+    unsorted = [TreeEntry(MODE_BLOB, name, blob) for name in ("b.json", "a.json")]
+    bad = store.source.write("tree", b"".join(e.raw for e in unsorted))
+    built = store.tree_with(bad, "c.json", b"y\n")
+    assert built not in objs.sound_trees
+    with pytest.raises(ValueError, match="out-of-order"):
+        diff_trees(objs, None, built)
