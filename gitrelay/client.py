@@ -47,7 +47,15 @@ from .ids import (
 from .mirror import Mirror, Refused, Written, op_key
 from .ops import Op, now_iso
 from .recovery import mirror_problem, salvage_outbox, set_aside
-from .rules import ACCEPTED, CANCELLED, COMPLETED, PENDING, RelayView, ThreadState
+from .rules import (
+    ACCEPTED,
+    CANCELLED,
+    COMPLETED,
+    PENDING,
+    RelayView,
+    ThreadState,
+    status_from_names,
+)
 from .schema import SchemaError
 from .sync import Syncer, SyncReport, probe
 
@@ -86,6 +94,8 @@ class ThreadView:
     cancel: dict[str, Any] | None
     undelivered: list[str] = field(default_factory=list)  # keys of the caller's queued ops
     refused: list[Refused] = field(default_factory=list)
+    names: frozenset[str] = frozenset()  # the files of the thread's directory
+    tip: str | None = None  # the local main it was read from, when known
 
     @property
     def sender(self) -> str:
@@ -238,10 +248,12 @@ class RelayClient:
 
     def thread(self, thread_id: str) -> ThreadView:
         tid = check_thread_id(thread_id)
-        view = self.view()
-        return self.fold_thread(view, tid)
+        self.refresh()
+        tip = self.mirror.main()
+        return self.fold_thread(self.mirror.view(tip), tid, tip=tip)
 
-    def fold_thread(self, view: RelayView, tid: str) -> ThreadView:
+    def fold_thread(self, view: RelayView, tid: str, *, tip: str | None = None) -> ThreadView:
+        """The thread as of ``view`` (the commit ``tip``, when the caller knows it)."""
         entries = view.objs.list_dir(view.tree, layout.shard(tid))
         if entries is None:
             raise ThreadNotFound(f"thread {tid} does not exist on the relay",
@@ -257,16 +269,42 @@ class RelayClient:
                 messages.append(doc)
             else:
                 docs[ref.kind] = doc
-        messages.sort(key=lambda m: int(m["sequence_no"]))
-        names = {e.name for e in entries}
-        from .rules import status_from_names
+        return self._assemble(tid, docs, messages, frozenset(e.name for e in entries), tip)
 
-        outbox_keys = [op_key(self.mirror.op_of(c)) for c in self.mirror.outbox()]
+    def thread_after(self, before: ThreadView, result: WriteResult) -> ThreadView:
+        """The thread once ``result`` is written.
+
+        A write queued right on the commit ``before`` was read from changed the
+        thread by exactly the file it added: that file is laid over ``before``
+        instead of reading the whole thread again. Anything else (a write
+        replayed onto a newer copy, a delivered one) reads the thread afresh.
+        """
+        written = result.written
+        if written is None or before.tip is None or written.base != before.tip \
+                or result.delivery != QUEUED or written.op.thread_id != before.thread_id:
+            return self.thread(before.thread_id)
+        docs = {"handoff": before.handoff, "accept": before.accept,
+                "complete": before.complete, "cancel": before.cancel}
+        messages = before.messages
+        if written.op.kind == "message":
+            messages = [*messages, written.doc]
+        else:
+            docs[written.op.kind] = written.doc
+        name = written.path.rsplit("/", 1)[-1]
+        return self._assemble(before.thread_id, {k: v for k, v in docs.items() if v},
+                              messages, before.names | {name}, written.commit)
+
+    def _assemble(self, tid: str, docs: dict[str, dict[str, Any]],
+                  messages: list[dict[str, Any]], names: frozenset[str],
+                  tip: str | None) -> ThreadView:
+        messages = sorted(messages, key=lambda m: int(m["sequence_no"]))
+        outbox_keys = [op_key(self.mirror.op_of(c)) for c in self.mirror.outbox(tip)]
         return ThreadView(tid, docs["handoff"], status_from_names(names), messages,
                           docs.get("accept"), docs.get("complete"), docs.get("cancel"),
                           [k for k in outbox_keys if _key_thread(k, messages, docs, tid)],
                           [r for r in self.mirror.refused() if r.thread_id == tid
-                           and r.actor.casefold() == self.handle.casefold()])
+                           and r.actor.casefold() == self.handle.casefold()],
+                          names, tip)
 
     def thread_state(self, view: RelayView, tid: str) -> ThreadState:
         state = view.thread(tid)

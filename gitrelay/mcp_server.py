@@ -758,7 +758,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         with _written_from_arguments():
             result = state.client.accept(tid, session_id=session_id or state.session_id,
                                          mode=delivery)
-        after = state.client.thread(tid)
+        after = state.client.thread_after(view, result)
         return present_accept(after, caller=state.me, rules=rules,
                               profiles=_profiles(state.client), decision=decision,
                               accepted_at=str(result.doc["at"]), delivery=result.delivery,

@@ -56,7 +56,8 @@ class Written:
     commit: str
     seq: int
     path: str
-    doc: dict[str, Any]
+    doc: dict[str, Any]  # as the relay holds it: read back from the file by the checker
+    base: str  # the commit it was built on
 
 
 @dataclass
@@ -208,9 +209,11 @@ class Mirror:
         out.reverse()
         return out
 
-    def outbox(self) -> list[Commit]:
+    def outbox(self, tip: str | None = None) -> list[Commit]:
+        """The operations not yet on the relay: main's commits after the relay's
+        (``tip``: a main the caller just read, instead of reading it again)."""
         relay = self.relay_main()
-        tip = self.main()
+        tip = tip or self.main()
         if relay is None or tip is None or tip == relay:
             return []
         return self.commits_between(relay, tip)
@@ -252,10 +255,10 @@ class Mirror:
                                 author=op.actor, email=op.actor, sign=self.signer)
         # The real checker: a signing key that is not the registered one fails here,
         # before the operation is queued, rather than at the gate.
-        check_commit(self.objects, self.objects.commit(oid), base,
-                     verify_signature=verify_commit_signature)
+        checked = check_commit(self.objects, self.objects.commit(oid), base,
+                               verify_signature=verify_commit_signature)
         self._remember_op(oid, op_from_file(path, json.loads(data)))
-        return Written(op, oid, seq, path, doc)
+        return Written(op, oid, seq, path, checked.doc, base_oid)
 
     def append(self, op: Op) -> Written:
         """Check ``op`` against the local state and commit it to the outbox journal."""

@@ -260,3 +260,44 @@ def test_the_refused_log_is_read_again_only_when_it_grows_and_every_process_sees
     assert len(other.refused()) == 1
     other.record_refused(op, StateChanged("lost again"), rule="state_changed")
     assert [r.message for r in alice.mirror.refused()] == ["lost a race", "lost again"]
+
+
+def test_the_thread_after_a_queued_write_is_the_thread_read_again(team):
+    """thread_after lays the written file over the thread read before the write; each
+    kind of operation must give exactly what folding the thread afresh gives."""
+    alice, bob = team["alice"], team["bob"]
+    sent = alice.handoff(to="bob@acme", intent="ask_question", summary="which index?",
+                         question="Which index does the export use?", mode="wait")
+    other = alice.handoff(to="bob@acme", intent="inform", summary="withdrawn soon",
+                          mode="wait")
+    bob.refresh(max_age=0)
+    tid = sent.thread_id
+    writes = [
+        (bob, lambda: bob.accept(tid, session_id="s-1", mode="queue")),
+        (bob, lambda: bob.send_message(tid, "the covering index", mode="queue")),
+        (bob, lambda: bob.send_message(tid, "and a second note", mode="queue")),
+        (bob, lambda: bob.complete(tid, result_summary="answered", mode="queue")),
+        (alice, lambda: alice.cancel(other.thread_id, reason="not needed", mode="queue")),
+    ]
+    for client, write in writes:
+        before = client.thread(tid if client is bob else other.thread_id)
+        result = write()
+        laid = client.thread_after(before, result)
+        assert laid.tip == result.written.commit != before.tip
+        assert laid == client.thread(before.thread_id)
+        assert laid.undelivered[-1:] and laid.undelivered != before.undelivered
+
+
+def test_the_thread_after_a_write_on_a_newer_copy_is_read_again(team):
+    """A write built on a newer main than the thread was read from (another write came
+    between) must not be laid over the older read: that read misses the other write."""
+    alice, bob = team["alice"], team["bob"]
+    tid = alice.handoff(to="bob@acme", intent="inform", summary="two notes", mode="wait",
+                        ).thread_id
+    bob.refresh(max_age=0)
+    before = bob.thread(tid)
+    bob.send_message(tid, "first, written meanwhile", mode="queue")
+    result = bob.send_message(tid, "second", mode="queue")
+    after = bob.thread_after(before, result)
+    assert [m["body"] for m in after.messages] == ["first, written meanwhile", "second"]
+    assert after == bob.thread(tid)
