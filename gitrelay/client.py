@@ -274,14 +274,17 @@ class RelayClient:
     def thread_after(self, before: ThreadView, result: WriteResult) -> ThreadView:
         """The thread once ``result`` is written.
 
-        A write queued right on the commit ``before`` was read from changed the
-        thread by exactly the file it added: that file is laid over ``before``
-        instead of reading the whole thread again. Anything else (a write
-        replayed onto a newer copy, a delivered one) reads the thread afresh.
+        A write queued right on the commit ``before`` was read from, and still
+        the local main, changed the thread by exactly the file it added: that
+        file is laid over ``before`` instead of reading the whole thread again.
+        Anything else (a write built on a newer copy, one the sync loop has
+        since replayed onto a fetched relay, a delivered one) reads the thread
+        afresh.
         """
         written = result.written
         if written is None or before.tip is None or written.base != before.tip \
-                or result.delivery != QUEUED or written.op.thread_id != before.thread_id:
+                or result.delivery != QUEUED or written.op.thread_id != before.thread_id \
+                or self.mirror.main() != written.commit:
             return self.thread(before.thread_id)
         docs = {"handoff": before.handoff, "accept": before.accept,
                 "complete": before.complete, "cancel": before.cancel}
@@ -298,7 +301,7 @@ class RelayClient:
                   messages: list[dict[str, Any]], names: frozenset[str],
                   tip: str | None) -> ThreadView:
         messages = sorted(messages, key=lambda m: int(m["sequence_no"]))
-        outbox_keys = [op_key(self.mirror.op_of(c)) for c in self.mirror.outbox(tip)]
+        outbox_keys = [op_key(self.mirror.op_of(c)) for c in self.mirror.outbox()]
         return ThreadView(tid, docs["handoff"], status_from_names(names), messages,
                           docs.get("accept"), docs.get("complete"), docs.get("cancel"),
                           [k for k in outbox_keys if _key_thread(k, messages, docs, tid)],

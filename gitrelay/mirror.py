@@ -209,11 +209,9 @@ class Mirror:
         out.reverse()
         return out
 
-    def outbox(self, tip: str | None = None) -> list[Commit]:
-        """The operations not yet on the relay: main's commits after the relay's
-        (``tip``: a main the caller just read, instead of reading it again)."""
+    def outbox(self) -> list[Commit]:
         relay = self.relay_main()
-        tip = tip or self.main()
+        tip = self.main()
         if relay is None or tip is None or tip == relay:
             return []
         return self.commits_between(relay, tip)

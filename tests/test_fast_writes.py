@@ -301,3 +301,22 @@ def test_the_thread_after_a_write_on_a_newer_copy_is_read_again(team):
     after = bob.thread_after(before, result)
     assert [m["body"] for m in after.messages] == ["first, written meanwhile", "second"]
     assert after == bob.thread(tid)
+
+
+def test_the_thread_after_a_write_the_loop_replayed_meanwhile_is_read_again(team):
+    """Between the write and the answer, a fetch may replay the queued write onto a
+    newer relay (another commit id, the other side's message below it): the thread
+    must then be read again, not laid over the read from before."""
+    alice, bob = team["alice"], team["bob"]
+    tid = alice.handoff(to="bob@acme", intent="inform", summary="replayed", mode="wait",
+                        ).thread_id
+    bob.refresh(max_age=0)
+    before = bob.thread(tid)
+    result = bob.accept(tid, session_id="s-1", mode="queue")
+    alice.send_message(tid, "sent while Bob's accept was queued", mode="wait")
+    bob.refresh(max_age=0)  # what the sync loop's pass does meanwhile: fetch and replay
+    assert bob.mirror.main() != result.written.commit
+    after = bob.thread_after(before, result)
+    assert [m["body"] for m in after.messages] == ["sent while Bob's accept was queued"]
+    assert after.status == "accepted" and after.tip == bob.mirror.main()
+    assert after == bob.thread(tid)
