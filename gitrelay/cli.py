@@ -585,6 +585,34 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_archive(args: argparse.Namespace) -> int:
+    from .rules import ARCHIVE_MAX_THREADS
+
+    client = _client(args, writes="queue" if args.queue else "wait")
+    found = client.archivable(older_than=args.older_than * 86400.0,
+                              limit=min(args.limit, ARCHIVE_MAX_THREADS))
+    ids = [tid for _, tid, _ in found]
+    if args.dry_run or not ids:
+        if args.json:
+            _json({"archived": [], "would_archive": ids, "delivery": None})
+        elif not ids:
+            print(f"nothing to archive: no thread in main's tree was closed "
+                  f"{args.older_than:g} days ago or more")
+        else:
+            for at, tid, status in found:
+                print(f"{tid}  {status:9}  closed {at[:10]}")
+            print(f"{len(ids)} closed thread(s) would be archived")
+        return EXIT_OK
+    result = client.archive(ids)
+    archived = list(result.doc.get("threads", ids))
+    if args.json:
+        _json({"archived": archived, "would_archive": [], "delivery": result.delivery})
+        return EXIT_OK
+    print(f"archived {len(archived)} closed thread(s), closed {found[0][0][:10]} to "
+          f"{found[-1][0][:10]}: {_delivery_text(result)}")
+    return EXIT_OK
+
+
 # --- commands: health -------------------------------------------------------------
 
 
@@ -1019,6 +1047,17 @@ def build_parser() -> argparse.ArgumentParser:
             write=True)
     p.add_argument("thread")
     p.add_argument("--reason")
+
+    p = add("archive", _cmd_archive, "move closed threads out of main's tree, so pushes "
+            "stay fast as the relay grows (they read the same afterwards)",
+            "gitrelay archive --older-than 14\ngitrelay archive --dry-run", json_flag=True,
+            write=True)
+    p.add_argument("--older-than", type=_at_least(0), default=14, metavar="DAYS",
+                   help="only threads completed or cancelled at least this many days ago "
+                        "(default 14)")
+    p.add_argument("--limit", type=_at_least(1), default=1000, metavar="N",
+                   help="at most this many threads, oldest first (default and most: 1000)")
+    p.add_argument("--dry-run", action="store_true", help="list them; archive nothing")
 
     # health
     p = add("status", _cmd_status, "what is queued in your outbox, the last sync, and what "

@@ -16,6 +16,8 @@ points' job.
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import re
 import sys
 import time
@@ -45,7 +47,7 @@ from .ids import (
     thread_id_for,
 )
 from .mirror import Mirror, Refused, Written, op_key
-from .ops import Op, now_iso
+from .ops import Op, archive_markers, archive_op, now_iso
 from .recovery import mirror_problem, salvage_outbox, set_aside
 from .rules import (
     ACCEPTED,
@@ -55,6 +57,7 @@ from .rules import (
     RelayView,
     ThreadState,
     status_from_names,
+    thread_files,
 )
 from .schema import SchemaError
 from .sync import Syncer, SyncReport, probe
@@ -238,12 +241,13 @@ class RelayClient:
         candidates: list[str] = []
         if len(ref) >= 2:
             for e in view.objs.list_dir(view.tree, f"{layout.THREADS_DIR}/{ref[0]}/{ref[1]}") or []:
-                candidates.append(e.name)
+                candidates.append(e.name.removesuffix(layout.ARCHIVED_SUFFIX))
         else:
             for c0 in view.objs.list_dir(view.tree, layout.THREADS_DIR) or []:
                 if c0.name.startswith(ref[:1]):
                     for c1 in view.objs.tree(c0.oid):
-                        candidates += [e.name for e in view.objs.tree(c1.oid)]
+                        candidates += [e.name.removesuffix(layout.ARCHIVED_SUFFIX)
+                                       for e in view.objs.tree(c1.oid)]
         return resolve_prefix(ref, candidates)
 
     def thread(self, thread_id: str) -> ThreadView:
@@ -254,10 +258,11 @@ class RelayClient:
 
     def fold_thread(self, view: RelayView, tid: str, *, tip: str | None = None) -> ThreadView:
         """The thread as of ``view`` (the commit ``tip``, when the caller knows it)."""
-        entries = view.objs.list_dir(view.tree, layout.shard(tid))
-        if entries is None:
+        found = thread_files(view.objs, view.tree, tid)
+        if found is None:
             raise ThreadNotFound(f"thread {tid} does not exist on the relay",
                                  hint="Check the id with check_inbox.", thread_id=tid)
+        entries = found[1]
         docs: dict[str, dict[str, Any]] = {}
         messages = []
         for e in entries:
@@ -308,6 +313,43 @@ class RelayClient:
                           [r for r in self.mirror.refused() if r.thread_id == tid
                            and r.actor.casefold() == self.handle.casefold()],
                           names, tip)
+
+    def archivable(self, *, older_than: float, limit: int | None = None
+                   ) -> list[tuple[str, str, str]]:
+        """Closed threads still in main's tree, closed ``older_than`` seconds ago or
+        more: ``(closed_at, thread_id, status)``, oldest first, at most ``limit``.
+
+        Reads every thread directory of main's tip (a maintenance scan, not a
+        tool call's path).
+        """
+        view = self.view()
+        objs = view.objs
+        cutoff = time.time() - older_than
+        found: list[tuple[str, str, str]] = []
+        for c0 in objs.list_dir(view.tree, layout.THREADS_DIR) or []:
+            for c1 in objs.tree(c0.oid) if c0.is_tree else []:
+                for e in objs.tree(c1.oid) if c1.is_tree else []:
+                    if not e.is_tree:
+                        continue
+                    names = {x.name: x for x in objs.tree(e.oid)}
+                    for kind, status in (("complete", COMPLETED), ("cancel", CANCELLED)):
+                        closing = names.get(layout.TRANSITION_FILES[kind])
+                        if closing is None:
+                            continue
+                        at = str(json.loads(objs.blob(closing.oid))["at"])
+                        if _epoch(at) <= cutoff:
+                            found.append((at, e.name, status))
+        found.sort()
+        return found[:limit] if limit is not None else found
+
+    def archive(self, thread_ids: list[str], *, mode: str | None = None) -> WriteResult:
+        """Archive closed threads: their directories leave main's tree, each replaced
+        by a marker naming it; they read the same afterwards (docs/format.md)."""
+        op = archive_op(self.handle, thread_ids)
+        if self.mirror.main() is not None and not archive_markers(self.view(), op.doc):
+            raise InvalidArgument(f"nothing to archive: {', '.join(thread_ids) or 'no thread'} "
+                                  "is archived already or is no thread", field="thread_ids")
+        return self.write(op, mode=mode)
 
     def thread_state(self, view: RelayView, tid: str) -> ThreadState:
         state = view.thread(tid)
@@ -368,8 +410,8 @@ class RelayClient:
         if op.kind != "message" or op.thread_id is None:
             return doc
         view = self.mirror.view()
-        entries = view.objs.list_dir(view.tree, layout.shard(op.thread_id)) or []
-        for e in sorted(entries, key=lambda e: e.name, reverse=True):
+        found = thread_files(view.objs, view.tree, op.thread_id)
+        for e in sorted(found[1] if found else [], key=lambda e: e.name, reverse=True):
             if e.name.startswith("msg-"):
                 stored = schema.load("message", view.objs.blob(e.oid), view.limits)
                 if stored["id"] == doc["id"]:
@@ -507,6 +549,11 @@ def _same_handoff(a: dict[str, Any], b: dict[str, Any]) -> bool:
     strip = ("created_at",)
     return {k: v for k, v in a.items() if k not in strip} == \
         {k: v for k, v in b.items() if k not in strip}
+
+
+def _epoch(stamp: str) -> float:
+    """Seconds since the epoch of a relay time (``2026-05-01T09:14:32[.123456]Z``)."""
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def _key_thread(key: str, messages: list[dict[str, Any]], docs: dict[str, Any], tid: str) -> bool:

@@ -13,8 +13,9 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pygit2
 
@@ -236,6 +237,41 @@ class Store:
         blob = self.source.write("blob", data)
         return self._insert(base_tree, path.split("/"), blob)
 
+    def tree_edit(self, base_tree: str, remove: Iterable[str], add: Mapping[str, bytes]) -> str:
+        """The id of ``base_tree`` with the entries at ``remove`` gone and files added.
+
+        Each tree on the way to an edit is written once, however many edits
+        it holds; a directory left empty goes too.
+        """
+        edits: dict[str, Any] = {}
+        for path in remove:
+            _nest(edits, path.split("/"), None)
+        for path, data in add.items():
+            _nest(edits, path.split("/"), self.source.write("blob", data))
+        return self._edit(base_tree, edits) or self.source.write("tree", b"")
+
+    def _edit(self, tree_oid: str | None, edits: dict[str, Any]) -> str | None:
+        entries = {e.name: e for e in self.objects.tree(tree_oid)} if tree_oid else {}
+        for name, edit in edits.items():
+            existing = entries.get(name)
+            if isinstance(edit, dict):
+                sub = self._edit(existing.oid if existing is not None and existing.is_tree
+                                 else None, edit)
+                if sub is None:
+                    entries.pop(name, None)
+                else:
+                    entries[name] = TreeEntry(MODE_TREE, name, sub)
+            elif edit is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = TreeEntry(MODE_BLOB, name, edit)
+        if not entries:
+            return None
+        new = sorted(entries.values(), key=_tree_order)
+        oid = self.source.write("tree", b"".join(e.raw for e in new))
+        self.objects.remember_tree(oid, new)
+        return oid
+
     def single_file_tree(self, name: str, data: bytes) -> str:
         return self.tree_with(None, name, data)
 
@@ -262,6 +298,12 @@ def with_signature(content: str, signature: str) -> bytes:
     header, sep, body = content.partition("\n\n")
     field = "gpgsig " + signature.replace("\n", "\n ") + "\n"
     return (header + "\n" + field + sep[1:] + body).encode()
+
+
+def _nest(edits: dict[str, Any], parts: list[str], value: str | None) -> None:
+    for part in parts[:-1]:
+        edits = edits.setdefault(part, {})
+    edits[parts[-1]] = value
 
 
 def _tree_order(entry: TreeEntry) -> bytes:

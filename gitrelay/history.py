@@ -54,6 +54,9 @@ class HistoryEntry:
         if self.op == layout.OP_CANCEL:
             reason = d.get("reason")
             return f"{d.get('by')} cancelled" + (f": {reason}" if reason else "")
+        if self.op == layout.OP_ARCHIVE:
+            n = len(d.get("threads", []))
+            return f"{self.actor} archived {n} closed thread{'s' if n != 1 else ''}"
         return f"{self.actor} {self.op}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -79,7 +82,10 @@ def _entry(mirror: Mirror, commit: Commit, queued: bool) -> HistoryEntry:
     parent_tree = objs.commit(commit.parents[0]).tree if commit.parents else None
     changes = diff_trees(objs, parent_tree, commit.tree)
     path, doc = "", {}
-    if len(changes) == 1 and changes[0].new is not None:
+    if trailers.get(layout.TRAILER_OP) == layout.OP_ARCHIVE:
+        doc = {"threads": [ch.path.rsplit("/", 1)[-1].removesuffix(layout.ARCHIVED_SUFFIX)
+                           for ch in changes if ch.new is not None]}
+    elif len(changes) == 1 and changes[0].new is not None:
         path = changes[0].path
         try:
             loaded = json.loads(objs.blob(changes[0].new.oid))

@@ -400,8 +400,9 @@ class Index:
         objs = self.mirror.objects
         op = commit.trailers.get(layout.TRAILER_OP, "")
         actor = commit.trailers.get(layout.TRAILER_ACTOR, "")
-        added = None if op == layout.OP_INIT or not commit.parents else \
-            self._added_file(conn, commit, op, actor)
+        # An archive moves closed threads' files aside: no item, no thread changes.
+        added = None if op in (layout.OP_INIT, layout.OP_ARCHIVE) or not commit.parents \
+            else self._added_file(conn, commit, op, actor)
         if added is None:
             conn.execute("INSERT INTO events(seq, oid, op, thread_id, actor_cf, at, at_us) "
                          "VALUES (?, ?, ?, NULL, ?, '', 0)", (seq, commit.oid, op,

@@ -16,6 +16,7 @@ PROFILE_FILE = "profile.json"
 HANDOFF_FILE = "handoff.json"
 TRANSITION_FILES = {"accept": "accept.json", "complete": "complete.json", "cancel": "cancel.json"}
 INBOX_FILE = "inbox.json"
+ARCHIVED_SUFFIX = ".archived.json"  # threads/<c0>/<c1>/<id>.archived.json: an archived thread
 MESSAGE_DIGITS = 6
 _DIGITS = frozenset("0123456789")  # ASCII only: str.isdigit() also takes "٣"
 
@@ -23,7 +24,7 @@ MAIN_REF = "refs/heads/main"
 USERS_REF_PREFIX = "refs/gitrelay/users/"
 INBOX_REF_LEAF = "inbox"
 
-# Operations, one per commit; each adds exactly one file.
+# Operations, one per commit; each but archive adds exactly one file.
 OP_INIT = "init"
 OP_REGISTER = "register"
 OP_HANDOFF = "handoff"
@@ -33,8 +34,11 @@ OP_ACCEPT = "accept"
 OP_COMPLETE = "complete"
 OP_CANCEL = "cancel"
 OP_INBOX = "inbox"
+# The one operation that adds no single file: it replaces closed threads' directories
+# with their archive markers (docs/format.md, "Archived threads").
+OP_ARCHIVE = "archive"
 THREAD_OPS = (OP_HANDOFF, OP_MESSAGE, OP_DRAFT, OP_ACCEPT, OP_COMPLETE, OP_CANCEL)
-ALL_OPS = (OP_INIT, OP_REGISTER, *THREAD_OPS)
+ALL_OPS = (OP_INIT, OP_REGISTER, *THREAD_OPS, OP_ARCHIVE)
 
 TRAILER_OP = "Gitrelay-Op"
 TRAILER_THREAD = "Gitrelay-Thread"
@@ -49,6 +53,19 @@ def shard(thread_id: str) -> str:
 
 def handoff_path(thread_id: str) -> str:
     return f"{shard(thread_id)}/{HANDOFF_FILE}"
+
+
+def archived_path(thread_id: str) -> str:
+    """Where an archived thread's marker lies: beside the directory it replaced."""
+    return f"{shard(thread_id)}{ARCHIVED_SUFFIX}"
+
+
+def thread_dir_id(path: str) -> str | None:
+    """The thread id when ``path`` is a thread's directory (``threads/<c0>/<c1>/<id>``)."""
+    parts = path.split("/")
+    if len(parts) != 4 or parts[0] != THREADS_DIR or not is_thread_id(parts[3]):
+        return None
+    return parts[3] if parts[1] == parts[3][0] and parts[2] == parts[3][1] else None
 
 
 def message_name(sequence_no: int) -> str:
@@ -88,7 +105,8 @@ def inbox_ref_owner(ref: str) -> str | None:
 class FileRef:
     """What a path in the relay tree is, per the layout.
 
-    ``kind`` is one of config, profile, handoff, message, accept, complete, cancel.
+    ``kind`` is one of config, profile, handoff, message, accept, complete, cancel,
+    archived.
     """
 
     __slots__ = ("handle", "kind", "sequence_no", "thread_id")
@@ -109,6 +127,11 @@ def classify(path: str) -> FileRef | None:
     if parts[0] == TEAMMATES_DIR and len(parts) == 3 and parts[2] == PROFILE_FILE:
         if handle_problem(parts[1]) is None:
             return FileRef("profile", handle=parts[1])
+        return None
+    if parts[0] == THREADS_DIR and len(parts) == 4 and parts[3].endswith(ARCHIVED_SUFFIX):
+        tid = parts[3][:-len(ARCHIVED_SUFFIX)]
+        if thread_dir_id(f"{THREADS_DIR}/{parts[1]}/{parts[2]}/{tid}") == tid:
+            return FileRef("archived", thread_id=tid)
         return None
     if parts[0] != THREADS_DIR or len(parts) != 5:
         return None

@@ -35,7 +35,7 @@ from .errors import RelayError, RelayUnavailable, StateChanged
 from .gitstore import Store
 from .locks import FileMutex, LockTimeout
 from .objects import Commit, Objects
-from .ops import Op, now_iso, op_from_file
+from .ops import Op, archive_markers, archive_op, now_iso, op_from_file
 from .rules import RelayView, check_commit, commit_seq
 from .signing import verify_commit_signature
 
@@ -107,6 +107,8 @@ def op_key(op: Op) -> str:
         return f"message:{op.doc['id']}"
     if op.kind == "profile":
         return f"register:{op.doc['handle']}"
+    if op.kind == layout.OP_ARCHIVE:
+        return f"archive:{op.doc['by']}:{op.doc['archived_at']}"
     return f"{op.kind}:{op.thread_id}"
 
 
@@ -234,6 +236,12 @@ class Mirror:
         from .objects import diff_trees
 
         parent_tree = self.objects.commit(parent).tree if parent else None
+        if commit.trailers.get(layout.TRAILER_OP) == layout.OP_ARCHIVE:
+            markers = [json.loads(self.objects.blob(ch.new.oid))
+                       for ch in diff_trees(self.objects, parent_tree, commit.tree)
+                       if ch.new is not None and ch.path.endswith(layout.ARCHIVED_SUFFIX)]
+            return archive_op(str(markers[0]["by"]), [str(m["thread_id"]) for m in markers],
+                              str(markers[0]["archived_at"]))
         (change,) = diff_trees(self.objects, parent_tree, commit.tree)
         assert change.new is not None
         doc = json.loads(self.objects.blob(change.new.oid))
@@ -245,17 +253,26 @@ class Mirror:
         """Commit ``op`` on top of ``base_oid`` (no ref moves) after checking the rules."""
         base = self.objects.commit(base_oid)
         view = RelayView(self.objects, base.tree)
-        path, doc = op.materialize(view)
         seq = commit_seq(base) + 1
-        data = schema.dumps(doc)
-        tree = self.store.tree_with(base.tree, path, data)
+        if op.kind == layout.OP_ARCHIVE:
+            markers = archive_markers(view, op.doc)
+            path, doc = "", {**op.doc, "threads": sorted(markers)}
+            tree = self.store.tree_edit(
+                base.tree, [layout.shard(t) for t in markers],
+                {layout.archived_path(t): schema.dumps(m) for t, m in markers.items()})
+            replay = archive_op(op.actor, doc["threads"], str(op.doc["archived_at"]))
+        else:
+            path, doc = op.materialize(view)
+            data = schema.dumps(doc)
+            tree = self.store.tree_with(base.tree, path, data)
+            replay = op_from_file(path, json.loads(data))
         oid = self.store.commit(tree=tree, parents=[base_oid], message=op.message(doc, seq),
                                 author=op.actor, email=op.actor, sign=self.signer)
         # The real checker: a signing key that is not the registered one fails here,
         # before the operation is queued, rather than at the gate.
         checked = check_commit(self.objects, self.objects.commit(oid), base,
                                verify_signature=verify_commit_signature)
-        self._remember_op(oid, op_from_file(path, json.loads(data)))
+        self._remember_op(oid, replay)
         return Written(op, oid, seq, path, checked.doc, base_oid)
 
     def append(self, op: Op) -> Written:

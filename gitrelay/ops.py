@@ -17,7 +17,7 @@ from typing import Any
 
 from . import layout, schema
 from .errors import ThreadNotFound
-from .rules import RelayView
+from .rules import RelayView, thread_files
 from .terminal import char_class
 
 SUBJECT_MAX = 72
@@ -47,6 +47,8 @@ class Op:
 
     @property
     def actor(self) -> str:
+        if self.kind == layout.OP_ARCHIVE:
+            return str(self.doc["by"])
         return str(self.doc[schema.AUTHOR_FIELD[self.kind]])
 
     @property
@@ -76,13 +78,15 @@ class Op:
     def already_applied(self, view: RelayView) -> bool:
         """True when the relay already holds this very operation (a replayed delivery)."""
         objs, tree = view.objs, view.tree
+        if self.kind == layout.OP_ARCHIVE:
+            return not archive_markers(view, self.doc)
         if self.kind == "profile":
-            found = view.profile(str(self.doc["handle"]))
-            return found is not None and found == self.doc
+            profile = view.profile(str(self.doc["handle"]))
+            return profile is not None and profile == self.doc
         assert self.thread_id is not None
+        found = thread_files(objs, tree, self.thread_id)
         if self.kind == "message":
-            entries = objs.list_dir(tree, layout.shard(self.thread_id)) or []
-            for e in entries:
+            for e in found[1] if found else []:
                 if e.name.startswith("msg-"):
                     try:
                         stored = json.loads(objs.blob(e.oid))
@@ -91,9 +95,9 @@ class Op:
                     if isinstance(stored, dict) and stored.get("id") == self.doc["id"]:
                         return True
             return False
-        path = (layout.handoff_path(self.thread_id) if self.kind == "handoff"
-                else layout.transition_path(self.thread_id, self.kind))
-        stored = objs.read_path(tree, path)
+        name = (layout.HANDOFF_FILE if self.kind == "handoff"
+                else layout.TRANSITION_FILES[self.kind])
+        stored = objs.read_path(found[0], name) if found else None
         return stored is not None and stored == schema.dumps(self.doc)
 
     def subject(self, doc: dict[str, Any]) -> str:
@@ -108,6 +112,9 @@ class Op:
             what = "draft" if doc.get("type") == "draft" else "message"
             head = f"{what} {tid} #{doc['sequence_no']} {doc['from']}: "
             return head + _clip(str(doc["body"]), SUBJECT_MAX - len(head))
+        if self.kind == layout.OP_ARCHIVE:
+            n = len(doc["threads"])
+            return f"archive {n} closed thread{'s' if n != 1 else ''} by {doc['by']}"
         if self.kind == "complete":
             head = f"complete {tid} by {doc['by']}: "
             return head + _clip(str(doc["result_summary"]), SUBJECT_MAX - len(head))
@@ -125,6 +132,32 @@ class Op:
     def to_record(self) -> dict[str, Any]:
         return {"kind": self.kind, "doc": self.doc, "thread_id": self.thread_id,
                 "handle": self.handle}
+
+
+def archive_op(by: str, thread_ids: list[str], at: str | None = None) -> Op:
+    """The operation archiving ``thread_ids`` (closed threads) as ``by``."""
+    return Op(layout.OP_ARCHIVE, {"by": by, "archived_at": at or now_iso(),
+                                  "threads": sorted(thread_ids)})
+
+
+def archive_markers(view: RelayView, doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The markers an archive operation adds on top of ``view``, by thread id.
+
+    Threads archived meanwhile (by someone else) are left out; the rules
+    refuse any that is not closed.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for tid in doc["threads"]:
+        entry = view.objs.entry(view.tree, layout.shard(tid))
+        if entry is None or not entry.is_tree:
+            continue
+        state = view.thread(tid)
+        if state is None:
+            continue
+        out[tid] = {"format_version": layout.FORMAT_VERSION, "kind": "archived",
+                    "thread_id": tid, "status": state.status, "tree": entry.oid,
+                    "by": doc["by"], "archived_at": doc["archived_at"]}
+    return out
 
 
 def op_from_file(path: str, doc: dict[str, Any]) -> Op:

@@ -164,16 +164,39 @@ class RelayView:
         return self.profiles().get(handle.casefold())
 
     def thread(self, thread_id: str) -> ThreadState | None:
-        entries = self.objs.list_dir(self.tree, layout.shard(thread_id))
-        if entries is None:
+        found = thread_files(self.objs, self.tree, thread_id)
+        if found is None:
             return None
+        dir_oid, entries = found
         names = {e.name for e in entries}
-        data = self.objs.read_path(self.tree, layout.handoff_path(thread_id))
+        data = self.objs.read_path(dir_oid, layout.HANDOFF_FILE)
         if data is None:
             return None
         handoff = schema.load("handoff", data, self.limits)
         return ThreadState(thread_id, handoff, status_from_names(names), last_sequence(names),
                            names)
+
+
+def thread_files(objs: Objects, tree: str, thread_id: str
+                 ) -> tuple[str, list[TreeEntry]] | None:
+    """A thread's directory in the relay tree ``tree``: its tree id and entries.
+
+    An archived thread's directory is no longer in the tree; its marker names
+    the directory's tree, which the history holds, so it reads the same.
+    """
+    entry = objs.entry(tree, layout.shard(thread_id))
+    if entry is not None and entry.is_tree:
+        return entry.oid, objs.tree(entry.oid)
+    marker = archive_marker(objs, tree, thread_id)
+    if marker is None:
+        return None
+    return marker["tree"], objs.tree(marker["tree"])
+
+
+def archive_marker(objs: Objects, tree: str, thread_id: str) -> dict[str, Any] | None:
+    """The marker of an archived thread in ``tree``, or None."""
+    data = objs.read_path(tree, layout.archived_path(thread_id))
+    return None if data is None else schema.load("archived", data)
 
 
 def commit_seq(commit: Commit) -> int:
@@ -323,7 +346,8 @@ def _added_file(view_objs: Objects, commit: Commit,
                          "never changed once committed", commit=commit.oid, field=ch.path)
         if ch.new is None:
             raise refuse("append-only", f"commit {short} deletes {ch.path}; relay files are "
-                         "never deleted", commit=commit.oid, field=ch.path)
+                         "never deleted (closed threads leave main's tree only through an "
+                         "archive operation)", commit=commit.oid, field=ch.path)
     for ch in changes:
         assert ch.new is not None
         mode = ch.new.mode
@@ -381,12 +405,18 @@ def _check_commit(objs: Objects, commit: Commit, parent: Commit | None,
                      f"{parent_seq + 1}", commit=commit.oid, field=layout.TRAILER_SEQ)
     view = RelayView(objs, parent.tree)
     limits = view.limits
+    if commit.trailers.get(layout.TRAILER_OP) == layout.OP_ARCHIVE:
+        return _check_archive(view, commit, parent, seq, pusher, verify_signature)
     path, entry, replaced = _added_file(objs, commit, parent.tree)
     ref = layout.classify(path)
     assert ref is not None
     if ref.kind == "config":
         raise refuse("append-only", f"commit {short} adds {path}; only the first commit may",
                      commit=commit.oid, field=path)
+    if ref.kind == "archived":
+        raise refuse("archive", f"commit {short} adds the archive marker {path} without "
+                     f"archiving the thread; only a {layout.TRAILER_OP}: {layout.OP_ARCHIVE} "
+                     "commit adds markers", commit=commit.oid, field=path)
     data = objs.blob(entry.oid)
     try:
         doc = schema.load(ref.kind, data, limits)
@@ -414,6 +444,85 @@ def _check_commit(objs: Objects, commit: Commit, parent: Commit | None,
         raise refuse("append-only", f"commit {short} changes {path}; relay files are never "
                      "changed once committed", commit=commit.oid, field=path)
     return Operation(op, seq, actor, path, doc, ref.thread_id, commit.oid)
+
+
+# At most this many threads per archive operation: the gate reads each one.
+ARCHIVE_MAX_THREADS = 1000
+
+
+def _check_archive(view: RelayView, commit: Commit, parent: Commit, seq: int,
+                   pusher: Pusher | None, verify_signature: SignatureCheck | None) -> Operation:
+    """An archive operation: closed threads' directories replaced by their markers.
+
+    Every change is either a thread's whole directory leaving the tree or the
+    marker beside it; each marker names the directory's tree as it was, the
+    thread's final status, and the operation's actor.
+    """
+    objs = view.objs
+    short = commit.oid[:12]
+    actor = commit.trailers.get(layout.TRAILER_ACTOR, "")
+    if layout.TRAILER_THREAD in commit.trailers:
+        raise refuse("trailers", f"commit {short}: an archive operation has no "
+                     f"{layout.TRAILER_THREAD} trailer; its markers name the threads",
+                     commit=commit.oid, field=layout.TRAILER_THREAD)
+    check_author(commit, actor)
+    check_identity(view, commit, actor, pusher, verify_signature=verify_signature)
+    removed: dict[str, str] = {}
+    markers: dict[str, TreeEntry] = {}
+    for ch in diff_trees(objs, parent.tree, commit.tree):
+        tid = layout.thread_dir_id(ch.path)
+        ref = layout.classify(ch.path)
+        if tid is not None and ch.old is not None and ch.old.is_tree and ch.new is None:
+            removed[tid] = ch.old.oid
+        elif ref is not None and ref.kind == "archived" and ch.old is None \
+                and ch.new is not None and ch.new.mode == MODE_BLOB and ref.thread_id:
+            markers[ref.thread_id] = ch.new
+        else:
+            what = "adds" if ch.old is None else "deletes" if ch.new is None else "changes"
+            raise refuse("archive", f"commit {short} {what} {ch.path}; an archive operation "
+                         "only replaces closed threads' directories with their markers",
+                         commit=commit.oid, field=ch.path)
+    if not markers:
+        raise refuse("archive", f"commit {short} is an archive operation that archives "
+                     "nothing", commit=commit.oid)
+    if len(markers) > ARCHIVE_MAX_THREADS:
+        raise refuse("archive", f"commit {short} archives {len(markers)} threads; at most "
+                     f"{ARCHIVE_MAX_THREADS} per operation", commit=commit.oid)
+    for tid in sorted(removed.keys() | markers.keys()):
+        path = layout.archived_path(tid)
+        if tid not in markers:
+            raise refuse("archive", f"commit {short} removes thread {tid} without adding its "
+                         f"marker {path}", commit=commit.oid, field=layout.shard(tid))
+        if tid not in removed:
+            raise refuse("archive", f"commit {short} adds {path} but keeps the thread's "
+                         "directory, or the thread does not exist", commit=commit.oid,
+                         field=path)
+        state = view.thread(tid)
+        if state is None:
+            raise refuse("archive", f"commit {short} archives {tid}, which is no thread",
+                         commit=commit.oid, field=path)
+        if state.status not in TERMINAL:
+            raise refuse("archive", f"commit {short} archives thread {tid}, which is "
+                         f"{state.status}; only completed or cancelled threads are archived",
+                         commit=commit.oid, field=path, status=state.status)
+        try:
+            doc = schema.load("archived", objs.blob(markers[tid].oid), view.limits)
+        except RelayError as exc:
+            exc.message = f"commit {short} {path}: {exc.message}"
+            exc.data["commit"] = commit.oid
+            raise
+        for name, want in (("thread_id", tid), ("tree", removed[tid]),
+                           ("status", state.status)):
+            if doc[name] != want:
+                raise refuse("archive", f"commit {short} {path} says {name} {doc[name]}, "
+                             f"expected {want}", commit=commit.oid, field=f"{path}:{name}")
+        if not same_handle(str(doc["by"]), actor):
+            raise refuse("actor", f"commit {short} {path} was written by {doc['by']}, but "
+                         f"{layout.TRAILER_ACTOR} is {actor!r}", commit=commit.oid,
+                         field=f"{path}:by")
+    tids = sorted(markers)
+    return Operation(layout.OP_ARCHIVE, seq, actor, "", {"threads": tids, "by": actor},
+                     None, commit.oid)
 
 
 def _op_for(kind: str, doc: Mapping[str, Any]) -> str:
@@ -486,7 +595,8 @@ def _check_thread_op(view: RelayView, commit: Commit, ref: layout.FileRef,
     state = view.thread(tid)
     if ref.kind == "handoff":
         check_handoff(view, doc, commit_label=f"commit {short}", commit=commit.oid)
-        if state is not None or view.objs.list_dir(view.tree, layout.shard(tid)) is not None:
+        if state is not None or view.objs.entry(view.tree, layout.shard(tid)) is not None \
+                or view.objs.entry(view.tree, layout.archived_path(tid)) is not None:
             raise refuse("thread-exists", f"commit {short}: thread {tid} already exists "
                          "(its idempotency key was used before)", commit=commit.oid,
                          field="thread_id")

@@ -46,6 +46,7 @@ DEFAULT_LIMITS: dict[str, int] = {
 
 _DIGITS = frozenset("0123456789")
 _HEX = frozenset("0123456789abcdefABCDEF")
+_LOWER_HEX = frozenset("0123456789abcdef")
 _UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _ENV_CHARS = _UPPER | _DIGITS
 _WORKER_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
@@ -69,6 +70,10 @@ def _no_space(v: str) -> bool:
 
 def _git_sha(v: str) -> bool:
     return 4 <= len(v) <= 64 and only(_HEX, v)
+
+
+def is_object_id(v: object) -> bool:
+    return isinstance(v, str) and len(v) in (40, 64) and all(c in _LOWER_HEX for c in v)
 
 
 def _env_name(v: str) -> bool:
@@ -492,6 +497,12 @@ SHAPES: dict[str, Shape] = {
         "format_version": _version, "kind": const("cancel"), "thread_id": _tid, "by": handle(),
         "at": timestamp(),
     }, {"reason": text()}),
+    "archived": Shape({
+        "format_version": _version, "kind": const("archived"), "thread_id": _tid,
+        "status": enum("completed", "cancelled"),
+        "tree": predicate(is_object_id, "a lowercase git object id (40 or 64 hex digits)"),
+        "by": handle(), "archived_at": timestamp(),
+    }),
     "inbox": Shape({
         "format_version": _version, "kind": const("inbox"), "handle": handle(),
         "acked_up_to": integer(minimum=0),
@@ -506,7 +517,7 @@ SHAPES: dict[str, Shape] = {
 
 # Which file field names the operation's author, per kind.
 AUTHOR_FIELD = {"profile": "handle", "handoff": "sender", "message": "from", "accept": "by",
-                "complete": "by", "cancel": "by", "inbox": "handle"}
+                "complete": "by", "cancel": "by", "archived": "by", "inbox": "handle"}
 
 
 def validate(kind: str, doc: Any, limits: Mapping[str, int] | None = None) -> dict[str, Any]:

@@ -410,6 +410,31 @@ class Bench:
             self.tip = oid
         return oid
 
+    def archive(self, thread_ids: Sequence[str], by: str, *, base: str | None = None,
+                set_fields: Mapping[str, Any] | None = None, keep_dirs: bool = False,
+                markers: bool = True) -> str:
+        """An archive operation: each thread's directory replaced by its marker.
+
+        ``set_fields`` overrides marker fields; ``keep_dirs`` / ``markers`` leave
+        out one half of the move.
+        """
+        base = base or self.tip
+        tree = self.commit(base).tree
+        objs = self.objects
+        for tid in thread_ids:
+            entry = objs.entry(tree, layout.shard(tid))
+            state = self.view(base).thread(tid)
+            doc = {"format_version": 1, "kind": "archived", "thread_id": tid,
+                   "status": state.status if state else "completed",
+                   "tree": entry.oid if entry else "0" * 40, "by": by,
+                   "archived_at": "2026-05-02T09:00:00Z", **(set_fields or {})}
+            if not keep_dirs and entry is not None:
+                tree = self.forge.remove(tree, layout.shard(tid).split("/"))
+            if markers:
+                tree = self.forge.put(tree, layout.archived_path(tid).split("/"), MODE_BLOB,
+                                      self.forge.blob(schema.dumps(doc)))
+        return self.commit_tree(tree, op=layout.OP_ARCHIVE, actor=by, base=base)
+
     def register(self, handle: str, **fields: Any) -> str:
         return self.build("profile", profile_doc(handle, **fields))
 
@@ -670,6 +695,12 @@ class CaseBuilder:
         if op == "empty":
             oid = bench.commit_tree(bench.commit(base).tree, base=base)
             return self.add_entry(oid, step["entry"], tid, base) if "entry" in step else oid
+        if op == "archive":
+            labels = step.get("threads", [label or "completed"])
+            return bench.archive([self.tid(t) for t in labels], step.get("by", ALICE),
+                                 base=base, set_fields=self.fill(step.get("set", {}), tid),
+                                 keep_dirs=bool(step.get("keep_dirs")),
+                                 markers=not step.get("no_markers"))
         if op == "delete":
             path = self.fill(step["path"], tid)
             tree = bench.forge.remove(bench.commit(base).tree, path.split("/"))

@@ -252,6 +252,12 @@ def objects(bench: Bench, legal: bool) -> Push:
     return [f"+{bench.commit(bench.tip).tree}:{MAIN}"], None
 
 
+def archive(bench: Bench, legal: bool) -> Push:
+    """Closed threads are archived; an open one is not."""
+    bench.archive([bench.threads["completed" if legal else "accepted"]], ALICE)
+    return main_push(bench)
+
+
 RULES: dict[str, tuple[Callable[[Bench, bool], Push], str]] = {
     "linear-history": (merge, "default"),
     "ref-namespace": (namespace, "default"),
@@ -282,6 +288,7 @@ RULES: dict[str, tuple[Callable[[Bench, bool], Push], str]] = {
     "forbidden": (forbidden, "default"),
     "cursor": (cursor, "default"),
     "objects": (objects, "default"),
+    "archive": (archive, "default"),
 }
 
 
