@@ -50,6 +50,7 @@ from gitrelay import layout, schema
 from gitrelay.admin import install_hook, relay_config
 from gitrelay.ids import thread_id_for
 from gitrelay.ops import Op
+from gitrelay.rules import ARCHIVE_MAX_THREADS
 
 # Bump when the generated history changes, so stale cache entries are not reused.
 GENERATOR_VERSION = 4
@@ -176,18 +177,20 @@ class Generated:
     team: list[str] = field(default_factory=list)
     # Per benchmark user: threads they received, as [thread_id, messages, status].
     samples: dict[str, list[list[Any]]] = field(default_factory=dict)
+    archived: int = 0  # closed threads moved out of main's tree (an aged relay)
 
     def to_json(self) -> dict[str, Any]:
         return {"threads": self.threads, "messages": self.messages,
                 "operations": self.operations, "json_bytes": self.json_bytes,
                 "seconds": round(self.seconds, 3), "statuses": self.statuses, "team": self.team,
-                "samples": self.samples, "generator_version": GENERATOR_VERSION}
+                "samples": self.samples, "archived": self.archived,
+                "generator_version": GENERATOR_VERSION}
 
     @classmethod
     def from_json(cls, path: Path, facts: dict[str, Any]) -> Generated:
         return cls(path, facts["threads"], facts["messages"], facts["operations"],
                    facts["json_bytes"], facts["seconds"], facts["statuses"], facts["team"],
-                   facts.get("samples", {}))
+                   facts.get("samples", {}), facts.get("archived", 0))
 
     def sample_thread(self, recipient: str, messages: int) -> str | None:
         """A thread ``recipient`` received with about ``messages`` messages."""
@@ -212,17 +215,25 @@ def _split(total: int, parts: int, rng: random.Random) -> list[int]:
     return counts
 
 
+# An aged relay: threads opened before the last RECENT_THREADS were all closed long ago.
+RECENT_THREADS = 500
+
+
 def _plan_threads(n_threads: int, n_messages: int, handles: list[str],
-                  rng: random.Random) -> list[_Thread]:
+                  rng: random.Random, *, aged: bool = False) -> list[_Thread]:
     counts = _split(n_messages, n_threads, rng)
     threads = []
     for i in range(n_threads):
         sender, recipient = rng.sample(handles, 2)
         key = f"gen-{i:07d}"
         roll = rng.random()
-        # 15% stay pending, 5% are cancelled, 30% accepted and open, 50% completed.
-        fate = ("pending" if roll < 0.15 else "cancelled" if roll < 0.20
-                else "accepted" if roll < 0.50 else "completed")
+        # 15% stay pending, 5% are cancelled, 30% accepted and open, 50% completed;
+        # aged, only the last RECENT_THREADS are still open, the others 10% cancelled.
+        if aged and i < n_threads - RECENT_THREADS:
+            fate = "cancelled" if roll < 0.10 else "completed"
+        else:
+            fate = ("pending" if roll < 0.15 else "cancelled" if roll < 0.20
+                    else "accepted" if roll < 0.50 else "completed")
         n = counts[i]
         before = n if fate in ("pending", "cancelled") else rng.randint(0, n)
         events = [f"message:{rng.choice((sender, recipient))}" for _ in range(before)]
@@ -324,7 +335,7 @@ class _Renderer:
 
 
 def plan_operations(n_threads: int, n_messages: int, *, seed: int = 0,
-                    team: list[tuple[str, str, str]] | None = None
+                    team: list[tuple[str, str, str]] | None = None, aged: bool = False
                     ) -> Iterator[tuple[str, dict[str, Any], str, float]]:
     """Every operation after the root, in order: (file kind, document, path, unix time).
 
@@ -344,7 +355,8 @@ def plan_operations(n_threads: int, n_messages: int, *, seed: int = 0,
         yield "profile", doc, layout.profile_path(handle), clock.timestamp()
         clock += step
     render = _Renderer(rng)
-    for t, event in _schedule(_plan_threads(n_threads, n_messages, handles, rng), rng):
+    for t, event in _schedule(_plan_threads(n_threads, n_messages, handles, rng, aged=aged),
+                              rng):
         at = _iso(clock)
         if event == "handoff":
             yield "handoff", render.handoff(t, at), layout.handoff_path(t.tid), clock.timestamp()
@@ -390,8 +402,13 @@ def _fast_import_commit(out: list[bytes], path: str, data: bytes, message: str, 
 
 
 def generate(path: Path, n_threads: int, n_messages: int, *, seed: int = 0,
-             hook: bool = True, pack: bool = True) -> Generated:
-    """Write a relay of ``n_threads`` handoffs and ``n_messages`` messages at ``path``."""
+             hook: bool = True, pack: bool = True, aged: bool = False) -> Generated:
+    """Write a relay of ``n_threads`` handoffs and ``n_messages`` messages at ``path``.
+
+    ``aged``: a relay in use for a long time. Only the last RECENT_THREADS
+    threads are still open; every thread closed before them is archived
+    (``gitrelay archive``), so main's tip holds the recent threads only.
+    """
     started = time.perf_counter()
     path = Path(path)
     if path.exists():
@@ -417,7 +434,8 @@ def generate(path: Path, n_threads: int, n_messages: int, *, seed: int = 0,
     json_bytes += len(cfg_bytes)
     seq = 0
     try:
-        for kind, doc, file_path, when in plan_operations(n_threads, n_messages, seed=seed):
+        for kind, doc, file_path, when in plan_operations(n_threads, n_messages, seed=seed,
+                                                          aged=aged):
             seq += 1
             data = canonical(doc)
             json_bytes += len(data)
@@ -459,11 +477,46 @@ def generate(path: Path, n_threads: int, n_messages: int, *, seed: int = 0,
         # One well-deltified pack, as a relay that has been through `git gc` holds.
         subprocess.run(["git", "--git-dir", str(path), "repack", "-a", "-d", "-q",
                         "--window=10", "--depth=50"], check=True, env=env)
+    archived = 0
+    if aged:
+        archived = archive_closed(path)
+        counts["operations"] += -(-archived // ARCHIVE_MAX_THREADS)
+        if pack:  # the archive operations' objects in a pack of their own
+            subprocess.run(["git", "--git-dir", str(path), "repack", "-d", "-q"], check=True,
+                           env=env)
     if hook:
         install_hook(path)
     return Generated(path, counts["threads"], counts["messages"], counts["operations"],
                      json_bytes, time.perf_counter() - started, statuses,
-                     [h for h, _, _ in TEAM], watched)
+                     [h for h, _, _ in TEAM], watched, archived)
+
+
+def archive_closed(path: Path, by: str = "alice@acme") -> int:
+    """Archive every closed thread of the relay at ``path``, as `gitrelay archive`
+    would: one operation per ARCHIVE_MAX_THREADS threads, each checked with the
+    gate's rules. Returns how many threads were archived."""
+    from gitrelay.gitstore import Store
+    from gitrelay.mirror import archive_tree
+    from gitrelay.ops import archive_op, closed_threads
+    from gitrelay.rules import RelayView, check_commit, commit_seq
+
+    store = Store(path)
+    objs = store.objects
+    tip = store.ref(layout.MAIN_REF)
+    assert tip is not None
+    base = objs.commit(tip)
+    closed = [tid for _, tid, _ in closed_threads(RelayView(objs, base.tree), time.time())]
+    when = float(base.committer.rsplit(" ", 2)[-2]) + 60
+    for start in range(0, len(closed), ARCHIVE_MAX_THREADS):
+        op = archive_op(by, closed[start:start + ARCHIVE_MAX_THREADS], _iso(
+            dt.datetime.fromtimestamp(when, dt.UTC)))
+        tree, doc = archive_tree(store, RelayView(objs, base.tree), op)
+        oid = store.commit(tree=tree, parents=[tip], message=op.message(doc, commit_seq(base) + 1),
+                           author=by, email=by, when=when)
+        check_commit(objs, objs.commit(oid), base)
+        tip, base, when = oid, objs.commit(oid), when + 60
+    store.set_ref(layout.MAIN_REF, tip, "gitrelay: archive closed threads")
+    return len(closed)
 
 
 def _git_env() -> dict[str, str]:
@@ -477,14 +530,15 @@ def _git_env() -> dict[str, str]:
 # --- the cache -------------------------------------------------------------------------------
 
 
-def cache_key(n_threads: int, n_messages: int, seed: int = 0) -> str:
-    return f"relay-v{GENERATOR_VERSION}-t{n_threads}-m{n_messages}-s{seed}"
+def cache_key(n_threads: int, n_messages: int, seed: int = 0, aged: bool = False) -> str:
+    return (f"relay-v{GENERATOR_VERSION}-t{n_threads}-m{n_messages}-s{seed}"
+            + ("-aged" if aged else ""))
 
 
-def cached(n_threads: int, n_messages: int, *, seed: int = 0,
+def cached(n_threads: int, n_messages: int, *, seed: int = 0, aged: bool = False,
            cache_dir: Path = CACHE_DIR) -> tuple[Path, Generated, bool]:
     """The cached relay of this size (generating it if missing): (path, facts, was_cached)."""
-    key = cache_key(n_threads, n_messages, seed)
+    key = cache_key(n_threads, n_messages, seed, aged)
     path = cache_dir / f"{key}.git"
     meta = cache_dir / f"{key}.json"
     if path.exists() and meta.exists():
@@ -493,7 +547,7 @@ def cached(n_threads: int, n_messages: int, *, seed: int = 0,
         return path, info, True
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = cache_dir / f"{key}.tmp-{os.getpid()}.git"
-    info = generate(tmp, n_threads, n_messages, seed=seed)
+    info = generate(tmp, n_threads, n_messages, seed=seed, aged=aged)
     if path.exists():
         shutil.rmtree(path)
     os.replace(tmp, path)

@@ -237,22 +237,26 @@ class Workspace:
         path.mkdir(parents=True)
         return path
 
-    def cached(self, size: tuple[int, int]) -> tuple[Path, relaygen.Generated]:
+    def cached(self, size: tuple[int, int], *, aged: bool = False
+               ) -> tuple[Path, relaygen.Generated]:
         started = time.perf_counter()
-        path, info, was_cached = relaygen.cached(*size)
+        path, info, was_cached = relaygen.cached(*size, aged=aged)
+        what = f"{size[0]} threads / {size[1]} messages" + (" (aged)" if aged else "")
         if not was_cached:
             took = time.perf_counter() - started
-            self.setup_seconds[f"generate {size[0]} threads / {size[1]} messages"] = took
-            self.log(f"generated a relay of {size[0]:,} threads / {size[1]:,} messages "
-                     f"({info.operations:,} commits) in {took:.1f} s")
-        self.generated[size] = info
+            self.setup_seconds[f"generate {what}"] = took
+            self.log(f"generated a relay of {what} ({info.operations:,} commits) in "
+                     f"{took:.1f} s")
+        if not aged:
+            self.generated[size] = info
         return path, info
 
-    def relay(self, size: tuple[int, int], *, hook: str = "gate"
+    def relay(self, size: tuple[int, int], *, hook: str = "gate", aged: bool = False
               ) -> tuple[Path, relaygen.Generated]:
         """A private copy of the generated relay of ``size``, with the gate or a no-op hook."""
-        source, info = self.cached(size)
-        dest = self.fresh(f"relay-{size[0]}t-{size[1]}m") / "relay.git"
+        source, info = self.cached(size, aged=aged)
+        dest = self.fresh(f"relay-{size[0]}t-{size[1]}m" + ("-aged" if aged else "")) \
+            / "relay.git"
         relaygen.clone_relay(source, dest)
         if hook == "noop":
             install_noop_hook(dest)
@@ -262,12 +266,12 @@ class Workspace:
 # --- users: seeded mirrors, clients, MCP servers ------------------------------------------------
 
 
-def mirror_template(relay_size: tuple[int, int], ws: Workspace) -> Path:
+def mirror_template(relay_size: tuple[int, int], ws: Workspace, *, aged: bool = False) -> Path:
     """A mirror of the cached relay with its inbox index built (cached next to the relay)."""
     from gitrelay.index import index_for
     from gitrelay.mirror import FETCHED_MAIN, RELAY_MAIN, Mirror
 
-    source, _ = ws.cached(relay_size)
+    source, _ = ws.cached(relay_size, aged=aged)
     template = source.with_name(source.name[:-len(".git")] + ".mirror")
     done = template / "gitrelay-bench-ready"
     if done.exists():
@@ -308,12 +312,12 @@ def _link_packs(relay: Path, mirror: Path) -> None:
 
 
 def seed_user(relay: Path, relay_size: tuple[int, int], home: Path, handle: str,
-              ws: Workspace) -> None:
+              ws: Workspace, *, aged: bool = False) -> None:
     """Give ``handle`` a mirror of ``relay`` under ``home`` as if they had just fetched it."""
     from gitrelay.config import mirror_path
     from gitrelay.mirror import Mirror
 
-    template = mirror_template(relay_size, ws)
+    template = mirror_template(relay_size, ws, aged=aged)
     with gitrelay_home(home):
         path = mirror_path(str(relay))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -676,18 +680,23 @@ def bench_gate(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) ->
     clients: dict[str, Any] = {}
     raws: dict[str, RawPusher] = {}
     traces: dict[str, Path] = {}
-    for label, size in (("empty", (0, 0)), ("big", sizes.big_relay)):
-        relay, _ = ws.relay(size)
+    aged_info: relaygen.Generated | None = None
+    for label, size, aged in (("empty", (0, 0), False), ("big", sizes.big_relay, False),
+                              ("aged", sizes.big_relay, True)):
+        relay, info = ws.relay(size, aged=aged)
+        if aged:
+            aged_info = info
         home = ws.fresh(f"home-gate-{label}")
-        seed_user(relay, size, home, "alice@acme", ws)
+        seed_user(relay, size, home, "alice@acme", ws, aged=aged)
         clients[label] = client_for(relay, home, "alice@acme", writes="queue")
         traces[label] = home / "trace2.json"
-        floor, _ = ws.relay(size, hook="noop")
-        raws[label] = RawPusher(floor, floor.parent)
+        if not aged:
+            floor, _ = ws.relay(size, hook="noop")
+            raws[label] = RawPusher(floor, floor.parent)
         samples[f"deliver:{label}"] = []
         samples[f"raw:{label}"] = []
     for i in range(sizes.warmup + sizes.reps):
-        for label in ("empty", "big"):
+        for label in ("empty", "big", "aged"):
             c = clients[label]
             c.handoff(to="bob@acme", intent="inform", summary=f"gate probe {i}", mode="queue")
             if i == sizes.warmup:
@@ -697,14 +706,16 @@ def bench_gate(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) ->
             took = time.perf_counter() - start
             if c.mirror.outbox() or report.refused:
                 raise RuntimeError(f"the probe was not delivered to the {label} relay")
-            t_raw = raws[label].push()
+            t_raw = raws[label].push() if label in raws else 0.0
             if i >= sizes.warmup:
                 samples[f"deliver:{label}"].append(took)
                 samples[f"raw:{label}"].append(t_raw)
-    for label in ("empty", "big"):
+    for label in ("empty", "big", "aged"):
         hooks, checks = trace_children(traces[label])
         samples[f"hook:{label}"], samples[f"check:{label}"] = hooks, checks
     big = ws.generated[sizes.big_relay]
+    assert aged_info is not None
+    live = aged_info.threads - aged_info.archived
     sec = f"gate ({big.messages:,} messages vs empty)"
     figs = [
         ms_figure(sec, "push of one operation, empty relay", samples["deliver:empty"]),
@@ -712,7 +723,17 @@ def bench_gate(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) ->
                   samples["deliver:big"]),
         ratio_figure(sec, "push of one operation, large / empty", samples["deliver:big"],
                      samples["deliver:empty"], limit=1.2,
-                     note="Syncer.deliver: one optimistic git push through the gate"),
+                     note=f"Syncer.deliver: one optimistic git push through the gate; all "
+                          f"{big.threads:,} threads in main's tree, none archived"),
+        ms_figure(sec, f"push of one operation, {big.messages:,}-message relay, aged",
+                  samples["deliver:aged"],
+                  note=f"{live:,} threads left in main's tree: every thread opened before "
+                       f"the last {relaygen.RECENT_THREADS} is closed, and the "
+                       f"{aged_info.archived:,} closed threads are archived"),
+        ratio_figure(sec, "push of one operation, large aged / empty",
+                     samples["deliver:aged"], samples["deliver:empty"], limit=1.2,
+                     note="a relay in use for long, its closed threads archived "
+                          "(gitrelay archive)"),
         ratio_figure(sec, "raw push (no-op hook), large / empty", samples["raw:big"],
                      samples["raw:empty"], limit=None,
                      note="what git itself adds as the relay grows"),
@@ -731,6 +752,11 @@ def bench_gate(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) ->
                       note=f"{statistics.median(samples['check:empty']) * 1000:.1f} ms on the "
                            "empty relay: rev-list --objects reads every tree of main's tip"),
         ]
+    if samples["check:aged"]:
+        figs.append(ms_figure(sec, f"receive-pack connectivity check, {big.messages:,} "
+                              "messages, aged", samples["check:aged"],
+                              note=f"{live:,} thread directories and {aged_info.archived:,} "
+                                   "archive markers in main's tip"))
     return figs
 
 

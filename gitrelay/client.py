@@ -16,8 +16,6 @@ points' job.
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import re
 import sys
 import time
@@ -47,7 +45,7 @@ from .ids import (
     thread_id_for,
 )
 from .mirror import Mirror, Refused, Written, op_key
-from .ops import Op, archive_markers, archive_op, now_iso
+from .ops import Op, archive_markers, archive_op, closed_threads, now_iso
 from .recovery import mirror_problem, salvage_outbox, set_aside
 from .rules import (
     ACCEPTED,
@@ -317,29 +315,8 @@ class RelayClient:
     def archivable(self, *, older_than: float, limit: int | None = None
                    ) -> list[tuple[str, str, str]]:
         """Closed threads still in main's tree, closed ``older_than`` seconds ago or
-        more: ``(closed_at, thread_id, status)``, oldest first, at most ``limit``.
-
-        Reads every thread directory of main's tip (a maintenance scan, not a
-        tool call's path).
-        """
-        view = self.view()
-        objs = view.objs
-        cutoff = time.time() - older_than
-        found: list[tuple[str, str, str]] = []
-        for c0 in objs.list_dir(view.tree, layout.THREADS_DIR) or []:
-            for c1 in objs.tree(c0.oid) if c0.is_tree else []:
-                for e in objs.tree(c1.oid) if c1.is_tree else []:
-                    if not e.is_tree:
-                        continue
-                    names = {x.name: x for x in objs.tree(e.oid)}
-                    for kind, status in (("complete", COMPLETED), ("cancel", CANCELLED)):
-                        closing = names.get(layout.TRANSITION_FILES[kind])
-                        if closing is None:
-                            continue
-                        at = str(json.loads(objs.blob(closing.oid))["at"])
-                        if _epoch(at) <= cutoff:
-                            found.append((at, e.name, status))
-        found.sort()
+        more: ``(closed_at, thread_id, status)``, oldest first, at most ``limit``."""
+        found = closed_threads(self.view(), time.time() - older_than)
         return found[:limit] if limit is not None else found
 
     def archive(self, thread_ids: list[str], *, mode: str | None = None) -> WriteResult:
@@ -549,11 +526,6 @@ def _same_handoff(a: dict[str, Any], b: dict[str, Any]) -> bool:
     strip = ("created_at",)
     return {k: v for k, v in a.items() if k not in strip} == \
         {k: v for k, v in b.items() if k not in strip}
-
-
-def _epoch(stamp: str) -> float:
-    """Seconds since the epoch of a relay time (``2026-05-01T09:14:32[.123456]Z``)."""
-    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def _key_thread(key: str, messages: list[dict[str, Any]], docs: dict[str, Any], tid: str) -> bool:

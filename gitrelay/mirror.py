@@ -101,6 +101,15 @@ def _journal_on(ref: str | None, records: list[journal.Record]) -> bool:
     return ref == records[0].base or any(ref == r.tip for r in records)
 
 
+def archive_tree(store: Store, view: RelayView, op: Op) -> tuple[str, dict[str, Any]]:
+    """The tree of ``view`` with ``op``'s threads archived, and the operation's document
+    (the threads it archives there: any archived meanwhile are left out)."""
+    markers = archive_markers(view, op.doc)
+    tree = store.tree_edit(view.tree, [layout.shard(t) for t in markers],
+                           {layout.archived_path(t): schema.dumps(m) for t, m in markers.items()})
+    return tree, {**op.doc, "threads": sorted(markers)}
+
+
 def op_key(op: Op) -> str:
     """A stable identity of an operation across replays."""
     if op.kind == "message":
@@ -255,11 +264,8 @@ class Mirror:
         view = RelayView(self.objects, base.tree)
         seq = commit_seq(base) + 1
         if op.kind == layout.OP_ARCHIVE:
-            markers = archive_markers(view, op.doc)
-            path, doc = "", {**op.doc, "threads": sorted(markers)}
-            tree = self.store.tree_edit(
-                base.tree, [layout.shard(t) for t in markers],
-                {layout.archived_path(t): schema.dumps(m) for t, m in markers.items()})
+            path = ""
+            tree, doc = archive_tree(self.store, view, op)
             replay = archive_op(op.actor, doc["threads"], str(op.doc["archived_at"]))
         else:
             path, doc = op.materialize(view)

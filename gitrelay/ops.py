@@ -160,6 +160,36 @@ def archive_markers(view: RelayView, doc: dict[str, Any]) -> dict[str, dict[str,
     return out
 
 
+def closed_threads(view: RelayView, closed_before: float) -> list[tuple[str, str, str]]:
+    """Threads in ``view``'s tree closed at ``closed_before`` (unix time) or earlier:
+    ``(closed_at, thread_id, status)``, oldest first.
+
+    Reads every thread directory of the tree: a maintenance scan.
+    """
+    objs = view.objs
+    found: list[tuple[str, str, str]] = []
+    for c0 in objs.list_dir(view.tree, layout.THREADS_DIR) or []:
+        for c1 in objs.tree(c0.oid) if c0.is_tree else []:
+            for e in objs.tree(c1.oid) if c1.is_tree else []:
+                if not e.is_tree:
+                    continue
+                names = {x.name: x for x in objs.tree(e.oid)}
+                for kind, status in (("complete", "completed"), ("cancel", "cancelled")):
+                    closing = names.get(layout.TRANSITION_FILES[kind])
+                    if closing is None:
+                        continue
+                    at = str(json.loads(objs.blob(closing.oid))["at"])
+                    if _epoch(at) <= closed_before:
+                        found.append((at, e.name, status))
+    found.sort()
+    return found
+
+
+def _epoch(stamp: str) -> float:
+    """Seconds since the epoch of a relay time (``2026-05-01T09:14:32[.123456]Z``)."""
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
 def op_from_file(path: str, doc: dict[str, Any]) -> Op:
     """The op that added ``doc`` at ``path`` (used to replay outbox commits)."""
     ref = layout.classify(path)

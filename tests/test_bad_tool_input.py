@@ -568,8 +568,8 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
         c.append((name, CliCase(tuple(argv), expect, who, stdin, mentions)))
 
     commands = ["init", "join", "verify", "mcp", "demo", "inbox", "show", "log", "teammates",
-                "whoami", "send", "reply", "accept", "complete", "cancel", "status", "doctor",
-                "reindex"]
+                "whoami", "send", "reply", "accept", "complete", "cancel", "archive", "status",
+                "doctor", "reindex"]
     # Each with its required arguments, so that the unknown option is the one problem.
     required = {"init": ["{base}/new-relay.git"], "join": ["{relay}", "--as", "dave@acme",
                                                            "--name", "Dave", "--role", "qa"],
@@ -608,6 +608,9 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
     add("inbox-status-unknown", "inbox", "--status", "open", mentions="open")
     add("log-limit-word", "log", "-n", "many", mentions="--limit")
     add("log-limit-negative", "log", "-n", "-1", mentions="--limit")
+    add("archive-older-than-negative", "archive", "--older-than", "-1",
+        mentions="--older-than")
+    add("archive-limit-0", "archive", "--limit", "0", mentions="--limit")
     add("status-refused-word", "status", "--refused", "many", mentions="--refused")
     add("status-refused-negative", "status", "--refused", "-3", mentions="--refused")
     add("send-bad-handle", "send", "not a handle", "--intent", "inform", "--summary", "x",
