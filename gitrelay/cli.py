@@ -690,6 +690,22 @@ class _Check:
         self.fix = fix
 
 
+# From this many threads closed ARCHIVE_HINT_DAYS ago or more still in main's tree,
+# doctor suggests `gitrelay archive`.
+ARCHIVE_HINT_THREADS = 200
+ARCHIVE_HINT_DAYS = 14
+
+
+def _archive_checks(client: RelayClient) -> list[_Check]:
+    """A note when many closed threads are still in main's tree (each push reads them)."""
+    closed = client.archivable(older_than=ARCHIVE_HINT_DAYS * 86400.0)
+    if len(closed) < ARCHIVE_HINT_THREADS:
+        return []
+    return [_Check("archive", "note", f"{len(closed)} threads closed {ARCHIVE_HINT_DAYS} days "
+                   "ago or more are still in main's tree, and every push reads them all",
+                   "gitrelay archive (daily, from any one machine; docs/deploying.md)")]
+
+
 def _gate_checks(relay_url: str) -> list[_Check]:
     import subprocess
 
@@ -793,6 +809,7 @@ def _doctor_checks(args: argparse.Namespace) -> list[_Check]:
             else:
                 checks.append(_Check("registered", "ok", f"{profile['handle']}: "
                                      f"{profile['name']} ({profile['role']})"))
+            checks += _archive_checks(client)
         except RelayError as exc:
             client_ok = client.mirror.main() is not None
             checks.append(_Check("relay", "problem", f"cannot fetch: {exc.message}",

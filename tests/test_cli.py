@@ -550,6 +550,24 @@ def test_doctor_names_each_problem_with_its_fix_and_exits_3(people, acme):
     assert text.rstrip().endswith("2 problem(s) found.")
 
 
+def test_doctor_suggests_archiving_once_many_closed_threads_remain(people, monkeypatch):
+    """The example relay's two closed threads were closed today: no note with the
+    defaults; with the age and the count lowered, doctor counts them and says what to
+    run, and once archived the note is gone."""
+    from gitrelay import cli
+
+    bob = people["bob"]
+    assert "archive" not in bob("doctor").out
+    monkeypatch.setattr(cli, "ARCHIVE_HINT_THREADS", 2)
+    monkeypatch.setattr(cli, "ARCHIVE_HINT_DAYS", 0)
+    run = bob("doctor")
+    assert run.code == 0, run.out
+    assert "note     archive     2 threads closed 0 days ago" in run.out, run.out
+    assert "fix: gitrelay archive" in run.out
+    assert bob("archive", "--older-than", "0").code == 0
+    assert "archive" not in bob("doctor").out
+
+
 def test_doctor_without_any_config_says_to_join(tmp_path, monkeypatch, capsys):
     newcomer = Person("erin@acme", tmp_path, monkeypatch, capsys)
     run = newcomer("doctor")
