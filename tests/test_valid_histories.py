@@ -60,7 +60,8 @@ def relays(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str, 
 
 def test_the_valid_corpus_covers_every_operation() -> None:
     ops = {step["op"] for h in HISTORIES for step in h.get("steps", [])}
-    assert {"register", "handoff", "message", "draft", "accept", "complete", "cancel"} <= ops
+    assert {"register", "handoff", "message", "draft", "accept", "complete", "cancel",
+            "archive"} <= ops
     assert any(h.get("inbox") for h in HISTORIES)
     assert len({h["id"] for h in HISTORIES}) == len(HISTORIES)
 
