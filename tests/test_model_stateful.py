@@ -65,6 +65,7 @@ class MThread:
     has_diff: bool
     status: str = "pending"
     messages: list[tuple[str, str, str]] = field(default_factory=list)  # (from, body, type)
+    archived: bool = False
 
     def participant(self, who: str) -> bool:
         return who in (self.sender, self.recipient)
@@ -127,6 +128,16 @@ class Model:
             return "invalid_transition"
         t.status = {"accept": "accepted", "complete": "completed", "cancel": "cancelled"}[kind]
         self._touch(t.other(actor), tid, "task_update")
+        return None
+
+    def archive(self, tid: str) -> str | None:
+        """Anyone archives a closed thread; it reads and refuses as before."""
+        t = self.threads.get(tid)
+        if t is None or t.archived:
+            return "invalid_argument"  # nothing to archive
+        if t.status not in ("completed", "cancelled"):
+            return "format_error"  # the archive rule
+        t.archived = True
         return None
 
     def ack_all(self, user: str) -> None:
@@ -254,6 +265,12 @@ class Teammates(RuleBasedStateMachine):
         expected = self.model.transition(actor, thread, "cancel")
         self._do(expected, lambda: self.clients[actor].cancel(
             thread, reason="Design moved" if reason else None))
+
+    @rule(thread=threads, who=st.sampled_from(PEOPLE))
+    def archive(self, thread: str, who: str) -> None:
+        expected = self.model.archive(thread)
+        if self._do(expected, lambda: self.clients[who].archive([thread])) is not None:
+            Teammates.counts["archived"] = Teammates.counts.get("archived", 0) + 1
 
     def _has_unread(self) -> bool:
         return any(any(items.values()) for items in self.model.items.values())
