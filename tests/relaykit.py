@@ -412,11 +412,11 @@ class Bench:
 
     def archive(self, thread_ids: Sequence[str], by: str, *, base: str | None = None,
                 set_fields: Mapping[str, Any] | None = None, keep_dirs: bool = False,
-                markers: bool = True) -> str:
+                markers: bool = True, sign: Any = None) -> str:
         """An archive operation: each thread's directory replaced by its marker.
 
         ``set_fields`` overrides marker fields; ``keep_dirs`` / ``markers`` leave
-        out one half of the move.
+        out one half of the move; ``sign`` as for :meth:`build`.
         """
         base = base or self.tip
         tree = self.commit(base).tree
@@ -433,7 +433,12 @@ class Bench:
             if markers:
                 tree = self.forge.put(tree, layout.archived_path(tid).split("/"), MODE_BLOB,
                                       self.forge.blob(schema.dumps(doc)))
-        return self.commit_tree(tree, op=layout.OP_ARCHIVE, actor=by, base=base)
+        signer = self.signers.get(by) if sign is None else (sign or None)
+        oid = self.forge.commit(tree, [base], commit_message(layout.OP_ARCHIVE, by,
+                                                             self.seq(base) + 1),
+                                author=by, sign=signer)
+        self.tip = oid
+        return oid
 
     def register(self, handle: str, **fields: Any) -> str:
         return self.build("profile", profile_doc(handle, **fields))
@@ -697,10 +702,15 @@ class CaseBuilder:
             return self.add_entry(oid, step["entry"], tid, base) if "entry" in step else oid
         if op == "archive":
             labels = step.get("threads", [label or "completed"])
+            archive_sign: Any = None
+            if step.get("sign") == "none":
+                archive_sign = False
+            elif "sign_as" in step:
+                archive_sign = bench.signers[step["sign_as"]]
             return bench.archive([self.tid(t) for t in labels], step.get("by", ALICE),
                                  base=base, set_fields=self.fill(step.get("set", {}), tid),
                                  keep_dirs=bool(step.get("keep_dirs")),
-                                 markers=not step.get("no_markers"))
+                                 markers=not step.get("no_markers"), sign=archive_sign)
         if op == "delete":
             path = self.fill(step["path"], tid)
             tree = bench.forge.remove(bench.commit(base).tree, path.split("/"))

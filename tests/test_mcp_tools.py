@@ -1419,3 +1419,33 @@ def test_the_user_config_written_by_join_is_used(
         assert state.client.handle == "erin@acme" and state.client.relay_url == str(relay)
     finally:
         state.close()
+
+
+def test_an_archived_thread_reads_the_same_through_the_tools(agent: AgentFactory) -> None:
+    """A completed thread archived by a third teammate: bob's view_thread answers as before
+    it was archived, and the tools refuse to add to it with their usual errors."""
+    alice, bob, carol = agent("alice@acme"), agent("bob@acme"), agent("carol@acme")
+    tid = str(alice.client.handoff(to="bob@acme", intent="inform",
+                                   summary="Archive me once done.").thread_id)
+    bob.client.refresh(max_age=0)
+    bob.client.accept(tid, session_id="s")
+    bob.client.send_message(tid, "On it.")
+    bob.client.complete(tid, result_summary="Done.")
+
+    def fixed(out: dict[str, Any]) -> dict[str, Any]:
+        """The answer without what differs per call (the fence token)."""
+        return json.loads(json.dumps(out).replace(token_of(out), "TOKEN"))
+
+    async def body() -> None:
+        async with Client(bob.server()) as c:
+            before = fixed(await ok(c, "view_thread", {"thread_id": tid}))
+            carol.client.refresh(max_age=0)
+            assert carol.client.archive([tid]).delivery == "delivered"
+            after = fixed(await ok(c, "view_thread", {"thread_id": tid}))
+            assert after == before and after["status"] == "completed"
+            assert len(after["messages"]) == 1
+            assert "thread_terminal" in await fails(c, "send_message",
+                                                     {"thread_id": tid, "body": "More?"})
+            assert "invalid_transition" in await fails(c, "accept_handoff", {"thread_id": tid})
+
+    run(body)
