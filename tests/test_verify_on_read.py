@@ -37,6 +37,21 @@ from tests.forging import (
 )
 
 
+@pytest.fixture(autouse=True, params=["one process", "three processes"])
+def checkers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test twice: the fetched commits checked one after the other here, and
+    split over this process and two children (gitrelay.parallel), as a first fetch
+    of a long history is."""
+    from gitrelay import parallel
+
+    if request.param == "three processes":
+        monkeypatch.setattr(parallel, "PARALLEL_MIN_COMMITS", 2)
+        monkeypatch.setattr(parallel, "processes_available", lambda: 3)
+    else:
+        monkeypatch.setattr(parallel, "processes_available", lambda: 1)
+    return str(request.param)
+
+
 @dataclass
 class OpenRelay:
     """A relay without the gate, with alice's genuine handoff to bob on it."""
