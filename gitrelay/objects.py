@@ -74,16 +74,19 @@ class Commit:
 
 
 def parse_tree(data: bytes) -> list[TreeEntry]:
-    entries = []
-    pos = 0
-    while pos < len(data):
-        space = data.index(b" ", pos)
-        nul = data.index(b"\x00", space)
-        mode = data[pos:space].decode()
-        name = data[space + 1:nul].decode("utf-8", "surrogateescape")
-        oid = data[nul + 1:nul + 21].hex()
-        entries.append(TreeEntry(mode, name, oid, data[pos:nul + 21]))
-        pos = nul + 21
+    """A tree object's entries: ``<mode> <name>\0<20-byte id>`` each (ValueError when
+    an entry has no NUL or no space before it)."""
+    entries: list[TreeEntry] = []
+    append = entries.append
+    pos, size = 0, len(data)
+    while pos < size:
+        nul = data.index(b"\x00", pos)
+        head = data[pos:nul]
+        space = head.index(b" ")
+        end = nul + 21
+        append(TreeEntry(head[:space].decode(), head[space + 1:].decode("utf-8", "surrogateescape"),
+                         data[nul + 1:end].hex(), data[pos:end]))
+        pos = end
     return entries
 
 

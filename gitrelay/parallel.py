@@ -52,23 +52,30 @@ def first_invalid(repo: Path, objs: Objects, commits: list[Commit], parent: Comm
                   *, processes: int | None = None) -> Invalid | None:
     """The first of ``commits`` (each the child of the one before, the first the child
     of ``parent``) that breaks a rule, or None when all follow them."""
+    found = invalid_commits(repo, objs, commits, parent, limit=1, processes=processes)
+    return found[0] if found else None
+
+
+def invalid_commits(repo: Path, objs: Objects, commits: list[Commit], parent: Commit | None,
+                    *, limit: int, processes: int | None = None) -> list[Invalid]:
+    """The first ``limit`` of ``commits`` that break a rule, in order; each is checked
+    against its parent whether or not the parent broke one (as `gitrelay verify`
+    reports every problem)."""
     slices = processes if processes is not None else processes_available()
     if slices < 2 or len(commits) < PARALLEL_MIN_COMMITS:
-        return _check_slice(objs, commits, parent, 0)
+        return _check_slice(objs, commits, parent, 0, limit)
     size = -(-len(commits) // slices)
     starts = list(range(0, len(commits), size))
-    children = [_start_child(repo, commits[s:s + size], commits[s - 1].oid, s)
+    children = [_start_child(repo, commits[s:s + size], commits[s - 1].oid, s, limit)
                 for s in starts[1:]]
     try:
-        found = _check_slice(objs, commits[:size], parent, 0)
-        if found is not None:
-            return found
+        found = _check_slice(objs, commits[:size], parent, 0, limit)
         for child, start in zip(children, starts[1:], strict=True):
-            found = _child_answer(child, objs, commits[start:start + size],
-                                  commits[start - 1], start)
-            if found is not None:
-                return found
-        return None
+            if len(found) >= limit:
+                break
+            found += _child_answer(child, objs, commits[start:start + size],
+                                   commits[start - 1], start, limit)
+        return found[:limit]
     finally:
         for child in children:
             if child is None:
@@ -81,19 +88,22 @@ def first_invalid(repo: Path, objs: Objects, commits: list[Commit], parent: Comm
 
 
 def _check_slice(objs: Objects, commits: list[Commit], parent: Commit | None,
-                 offset: int) -> Invalid | None:
+                 offset: int, limit: int) -> list[Invalid]:
     from .signing import verify_commit_signature
 
+    found: list[Invalid] = []
     for i, commit in enumerate(commits):
         try:
             check_commit(objs, commit, parent, verify_signature=verify_commit_signature)
         except RelayError as exc:
-            return Invalid(offset + i, str(exc.data.get("rule", exc.name)), exc.message)
+            found.append(Invalid(offset + i, str(exc.data.get("rule", exc.name)), exc.message))
+            if len(found) >= limit:
+                break
         parent = commit
-    return None
+    return found
 
 
-def _start_child(repo: Path, commits: list[Commit], parent: str, offset: int
+def _start_child(repo: Path, commits: list[Commit], parent: str, offset: int, limit: int
                  ) -> subprocess.Popen[bytes] | None:
     code = (f"import sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); "
             "from gitrelay.parallel import child_main; child_main()")
@@ -103,7 +113,7 @@ def _start_child(repo: Path, commits: list[Commit], parent: str, offset: int
     except OSError:
         return None  # no interpreter to start: its slice is checked here
     assert child.stdin is not None
-    request = {"repo": str(repo), "parent": parent, "offset": offset,
+    request = {"repo": str(repo), "parent": parent, "offset": offset, "limit": limit,
                "commits": [c.oid for c in commits]}
     try:
         child.stdin.write(json.dumps(request).encode())
@@ -114,7 +124,8 @@ def _start_child(repo: Path, commits: list[Commit], parent: str, offset: int
 
 
 def _child_answer(child: subprocess.Popen[bytes] | None, objs: Objects,
-                  commits: list[Commit], parent: Commit, offset: int) -> Invalid | None:
+                  commits: list[Commit], parent: Commit, offset: int,
+                  limit: int) -> list[Invalid]:
     """What a child found; its slice checked here when it could not say."""
     out = child.stdout.read() if child is not None and child.stdout is not None else b""
     if child is not None and child.wait() == 0:
@@ -122,12 +133,11 @@ def _child_answer(child: subprocess.Popen[bytes] | None, objs: Objects,
             answer = json.loads(out)
         except ValueError:
             answer = None
-        if isinstance(answer, dict) and answer.get("checked") == len(commits):
-            invalid = answer.get("invalid")
-            return None if invalid is None else Invalid(int(invalid["index"]),
-                                                        str(invalid["rule"]),
-                                                        str(invalid["message"]))
-    return _check_slice(objs, commits, parent, offset)
+        if isinstance(answer, dict) and answer.get("checked") == len(commits) \
+                and isinstance(answer.get("invalid"), list):
+            return [Invalid(int(f["index"]), str(f["rule"]), str(f["message"]))
+                    for f in answer["invalid"]]
+    return _check_slice(objs, commits, parent, offset, limit)
 
 
 def child_main() -> None:
@@ -138,8 +148,7 @@ def child_main() -> None:
     objs = Store(Path(request["repo"])).objects
     commits = [objs.commit(oid) for oid in request["commits"]]
     found = _check_slice(objs, commits, objs.commit(request["parent"]),
-                         int(request["offset"]))
-    answer = {"checked": len(commits),
-              "invalid": None if found is None else found.__dict__}
+                         int(request["offset"]), int(request["limit"]))
+    answer = {"checked": len(commits), "invalid": [f.__dict__ for f in found]}
     sys.stdout.write(json.dumps(answer))
     sys.stdout.flush()

@@ -69,9 +69,9 @@ def test_several_processes_find_what_one_finds(history: tuple[Path, list[Commit]
     here: list[int] = []
     real = parallel._check_slice
 
-    def counted(objs, commits, parent, offset):  # type: ignore[no-untyped-def]
+    def counted(objs, commits, parent, offset, limit):  # type: ignore[no-untyped-def]
         here.append(offset)
-        return real(objs, commits, parent, offset)
+        return real(objs, commits, parent, offset, limit)
 
     monkeypatch.setattr(parallel, "_check_slice", counted)
     assert run(relay, chain, processes) == one
@@ -106,3 +106,29 @@ def test_a_child_that_answers_nonsense_is_not_believed(history: tuple[Path, list
     monkeypatch.setattr(parallel, "PARALLEL_MIN_COMMITS", 2)
     monkeypatch.setattr(parallel.sys, "executable", "/bin/true")
     assert run(relay, chain, 3) == one
+
+
+def test_gitrelay_verify_reports_the_same_problems_on_several_processes(
+        history: tuple[Path, list[Commit]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gitrelay verify` checks every commit against its parent and lists every
+    problem: split over processes, the report is the same, line for line."""
+    from gitrelay.verify import verify_relay
+
+    relay, chain = history
+    mirror = Store(relay)
+    tid = chain[-1].trailers["Gitrelay-Thread"]
+    from gitrelay.mirror import Mirror
+
+    second = forge(Mirror(relay, "alice@acme"), transition_op("cancel", tid, "bob@acme"),
+                   base=chain[-1].oid)
+    mirror.set_ref("refs/heads/main", second, "test: a second forgery")
+    monkeypatch.setattr(parallel, "processes_available", lambda: 1)
+    serial = verify_relay(str(relay))
+    assert [p.rule for p in serial.problems] == ["not_authorized_transition",
+                                                 "not_authorized_transition"]
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_COMMITS", 2)
+    for processes in (2, 4):
+        monkeypatch.setattr(parallel, "processes_available", lambda n=processes: n)
+        split = verify_relay(str(relay))
+        assert split.text() == serial.text()
+        assert split.valid_until == serial.valid_until == chain[-3].oid
