@@ -568,6 +568,25 @@ def test_doctor_suggests_archiving_once_many_closed_threads_remain(people, monke
     assert "archive" not in bob("doctor").out
 
 
+def test_archive_lists_then_archives_the_closed_threads_as_json(people, acme):
+    bob = people["bob"]
+    listed = bob("archive", "--older-than", "0", "--dry-run", "--json")
+    assert listed.code == 0, listed.err
+    report = listed.json
+    assert isinstance(report, dict)
+    ids = report["would_archive"]
+    assert len(ids) == 2 and report["archived"] == [] and report["delivery"] is None
+    assert bob("archive", "--json").json == {"archived": [], "would_archive": [],
+                                            "delivery": None}  # closed today, not 14 days ago
+    done = bob("archive", "--older-than", "0", "--json").json
+    assert done == {"archived": sorted(ids), "would_archive": [], "delivery": "delivered"}
+    assert relay_subjects(acme)[0] == "archive 2 closed threads by bob@acme"
+    for tid in ids:
+        shown = bob("show", tid)
+        assert shown.code == 0 and tid in shown.out
+    assert bob("archive", "--older-than", "0", "--json").json["archived"] == []
+
+
 def test_doctor_without_any_config_says_to_join(tmp_path, monkeypatch, capsys):
     newcomer = Person("erin@acme", tmp_path, monkeypatch, capsys)
     run = newcomer("doctor")
