@@ -113,8 +113,9 @@ def _start_child(repo: Path, commits: list[Commit], parent: str, offset: int, li
     except OSError:
         return None  # no interpreter to start: its slice is checked here
     assert child.stdin is not None
-    request = {"repo": str(repo), "parent": parent, "offset": offset, "limit": limit,
-               "commits": [c.oid for c in commits]}
+    # The slice is named by its ends; the child walks it back by first parents.
+    request = {"repo": str(repo), "parent": parent, "last": commits[-1].oid,
+               "count": len(commits), "offset": offset, "limit": limit}
     try:
         child.stdin.write(json.dumps(request).encode())
         child.stdin.close()
@@ -146,7 +147,13 @@ def child_main() -> None:
 
     request = json.loads(sys.stdin.buffer.read())
     objs = Store(Path(request["repo"])).objects
-    commits = [objs.commit(oid) for oid in request["commits"]]
+    commits: list[Commit] = []
+    oid = request["last"]
+    while oid is not None and oid != request["parent"] and len(commits) < int(request["count"]):
+        commit = objs.commit(oid)
+        commits.append(commit)
+        oid = commit.parents[0] if commit.parents else None
+    commits.reverse()
     found = _check_slice(objs, commits, objs.commit(request["parent"]),
                          int(request["offset"]), int(request["limit"]))
     answer = {"checked": len(commits), "invalid": [f.__dict__ for f in found]}
