@@ -4,6 +4,8 @@ An :class:`Op` knows how to place itself on a given state of the relay
 (``materialize``: a message takes the next sequence number), how to tell that
 it is already there (a retried or replayed delivery), and how to describe
 itself in a commit. The outbox replays ops with these when the relay moved.
+The archive operation adds no single file: :func:`archive_markers` says which
+markers it adds on a given state (``mirror.archive_tree`` builds its tree).
 Pure: no I/O beyond the :class:`~gitrelay.rules.RelayView` it is given.
 """
 
@@ -39,7 +41,7 @@ def _clip(text: str, room: int) -> str:
 
 @dataclass
 class Op:
-    kind: str  # file kind: profile, handoff, message, accept, complete, cancel
+    kind: str  # file kind: profile, handoff, message, accept, complete, cancel; or archive
     doc: dict[str, Any]
     thread_id: str | None = None
     handle: str | None = None
