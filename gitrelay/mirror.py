@@ -266,7 +266,7 @@ class Mirror:
         if op.kind == layout.OP_ARCHIVE:
             path = ""
             tree, doc = archive_tree(self.store, view, op)
-            replay = archive_op(op.actor, doc["threads"], str(op.doc["archived_at"]))
+            replay = Op(layout.OP_ARCHIVE, doc)  # the threads it archives on this base
         else:
             path, doc = op.materialize(view)
             data = schema.dumps(doc)
