@@ -99,6 +99,7 @@ class Operation:
 # profiles; without this each check would parse them all again.
 _CONFIGS: dict[str, dict[str, Any]] = {}
 _PROFILE_SETS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+_PROFILES: dict[tuple[str, str, str], dict[str, Any] | None] = {}
 _PARSED_MAX = 64
 
 
@@ -140,28 +141,64 @@ class RelayView:
         limits: Mapping[str, int] = self.config["limits"]
         return limits
 
+    def _teammates(self) -> tuple[str, str] | None:
+        """The ``teammates`` tree's id and the ``relay.json`` blob's (whose limits the
+        profiles are read with), or None when the relay has no teammates yet."""
+        _ = self.config  # read first: it sets _config_oid
+        entry = self.objs.entry(self.tree, layout.TEAMMATES_DIR)
+        if entry is None or not entry.is_tree:
+            return None
+        return entry.oid, self._config_oid
+
     def profiles(self) -> dict[str, dict[str, Any]]:
         """Every registered teammate, keyed by casefolded handle."""
         if self._profiles is None:
-            limits = self.limits
-            entry = self.objs.entry(self.tree, layout.TEAMMATES_DIR)
-            if entry is None or not entry.is_tree:
+            key = self._teammates()
+            if key is None:
                 self._profiles = {}
                 return self._profiles
-            key = (entry.oid, self._config_oid)
             cached = _PROFILE_SETS.get(key)
             if cached is None:
                 cached = {}
-                for e in self.objs.tree(entry.oid):
-                    data = self.objs.read_path(self.tree, layout.profile_path(e.name))
-                    if data is not None:
-                        cached[e.name.casefold()] = schema.load("profile", data, limits)
+                for e in self.objs.tree(key[0]):
+                    found = self._read_profile(e.name)
+                    if found is not None:
+                        cached[e.name.casefold()] = found
                 _remember(_PROFILE_SETS, key, cached)
             self._profiles = cached
         return self._profiles
 
     def profile(self, handle: str) -> dict[str, Any] | None:
-        return self.profiles().get(handle.casefold())
+        """One teammate's profile (handles compare ignoring case), or None.
+
+        Reads that teammate's file alone unless every profile is at hand: the
+        gate runs once per push in a new process, where reading the whole
+        team's profiles for the one or two an operation names was most of its
+        object reads.
+        """
+        if self._profiles is not None:
+            return self._profiles.get(handle.casefold())
+        key = self._teammates()
+        if key is None:
+            return None
+        folded = handle.casefold()
+        whole = _PROFILE_SETS.get(key)
+        if whole is not None:
+            self._profiles = whole
+            return whole.get(folded)
+        one = (*key, folded)
+        if one in _PROFILES:
+            return _PROFILES[one]
+        found = None
+        for e in self.objs.tree(key[0]):
+            if e.name.casefold() == folded:  # the last of equal names, as in profiles()
+                found = self._read_profile(e.name) or found
+        _remember(_PROFILES, one, found)
+        return found
+
+    def _read_profile(self, name: str) -> dict[str, Any] | None:
+        data = self.objs.read_path(self.tree, layout.profile_path(name))
+        return None if data is None else schema.load("profile", data, self.limits)
 
     def thread(self, thread_id: str) -> ThreadState | None:
         found = thread_files(self.objs, self.tree, thread_id)
