@@ -24,6 +24,7 @@ from .errors import (
     RelayError,
     RelayUnavailable,
     TeammateBlocked,
+    with_hint,
 )
 
 if TYPE_CHECKING:
@@ -1090,8 +1091,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# A hint names the MCP tool an agent would call next; a person runs the command.
+_COMMAND_OF_TOOL = {"list_teammates": "teammates", "check_inbox": "inbox",
+                    "view_thread": "show", "handoff_to_teammate": "send",
+                    "accept_handoff": "accept", "send_message": "reply",
+                    "complete_handoff": "complete", "cancel_handoff": "cancel"}
+_TOOL_NAME = re.compile(r"\b(?:" + "|".join(_COMMAND_OF_TOOL) + r")\b")
+
+
+def _for_people(hint: str) -> str:
+    """``hint`` with each tool name replaced by the command that does the same."""
+    return _TOOL_NAME.sub(lambda m: f"`gitrelay {_COMMAND_OF_TOOL[m.group()]}`", hint)
+
+
 def _fail(exc: RelayError) -> int:
-    print(f"gitrelay: {exc}", file=sys.stderr)
+    text = with_hint(f"{exc.name} ({exc.code}): {exc.message}", _for_people(exc.hint))
+    print(f"gitrelay: {text}", file=sys.stderr)
     for line in exc.data.get("details", []):
         print(f"  {line}", file=sys.stderr)
     return EXIT_UNAVAILABLE if isinstance(exc, RelayUnavailable) else EXIT_ERROR

@@ -29,14 +29,19 @@ class RelayError(Exception):
         self.data = data
 
     def __str__(self) -> str:
-        text = f"{self.name} ({self.code}): {self.message}"
-        if self.hint:
-            text += f" {self.hint}"
-        return text
+        return with_hint(f"{self.name} ({self.code}): {self.message}", self.hint)
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "name": self.name, "message": self.message,
                 "hint": self.hint, **self.data}
+
+
+def with_hint(text: str, hint: str) -> str:
+    """``text`` followed by ``hint``, what to do next, as a sentence of its own."""
+    text = text.rstrip()
+    if not hint:
+        return text
+    return f"{text}{'' if text.endswith(('.', '!', '?')) else '.'} {hint}"
 
 
 class InvalidArgument(RelayError):

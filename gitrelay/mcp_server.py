@@ -55,6 +55,7 @@ from .errors import (
     RelayError,
     TeammateBlocked,
     ThreadNotFound,
+    with_hint,
 )
 from .ids import is_key, same_handle
 from .output_schema import lean_output_schema
@@ -150,11 +151,8 @@ _COMMIT_LABEL = re.compile(r"\bcommit [0-9a-f]{12}: ")
 
 def tool_error_text(err: RelayError) -> str:
     """``name (code): message`` plus what to do next."""
-    text = f"{err.name} ({err.code}): {_COMMIT_LABEL.sub('', err.message)}".rstrip()
-    hint = err.hint or NEXT_STEP.get(err.name, "")
-    if not hint:
-        return text
-    return f"{text}{'' if text.endswith(('.', '!', '?')) else '.'} {hint}"
+    return with_hint(f"{err.name} ({err.code}): {_COMMIT_LABEL.sub('', err.message)}",
+                     err.hint or NEXT_STEP.get(err.name, ""))
 
 
 def _invalid_arguments_text(tool: str, exc: ValidationError) -> str:

@@ -276,8 +276,16 @@ class Mirror:
                                 author=op.actor, email=op.actor, sign=self.signer)
         # The real checker: a signing key that is not the registered one fails here,
         # before the operation is queued, rather than at the gate.
-        checked = check_commit(self.objects, self.objects.commit(oid), base,
-                               verify_signature=verify_commit_signature)
+        try:
+            checked = check_commit(self.objects, self.objects.commit(oid), base,
+                                   verify_signature=verify_commit_signature)
+        except RelayError as exc:
+            # A refused commit is never kept: its id would name nothing to whoever
+            # reads the error (a person at the CLI, an agent, the refused log).
+            exc.message = exc.message.replace(f"commit {oid[:12]}: ", "")
+            if exc.data.get("commit") == oid:
+                del exc.data["commit"]
+            raise
         self._remember_op(oid, replay)
         return Written(op, oid, seq, path, checked.doc, base_oid)
 

@@ -653,7 +653,7 @@ def check_handoff(view: RelayView, doc: Mapping[str, Any], *, commit_label: str 
     for role in ("sender", "recipient"):
         if view.profile(str(doc[role])) is None:
             raise refuse("recipient_not_found", f"{commit_label}: {role} {doc[role]} is not a "
-                         "registered teammate", hint="Call list_teammates to see who is.",
+                         "registered teammate", hint="See who is with list_teammates.",
                          commit=commit, field=role)
     intent = doc["intent"]
     if intent == "propose_action" and "proposed_action" not in doc:

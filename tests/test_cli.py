@@ -345,6 +345,16 @@ def test_refusals_are_one_coded_line_and_exit_1(people):
     assert bob("show", pending, "--json").json["status"] == "pending"  # type: ignore[index]
 
 
+def test_a_refusal_tells_a_person_the_command_to_run_next(people):
+    """As a new user would mistype a handoff: the line names the rule, the handle and
+    the command that lists the team, in sentences, and no commit nobody kept."""
+    run = people["alice"]("send", "zoe@acme", "--intent", "inform", "--summary", "hi")
+    one_error_line(run, "recipient_not_found", -32004)
+    assert run.err.strip() == ("gitrelay: recipient_not_found (-32004): recipient zoe@acme is "
+                               "not a registered teammate. See who is with `gitrelay "
+                               "teammates`.")
+
+
 def test_an_ambiguous_prefix_lists_the_candidate_threads(people):
     alice = people["alice"]
     first = {}
