@@ -266,8 +266,8 @@ def _next_step(view: ThreadView, mine: bool, acceptable: bool) -> str:
         return f"`gitrelay reply {sid} TEXT` while {view.recipient} works on it"
     if view.status == "pending":
         if not acceptable:
-            return f"nothing, unless you trust the sender again (`gitrelay reply {sid} TEXT` " \
-                   "to answer without accepting)"
+            return (f"nothing until your trust file lets you accept from {view.sender} "
+                    f"(`gitrelay reply {sid} TEXT` answers without accepting)")
         return f"`gitrelay accept {sid}` or `gitrelay reply {sid} TEXT`"
     return f"`gitrelay reply {sid} TEXT` or `gitrelay complete {sid} --summary TEXT`"
 
