@@ -68,3 +68,23 @@ def team(make_client: Callable[..., RelayClient]) -> dict[str, RelayClient]:
     for c in clients.values():
         c.refresh(max_age=0)
     return clients
+
+
+class Team(dict[str, RelayClient]):
+    """Teammates joined on first use (a join costs a push): people["carol"] joins carol."""
+
+    def __init__(self, make: Callable[..., RelayClient]) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, name: str) -> RelayClient:
+        client = self.make(f"{name}@acme")
+        client.fresh_seconds = 0  # read the relay as it is now
+        self[name] = client
+        return client
+
+
+@pytest.fixture
+def people(make_client: Callable[..., RelayClient]) -> Team:
+    """alice, bob, carol... each joined to one relay the first time a test names them."""
+    return Team(make_client)

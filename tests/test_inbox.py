@@ -31,25 +31,6 @@ from gitrelay.mirror import RELAY_USERS
 ALL = ["pending", "accepted", "completed", "cancelled"]
 
 
-class Team(dict[str, RelayClient]):
-    """Teammates joined on first use (a join costs a push): people["carol"] joins carol."""
-
-    def __init__(self, make: Callable[..., RelayClient]) -> None:
-        super().__init__()
-        self.make = make
-
-    def __missing__(self, name: str) -> RelayClient:
-        client = self.make(f"{name}@acme")
-        client.fresh_seconds = 0  # read the relay as it is now
-        self[name] = client
-        return client
-
-
-@pytest.fixture
-def people(make_client: Callable[..., RelayClient]) -> Team:
-    return Team(make_client)
-
-
 def by_kind(page: InboxPage, kind: str) -> list[InboxItem]:
     return [i for i in page.items if i.kind == kind]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,25 +25,6 @@ from gitrelay.inbox import InboxItem, InboxPage, check_inbox
 from gitrelay.index import INDEX_FILE, index_for, item_id_for
 
 ALL = ["pending", "accepted", "completed", "cancelled"]
-
-
-class Team(dict[str, RelayClient]):
-    """Teammates joined on first use (a join costs a push): people["carol"] joins carol."""
-
-    def __init__(self, make: Callable[..., RelayClient]) -> None:
-        super().__init__()
-        self.make = make
-
-    def __missing__(self, name: str) -> RelayClient:
-        client = self.make(f"{name}@acme")
-        client.fresh_seconds = 0  # read the relay as it is now
-        self[name] = client
-        return client
-
-
-@pytest.fixture
-def people(make_client: Callable[..., RelayClient]) -> Team:
-    return Team(make_client)
 
 
 def everything(client: RelayClient) -> list[InboxItem]:
