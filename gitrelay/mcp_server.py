@@ -805,7 +805,8 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         """Close a handoff you accepted and record the outcome for the sender.
 
         Only the recipient can complete, and only an accepted thread (a pending one
-        gives invalid_transition: accept it first). No messages can follow.
+        gives invalid_transition: accept it first; a closed one thread_terminal). No
+        messages can follow.
         """
         state = st(ctx)
         tid = _resolve(state.client, thread_id)

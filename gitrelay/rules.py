@@ -729,6 +729,10 @@ def check_transition(state: ThreadState, kind: str, actor: str, *, commit_label:
         who = "sender" if kind == "cancel" else "recipient"
         raise refuse("not_authorized_transition", f"{commit_label}: only the {who} "
                      f"({allowed_actor}) can {kind} thread {tid}", commit=commit, field="by")
+    if state.status in TERMINAL:
+        raise refuse("thread_terminal", f"{commit_label}: cannot {kind} thread {tid}: it is "
+                     f"{state.status}, and a closed thread takes no more changes",
+                     commit=commit, field="thread_id", status=state.status)
     required = {"accept": PENDING, "complete": ACCEPTED, "cancel": PENDING}[kind]
     if state.status != required:
         raise refuse("invalid_transition", f"{commit_label}: cannot {kind} thread {tid}: it is "

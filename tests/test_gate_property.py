@@ -177,6 +177,8 @@ def predict(model: Model, a: Action, *, with_pusher: bool) -> str | None:
     allowed = t.sender if a.kind == "cancel" else t.recipient
     if who != allowed:
         return participant_rule(t, who) or "not_authorized_transition"
+    if t.status in ("completed", "cancelled"):
+        return "thread_terminal"
     required = {"accept": "pending", "complete": "accepted", "cancel": "pending"}[a.kind]
     return None if t.status == required else "invalid_transition"
 

@@ -412,7 +412,7 @@ def test_an_operation_the_relay_refused_is_an_item_until_acknowledged(people):
     alice.accept(tid, session_id="s1", mode="queue")  # queued, not delivered
     bob.cancel(tid, reason="Changed my mind")  # the sender wins the race
     report = alice.deliver()
-    assert [r.rule for r in report.refused] == ["invalid_transition"]
+    assert [r.rule for r in report.refused] == ["thread_terminal"]
 
     page = check_inbox(alice)  # the default view still shows it (a cancelled thread)
     refused = only(page, "refused", tid)

@@ -208,7 +208,7 @@ def test_two_server_processes_walk_every_intent_through_the_gate(
             await alice.ok("cancel_handoff", {"thread_id": dropped, "delivery": "wait"})
             await bob.view_until(dropped, lambda t: t["status"] == "cancelled")
             late = await bob.fails("accept_handoff", {"thread_id": dropped})
-            assert late.startswith("invalid_transition (-32008): ")
+            assert late.startswith("thread_terminal (-32007): ")
             nobody = await alice.fails("handoff_to_teammate", {
                 "to": "frank@acme", "intent": "inform", "summary": "hello"})
             assert nobody.startswith("recipient_not_found (-32004): ")

@@ -517,7 +517,7 @@ def test_a_cancelled_handoff_shows_the_reason_and_cannot_be_accepted(agent: Agen
             token = seen["cancellation"]["provenance"]["fence"]
             assert fenced_body(seen["cancellation"]["reason"], token) == "Fixed it myself"
             late = await fails(b, "accept_handoff", {"thread_id": tid})
-            assert late.startswith("invalid_transition (-32008): ")
+            assert late.startswith("thread_terminal (-32007): ")
 
     run(body)
 
@@ -1446,6 +1446,6 @@ def test_an_archived_thread_reads_the_same_through_the_tools(agent: AgentFactory
             assert len(after["messages"]) == 1
             assert "thread_terminal" in await fails(c, "send_message",
                                                      {"thread_id": tid, "body": "More?"})
-            assert "invalid_transition" in await fails(c, "accept_handoff", {"thread_id": tid})
+            assert "thread_terminal" in await fails(c, "accept_handoff", {"thread_id": tid})
 
     run(body)

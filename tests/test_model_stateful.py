@@ -123,6 +123,8 @@ class Model:
         allowed = t.sender if kind == "cancel" else t.recipient
         if actor != allowed:
             return "not_authorized_transition" if t.participant(actor) else "not_a_participant"
+        if t.status in ("completed", "cancelled"):
+            return "thread_terminal"
         needs = {"accept": "pending", "complete": "accepted", "cancel": "pending"}[kind]
         if t.status != needs:
             return "invalid_transition"
