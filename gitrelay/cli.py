@@ -293,10 +293,28 @@ def _cmd_join(args: argparse.Namespace) -> int:
     try:
         cfg = join(args.relay, args.handle, name=args.name, role=args.role, email=args.email,
                    usernames=args.username or [], signing_key=args.signing_key)
+        # The index now rather than in the agent's first check_inbox: on a long
+        # history it takes seconds, which a tool call should not wait for.
+        progress.update("indexing your inbox from the relay's history…")
+        indexed = _index_inbox(cfg.relay, cfg.handle)
     finally:
         progress.done()
     print(f"joined {cfg.relay} as {cfg.handle}")
+    if indexed is not None:
+        _note(f"your inbox index was not built ({indexed}); `gitrelay inbox` builds it")
     return EXIT_OK
+
+
+def _index_inbox(relay: str, handle: str) -> str | None:
+    """Bring the mirror's inbox index up to date; what went wrong, or None."""
+    from .client import RelayClient
+    from .index import index_for
+
+    try:
+        index_for(RelayClient(relay, handle).mirror).update()
+    except RelayError as exc:
+        return exc.message
+    return None
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:

@@ -166,6 +166,10 @@ def test_a_new_user_joins_and_sees_who_they_are_and_the_team(acme, tmp_path, mon
     assert run.code == 0, run.err
     assert run.out.strip() == f"joined {acme} as dana@acme"
     assert relay_subjects(acme)[0] == "register dana@acme (data): Dana Okafor"
+    # The join built the inbox index: the first look at the inbox rebuilds nothing.
+    first = dana("inbox", "--json")
+    assert first.code == 0 and first.json["index_rebuilt"] is False  # type: ignore[index]
+    assert "rebuilt" not in dana("inbox").err
     who = dana("whoami", "--json")
     assert who.code == 0
     info = who.json
