@@ -739,8 +739,10 @@ class ReindexReport:
     path: str
 
     def text(self) -> str:
-        return (f"reindexed {self.operations} operations ({self.threads} threads, "
-                f"{self.messages} messages) in {self.seconds:.2f} s into {self.path}")
+        counted = ", ".join(f"{n} {word}{'' if n == 1 else 's'}" for n, word in
+                            ((self.threads, "thread"), (self.messages, "message")))
+        return (f"reindexed {self.operations} operations ({counted}) in "
+                f"{self.seconds:.2f} s into {self.path}")
 
 
 def reindex(mirror: Mirror) -> ReindexReport:

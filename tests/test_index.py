@@ -202,7 +202,7 @@ def test_gitrelay_reindex_rebuilds_from_the_history(people, monkeypatch, capsys)
     tip = alice.mirror.main()
     assert tip is not None
     commits = len(alice.mirror.commits_between(None, tip))
-    assert f"reindexed {commits} operations (2 threads, 1 messages)" in out
+    assert f"reindexed {commits} operations (2 threads, 1 message)" in out
     assert answers(alice) == before
 
 
