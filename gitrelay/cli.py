@@ -296,12 +296,12 @@ def _cmd_join(args: argparse.Namespace) -> int:
         # The index now rather than in the agent's first check_inbox: on a long
         # history it takes seconds, which a tool call should not wait for.
         progress.update("indexing your inbox from the relay's history…")
-        indexed = _index_inbox(cfg.relay, cfg.handle)
+        index_problem = _index_inbox(cfg.relay, cfg.handle)
     finally:
         progress.done()
     print(f"joined {cfg.relay} as {cfg.handle}")
-    if indexed is not None:
-        _note(f"your inbox index was not built ({indexed}); `gitrelay inbox` builds it")
+    if index_problem is not None:
+        _note(f"your inbox index was not built ({index_problem}); `gitrelay inbox` builds it")
     return EXIT_OK
 
 
