@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import IndexLost, InvalidArgument, InvalidCursor, RelayUnavailable
+from .errors import Forbidden, IndexLost, InvalidArgument, InvalidCursor, RelayUnavailable
 from .ids import check_worker, same_handle
 from .inboxstate import (
     Claim,
@@ -361,6 +361,17 @@ def _parse_query(*, status: list[str] | None, since: str | None, limit: int, aft
 # --- check_inbox ------------------------------------------------------------------------
 
 
+def _check_registered(client: RelayClient) -> None:
+    """An unregistered handle has no inbox: refuse rather than answer an empty one,
+    which would look like nothing waiting (a mistyped handle, a config or ``--as``
+    naming someone who never joined this relay)."""
+    if client.mirror.main() is not None and client.mirror.view().profile(client.handle) is None:
+        raise Forbidden(f"{client.handle} is not a registered teammate on this relay, so "
+                        "nothing can be addressed to it",
+                        hint="Check the handle you run as (your config or --as), or join the "
+                             "relay first (gitrelay join).", field="handle")
+
+
 def check_inbox(client: RelayClient, *, status: list[str] | None = None,
                 since: str | None = None, limit: int = 50, after: int | None = None,
                 cursor: str | None = None, unread_only: bool = False,
@@ -388,6 +399,7 @@ def check_inbox(client: RelayClient, *, status: list[str] | None = None,
                               field="ack_up_to")
     client.refresh()
     mirror = client.mirror
+    _check_registered(client)
     newest = max((q for q in (query.after, ack_up_to) if q is not None), default=0)
     if newest > 0 and newest > _main_seq(mirror):
         client.refresh(max_age=0)  # another clone may have seen a newer relay

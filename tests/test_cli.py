@@ -359,6 +359,12 @@ def test_a_refusal_tells_a_person_the_command_to_run_next(people):
                                "teammates`.")
 
 
+def test_the_inbox_of_a_handle_nobody_registered_is_refused_not_empty(people):
+    run = people["alice"]("--as", "zed@acme", "inbox")
+    one_error_line(run, "forbidden", -32002)
+    assert "zed@acme is not a registered teammate" in run.err and "--as" in run.err
+
+
 def test_an_ambiguous_prefix_lists_the_candidate_threads(people):
     alice = people["alice"]
     first = {}

@@ -718,6 +718,22 @@ def test_a_waited_write_refused_by_another_delivery_on_the_mirror_is_not_deliver
 # --- every error code through the tools -------------------------------------------------------
 
 
+def test_an_unregistered_handle_is_told_so_instead_of_an_empty_inbox(agent: AgentFactory
+                                                                     ) -> None:
+    """A server started as someone who never joined (a typo in the config) would
+    otherwise answer an empty inbox for ever, as if nothing were waiting."""
+    nobody = agent("zed@acme")  # never joined: no profile on the relay
+
+    async def body() -> None:
+        async with Client(nobody.server()) as z:
+            text = await fails(z, "check_inbox", {})
+            assert text.startswith("forbidden (-32002): zed@acme is not a registered "
+                                   "teammate"), text
+            assert "join" in text
+
+    run(body)
+
+
 def test_recipient_not_found_points_to_list_teammates(agent: AgentFactory) -> None:
     alice = agent("alice@acme")
     before = relay_log(alice.relay)
