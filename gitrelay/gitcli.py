@@ -156,3 +156,20 @@ def run_git(args: Sequence[str], *, git_dir: str | Path | None = None,
         raise RelayUnavailable(f"git {args[0]} did not finish within {timeout:.0f} s") from None
     except FileNotFoundError:
         raise RelayUnavailable("the git command is not installed") from None
+
+
+def stream_git(args: Sequence[str], *, git_dir: str | Path | None = None,
+               env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes] | None:
+    """``git args`` running, its output to be read as it comes (errors are dropped);
+    None when git cannot be started. The caller reads, then kills and waits."""
+    import subprocess
+
+    cmd = ["git"]
+    if git_dir is not None:
+        cmd += ["--git-dir", str(git_dir)]
+    try:
+        return subprocess.Popen([*cmd, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL,
+                                env=dict(env) if env is not None else hermetic_env())
+    except OSError:
+        return None

@@ -38,15 +38,18 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import layout
-from .errors import IndexLost, RelayError
-from .gitcli import hermetic_env, run_git
+from .errors import IndexLost
+from .gitcli import hermetic_env, stream_git
 from .inboxstate import time_us
 from .mirror import Mirror
 from .objects import Commit, Objects, diff_trees
 from .rules import ACCEPTED, CANCELLED, COMPLETED, PENDING, commit_seq
+
+if TYPE_CHECKING:
+    import subprocess
 
 INDEX_FILE = "gitrelay-index.sqlite3"
 INDEX_FORMAT = 1
@@ -136,6 +139,66 @@ class UpdateReport:
     applied: int = 0
     rolled_back: int = 0
     reason: str | None = None
+
+
+class ListedFiles:
+    """The file each commit of a run added, read from a running ``git log --raw
+    --reverse`` while the caller folds the same commits, oldest first.
+
+    :meth:`get` answers for the commits in the order git lists them; a commit the
+    listing does not hold, or one that did not add exactly one plainly named file,
+    gets None (the caller reads it on its own). Should git stop early, every commit
+    after that gets None too: nothing is guessed.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes] | None, oids: set[str]) -> None:
+        self._proc = proc
+        self._lines: Iterator[bytes] = iter(proc.stdout) if proc and proc.stdout else iter(())
+        self._oids = oids
+        self._ahead: str | None = None  # the next commit's id, read with the last record
+        self.hits = 0
+
+    def get(self, oid: str) -> tuple[str, str] | None:
+        if oid not in self._oids:
+            return None
+        while (record := self._record()) is not None:
+            listed, added = record
+            if listed == oid:
+                self.hits += added is not None
+                return added
+        return None
+
+    def _record(self) -> tuple[str, tuple[str, str] | None] | None:
+        """The next commit's id and the file it added, or None once the listing ended."""
+        current, self._ahead = self._ahead, None
+        changes: list[str] = []
+        for raw in self._lines:
+            line = raw.decode("utf-8", "surrogateescape").rstrip("\n")
+            if line.startswith(":"):
+                changes.append(line)
+            elif line and current is None:
+                current = line
+            elif line:
+                self._ahead = line
+                break
+        if current is None:
+            return None
+        if len(changes) != 1:
+            return current, None
+        meta, _, path = changes[0].partition("\t")
+        fields = meta.split()
+        if len(fields) != 5 or fields[4] != "A" or path.startswith('"'):
+            return current, None  # a quoted path: read it the long way
+        return current, (path, fields[3])
+
+    def close(self) -> None:
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()
+            self._proc.wait()
+            self._proc = None
 
 
 class Index:
@@ -290,9 +353,12 @@ class Index:
             if ancestor < known:
                 report.rolled_back = known - ancestor
                 self._roll_back(conn, ancestor)
-            added = self._added_files(new) if len(new) >= BULK_COMMITS else {}
-            for commit, seq in new:
-                self._apply(conn, commit, seq, added.get(commit.oid))
+            listed = self._added_files(new if len(new) >= BULK_COMMITS else [])
+            try:
+                for commit, seq in new:
+                    self._apply(conn, commit, seq, listed.get(commit.oid))
+            finally:
+                listed.close()
             report.applied = len(new)
             self._set_meta(conn, tip, {"tip_seq": str(new[-1][1] if new else ancestor)})
         return report
@@ -367,41 +433,23 @@ class Index:
 
     # --- folding one commit -------------------------------------------------------
 
-    def _added_files(self, new: list[tuple[Commit, int]]) -> dict[str, tuple[str, str]]:
+    def _added_files(self, new: list[tuple[Commit, int]]) -> ListedFiles:
         """The file each of many commits added, as ``git log --raw`` lists them: one
-        process walks the trees in C instead of five tree reads per commit here.
+        process walks the trees in C, beside this one, instead of five tree reads per
+        commit here.
 
         Only commits in the object store (not the outbox's journal) and those that
         add exactly one file; the others are read as one commit would be.
         """
-        oids = {c.oid for c, _ in new}
         relay = self.mirror.relay_main()
+        oids = {c.oid for c, _ in new}
         if relay is None or relay not in oids:
-            return {}
+            return ListedFiles(None, set())
         base = new[0][0].parents[:1]
-        try:
-            proc = run_git(["log", "--format=%H", "--raw", "--no-abbrev", "--no-renames",
-                            "--first-parent", relay, *(f"^{b}" for b in base)],
-                           git_dir=self.mirror.path, env=hermetic_env(), timeout=900.0)
-        except RelayError:
-            return {}  # no git, or too slow: each commit is read on its own
-        if proc.returncode != 0:
-            return {}
-        out: dict[str, tuple[str, str]] = {}
-        current, lines = "", 0
-        for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
-            if line.startswith(":"):
-                lines += 1
-                meta, _, path = line.partition("\t")
-                fields = meta.split()
-                if lines == 1 and len(fields) == 5 and fields[4] == "A" \
-                        and not path.startswith('"'):  # a quoted path: read it the long way
-                    out[current] = (path, fields[3])
-                else:
-                    out.pop(current, None)
-            elif line:
-                current, lines = line, 0
-        return {oid: hit for oid, hit in out.items() if oid in oids}
+        proc = stream_git(["log", "--format=%H", "--raw", "--no-abbrev", "--no-renames",
+                           "--first-parent", "--reverse", relay, *(f"^{b}" for b in base)],
+                          git_dir=self.mirror.path, env=hermetic_env())
+        return ListedFiles(proc, oids)
 
     def _added_file(self, conn: sqlite3.Connection, commit: Commit, op: str, actor: str
                     ) -> tuple[str, str] | None:

@@ -99,21 +99,22 @@ def test_a_long_history_listed_by_git_log_builds_the_same_index(people, monkeypa
     carol.archive([closed])
     alice.refresh(max_age=0)
     alice.send_message(tid, "Queued, not delivered.", mode="queue")
-    calls: list[int] = []
+    listings: list[index.ListedFiles] = []
     real = index.Index._added_files
 
     def listed(self, new):  # type: ignore[no-untyped-def]
         found = real(self, new)
-        calls.append(len(found))
+        listings.append(found)
         return found
 
     monkeypatch.setattr(index.Index, "_added_files", listed)
     monkeypatch.setattr(index, "BULK_COMMITS", 10**9)
     index_for(alice.mirror).rebuild()
     one_by_one = table_rows(alice)
+    assert listings and listings[-1].hits == 0  # below the threshold: nothing listed
     monkeypatch.setattr(index, "BULK_COMMITS", 1)
     index_for(alice.mirror).rebuild()
-    assert calls and calls[-1] >= 10, calls  # most commits came from git log
+    assert listings[-1].hits >= 10, listings[-1].hits  # most commits came from git log
     assert table_rows(alice) == one_by_one
 
 
