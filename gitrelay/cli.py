@@ -365,9 +365,17 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
         return EXIT_OK
     if page.index_rebuilt:
         _note("the local inbox index was (re)built from the relay's history")
+    # The default view shows open threads; news on closed ones (your handoff was
+    # completed, or cancelled) is there too, unread, and worth a line.
+    closed = [] if statuses is not None else check_inbox(
+        client, status=["completed", "cancelled"], unread_only=True, limit=200).items
+    closed_note = (f"{len(closed)}{'+' if len(closed) == 200 else ''} unread item(s) on "
+                   "completed or cancelled threads: `gitrelay inbox --all`.") if closed else ""
     if not page.items:
         which = "any status" if args.all else ", ".join(statuses or ["pending", "accepted"])
         print(f"Your inbox is empty ({which}{', unread only' if args.unread else ''}).")
+        if closed_note:
+            print(closed_note)
         return EXIT_OK
     rows = [[("*" if i.unread else " ") + short_id(i.thread_id), i.kind,
              i.sender.handle, i.status, str(i.unread_messages), when(i.updated_at),
@@ -377,6 +385,8 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
     if page.next_cursor:
         print(f"\nMore items: raise --limit (now {args.limit}).")
     print(f"\n* unread.  Read one with `gitrelay show {short_id(page.items[0].thread_id, 4)}`.")
+    if closed_note:
+        print(closed_note)
     return EXIT_OK
 
 

@@ -527,6 +527,19 @@ def test_log_is_the_history_newest_first_read_from_the_commits(people, acme):
 # --- inbox ----------------------------------------------------------------------------------
 
 
+def test_inbox_says_what_waits_unread_on_closed_threads(people):
+    """As a sender would see it: the completion of your handoff is on a closed thread,
+    which the default view leaves out; the view says how many such items wait."""
+    alice = people["alice"]
+    closed = alice("inbox", "--status", "completed,cancelled", "--unread", "--json").json
+    assert isinstance(closed, dict) and closed["items"], closed
+    run = alice("inbox")
+    assert run.code == 0, run.err
+    assert run.out.rstrip().endswith(f"{len(closed['items'])} unread item(s) on completed or "
+                                     "cancelled threads: `gitrelay inbox --all`."), run.out
+    assert "unread item(s) on completed" not in alice("inbox", "--all").out
+
+
 def test_inbox_lists_what_is_waiting_as_a_table(people):
     bob = people["bob"]
     run = bob("inbox")
