@@ -359,9 +359,17 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
     statuses = list(STATUSES) if args.all else (args.status or None)
     page = check_inbox(client, status=statuses, limit=args.limit, unread_only=args.unread)
     _stale_note(client)
+    # Acks name the seq each item was listed with: news that came in since keeps it unread.
+    acked = check_inbox(client, status=statuses, limit=1, ack_items=[
+        {"item_id": i.item_id, "seq": i.seq} for i in page.items]) \
+        if args.ack and page.items else None
     if args.json:
-        _json({"items": [asdict(i) for i in page.items], "next_cursor": page.next_cursor,
-               "cursor": page.cursor, "index_rebuilt": page.index_rebuilt})
+        out = {"items": [asdict(i) for i in page.items], "next_cursor": page.next_cursor,
+               "cursor": page.cursor, "index_rebuilt": page.index_rebuilt}
+        if acked is not None:
+            out |= {"acknowledged": acked.acknowledged, "delivery": acked.delivery,
+                    "ack_results": [asdict(a) for a in acked.ack_results]}
+        _json(out)
         return EXIT_OK
     if page.index_rebuilt:
         _note("the local inbox index was (re)built from the relay's history")
@@ -385,6 +393,10 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
     if page.next_cursor:
         print(f"\nMore items: raise --limit (now {args.limit}).")
     print(f"\n* unread.  Read one with `gitrelay show {short_id(page.items[0].thread_id, 4)}`.")
+    if acked is not None:
+        where = {"delivered": "delivered to the relay", "queued": "queued in your outbox"}
+        print(f"{(acked.acknowledged or '').rstrip('.')} "
+              f"({where.get(acked.delivery or '', 'nothing to send')}).")
     if closed_note:
         print(closed_note)
     return EXIT_OK
@@ -1040,6 +1052,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only these statuses (comma-separated or repeated)")
     p.add_argument("--unread", action="store_true", help="only unread items")
     p.add_argument("--limit", type=int, default=50, help="at most this many items (1-200)")
+    p.add_argument("--ack", action="store_true",
+                   help="mark the items listed as handled: they stop showing as unread "
+                        "(one with news since comes back)")
     p = add("show", _cmd_show, "read one thread as a conversation",
             "gitrelay show 2F8", json_flag=True)
     p.add_argument("thread", help="a thread id or an unambiguous prefix of one")

@@ -527,6 +527,33 @@ def test_log_is_the_history_newest_first_read_from_the_commits(people, acme):
 # --- inbox ----------------------------------------------------------------------------------
 
 
+def test_inbox_ack_marks_what_was_listed_as_handled(people, acme):
+    """As a person would clear what they have read: --ack acknowledges exactly the
+    items listed, on the relay, and they stop showing as unread."""
+    bob = people["bob"]
+    listed = bob("inbox", "--json").json
+    assert isinstance(listed, dict)
+    unread = [i for i in listed["items"] if i["unread"]]
+    assert unread
+
+    def inbox_commits() -> int:
+        proc = subprocess.run(["git", "--git-dir", str(acme), "rev-list", "--count",
+                               "refs/gitrelay/users/bob@acme/inbox"],
+                              capture_output=True, text=True, check=False)
+        return int(proc.stdout.strip() or 0) if proc.returncode == 0 else 0
+
+    before = inbox_commits()
+    run = bob("inbox", "--ack")
+    assert run.code == 0, run.err
+    n = len(listed["items"])
+    assert f"Acknowledged {n} of {n} (delivered to the relay)." in run.out
+    after = bob("inbox", "--json").json
+    assert isinstance(after, dict)
+    assert [i["item_id"] for i in after["items"]] == [i["item_id"] for i in listed["items"]]
+    assert not any(i["unread"] for i in after["items"])
+    assert inbox_commits() == before + 1, "the acks reached the relay on bob's inbox ref"
+
+
 def test_inbox_says_what_waits_unread_on_closed_threads(people):
     """As a sender would see it: the completion of your handoff is on a closed thread,
     which the default view leaves out; the view says how many such items wait."""
