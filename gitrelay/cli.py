@@ -373,12 +373,7 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
         return EXIT_OK
     if page.index_rebuilt:
         _note("the local inbox index was (re)built from the relay's history")
-    # The default view shows open threads; news on closed ones (your handoff was
-    # completed, or cancelled) is there too, unread, and worth a line.
-    closed = [] if statuses is not None else check_inbox(
-        client, status=["completed", "cancelled"], unread_only=True, limit=200).items
-    closed_note = (f"{len(closed)}{'+' if len(closed) == 200 else ''} unread item(s) on "
-                   "completed or cancelled threads: `gitrelay inbox --all`.") if closed else ""
+    closed_note = _closed_threads_note(client) if statuses is None else ""
     if not page.items:
         which = "any status" if args.all else ", ".join(statuses or ["pending", "accepted"])
         print(f"Your inbox is empty ({which}{', unread only' if args.unread else ''}).")
@@ -400,6 +395,20 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
     if closed_note:
         print(closed_note)
     return EXIT_OK
+
+
+def _closed_threads_note(client: RelayClient) -> str:
+    """A line for the default view, which shows open threads: how many unread items
+    wait on completed or cancelled ones (your handoff was completed, say), if any."""
+    from .inbox import check_inbox
+
+    most = 200
+    closed = check_inbox(client, status=["completed", "cancelled"], unread_only=True,
+                         limit=most).items
+    if not closed:
+        return ""
+    return (f"{len(closed)}{'+' if len(closed) == most else ''} unread item(s) on completed "
+            "or cancelled threads: `gitrelay inbox --all`.")
 
 
 def _thread_json(view: Any) -> dict[str, Any]:
