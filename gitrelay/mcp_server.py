@@ -688,7 +688,10 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
     ) -> InboxOut:
         """List what teammates sent you: new handoffs, replies and updates on your threads.
 
-        Call it first at every check-in. Reading never consumes anything; after acting,
+        Call it first at every check-in, with after set to the cursor of your last
+        call: that lists every new item oldest first, on closed threads too (the
+        completion of a handoff you sent). Without after, only pending and accepted
+        threads are listed. Reading never consumes anything; after acting,
         acknowledge with ack_up_to (or ack_items) so items stop coming back as unread.
         Pass a thread_id to accept_handoff or view_thread.
         """
