@@ -172,7 +172,9 @@ class ListedFiles:
         """The next commit's id and the file it added, or None once the listing ended."""
         current, self._ahead = self._ahead, None
         changes: list[str] = []
+        whole = True  # every line ended with its newline
         for raw in self._lines:
+            whole = whole and raw.endswith(b"\n")
             line = raw.decode("utf-8", "surrogateescape").rstrip("\n")
             if line.startswith(":"):
                 changes.append(line)
@@ -183,13 +185,18 @@ class ListedFiles:
                 break
         if current is None:
             return None
-        if len(changes) != 1:
+        if self._ahead is None and not self._ended_well():
+            whole = False  # the last record of a git that failed may be cut short
+        if len(changes) != 1 or not whole:
             return current, None
         meta, _, path = changes[0].partition("\t")
         fields = meta.split()
         if len(fields) != 5 or fields[4] != "A" or path.startswith('"'):
             return current, None  # a quoted path: read it the long way
         return current, (path, fields[3])
+
+    def _ended_well(self) -> bool:
+        return self._proc is not None and self._proc.wait() == 0
 
     def close(self) -> None:
         if self._proc is not None:

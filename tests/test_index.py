@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from gitrelay.cli import main as cli_main
 from gitrelay.client import RelayClient
 from gitrelay.errors import RelayError
 from gitrelay.inbox import InboxItem, InboxPage, check_inbox
-from gitrelay.index import INDEX_FILE, index_for, item_id_for
+from gitrelay.index import INDEX_FILE, ListedFiles, index_for, item_id_for
 
 ALL = ["pending", "accepted", "completed", "cancelled"]
 
@@ -116,6 +118,39 @@ def test_a_long_history_listed_by_git_log_builds_the_same_index(people, monkeypa
     index_for(alice.mirror).rebuild()
     assert listings[-1].hits >= 10, listings[-1].hits  # most commits came from git log
     assert table_rows(alice) == one_by_one
+
+
+def _listing(text: str, status: int) -> subprocess.Popen[bytes]:
+    """A process that writes ``text`` as git log's listing would, then exits ``status``."""
+    return subprocess.Popen([sys.executable, "-c",
+                             f"import sys; sys.stdout.write({text!r}); sys.exit({status})"],
+                            stdout=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("status", [0, 1])
+def test_a_listing_cut_short_is_not_trusted(status):
+    """The record git was writing when it stopped (a line without its newline, or the
+    last one of a git that failed) is read the long way; the finished ones count."""
+    a, b, c = "a" * 40, "b" * 40, "c" * 40
+    raw = ":000000 100644 " + "0" * 40 + " {blob} A\tthreads/A/B/{name}"
+    text = (f"{a}\n\n{raw.format(blob='1' * 40, name='handoff.json')}\n"
+            f"{b}\n\n{raw.format(blob='2' * 40, name='accept.json')}\n"
+            f"{c}\n\n{raw.format(blob='3' * 40, name='complete.js')}")
+    listed = ListedFiles(_listing(text, status), {a, b, c})
+    try:
+        assert listed.get(a) == ("threads/A/B/handoff.json", "1" * 40)
+        assert listed.get(b) == ("threads/A/B/accept.json", "2" * 40)
+        assert listed.get(c) is None  # cut short: no newline
+    finally:
+        listed.close()
+    whole = ListedFiles(_listing(text + "on\n", status), {a, b, c})
+    try:
+        assert whole.get(a) is not None and whole.get(b) is not None
+        expected = ("threads/A/B/complete.json", "3" * 40) if status == 0 else None
+        assert whole.get(c) == expected  # a git that failed: its last record is not trusted
+    finally:
+        whole.close()
+    assert whole.hits == (3 if status == 0 else 2)
 
 
 def test_deleting_the_index_mid_session_changes_no_answer(people):
