@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 import anyio.to_thread
+import pydantic_core
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import (
     ResourceError,
@@ -39,7 +40,7 @@ from mcp.server.mcpserver.exceptions import (
 )
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.server.stdio import stdio_server
-from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from . import inbox, layout
@@ -207,7 +208,27 @@ class _TextAsSent(FuncMetadata):
         return parsed
 
 
-class _ToolCalls(_TextAsSent):
+class _CompactText(_TextAsSent):
+    """A result's text content as compact JSON instead of the SDK's indented dump.
+
+    Agents read the text content (and pay for it in tokens); indentation is a
+    seventh of a 50-item inbox page. A result of exactly the declared output
+    model was validated when it was built, so it is dumped once for both; any
+    other result goes the SDK's way.
+    """
+
+    def convert_result(self, result: Any) -> CallToolResult | InputRequiredResult:
+        model = self.output_model
+        if model is None or self.output_schema is None or self.wrap_output \
+                or type(result) is not model:
+            return super().convert_result(result)
+        structured = result.model_dump(mode="json", by_alias=True)
+        text = pydantic_core.to_json(structured).decode()
+        return CallToolResult(content=[TextContent(type="text", text=text)],
+                              structured_content=structured)
+
+
+class _ToolCalls(_CompactText):
     """Calls a tool's body on the event loop when it cannot wait on anything slow.
 
     The SDK runs every synchronous tool on a worker thread; the hop there and

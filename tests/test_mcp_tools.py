@@ -161,6 +161,9 @@ async def ok(client: Client, tool: str, args: dict[str, Any] | None = None) -> d
     assert not result.is_error, text
     content: dict[str, Any] | None = result.structured_content
     assert content is not None
+    # The text content is the same object, as compact JSON on one line.
+    assert len(result.content) == 1 and "\n" not in text, text[:200]
+    assert json.loads(text) == content
     return content
 
 
