@@ -491,6 +491,96 @@ def _cmd_teammates(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_trust(args: argparse.Namespace) -> int:
+    from . import trustedit
+
+    path = _trust_path(args)
+    if args.action == "show":
+        if args.teammate:
+            raise InvalidArgument("`gitrelay trust` lists everyone; give a handle only with "
+                                  "add, block or remove", field="HANDLE")
+        return _show_trust(args, path)
+    if not args.teammate:
+        raise InvalidArgument(f"`gitrelay trust {args.action}` needs a handle, e.g. "
+                              f"`gitrelay trust {args.action} alice@acme`", field="HANDLE")
+    if args.action != "add" and (args.auto_read is not None or args.auto_test is not None
+                                 or args.write or args.approve):
+        raise InvalidArgument("--auto-read, --auto-test, --write and --approve go with "
+                              "`gitrelay trust add`", field=args.action)
+    if args.action == "add":
+        edit = trustedit.trust(path, args.teammate, auto_read=args.auto_read,
+                               auto_test=args.auto_test, write_paths=args.write,
+                               approve=args.approve)
+    elif args.action == "block":
+        edit = trustedit.block(path, args.teammate)
+    else:
+        edit = trustedit.forget(path, args.teammate)
+    if not edit.changed:
+        print(f"{edit.path}: {edit.done}")
+        return EXIT_OK
+    print(f"{'created' if edit.created else 'updated'} {edit.path}: {edit.done}")
+    if edit.backup is not None:
+        _note(f"the file had comments, which a rewrite cannot keep: the previous file is "
+              f"{edit.backup}")
+    if args.action == "add":
+        _unregistered_note(args, args.teammate)
+    return EXIT_OK
+
+
+def _unregistered_note(args: argparse.Namespace, handle: str) -> None:
+    """Say so when a handle just trusted is not (yet) registered on your relay: a typo
+    would otherwise trust nobody, silently."""
+    try:
+        client = _client(args, fetch=False)
+        known = client.teammate(handle) is not None
+    except RelayError:
+        return
+    if not known:
+        _note(f"{handle} is not registered on {client.relay_url} (yet); `gitrelay teammates` "
+              "lists who is")
+
+
+def _show_trust(args: argparse.Namespace, path: Path) -> int:
+    from .render import table
+    from .trust import evaluate, load_trust
+
+    rules = load_trust(path)
+    client = _client(args)
+    people = [str(p["handle"]) for p in client.teammates()]
+    _stale_note(client)
+    registered = {h.casefold() for h in people}
+    others = [h for h in [*rules.teammates, *rules.blocked] if h.casefold() not in registered]
+    rows, out = [], []
+    for handle in [*people, *dict.fromkeys(others)]:
+        if handle.casefold() == client.handle.casefold():
+            continue
+        decision = evaluate(rules, handle)
+        o = decision.overlay
+        out.append({"handle": handle, "registered": handle.casefold() in registered,
+                    "allowed": decision.allowed, "reason": decision.reason,
+                    "trust_overlay": o.model_dump()})
+        note = "" if handle.casefold() in registered else " (not registered)"
+        if not decision.allowed:
+            rows.append([handle + note, decision.reason.replace("_", " "), "", "", "", ""])
+            continue
+        rows.append([handle + note, decision.reason.replace("_", " "),
+                     "yes" if o.auto_read else "no", "yes" if o.auto_test else "no",
+                     ", ".join(o.auto_write_paths) or "-", ", ".join(o.require_approval) or "-"])
+    if args.json:
+        _json({"trust_file": str(path), "source": rules.source,
+               "unknown_teammates": rules.unknown_teammates.policy, "teammates": out})
+        return EXIT_OK
+    policy = rules.unknown_teammates.policy
+    print(f"trust file         {rules.source}")
+    print(f"unknown teammates  {policy} (" + ("their work is refused)" if policy == "reject"
+                                              else "accepted with the defaults)"))
+    if rows:
+        print()
+        print(table(["HANDLE", "TRUST", "AUTO_READ", "AUTO_TEST", "WRITE PATHS",
+                     "NEEDS APPROVAL"], rows, max_widths={4: 40}))
+    return EXIT_OK
+
+
 def _cmd_whoami(args: argparse.Namespace) -> int:
     from .config import config_path, load_user_config
     from .render import one_line
@@ -597,9 +687,12 @@ def _cmd_accept(args: argparse.Namespace) -> int:
         decision = evaluate(load_trust(_trust_path(args)), view.sender)
         if not decision.allowed:
             cls = TeammateBlocked if decision.reason == "blocked" else Forbidden
+            fix = (f"`gitrelay trust remove {view.sender}` unblocks them"
+                   if decision.reason == "blocked" else
+                   f"`gitrelay trust add {view.sender}` trusts them")
             raise cls(f"not accepting thread {tid}: {decision.message}.",
-                      hint="Nothing was changed. Edit your trust file (docs/trust.md) "
-                           "if this is wrong.", thread_id=tid, sender=view.sender)
+                      hint=f"Nothing was changed. If this is wrong, {fix} (docs/trust.md).",
+                      thread_id=tid, sender=view.sender)
     session = args.session or f"cli-{uuid.uuid4().hex[:12]}"
     result = client.accept(tid, session_id=session)
     if args.json:
@@ -1077,6 +1170,26 @@ def build_parser() -> argparse.ArgumentParser:
     add("whoami", _cmd_whoami, "who you are, on which relay, with which files",
         "gitrelay whoami", json_flag=True).add_argument(
         "--trust", help="report this trust file instead of the default")
+
+    p = add("trust", _cmd_trust, "whose work your agent accepts: list your trust file's "
+            "judgement of each teammate, or trust, block or remove one",
+            "gitrelay trust\ngitrelay trust add alice@acme --auto-test --write docs/\n"
+            "gitrelay trust block mallory@external", json_flag=True)
+    p.add_argument("action", nargs="?", default="show", choices=["show", "add", "block",
+                                                                  "remove"])
+    p.add_argument("teammate", nargs="?", metavar="HANDLE", help="the teammate, e.g. alice@acme")
+    p.add_argument("--trust", help="trust file (default: $GITRELAY_TRUST or "
+                                   "~/.agentrelay/trust.yaml)")
+    p.add_argument("--auto-read", action=argparse.BooleanOptionalAction,
+                   help="your agent may read their work without asking (add)")
+    p.add_argument("--auto-test", action=argparse.BooleanOptionalAction,
+                   help="your agent may run their test commands without asking (add)")
+    p.add_argument("--write", action="append", metavar="PATH",
+                   help="a path your agent may write without asking, 'dir/' or 'dir/file'; "
+                        "repeatable, replaces the entry's list (add)")
+    p.add_argument("--approve", action="append", metavar="TOOL",
+                   help="a tool that always needs your approval, e.g. Bash; repeatable, "
+                        "replaces the entry's list (add)")
 
     # writing
     p = add("send", _cmd_send, "hand work to a teammate (handoff_to_teammate)",

@@ -774,8 +774,9 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         if not decision.allowed:
             raise Forbidden(f"{view.sender} is not listed in your trust file ({rules.source}) "
                             f"and unknown teammates are rejected; thread {tid} was not accepted",
-                            hint="Ask your user to list them under 'teammates:' in the trust "
-                                 "file if they trust this sender. Nothing was changed.",
+                            hint="Nothing was changed. If your user trusts this sender, "
+                                 f"they can run `gitrelay trust add {view.sender}` (or list "
+                                 "them under 'teammates:' in the trust file).",
                             thread_id=tid, sender=view.sender)
         with _written_from_arguments():
             result = state.client.accept(tid, session_id=session_id or state.session_id,

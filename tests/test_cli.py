@@ -431,6 +431,52 @@ def test_accept_refuses_an_unknown_sender_under_the_reject_policy(people):
     assert bob("accept", IDS["04-ci-typecheck"][:4]).code == 0
 
 
+def test_a_refused_sender_is_trusted_with_the_command_the_error_names(people):
+    """As a new user would: accept is refused, the error names `gitrelay trust add`, and
+    after running it the same accept goes through."""
+    bob = people["bob"]
+    bob.trust.unlink()
+    tid = IDS["04-ci-typecheck"]  # alice → bob
+    run = bob("accept", tid[:4])
+    one_error_line(run, "forbidden", -32002)
+    assert "`gitrelay trust add alice@acme` trusts them" in run.err
+    added = bob("trust", "add", "alice@acme", "--auto-test")
+    assert added.code == 0 and added.out.startswith(f"created {bob.trust}: trusted alice@acme")
+    assert added.err == ""  # alice is registered: no warning
+    listed = bob("trust", "--json").json
+    assert isinstance(listed, dict)
+    rows = {r["handle"]: r for r in listed["teammates"]}
+    assert rows["alice@acme"]["reason"] == "listed"
+    assert rows["alice@acme"]["trust_overlay"]["auto_test"] is True
+    assert rows["carol@acme"]["reason"] == "unknown_rejected" and "bob@acme" not in rows
+    assert bob("accept", tid[:4]).code == 0
+
+
+def test_trust_lists_each_teammate_and_edits_say_what_changed(people):
+    bob = people["bob"]  # alice listed, carol blocked (example-repo/trust.yaml, commented)
+    shown = bob("trust")
+    assert shown.code == 0, shown.err
+    lines = shown.out.splitlines()
+    assert lines[0] == f"trust file         {bob.trust}"
+    assert lines[1] == "unknown teammates  reject (their work is refused)"
+    alice = next(ln for ln in lines if ln.startswith("alice@acme"))
+    assert alice.split()[1:4] == ["listed", "yes", "yes"] and "web/src/api/, docs/" in alice
+    assert next(ln for ln in lines if ln.startswith("carol@acme")).split()[1] == "blocked"
+    typo = bob("trust", "add", "alcie@acme")
+    assert typo.code == 0
+    assert "the file had comments" in typo.err and f"{bob.trust}.bak" in typo.err
+    assert "alcie@acme is not registered" in typo.err
+    assert "alcie@acme (not registered)  listed" in bob("trust").out
+    assert bob("trust", "remove", "alcie@acme").out.endswith(
+        "removed alcie@acme: their work is refused (unknown teammates are rejected)\n")
+    again = bob("trust", "block", "carol@acme")
+    assert again.code == 0 and "already blocked; nothing changed" in again.out
+    for bad in (("trust", "add"), ("trust", "show", "alice@acme"),
+                ("trust", "block", "dave@acme", "--auto-test")):
+        run = bob(*bad)
+        one_error_line(run, "invalid_argument", -32602)
+
+
 # --- terminal safety ---------------------------------------------------------------------
 
 
