@@ -976,7 +976,8 @@ def _doctor_checks(args: argparse.Namespace) -> list[_Check]:
         else:
             checks.append(_Check("trust", "note", f"no {trust_path}: the strict defaults apply, "
                                  "so nobody's handoffs are accepted until you list them",
-                                 f"create {trust_path} listing your teammates (docs/trust.md)"))
+                                 "list each teammate you trust with `gitrelay trust add "
+                                 "HANDLE` (docs/trust.md)"))
 
     if client is not None and client.mirror.main() is not None:
         try:

@@ -569,7 +569,7 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
 
     commands = ["init", "join", "verify", "mcp", "demo", "inbox", "show", "log", "teammates",
                 "whoami", "send", "reply", "accept", "complete", "cancel", "archive", "status",
-                "doctor", "reindex"]
+                "doctor", "reindex", "trust"]
     # Each with its required arguments, so that the unknown option is the one problem.
     required = {"init": ["{base}/new-relay.git"], "join": ["{relay}", "--as", "dave@acme",
                                                            "--name", "Dave", "--role", "qa"],
@@ -671,6 +671,16 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
         mentions="/nonexistent/relay.git")
     add("join-missing-relay", "join", "/nonexistent/relay.git", "--as", "dave@acme", "--name",
         "Dave", "--role", "qa", expect="relay_unavailable", mentions="not appear to be a git")
+    add("trust-unknown-action", "trust", "allow", "dave@acme", mentions="allow")
+    add("trust-add-no-handle", "trust", "add", mentions="handle")
+    add("trust-add-bad-handle", "trust", "add", "not a handle", mentions="not a handle")
+    add("trust-add-bad-write", "trust", "add", "dave@acme", "--write", "../etc/",
+        mentions="--write")
+    add("trust-show-with-handle", "trust", "show", "dave@acme", mentions="handle")
+    add("trust-block-with-add-flags", "trust", "block", "dave@acme", "--auto-test",
+        mentions="--auto-test")
+    add("trust-invalid-file", "trust", "add", "dave@acme", "--trust", "{base}/bad-trust.yaml",
+        expect="config_error", mentions="bad-trust.yaml")
     add("as-bad-handle", "inbox", "--as", "not a handle", mentions="not a handle")
     # A relay never reached: the error, and no empty mirror left in the home.
     add("inbox-missing-relay", "inbox", "--relay", "/nonexistent/relay.git",
@@ -679,6 +689,7 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
 
 
 CLI_CASES = _cli_cases()
+BAD_TRUST = "version: 1\nteammates: [dave@acme]\n"  # what trust-invalid-file edits
 
 
 def home_snapshot(home: Path) -> dict[str, Any]:
@@ -708,6 +719,9 @@ def run_cli(bench: Bench, case: CliCase, root: Path, name: str) -> str | None:
     env = dict(os.environ, GITRELAY_HOME=str(home), GITRELAY_TRUST=str(bench.trust_path))
     env.pop("GITRELAY_DEBUG", None)
     before = home_snapshot(home)
+    trust_before = bench.trust_path.read_bytes()
+    bad_trust = root / name / "bad-trust.yaml"
+    bad_trust.write_text(BAD_TRUST)
     proc = subprocess.run([sys.executable, "-m", "gitrelay", *argv], env=env,
                           input=case.stdin, capture_output=True, text=True, timeout=120,
                           cwd=cwd)
@@ -725,6 +739,8 @@ def run_cli(bench: Bench, case: CliCase, root: Path, name: str) -> str | None:
         return f"wrote to stdout: {proc.stdout[:200]!r}"
     if home_snapshot(home) != before:
         return "wrote to the teammate's home"
+    if bench.trust_path.read_bytes() != trust_before or bad_trust.read_text() != BAD_TRUST:
+        return "changed a trust file"
     if list(cwd.iterdir()):
         return f"left files in the working directory: {list(cwd.iterdir())}"
     return None
