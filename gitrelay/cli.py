@@ -674,6 +674,23 @@ def _cmd_reply(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_draft(args: argparse.Namespace) -> int:
+    diff = _read_file(args.diff, "DIFF")
+    if not diff.strip():
+        raise InvalidArgument("DIFF must not be empty", field="DIFF")
+    note = _text_arg(args.note, "--note") if args.note is not None \
+        else "Drafted a diff for the proposed action."
+    client = _client(args, writes="queue" if args.queue else "wait")
+    result = client.draft_proposed_action(_resolve(client, args.thread), diff, note)
+    if args.json:
+        _json(_write_json(result, sequence_no=result.doc.get("sequence_no"),
+                          message_id=result.doc.get("id")))
+        return EXIT_OK
+    print(f"draft #{result.doc['sequence_no']} on {result.thread_id}, for "
+          f"the sender to review (never applied): {_delivery_text(result)}")
+    return EXIT_OK
+
+
 def _cmd_accept(args: argparse.Namespace) -> int:
     import uuid
 
@@ -1214,6 +1231,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("thread")
     p.add_argument("text", help="the message (- reads stdin)")
     p.add_argument("--payload", metavar="JSON", help="a structured attachment (JSON object)")
+    p = add("draft", _cmd_draft, "post a diff you drafted for a proposed action that came "
+            "without one (draft_proposed_action); it is never applied",
+            "git diff | gitrelay draft G5N -\ngitrelay draft G5N fix.patch --note \"Smaller "
+            "than it looks\"", json_flag=True, write=True)
+    p.add_argument("thread")
+    p.add_argument("diff", metavar="DIFF", help="the unified diff: a file, or - for stdin")
+    p.add_argument("--note", help="a short note for the sender (- reads stdin)")
     p = add("accept", _cmd_accept, "accept a handoff sent to you, after your trust rules",
             "gitrelay accept F7F", json_flag=True, write=True)
     p.add_argument("thread")
@@ -1261,7 +1285,8 @@ def build_parser() -> argparse.ArgumentParser:
 _COMMAND_OF_TOOL = {"list_teammates": "teammates", "check_inbox": "inbox",
                     "view_thread": "show", "handoff_to_teammate": "send",
                     "accept_handoff": "accept", "send_message": "reply",
-                    "complete_handoff": "complete", "cancel_handoff": "cancel"}
+                    "complete_handoff": "complete", "cancel_handoff": "cancel",
+                    "draft_proposed_action": "draft"}
 _TOOL_NAME = re.compile(r"\b(?:" + "|".join(_COMMAND_OF_TOOL) + r")\b")
 
 

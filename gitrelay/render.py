@@ -269,6 +269,10 @@ def _next_step(view: ThreadView, mine: bool, acceptable: bool) -> str:
             return (f"nothing until your trust file lets you accept from {view.sender} "
                     f"(`gitrelay reply {sid} TEXT` answers without accepting)")
         return f"`gitrelay accept {sid}` or `gitrelay reply {sid} TEXT`"
+    action = view.handoff.get("proposed_action") or {}
+    if view.handoff.get("intent") == "propose_action" and not action.get("suggested_diff"):
+        return (f"`gitrelay draft {sid} DIFF` (a diff for the sender to review), "
+                f"`gitrelay reply {sid} TEXT` or `gitrelay complete {sid} --summary TEXT`")
     return f"`gitrelay reply {sid} TEXT` or `gitrelay complete {sid} --summary TEXT`"
 
 

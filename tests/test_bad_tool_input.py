@@ -569,12 +569,13 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
 
     commands = ["init", "join", "verify", "mcp", "demo", "inbox", "show", "log", "teammates",
                 "whoami", "send", "reply", "accept", "complete", "cancel", "archive", "status",
-                "doctor", "reindex", "trust"]
+                "doctor", "reindex", "trust", "draft"]
     # Each with its required arguments, so that the unknown option is the one problem.
     required = {"init": ["{base}/new-relay.git"], "join": ["{relay}", "--as", "dave@acme",
                                                            "--name", "Dave", "--role", "qa"],
                 "show": ["{pending}"], "send": [BOB, "--intent", "inform", "--summary", "x"],
                 "reply": ["{pending}", "hello"], "accept": ["{pending}"],
+                "draft": ["{pending}", "-"],
                 "complete": ["{accepted}", "--summary", "done"], "cancel": ["{pending}"]}
     for command in commands:
         add(f"{command}-unknown-option", command, *required.get(command, []), "--bogus",
@@ -671,6 +672,14 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
         mentions="/nonexistent/relay.git")
     add("join-missing-relay", "join", "/nonexistent/relay.git", "--as", "dave@acme", "--name",
         "Dave", "--role", "qa", expect="relay_unavailable", mentions="not appear to be a git")
+    add("draft-no-diff", "draft", "{pending}", mentions="DIFF")
+    add("draft-missing-file", "draft", "{pending}", "/nonexistent/fix.patch", who=BOB,
+        mentions="/nonexistent/fix.patch")
+    add("draft-empty-diff", "draft", "{pending}", "-", who=BOB, mentions="DIFF")
+    add("draft-on-inform", "draft", "{pending}", "-", who=BOB, stdin="--- a/x\n+++ b/x\n",
+        expect="invalid_intent_payload", mentions="propose_action")
+    add("draft-by-the-sender", "draft", "{proposal}", "-", stdin="--- a/x\n+++ b/x\n",
+        expect="forbidden", mentions="recipient")
     add("trust-unknown-action", "trust", "allow", "dave@acme", mentions="allow")
     add("trust-add-no-handle", "trust", "add", mentions="handle")
     add("trust-add-bad-handle", "trust", "add", "not a handle", mentions="not a handle")

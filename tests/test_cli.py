@@ -405,6 +405,36 @@ def test_resending_with_the_same_key_never_makes_a_second_thread(people, acme):
     one_error_line(changed, "duplicate_idempotency_key", -32011)
 
 
+def test_a_proposed_action_without_a_diff_gets_a_draft_from_the_command_line(people, tmp_path):
+    """As a new user would: Bob reads a proposal that came without a diff, the next step
+    names `gitrelay draft`, he pipes his diff in, and Alice sees it to review."""
+    alice, bob = people["alice"], people["bob"]
+    action = tmp_path / "action.json"
+    action.write_text(json.dumps({"description": "Debounce the search box at 300 ms",
+                                  "target_files": ["web/src/search.ts"],
+                                  "rationale": "GET /search runs on every keystroke"}))
+    sent = alice("send", "bob@acme", "--intent", "propose_action", "--summary", "Debounce",
+                 "--proposed-action-file", str(action), "--json")
+    assert sent.code == 0, sent.err
+    tid = sent.json["thread_id"]  # type: ignore[index]
+    assert bob("accept", tid[:6]).code == 0
+    assert f"`gitrelay draft {tid[:10]} DIFF`" in bob("show", tid[:6]).out
+    diff = "--- a/web/src/search.ts\n+++ b/web/src/search.ts\n@@ -1 +1 @@\n-x\n+y\n"
+    drafted = bob("draft", tid[:6], "-", "--note", "300 ms as proposed", stdin=diff)
+    assert drafted.code == 0, drafted.err
+    assert drafted.out.startswith(f"draft #1 on {tid}, for the sender to review")
+    view = alice("show", tid, "--json").json
+    assert isinstance(view, dict)
+    (msg,) = view["messages"]
+    assert msg["type"] == "draft" and msg["suggested_diff"] == diff
+    assert msg["body"] == "300 ms as proposed"
+    kinds = [i["kind"] for i in alice("inbox", "--json").json["items"]  # type: ignore[index]
+             if i["thread_id"] == tid]
+    assert "proposal_review" in kinds
+    one_error_line(bob("draft", tid[:6], "-", stdin=""), "invalid_argument", -32602)
+    one_error_line(alice("draft", tid[:6], "-", stdin=diff), "forbidden", -32002)
+
+
 # --- trust at accept --------------------------------------------------------------------
 
 
