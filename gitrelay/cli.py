@@ -542,34 +542,26 @@ def _unregistered_note(args: argparse.Namespace, handle: str) -> None:
 
 def _show_trust(args: argparse.Namespace, path: Path) -> int:
     from .render import table
-    from .trust import evaluate, load_trust
+    from .trust import load_trust
+    from .trustedit import judge_all
 
     rules = load_trust(path)
     client = _client(args)
-    people = [str(p["handle"]) for p in client.teammates()]
+    judged = judge_all(rules, [str(p["handle"]) for p in client.teammates()], client.handle)
     _stale_note(client)
-    registered = {h.casefold() for h in people}
-    others = [h for h in [*rules.teammates, *rules.blocked] if h.casefold() not in registered]
-    rows, out = [], []
-    for handle in [*people, *dict.fromkeys(others)]:
-        if handle.casefold() == client.handle.casefold():
-            continue
-        decision = evaluate(rules, handle)
-        o = decision.overlay
-        out.append({"handle": handle, "registered": handle.casefold() in registered,
-                    "allowed": decision.allowed, "reason": decision.reason,
-                    "trust_overlay": o.model_dump()})
-        note = "" if handle.casefold() in registered else " (not registered)"
-        if not decision.allowed:
-            rows.append([handle + note, decision.reason.replace("_", " "), "", "", "", ""])
-            continue
-        rows.append([handle + note, decision.reason.replace("_", " "),
-                     "yes" if o.auto_read else "no", "yes" if o.auto_test else "no",
-                     ", ".join(o.auto_write_paths) or "-", ", ".join(o.require_approval) or "-"])
     if args.json:
         _json({"trust_file": str(path), "source": rules.source,
-               "unknown_teammates": rules.unknown_teammates.policy, "teammates": out})
+               "unknown_teammates": rules.unknown_teammates.policy, "teammates": judged})
         return EXIT_OK
+    rows = []
+    for j in judged:
+        o = j["trust_overlay"]
+        row = [j["handle"] + ("" if j["registered"] else " (not registered)"),
+               j["reason"].replace("_", " ")]
+        rows.append(row + (["yes" if o["auto_read"] else "no", "yes" if o["auto_test"] else "no",
+                            ", ".join(o["auto_write_paths"]) or "-",
+                            ", ".join(o["require_approval"]) or "-"]
+                           if j["allowed"] else ["", "", "", ""]))
     policy = rules.unknown_teammates.policy
     print(f"trust file         {rules.source}")
     print(f"unknown teammates  {policy} (" + ("their work is refused)" if policy == "reject"

@@ -25,9 +25,16 @@ import yaml
 
 from .errors import InvalidArgument
 from .ids import check_handle
-from .trust import TeammateTrust, TrustRules, load_trust, normalize_handle, normalize_repo_path
+from .trust import (
+    TeammateTrust,
+    TrustRules,
+    evaluate,
+    load_trust,
+    normalize_handle,
+    normalize_repo_path,
+)
 
-__all__ = ["TrustEdit", "block", "forget", "render_rules", "trust"]
+__all__ = ["TrustEdit", "block", "forget", "judge_all", "render_rules", "trust"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,23 @@ def forget(path: Path, handle: str) -> TrustEdit:
     after = ("their work is refused (unknown teammates are rejected)" if policy == "reject"
              else "their work is accepted with the defaults (allow_with_default_trust)")
     return _write(path, data, existed, f"removed {key or handle}: {after}")
+
+
+def judge_all(rules: TrustRules, registered: list[str], me: str) -> list[dict[str, Any]]:
+    """How ``rules`` judge each registered teammate but ``me``, then each handle the file
+    names that nobody registered: ``handle``, ``registered``, ``allowed``, ``reason``
+    and ``trust_overlay``, as accept_handoff would decide."""
+    known = {normalize_handle(h) for h in registered}
+    named = [h for h in [*rules.teammates, *rules.blocked] if normalize_handle(h) not in known]
+    out = []
+    for handle in [*registered, *dict.fromkeys(named)]:
+        if normalize_handle(handle) == normalize_handle(me):
+            continue
+        decision = evaluate(rules, handle)
+        out.append({"handle": handle, "registered": normalize_handle(handle) in known,
+                    "allowed": decision.allowed, "reason": decision.reason,
+                    "trust_overlay": decision.overlay.model_dump()})
+    return out
 
 
 def render_rules(data: dict[str, Any]) -> str:

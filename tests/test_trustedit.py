@@ -126,3 +126,17 @@ def test_the_rewrite_keeps_a_file_mode_the_person_chose(tmp_path: Path):
     path.chmod(0o600)
     trust(path, "alice@acme")
     assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_everyone_is_judged_as_accept_would_judge_them(tmp_path: Path):
+    from gitrelay.trustedit import judge_all
+
+    path = tmp_path / "trust.yaml"
+    path.write_text(COMMENTED)
+    judged = judge_all(load_trust(path), ["alice@acme", "bob@acme", "dave@acme"], "BOB@acme")
+    assert [(j["handle"], j["registered"], j["allowed"], j["reason"]) for j in judged] == [
+        ("alice@acme", True, True, "listed"),
+        ("dave@acme", True, False, "unknown_rejected"),
+        ("carol@acme", False, False, "blocked"),  # named by the file, registered by nobody
+    ]
+    assert judged[0]["trust_overlay"]["auto_test"] is True
