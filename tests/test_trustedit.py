@@ -140,3 +140,19 @@ def test_everyone_is_judged_as_accept_would_judge_them(tmp_path: Path):
         ("carol@acme", False, False, "blocked"),  # named by the file, registered by nobody
     ]
     assert judged[0]["trust_overlay"]["auto_test"] is True
+
+
+def test_a_running_server_sees_each_edit_at_once(tmp_path: Path):
+    """The MCP server reads trust through a TrustStore; an edit replaces the file, and
+    the very next decision already follows it (no restart, no waiting for an event)."""
+    from gitrelay.trust import TrustStore
+
+    path = tmp_path / "trust.yaml"
+    with TrustStore(path) as store:
+        assert store.decide("alice@acme").reason == "unknown_rejected"
+        trust(path, "alice@acme")
+        assert store.decide("alice@acme").reason == "listed"
+        block(path, "alice@acme")
+        assert store.decide("alice@acme").reason == "blocked"
+        forget(path, "alice@acme")
+        assert store.decide("alice@acme").reason == "unknown_rejected"
