@@ -15,8 +15,10 @@ Only people run these: the MCP server offers no tool that changes trust.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ import yaml
 
 from .errors import InvalidArgument
 from .ids import check_handle
+from .locks import FileMutex
 from .trust import (
     TeammateTrust,
     TrustRules,
@@ -48,6 +51,18 @@ class TrustEdit:
     changed: bool = True
 
 
+def _one_at_a_time(edit: Callable[..., TrustEdit]) -> Callable[..., TrustEdit]:
+    """Edits of one file take turns (a lock file beside it), so that two at once
+    cannot each read the file and the later write drop the other's change."""
+    @functools.wraps(edit)
+    def locked(path: Path, *args: Any, **kwargs: Any) -> TrustEdit:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileMutex(path.with_name(f".{path.name}.lock")):
+            return edit(path, *args, **kwargs)
+    return locked
+
+
+@_one_at_a_time
 def trust(path: Path, handle: str, *, auto_read: bool | None = None,
           auto_test: bool | None = None, write_paths: list[str] | None = None,
           approve: list[str] | None = None) -> TrustEdit:
@@ -81,6 +96,7 @@ def trust(path: Path, handle: str, *, auto_read: bool | None = None,
     return _write(path, data, existed, done)
 
 
+@_one_at_a_time
 def block(path: Path, handle: str) -> TrustEdit:
     """Add ``handle`` to ``blocked`` (and drop its ``teammates`` entry): its work is refused."""
     handle = check_handle(handle)
@@ -99,6 +115,7 @@ def block(path: Path, handle: str) -> TrustEdit:
     return _write(path, data, existed, done)
 
 
+@_one_at_a_time
 def forget(path: Path, handle: str) -> TrustEdit:
     """Remove ``handle`` from ``teammates`` and ``blocked``: the unknown policy applies."""
     handle = check_handle(handle)

@@ -26,6 +26,11 @@ defaults: {auto_read: true, auto_test: false, auto_write_paths: [], require_appr
 """
 
 
+def files(directory: Path) -> list[str]:
+    """The directory's files but the edits' lock file."""
+    return sorted(p.name for p in directory.iterdir() if p.name != ".trust.yaml.lock")
+
+
 def test_trusting_someone_creates_a_missing_file_with_the_strict_defaults(tmp_path: Path):
     path = tmp_path / ".agentrelay" / "trust.yaml"
     edit = trust(path, "alice@acme")
@@ -35,7 +40,7 @@ def test_trusting_someone_creates_a_missing_file_with_the_strict_defaults(tmp_pa
     assert evaluate(rules, "dave@acme").reason == "unknown_rejected"
     assert rules.defaults.require_approval == ["Edit", "Write", "Bash"]
     assert "alice@acme" in edit.done and "auto_test false" in edit.done
-    assert [p.name for p in path.parent.iterdir()] == ["trust.yaml"]  # no temporary left
+    assert files(path.parent) == ["trust.yaml"]  # no temporary left
 
 
 def test_changing_an_entry_keeps_its_other_fields_and_its_spelling(tmp_path: Path):
@@ -105,7 +110,7 @@ def test_an_invalid_file_is_refused_and_left_as_it_is(tmp_path: Path, text: str)
     with pytest.raises(ConfigError):
         trust(path, "alice@acme")
     assert path.read_text() == text
-    assert [p.name for p in tmp_path.iterdir()] == ["trust.yaml"]
+    assert files(tmp_path) == ["trust.yaml"]
 
 
 def test_bad_arguments_are_refused_before_anything_is_written(tmp_path: Path):
@@ -156,3 +161,15 @@ def test_a_running_server_sees_each_edit_at_once(tmp_path: Path):
         assert store.decide("alice@acme").reason == "blocked"
         forget(path, "alice@acme")
         assert store.decide("alice@acme").reason == "unknown_rejected"
+
+
+def test_edits_at_the_same_time_all_land(tmp_path: Path):
+    """Two scripts trusting teammates at once: each edit reads the file the other just
+    wrote, so none is lost."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "trust.yaml"
+    handles = [f"dev{i}@acme" for i in range(24)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda h: trust(path, h), handles))
+    assert sorted(load_trust(path).teammates) == sorted(handles)
