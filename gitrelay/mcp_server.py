@@ -40,10 +40,17 @@ from mcp.server.mcpserver.exceptions import (
 )
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.server.stdio import stdio_server
-from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    CallToolResult,
+    GetPromptResult,
+    InputRequiredResult,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import Field, ValidationError
 
-from . import inbox, layout
+from . import inbox, layout, prompts
 from .admin import ensure_default_relay, join
 from .client import DELIVERED, RelayClient, ThreadView, WriteResult
 from .config import default_relay_path, load_user_config
@@ -305,6 +312,27 @@ class RelayMCPServer(MCPServer["ServerState"]):
                 return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             raise ToolError(_error_text(name, exc)) from None
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
+                         context: Context[ServerState, Any] | None = None
+                         ) -> GetPromptResult | InputRequiredResult:
+        """The SDK's, but a wrong name or argument is an invalid-params error that says
+        which, not an internal error."""
+        prompt = self._prompt_manager.get_prompt(name)
+        if prompt is None:
+            known = ", ".join(p.name for p in self._prompt_manager.list_prompts())
+            raise MCPError(INVALID_PARAMS, f"invalid_argument ({INVALID_PARAMS}): no prompt "
+                                           f"named {name!r}; the prompts are {known}")
+        given = set(arguments or {})
+        wanted = {a.name: a.required for a in prompt.arguments or []}
+        missing = sorted(a for a, required in wanted.items() if required and a not in given)
+        unknown = sorted(given - set(wanted))
+        if missing or unknown:
+            problem = "; ".join([*(f"{a}: required" for a in missing),
+                                 *(f"{a}: not an argument of this prompt" for a in unknown)])
+            raise MCPError(INVALID_PARAMS, f"invalid_argument ({INVALID_PARAMS}): invalid "
+                                           f"arguments for prompt {name}: {problem}")
+        return await super().get_prompt(name, arguments, context)
 
     # Set while serving on pipes: runs a callable once the answers so far are written.
     # Other transports (the SDK's stdio, an in-process client) run it on the event
@@ -895,6 +923,21 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
                 tid, suggested_diff, note or "Drafted a diff for the proposed action.",
                 mode=delivery)
         return _message_answer(state.client, tid, result, "draft")
+
+    @server.prompt(name="check_in", title="Check your gitrelay inbox",
+                   description=prompts.CHECK_IN_DESCRIPTION)
+    def check_in_prompt(cursor: Annotated[str | None, Field(description=(
+            "The cursor of your last check-in, if you know it."))] = None) -> str:
+        return prompts.check_in(cursor)
+
+    @server.prompt(name="hand_off", title="Hand work to a teammate",
+                   description=prompts.HAND_OFF_DESCRIPTION)
+    def hand_off_prompt(
+            to: Annotated[str, Field(description="The teammate's handle, e.g. bob@acme.")],
+            work: Annotated[str | None, Field(description=(
+                "What to hand over, in a sentence; default: this session's work."))] = None,
+    ) -> str:
+        return prompts.hand_off(to, work)
 
     @server.resource("gitrelay://inbox", name="inbox", mime_type="application/json",
                      description="Your inbox, as check_inbox returns it with no arguments.")

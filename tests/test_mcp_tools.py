@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from gitrelay import admin
 from gitrelay.client import RelayClient
@@ -1145,6 +1146,66 @@ def test_the_inbox_resource_lists_the_assignment(agent: AgentFactory) -> None:
             res = await b.read_resource("gitrelay://inbox")
             doc = json.loads(res.contents[0].text)  # type: ignore[union-attr]
             assert [i["thread_id"] for i in doc["items"]] == [tid]
+
+    run(body)
+
+
+def _names_in(schema: Any) -> set[str]:
+    """Every property name, enum value and constant anywhere in a JSON schema."""
+    found: set[str] = set()
+    if isinstance(schema, dict):
+        found |= set(schema.get("properties", {}))
+        found |= {str(v) for v in schema.get("enum", [])}
+        if "const" in schema:
+            found.add(str(schema["const"]))
+        for value in schema.values():
+            found |= _names_in(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            found |= _names_in(value)
+    return found
+
+
+def test_the_prompts_expand_to_instructions_that_name_real_tools_and_fields(
+        agent: AgentFactory) -> None:
+    """As a new user would pick them from the host's menu: both prompts are listed with
+    their arguments, expand with the person's words, and every tool, argument or field
+    they name exists (so the texts cannot drift from the tools)."""
+    bob = agent("bob@acme")
+
+    async def body() -> None:
+        async with Client(bob.server()) as b:
+            listed = {p.name: p for p in (await b.list_prompts()).prompts}
+            assert set(listed) == {"check_in", "hand_off"}
+            args = {p: {(a.name, bool(a.required)) for a in listed[p].arguments or []}
+                    for p in listed}
+            assert args == {"check_in": {("cursor", False)},
+                            "hand_off": {("to", True), ("work", False)}}
+            tools = (await b.list_tools()).tools
+            known = {t.name for t in tools} | {n for t in tools for n in
+                                               _names_in(t.input_schema)
+                                               | _names_in(t.output_schema)}
+            texts = []
+            for name, arguments in (("check_in", {}), ("check_in", {"cursor": "52"}),
+                                    ("hand_off", {"to": "alice@acme"}),
+                                    ("hand_off", {"to": "alice@acme",
+                                                  "work": "the /users pagination"})):
+                got = await b.get_prompt(name, arguments)
+                (message,) = got.messages
+                assert message.role == "user"
+                texts.append(message.content.text)  # type: ignore[union-attr]
+            assert "check_inbox with after=52." in texts[1]
+            assert texts[2].startswith("Hand work to alice@acme through gitrelay.")
+            assert "in my words: the /users pagination" in texts[3]
+            named = {w for text in texts for w in re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", text)}
+            assert named and named <= known, named - known
+            for name, arguments, says in (
+                    ("hand_off", {}, "arguments for prompt hand_off: to: required"),
+                    ("hand_off", {"to": "a@acme", "wrk": "x"}, "wrk: not an argument"),
+                    ("check_inbox", {}, "no prompt named 'check_inbox'; the prompts are")):
+                with pytest.raises(MCPError, match=says) as refused:
+                    await b.get_prompt(name, arguments)
+                assert refused.value.code == -32602
 
     run(body)
 
