@@ -657,12 +657,18 @@ def _cmd_reply(args: argparse.Namespace) -> int:
         raise InvalidArgument("--payload must be a JSON object", field="--payload")
     client = _client(args, writes="queue" if args.queue else "wait")
     result = client.send_message(_resolve(client, args.thread), text, payload=payload)
+    return _message_written(args, result, "message #{n} on {thread}")
+
+
+def _message_written(args: argparse.Namespace, result: WriteResult, what: str) -> int:
+    """What a message write prints: JSON, or ``what`` (with {n} and {thread}) and where
+    it went."""
     if args.json:
         _json(_write_json(result, sequence_no=result.doc.get("sequence_no"),
                           message_id=result.doc.get("id")))
         return EXIT_OK
-    print(f"message #{result.doc['sequence_no']} on {result.thread_id}: "
-          f"{_delivery_text(result)}")
+    print(what.format(n=result.doc["sequence_no"], thread=result.thread_id) + ": "
+          + _delivery_text(result))
     return EXIT_OK
 
 
@@ -674,13 +680,8 @@ def _cmd_draft(args: argparse.Namespace) -> int:
         else "Drafted a diff for the proposed action."
     client = _client(args, writes="queue" if args.queue else "wait")
     result = client.draft_proposed_action(_resolve(client, args.thread), diff, note)
-    if args.json:
-        _json(_write_json(result, sequence_no=result.doc.get("sequence_no"),
-                          message_id=result.doc.get("id")))
-        return EXIT_OK
-    print(f"draft #{result.doc['sequence_no']} on {result.thread_id}, for "
-          f"the sender to review (never applied): {_delivery_text(result)}")
-    return EXIT_OK
+    return _message_written(args, result,
+                            "draft #{n} on {thread}, for the sender to review (never applied)")
 
 
 def _cmd_accept(args: argparse.Namespace) -> int:

@@ -71,7 +71,6 @@ def trust(path: Path, handle: str, *, auto_read: bool | None = None,
     Only the fields given change; the others keep the entry's value, or come
     from ``defaults`` for a new entry.
     """
-    handle = check_handle(handle)
     for given_path in write_paths or []:
         body = given_path[:-1] if given_path.endswith("/") else given_path
         if normalize_repo_path(body) != body:
@@ -80,8 +79,7 @@ def trust(path: Path, handle: str, *, auto_read: bool | None = None,
                 hint="Write 'dir/' for a directory or 'dir/file' for one file, without a "
                      "leading '/', '..' or '.git'. Nothing was changed.",
                 field="auto_write_paths")
-    rules, existed = _read(path)
-    data = _as_data(rules)
+    handle, rules, existed, data = _start(path, handle)
     key = _listed_key(data["teammates"], handle)
     entry: dict[str, Any] = dict(data["teammates"][key]) if key else {}
     given = {"auto_read": auto_read, "auto_test": auto_test,
@@ -99,15 +97,11 @@ def trust(path: Path, handle: str, *, auto_read: bool | None = None,
 @_one_at_a_time
 def block(path: Path, handle: str) -> TrustEdit:
     """Add ``handle`` to ``blocked`` (and drop its ``teammates`` entry): its work is refused."""
-    handle = check_handle(handle)
-    rules, existed = _read(path)
-    data = _as_data(rules)
+    handle, rules, existed, data = _start(path, handle)
     if rules.is_blocked(handle):
         return TrustEdit(path=path, done=f"{handle} was already blocked; nothing changed",
                          changed=False)
-    key = _listed_key(data["teammates"], handle)
-    if key is not None:
-        del data["teammates"][key]
+    key = _drop_listed(data, handle)
     data["blocked"].append(handle)
     done = f"blocked {handle}: their work is refused"
     if key is not None:
@@ -118,12 +112,8 @@ def block(path: Path, handle: str) -> TrustEdit:
 @_one_at_a_time
 def forget(path: Path, handle: str) -> TrustEdit:
     """Remove ``handle`` from ``teammates`` and ``blocked``: the unknown policy applies."""
-    handle = check_handle(handle)
-    rules, existed = _read(path)
-    data = _as_data(rules)
-    key = _listed_key(data["teammates"], handle)
-    if key is not None:
-        del data["teammates"][key]
+    handle, rules, existed, data = _start(path, handle)
+    key = _drop_listed(data, handle)
     unblocked = _drop_blocked(data, handle)
     if key is None and not unblocked:
         return TrustEdit(path=path, changed=False,
@@ -176,6 +166,21 @@ def render_rules(data: dict[str, Any]) -> str:
 def _read(path: Path) -> tuple[TrustRules, bool]:
     rules = load_trust(path)  # the reader's own checks: an invalid file is refused here
     return rules, path.exists() and bool(path.read_text(encoding="utf-8-sig").strip())
+
+
+def _start(path: Path, handle: str) -> tuple[str, TrustRules, bool, dict[str, Any]]:
+    """The checked handle, the file's rules, whether it had any, and them as data."""
+    handle = check_handle(handle)
+    rules, existed = _read(path)
+    return handle, rules, existed, _as_data(rules)
+
+
+def _drop_listed(data: dict[str, Any], handle: str) -> str | None:
+    """Remove ``handle``'s ``teammates`` entry; the key it was listed under, if any."""
+    key = _listed_key(data["teammates"], handle)
+    if key is not None:
+        del data["teammates"][key]
+    return key
 
 
 def _as_data(rules: TrustRules) -> dict[str, Any]:
