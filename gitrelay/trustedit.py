@@ -56,6 +56,9 @@ def _one_at_a_time(edit: Callable[..., TrustEdit]) -> Callable[..., TrustEdit]:
     cannot each read the file and the later write drop the other's change."""
     @functools.wraps(edit)
     def locked(path: Path, *args: Any, **kwargs: Any) -> TrustEdit:
+        # A trust file kept elsewhere (dotfiles) and linked in stays linked: the edit
+        # replaces the file the link points to, never the link.
+        path = path.resolve() if path.is_symlink() else path
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileMutex(path.with_name(f".{path.name}.lock")):
             return edit(path, *args, **kwargs)

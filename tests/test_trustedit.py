@@ -173,3 +173,17 @@ def test_edits_at_the_same_time_all_land(tmp_path: Path):
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(lambda h: trust(path, h), handles))
     assert sorted(load_trust(path).teammates) == sorted(handles)
+
+
+def test_a_linked_trust_file_stays_linked(tmp_path: Path):
+    """As a person who keeps dotfiles in a repository and links them in would expect."""
+    kept = tmp_path / "dotfiles" / "trust.yaml"
+    kept.parent.mkdir()
+    kept.write_text("version: 1\n")
+    link = tmp_path / ".agentrelay" / "trust.yaml"
+    link.parent.mkdir()
+    link.symlink_to(kept)
+    edit = trust(link, "alice@acme")
+    assert link.is_symlink() and link.resolve() == kept
+    assert edit.path == kept
+    assert evaluate(load_trust(link), "alice@acme").reason == "listed"
