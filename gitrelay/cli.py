@@ -1186,8 +1186,9 @@ def build_parser() -> argparse.ArgumentParser:
             "judgement of each teammate, or trust, block or remove one",
             "gitrelay trust\ngitrelay trust add alice@acme --auto-test --write docs/\n"
             "gitrelay trust block mallory@external", json_flag=True)
-    p.add_argument("action", nargs="?", default="show", choices=["show", "add", "block",
-                                                                  "remove"])
+    p.add_argument("action", nargs="?", default="show", metavar="ACTION",
+                   choices=["show", "add", "block", "remove"],
+                   help="show (the default), add, block or remove")
     p.add_argument("teammate", nargs="?", metavar="HANDLE", help="the teammate, e.g. alice@acme")
     p.add_argument("--trust", help="trust file (default: $GITRELAY_TRUST or "
                                    "~/.agentrelay/trust.yaml)")
