@@ -530,6 +530,10 @@ def _cmd_trust(args: argparse.Namespace) -> int:
 def _unregistered_note(args: argparse.Namespace, handle: str) -> None:
     """Say so when a handle just trusted is not (yet) registered on your relay: a typo
     would otherwise trust nobody, silently."""
+    from .config import load_user_config
+
+    if getattr(args, "relay", None) is None and load_user_config() is None:
+        return  # not joined anywhere yet: nobody to compare with
     try:
         client = _client(args, fetch=False)
         known = client.teammate(handle) is not None
@@ -546,9 +550,16 @@ def _show_trust(args: argparse.Namespace, path: Path) -> int:
     from .trustedit import judge_all
 
     rules = load_trust(path)
-    client = _client(args)
-    judged = judge_all(rules, [str(p["handle"]) for p in client.teammates()], client.handle)
-    _stale_note(client)
+    try:
+        client = _client(args)
+    except RelayError as exc:
+        # Trust is the person's own, relay or not: without one, judge what the file names.
+        _note(f"{exc.message}; listing only the handles your trust file names")
+        judged = judge_all(rules, None, "")
+    else:
+        judged = judge_all(rules, [str(p["handle"]) for p in client.teammates()],
+                           client.handle)
+        _stale_note(client)
     if args.json:
         _json({"trust_file": str(path), "source": rules.source,
                "unknown_teammates": rules.unknown_teammates.policy, "teammates": judged})
@@ -556,7 +567,7 @@ def _show_trust(args: argparse.Namespace, path: Path) -> int:
     rows = []
     for j in judged:
         o = j["trust_overlay"]
-        row = [j["handle"] + ("" if j["registered"] else " (not registered)"),
+        row = [j["handle"] + (" (not registered)" if j["registered"] is False else ""),
                j["reason"].replace("_", " ")]
         rows.append(row + (["yes" if o["auto_read"] else "no", "yes" if o["auto_test"] else "no",
                             ", ".join(o["auto_write_paths"]) or "-",

@@ -170,12 +170,12 @@ class RelayClient:
         cfg: UserConfig | None = load_user_config()
         relay_url = relay or (cfg.relay if cfg else None)
         who = handle or (cfg.handle if cfg else None)
-        if relay_url is None:
-            relay_url = str(ensure_default_relay(default_relay_path()))
-        if who is None:
+        if who is None:  # before the embedded relay is made: nothing is left behind
             raise ConfigError("no identity: pass --as HANDLE or run `gitrelay join`",
                               hint="For example: gitrelay join RELAY --as alice@acme "
                                    "--name Alice --role backend")
+        if relay_url is None:
+            relay_url = str(ensure_default_relay(default_relay_path()))
         signer = None
         if cfg is not None and cfg.signing_key and cfg.relay == relay_url:
             from .signing import signer_for

@@ -127,18 +127,21 @@ def forget(path: Path, handle: str) -> TrustEdit:
     return _write(path, data, existed, f"removed {key or handle}: {after}")
 
 
-def judge_all(rules: TrustRules, registered: list[str], me: str) -> list[dict[str, Any]]:
+def judge_all(rules: TrustRules, registered: list[str] | None, me: str
+              ) -> list[dict[str, Any]]:
     """How ``rules`` judge each registered teammate but ``me``, then each handle the file
     names that nobody registered: ``handle``, ``registered``, ``allowed``, ``reason``
-    and ``trust_overlay``, as accept_handoff would decide."""
-    known = {normalize_handle(h) for h in registered}
+    and ``trust_overlay``, as accept_handoff would decide. With ``registered`` None (no
+    relay to ask), the handles the file names, ``registered`` null."""
+    known = {normalize_handle(h) for h in registered or []}
     named = [h for h in [*rules.teammates, *rules.blocked] if normalize_handle(h) not in known]
     out = []
-    for handle in [*registered, *dict.fromkeys(named)]:
+    for handle in [*(registered or []), *dict.fromkeys(named)]:
         if normalize_handle(handle) == normalize_handle(me):
             continue
         decision = evaluate(rules, handle)
-        out.append({"handle": handle, "registered": normalize_handle(handle) in known,
+        out.append({"handle": handle, "registered": None if registered is None
+                    else normalize_handle(handle) in known,
                     "allowed": decision.allowed, "reason": decision.reason,
                     "trust_overlay": decision.overlay.model_dump()})
     return out

@@ -482,6 +482,22 @@ def test_a_refused_sender_is_trusted_with_the_command_the_error_names(people):
     assert bob("accept", tid[:4]).code == 0
 
 
+def test_trust_works_before_joining_and_nothing_is_made_behind_your_back(
+        tmp_path, monkeypatch, capsys):
+    """As a new user would on a fresh machine: trust a teammate first, join later. No
+    embedded relay appears as a side effect, of trust or of a command refused for want
+    of an identity."""
+    dave = Person("dave@acme", tmp_path, monkeypatch, capsys)
+    added = dave("trust", "add", "alice@acme")
+    assert added.code == 0 and added.err == "", added.err
+    shown = dave("trust")
+    assert shown.code == 0 and "listing only the handles your trust file names" in shown.err
+    assert any(ln.split()[:2] == ["alice@acme", "listed"] for ln in shown.out.splitlines())
+    assert "not registered" not in shown.out  # unknown without a relay, not "no"
+    one_error_line(dave("inbox"), "config_error", -32023)
+    assert not dave.home.exists()
+
+
 def test_trust_lists_each_teammate_and_edits_say_what_changed(people):
     bob = people["bob"]  # alice listed, carol blocked (example-repo/trust.yaml, commented)
     shown = bob("trust")

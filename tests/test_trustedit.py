@@ -187,3 +187,13 @@ def test_a_linked_trust_file_stays_linked(tmp_path: Path):
     assert link.is_symlink() and link.resolve() == kept
     assert edit.path == kept
     assert evaluate(load_trust(link), "alice@acme").reason == "listed"
+
+
+def test_without_a_relay_the_file_is_judged_on_its_own(tmp_path: Path):
+    from gitrelay.trustedit import judge_all
+
+    path = tmp_path / "trust.yaml"
+    path.write_text(COMMENTED)
+    judged = judge_all(load_trust(path), None, "")
+    assert [(j["handle"], j["registered"], j["reason"]) for j in judged] == [
+        ("Alice@acme", None, "listed"), ("carol@acme", None, "blocked")]
