@@ -357,7 +357,13 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
 
     client = _client(args)
     statuses = list(STATUSES) if args.all else (args.status or None)
-    page = check_inbox(client, status=statuses, limit=args.limit, unread_only=args.unread)
+    if args.wait:
+        # What arrives from now on, whatever its thread's status (unless --status says).
+        cursor = check_inbox(client, limit=1).cursor
+        page = check_inbox(client, status=args.status or None, limit=args.limit,
+                           unread_only=args.unread, after=cursor, wait_seconds=args.wait)
+    else:
+        page = check_inbox(client, status=statuses, limit=args.limit, unread_only=args.unread)
     _stale_note(client)
     # Acks name the seq each item was listed with: news that came in since keeps it unread.
     acked = check_inbox(client, status=statuses, limit=1, ack_items=[
@@ -373,7 +379,10 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
         return EXIT_OK
     if page.index_rebuilt:
         _note("the local inbox index was (re)built from the relay's history")
-    closed_note = _closed_threads_note(client) if statuses is None else ""
+    closed_note = _closed_threads_note(client) if statuses is None and not args.wait else ""
+    if not page.items and args.wait:
+        print(f"Nothing new in {args.wait:g} s (cursor {page.cursor}).")
+        return EXIT_OK
     if not page.items:
         which = "any status" if args.all else ", ".join(statuses or ["pending", "accepted"])
         print(f"Your inbox is empty ({which}{', unread only' if args.unread else ''}).")
@@ -1088,6 +1097,19 @@ def _statuses(value: str) -> list[str]:
     return out
 
 
+def _wait_seconds(value: str) -> float:
+    from .inbox import WAIT_MAX
+
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not 0 < seconds <= WAIT_MAX:
+        raise argparse.ArgumentTypeError(f"{value} must be more than 0 and at most "
+                                         f"{WAIT_MAX:g} seconds")
+    return seconds
+
+
 def _at_least(low: int) -> Callable[[str], int]:
     """An integer option that must be ``low`` or more (argparse alone takes -1)."""
     def parse(value: str) -> int:
@@ -1179,6 +1201,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ack", action="store_true",
                    help="mark the items listed as handled: they stop showing as unread "
                         "(one with news since comes back)")
+    p.add_argument("--wait", type=_wait_seconds, default=0, metavar="SECONDS",
+                   help="wait up to this long (at most 60) for something new, and list "
+                        "only what arrived")
     p = add("show", _cmd_show, "read one thread as a conversation",
             "gitrelay show 2F8", json_flag=True)
     p.add_argument("thread", help="a thread id or an unambiguous prefix of one")

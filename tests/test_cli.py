@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -433,6 +434,35 @@ def test_a_proposed_action_without_a_diff_gets_a_draft_from_the_command_line(peo
     assert "proposal_review" in kinds
     one_error_line(bob("draft", tid[:6], "-", stdin=""), "invalid_argument", -32602)
     one_error_line(alice("draft", tid[:6], "-", stdin=diff), "forbidden", -32002)
+
+
+def test_inbox_wait_returns_when_something_arrives(people):
+    """As a person would leave `gitrelay inbox --wait 60` running in a terminal pane:
+    it returns as soon as Alice's handoff is on the relay, listing only that."""
+    alice, bob = people["alice"], people["bob"]
+    quiet = bob("inbox", "--wait", "0.5")
+    assert quiet.code == 0 and quiet.out.startswith("Nothing new in 0.5 s (cursor ")
+    waiting = subprocess.Popen([sys.executable, "-m", "gitrelay", "inbox", "--wait", "60",
+                                "--json"], env=bob.env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    sent: list[str] = []
+    try:
+        # Bob's command takes its cursor when it starts, which this test cannot see:
+        # Alice sends one handoff a second until it has returned.
+        while waiting.poll() is None and len(sent) < 20:
+            run = alice("send", "bob@acme", "--intent", "inform", "--json",
+                        "--summary", f"Wait for me ({len(sent)})")
+            assert run.code == 0, run.err
+            sent.append(run.json["thread_id"])  # type: ignore[index]
+            time.sleep(1.0)
+        out, err = waiting.communicate(timeout=60)
+    finally:
+        waiting.kill()
+    assert waiting.returncode == 0, err
+    items = json.loads(out)["items"]
+    assert items and {i["kind"] for i in items} == {"assignment"}
+    assert {i["thread_id"] for i in items} <= set(sent)
+    assert len(sent) < 20  # it woke up: it did not sit out its 60 s
 
 
 # --- trust at accept --------------------------------------------------------------------
