@@ -863,6 +863,20 @@ class _Check:
         self.fix = fix
 
 
+def _trust_typo_checks(client: RelayClient | None, listed: Any) -> list[_Check]:
+    """A note for trusted handles nobody registered on this relay: a typo trusts nobody."""
+    if client is None or client.mirror.main() is None:
+        return []
+    registered = {str(h).casefold() for h in client.mirror.view().profiles()}
+    strangers = sorted(h for h in listed if h.casefold() not in registered)
+    if not strangers:
+        return []
+    return [_Check("trust", "note", f"listed but not registered on {client.relay_url}: "
+                   f"{', '.join(strangers)}", "a typo trusts nobody: `gitrelay trust remove "
+                   "HANDLE`, then `gitrelay trust add` the right one (or they have not "
+                   "joined yet)")]
+
+
 # From this many threads closed ARCHIVE_HINT_DAYS ago or more still in main's tree,
 # doctor suggests `gitrelay archive`.
 ARCHIVE_HINT_THREADS = 200
@@ -1003,6 +1017,7 @@ def _doctor_checks(args: argparse.Namespace) -> list[_Check]:
             checks.append(_Check("trust", "ok", f"{trust_path}: {len(rules.teammates)} "
                                  f"teammate(s) listed, {len(rules.blocked)} blocked, unknown "
                                  f"senders: {rules.unknown_teammates.policy}"))
+            checks += _trust_typo_checks(client, rules.teammates)
         else:
             checks.append(_Check("trust", "note", f"no {trust_path}: the strict defaults apply, "
                                  "so nobody's handoffs are accepted until you list them",

@@ -714,6 +714,23 @@ def test_doctor_passes_a_healthy_setup(people):
     assert run.out.rstrip().endswith("No problems found.")
 
 
+def test_doctor_notes_a_trusted_handle_nobody_registered(people):
+    """As a new user would mistype a handle in `gitrelay trust add`: doctor still passes
+    (they may join later) but names the handle and how to mend it."""
+    bob = people["bob"]
+    assert bob("trust", "add", "alcie@acme").code == 0
+    run = bob("doctor", "--json")
+    assert run.code == 0
+    report = run.json
+    assert isinstance(report, dict)
+    notes = [c for c in report["checks"] if c["name"] == "trust" and c["level"] == "note"]
+    assert len(notes) == 1 and notes[0]["detail"].endswith(": alcie@acme")
+    assert "gitrelay trust remove" in notes[0]["fix"]
+    assert bob("trust", "remove", "alcie@acme").code == 0
+    assert not [c for c in bob("doctor", "--json").json["checks"]  # type: ignore[index]
+                if c["level"] == "note" and c["name"] == "trust"]
+
+
 def test_doctor_names_each_problem_with_its_fix_and_exits_3(people, acme):
     bob = people["bob"]
     (acme / "hooks" / "pre-receive").unlink()
