@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec
 
 import yaml
 
@@ -51,11 +51,15 @@ class TrustEdit:
     changed: bool = True
 
 
-def _one_at_a_time(edit: Callable[..., TrustEdit]) -> Callable[..., TrustEdit]:
+_Args = ParamSpec("_Args")
+
+
+def _one_at_a_time(edit: Callable[Concatenate[Path, _Args], TrustEdit]
+                   ) -> Callable[Concatenate[Path, _Args], TrustEdit]:
     """Edits of one file take turns (a lock file beside it), so that two at once
     cannot each read the file and the later write drop the other's change."""
     @functools.wraps(edit)
-    def locked(path: Path, *args: Any, **kwargs: Any) -> TrustEdit:
+    def locked(path: Path, /, *args: _Args.args, **kwargs: _Args.kwargs) -> TrustEdit:
         # A trust file kept elsewhere (dotfiles) and linked in stays linked: the edit
         # replaces the file the link points to, never the link.
         path = path.resolve() if path.is_symlink() else path
