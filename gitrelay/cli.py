@@ -13,7 +13,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -863,7 +863,7 @@ class _Check:
         self.fix = fix
 
 
-def _trust_typo_checks(client: RelayClient | None, listed: Any) -> list[_Check]:
+def _trust_typo_checks(client: RelayClient | None, listed: Iterable[str]) -> list[_Check]:
     """A note for trusted handles nobody registered on this relay: a typo trusts nobody."""
     if client is None or client.mirror.main() is None:
         return []
