@@ -13,7 +13,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -29,6 +29,7 @@ from .errors import (
 
 if TYPE_CHECKING:
     from .client import RelayClient, WriteResult
+    from .trust import TrustRules
 
 EXIT_OK = 0            # success
 EXIT_ERROR = 1         # the operation was refused or failed (the line says which rule)
@@ -863,12 +864,15 @@ class _Check:
         self.fix = fix
 
 
-def _trust_typo_checks(client: RelayClient | None, listed: Iterable[str]) -> list[_Check]:
+def _trust_typo_checks(client: RelayClient | None, rules: TrustRules) -> list[_Check]:
     """A note for trusted handles nobody registered on this relay: a typo trusts nobody."""
+    from .trustedit import judge_all
+
     if client is None or client.mirror.main() is None:
         return []
-    registered = {str(h).casefold() for h in client.mirror.view().profiles()}
-    strangers = sorted(h for h in listed if h.casefold() not in registered)
+    judged = judge_all(rules, [str(p["handle"]) for p in client.teammates()], client.handle)
+    strangers = sorted(j["handle"] for j in judged
+                       if j["registered"] is False and j["reason"] == "listed")
     if not strangers:
         return []
     return [_Check("trust", "note", f"listed but not registered on {client.relay_url}: "
@@ -1017,7 +1021,7 @@ def _doctor_checks(args: argparse.Namespace) -> list[_Check]:
             checks.append(_Check("trust", "ok", f"{trust_path}: {len(rules.teammates)} "
                                  f"teammate(s) listed, {len(rules.blocked)} blocked, unknown "
                                  f"senders: {rules.unknown_teammates.policy}"))
-            checks += _trust_typo_checks(client, rules.teammates)
+            checks += _trust_typo_checks(client, rules)
         else:
             checks.append(_Check("trust", "note", f"no {trust_path}: the strict defaults apply, "
                                  "so nobody's handoffs are accepted until you list them",

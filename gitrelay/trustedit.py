@@ -86,7 +86,7 @@ def trust(path: Path, handle: str, *, auto_read: bool | None = None,
                 hint="Write 'dir/' for a directory or 'dir/file' for one file, without a "
                      "leading '/', '..' or '.git'. Nothing was changed.",
                 field="auto_write_paths")
-    handle, rules, existed, data = _start(path, handle)
+    handle, rules, original, data = _start(path, handle)
     key = _listed_key(data["teammates"], handle)
     entry: dict[str, Any] = dict(data["teammates"][key]) if key else {}
     given = {"auto_read": auto_read, "auto_test": auto_test,
@@ -98,13 +98,13 @@ def trust(path: Path, handle: str, *, auto_read: bool | None = None,
     done = f"{verb} {key or handle}: {_describe(entry, rules)}"
     if unblocked:
         done += "; no longer blocked"
-    return _write(path, data, existed, done)
+    return _write(path, data, original, done)
 
 
 @_one_at_a_time
 def block(path: Path, handle: str) -> TrustEdit:
     """Add ``handle`` to ``blocked`` (and drop its ``teammates`` entry): its work is refused."""
-    handle, rules, existed, data = _start(path, handle)
+    handle, rules, original, data = _start(path, handle)
     if rules.is_blocked(handle):
         return TrustEdit(path=path, done=f"{handle} was already blocked; nothing changed",
                          changed=False)
@@ -113,13 +113,13 @@ def block(path: Path, handle: str) -> TrustEdit:
     done = f"blocked {handle}: their work is refused"
     if key is not None:
         done += " (their entry under teammates was removed)"
-    return _write(path, data, existed, done)
+    return _write(path, data, original, done)
 
 
 @_one_at_a_time
 def forget(path: Path, handle: str) -> TrustEdit:
     """Remove ``handle`` from ``teammates`` and ``blocked``: the unknown policy applies."""
-    handle, rules, existed, data = _start(path, handle)
+    handle, rules, original, data = _start(path, handle)
     key = _drop_listed(data, handle)
     unblocked = _drop_blocked(data, handle)
     if key is None and not unblocked:
@@ -128,7 +128,7 @@ def forget(path: Path, handle: str) -> TrustEdit:
     policy = rules.unknown_teammates.policy
     after = ("their work is refused (unknown teammates are rejected)" if policy == "reject"
              else "their work is accepted with the defaults (allow_with_default_trust)")
-    return _write(path, data, existed, f"removed {key or handle}: {after}")
+    return _write(path, data, original, f"removed {key or handle}: {after}")
 
 
 def judge_all(rules: TrustRules, registered: list[str] | None, me: str
@@ -173,16 +173,23 @@ def render_rules(data: dict[str, Any]) -> str:
 # --- reading and writing ----------------------------------------------------------------------
 
 
-def _read(path: Path) -> tuple[TrustRules, bool]:
+def _read(path: Path) -> tuple[TrustRules, bytes | None]:
+    """The file's rules, and its bytes when it holds anything (None: missing or blank)."""
     rules = load_trust(path)  # the reader's own checks: an invalid file is refused here
-    return rules, path.exists() and bool(path.read_text(encoding="utf-8-sig").strip())
+    try:
+        original = path.read_bytes()
+    except FileNotFoundError:
+        return rules, None
+    return rules, original if original.strip() else None
 
 
-def _start(path: Path, handle: str) -> tuple[str, TrustRules, bool, dict[str, Any]]:
-    """The checked handle, the file's rules, whether it had any, and them as data."""
+def _start(path: Path, handle: str
+           ) -> tuple[str, TrustRules, bytes | None, dict[str, Any]]:
+    """The checked handle, the file's rules, its bytes (see :func:`_read`), and the
+    rules as data."""
     handle = check_handle(handle)
-    rules, existed = _read(path)
-    return handle, rules, existed, _as_data(rules)
+    rules, original = _read(path)
+    return handle, rules, original, _as_data(rules)
 
 
 def _drop_listed(data: dict[str, Any], handle: str) -> str | None:
@@ -226,9 +233,8 @@ def _describe(entry: dict[str, Any], rules: TrustRules) -> str:
             f"{approval}")
 
 
-def _write(path: Path, data: dict[str, Any], existed: bool, done: str) -> TrustEdit:
+def _write(path: Path, data: dict[str, Any], original: bytes | None, done: str) -> TrustEdit:
     text = render_rules(data)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=".trust-", suffix=".yaml", dir=path.parent)
     tmp = Path(tmp_name)
     try:
@@ -236,13 +242,13 @@ def _write(path: Path, data: dict[str, Any], existed: bool, done: str) -> TrustE
             fh.write(text)
         load_trust(tmp)  # the result passes the reader's checks, or nothing changes
         backup = None
-        if existed and "#" in path.read_text(encoding="utf-8-sig"):
+        if original is not None and b"#" in original:
             backup = path.with_name(path.name + ".bak")
-            backup.write_bytes(path.read_bytes())
-        if existed:
+            backup.write_bytes(original)
+        if original is not None:
             os.chmod(tmp, path.stat().st_mode & 0o777)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return TrustEdit(path=path, done=done, backup=backup, created=not existed)
+    return TrustEdit(path=path, done=done, backup=backup, created=original is None)
