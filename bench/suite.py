@@ -62,7 +62,7 @@ class Sizes:
     shared_threads: int
     join_relay: tuple[int, int]
     join_timeout: float
-    peer: bool
+    peer: bool                        # run THROWAWAY_INSTALLS (the peer, the TypeScript client)
     delivery_reps: int
 
 
@@ -569,6 +569,24 @@ def bench_writes(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) 
 # --- 1b. the same writes through `gitrelay mcp` over stdio -------------------------------------
 
 
+def settle_servers(relay: Path, clients: list[Any]) -> None:
+    """Between two timed calls to `gitrelay mcp` processes: their loops deliver and fetch
+    in their own processes, so wait until every client's outbox is empty and every mirror
+    holds the relay's main (the recipient's loop has fetched what the call wrote), then
+    give the loops a moment to go idle, as an agent thinking between two calls would."""
+    for client in clients:
+        wait_outbox_empty(client)
+    tip = git("rev-parse", "refs/heads/main", git_dir=relay).stdout.strip()
+    wait_until(lambda: all(c.mirror.relay_main() == tip for c in clients),
+               "the servers' sync loops fetching the relay")
+    time.sleep(0.1)
+
+
+def _mcp_command(relay: Path, handle: str, trust: Path) -> list[str]:
+    return ["-m", "gitrelay", "mcp", "--relay", str(relay), "--as", handle,
+            "--trust", str(trust), "--writes", "queue"]
+
+
 async def _stdio_session(stack: contextlib.AsyncExitStack, relay: Path, home: Path, handle: str,
                          trust: Path, errlog: Any, **env: str) -> Any:
     """A `gitrelay mcp` process of ``handle`` and an initialized SDK client session on it."""
@@ -576,8 +594,7 @@ async def _stdio_session(stack: contextlib.AsyncExitStack, relay: Path, home: Pa
     from mcp.client.stdio import stdio_client
 
     params = StdioServerParameters(
-        command=PY, args=["-m", "gitrelay", "mcp", "--relay", str(relay), "--as", handle,
-                          "--trust", str(trust), "--writes", "queue"],
+        command=PY, args=_mcp_command(relay, handle, trust),
         env={**os.environ, "GITRELAY_HOME": str(home), **env}, cwd=str(ROOT))
     read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
     session = await stack.enter_async_context(ClientSession(read, write, read_timeout_seconds=60))
@@ -604,16 +621,7 @@ def bench_stdio(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
                                                        "transport:pipes", "transport:sdk")}
 
     def quiet() -> None:
-        # The servers' loops deliver and fetch in their own processes: wait until
-        # both outboxes are empty and both mirrors hold the relay's main (the
-        # recipient's loop has fetched what the call wrote), then give the loops
-        # a moment to go idle, as an agent thinking between two calls would.
-        for client in outboxes:
-            wait_outbox_empty(client)
-        tip = git("rev-parse", "refs/heads/main", git_dir=relay).stdout.strip()
-        wait_until(lambda: all(c.mirror.relay_main() == tip for c in outboxes),
-                   "the servers' sync loops fetching the relay")
-        time.sleep(0.1)
+        settle_servers(relay, outboxes)
 
     async def body() -> None:
         with (ws.root / "stdio-servers.log").open("w") as errlog:
@@ -664,6 +672,155 @@ def bench_stdio(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
                              samples["transport:pipes"], samples["transport:sdk"], limit=None,
                              note="same server, same call, interleaved"))
     return figs
+
+
+# --- 1c. the same calls through the TypeScript SDK's client ------------------------------------
+
+
+def bench_host(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
+    """What a call costs the agent depends on its host's MCP client: the TypeScript SDK's
+    (which hosts written in TypeScript embed) against the Python SDK's, each driving its own
+    `gitrelay mcp` process of the same teammate, on the same calls, interleaved. Reads on the
+    large relay, queue-mode writes on the writes relay."""
+    from bench.ts_host import SDK_PACKAGE, SDK_VERSION, HostUnavailable, ensure_sdk
+
+    sec = "host clients over stdio"
+    try:
+        sdk_dir, node = ensure_sdk(relaygen.CACHE_DIR / "ts-client", log)
+    except HostUnavailable as exc:
+        shared["host_unavailable"] = str(exc)
+        return [unavailable(sec, "TypeScript client figures", str(exc))]
+    notes = {"ts": (f"{SDK_PACKAGE} {SDK_VERSION} on Node {node}, timed in Node around "
+                    "client.callTool: request, answer, parsing and its output-schema check "
+                    "(compiled once, Ajv)"),
+             "py": ("mcp's ClientSession.call_tool: its output-schema check walks the schema "
+                    "for every result (jsonschema)"),
+             "ratio": "same server, same call, interleaved"}
+
+    def note(kind: str) -> str:
+        return notes.pop(kind, "")  # each note once, on the first row it explains
+
+    with (ws.root / "host-servers.log").open("w") as errlog:
+        reads, page_items, big = _host_reads(ws, sizes, sdk_dir, errlog)
+        writes, small = _host_writes(ws, sizes, sdk_dir, errlog)
+    figs: list[Figure] = []
+    rsec = f"{sec} ({big:,} messages)"
+    for key, what in (("inbox", f"check_inbox, default page ({page_items} items)"),
+                      ("view", "view_thread"), ("poll", "check_inbox after the cursor")):
+        figs.append(ms_figure(rsec, f"{what}, TypeScript client", reads[f"{key}:ts"],
+                              limit=5.0, note=note("ts")))
+        figs.append(ms_figure(rsec, f"{what}, Python SDK client", reads[f"{key}:py"],
+                              note=note("py")))
+        figs.append(ratio_figure(rsec, f"{what}, TypeScript / Python client",
+                                 reads[f"{key}:ts"], reads[f"{key}:py"], limit=None,
+                                 note=note("ratio")))
+    wsec = f"{sec} ({small:,} messages, queue mode)"
+    for tool in ("handoff_to_teammate", "send_message", "accept_handoff"):
+        figs.append(ms_figure(wsec, f"{tool}, TypeScript client", writes[f"{tool}:ts"],
+                              limit=5.0))
+        figs.append(ms_figure(wsec, f"{tool}, Python SDK client", writes[f"{tool}:py"]))
+    shared["host_clients"] = {k: summary(v) for k, v in {**reads, **writes}.items()}
+    return figs
+
+
+def _host_reads(ws: Workspace, sizes: Sizes, sdk_dir: Path, errlog: Any
+                ) -> tuple[dict[str, list[float]], int, int]:
+    from bench.ts_host import TsClient
+
+    size = sizes.big_relay
+    relay, info = ws.relay(size)
+    home = ws.fresh("home-host-reads")
+    seed_user(relay, size, home, "bob@acme", ws)
+    trust = trust_file(home, ["alice@acme"])
+    tid = info.sample_thread("bob@acme", max(1, info.messages // max(info.threads, 1)))
+    if tid is None:
+        raise RuntimeError(f"the {size} relay has no thread for bob@acme")
+    samples: dict[str, list[float]] = {f"{k}:{c}": [] for k in ("inbox", "view", "poll")
+                                       for c in ("ts", "py")}
+    items = 0
+
+    async def body() -> None:
+        nonlocal items
+        async with contextlib.AsyncExitStack() as stack:
+            py = await _stdio_session(stack, relay, home, "bob@acme", trust, errlog)
+            ts = TsClient(sdk_dir, PY, _mcp_command(relay, "bob@acme", trust),
+                          {**os.environ, "GITRELAY_HOME": str(home)}, ROOT, errlog)
+            stack.callback(ts.close)
+            _, page = ts.call("check_inbox", {})
+            items = len(page["items"])
+            calls = (("inbox", "check_inbox", {}), ("view", "view_thread", {"thread_id": tid}),
+                     ("poll", "check_inbox", {"after": int(page["cursor"])}))
+            for i in range(sizes.warmup + sizes.read_reps):
+                for key, tool, args in calls:
+                    t_ts, _ = ts.call(tool, args)
+                    t_py, _ = await timed(py, tool, args)
+                    if i >= sizes.warmup:
+                        samples[f"{key}:ts"].append(t_ts)
+                        samples[f"{key}:py"].append(t_py)
+
+    run_async(body)
+    return samples, items, info.messages
+
+
+def _host_writes(ws: Workspace, sizes: Sizes, sdk_dir: Path, errlog: Any
+                 ) -> tuple[dict[str, list[float]], int]:
+    from bench.ts_host import TsClient
+
+    size = sizes.write_relay
+    relay, info = ws.relay(size)
+    handles = ("alice@acme", "bob@acme")
+    homes = {h: ws.fresh(f"home-host-{h.split('@')[0]}") for h in handles}
+    for h, home in homes.items():
+        seed_user(relay, size, home, h, ws)
+    outboxes = [client_for(relay, home, h) for h, home in homes.items()]
+    trust = {"alice@acme": trust_file(homes["alice@acme"], ["bob@acme"]),
+             "bob@acme": trust_file(homes["bob@acme"], ["alice@acme"])}
+    tools = ("handoff_to_teammate", "send_message", "accept_handoff")
+    samples: dict[str, list[float]] = {f"{t}:{c}": [] for t in tools for c in ("ts", "py")}
+    n, warm = max(sizes.reps * 2 // 3, 3), sizes.warmup
+
+    async def body() -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            clients: dict[str, dict[str, Callable[[str, dict[str, Any]], Awaitable[Any]]]] = {}
+            for h in handles:
+                session = await _stdio_session(stack, relay, homes[h], h, trust[h], errlog)
+                ts = TsClient(sdk_dir, PY, _mcp_command(relay, h, trust[h]),
+                              {**os.environ, "GITRELAY_HOME": str(homes[h])}, ROOT, errlog)
+                stack.callback(ts.close)
+
+                async def ts_call(tool: str, args: dict[str, Any], ts: Any = ts) -> Any:
+                    return ts.call(tool, args)
+
+                async def py_call(tool: str, args: dict[str, Any], s: Any = session) -> Any:
+                    return await timed(s, tool, args)
+
+                clients[h] = {"ts": ts_call, "py": py_call}
+            threads: dict[str, list[str]] = {"ts": [], "py": []}
+            for i in range(warm + n):
+                for c in ("ts", "py"):
+                    t_h, out = await clients["alice@acme"][c]("handoff_to_teammate", {
+                        "to": "bob@acme", "intent": "inform",
+                        "summary": f"host handoff {i}: the nightly export is slower since "
+                                   "the index change; numbers attached."})
+                    threads[c].append(out["thread_id"])
+                    settle_servers(relay, outboxes)
+                    t_s, _ = await clients["alice@acme"][c]("send_message", {
+                        "thread_id": out["thread_id"],
+                        "body": "Here is the profile of the slow run; the sort dominates."})
+                    settle_servers(relay, outboxes)
+                    if i >= warm:
+                        samples[f"handoff_to_teammate:{c}"].append(t_h)
+                        samples[f"send_message:{c}"].append(t_s)
+            for i in range(warm + n):
+                for c in ("ts", "py"):
+                    t_a, _ = await clients["bob@acme"][c]("accept_handoff",
+                                                          {"thread_id": threads[c][i]})
+                    settle_servers(relay, outboxes)
+                    if i >= warm:
+                        samples[f"accept_handoff:{c}"].append(t_a)
+
+    run_async(body)
+    return samples, info.messages
 
 
 # --- 2. gate cost against relay size ----------------------------------------------------------
@@ -1352,9 +1509,12 @@ def _ours_beside_peer(ws: Workspace, sizes: Sizes) -> dict[str, list[float]]:
 # --- the run ----------------------------------------------------------------------------------
 
 
+# Sections that install a peer or a client into the cache (a network download the first time).
+THROWAWAY_INSTALLS = ("peer", "host")
 SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list[Figure]]]] = [
     ("writes", bench_writes),
     ("stdio", bench_stdio),
+    ("host", bench_host),
     ("gate", bench_gate),
     ("reads", bench_reads),
     ("inbox", bench_inbox),
@@ -1382,8 +1542,8 @@ def run(*, quick: bool, workdir: Path, log: Log, only: list[str] | None = None,
     for name, section in SECTIONS:
         if only and name not in only:
             continue
-        if name == "peer" and not sizes.peer:
-            continue
+        if name in THROWAWAY_INSTALLS and not sizes.peer and name not in (only or []):
+            continue  # the quick run installs nothing; naming the section runs it
         log(f"[{time.perf_counter() - started:6.1f} s] {name} ...")
         t0 = time.perf_counter()
         try:
@@ -1408,4 +1568,6 @@ def run(*, quick: bool, workdir: Path, log: Log, only: list[str] | None = None,
         "writers": shared.get("writers"),
         "peer": shared.get("peer"),
         "peer_unavailable": shared.get("peer_unavailable"),
+        "host_clients": shared.get("host_clients"),
+        "host_unavailable": shared.get("host_unavailable"),
     }

@@ -128,3 +128,12 @@ def test_a_figure_is_met_only_against_its_goal():
     table = suite.format_table([suite.ratio_figure("s", "a / b", [0.02, 0.04], [0.01, 0.02],
                                                    limit=2.0)])
     assert "s: a / b" in table and "2.00×" in table and "yes" in table
+
+
+def test_the_typescript_client_says_why_it_cannot_run_without_node(tmp_path, monkeypatch):
+    from bench.ts_host import HostUnavailable, ensure_sdk
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(HostUnavailable, match=r"node and npm are needed .*found node=None"):
+        ensure_sdk(tmp_path / "sdk", lambda _m: None)
+    assert not (tmp_path / "sdk").exists()

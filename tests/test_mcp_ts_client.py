@@ -1,0 +1,153 @@
+"""Real ``gitrelay mcp`` processes driven by the TypeScript MCP SDK's client.
+
+Agent hosts written in TypeScript embed ``@modelcontextprotocol/sdk``'s client:
+it compiles every tool's output schema (Ajv) when it lists the tools and checks
+each result against it, and refuses the call when a result does not match. So
+this walks a handoff through the gate as those hosts see it, and every answer
+here has passed that client's own schema check.
+
+The client is installed from the npm registry into ``bench/.cache/ts-client``
+on first use (:func:`bench.ts_host.ensure_sdk`). Without Node.js and npm, or
+without the registry, these tests skip saying why, or fail when
+``GITRELAY_REQUIRE_SERVERS=1`` (as in CI).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from bench import relaygen
+from bench.ts_host import HostUnavailable, TsClient, ensure_sdk
+from gitrelay import admin
+from gitrelay.provenance import extract_fenced, find_unfenced
+from tests.servers import REQUIRE_ENV
+from tests.test_mcp_stdio import ARTIFACTS, TRUST, hermetic_env
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def sdk_dir() -> Path:
+    try:
+        path, _node = ensure_sdk(relaygen.CACHE_DIR / "ts-client", lambda _m: None)
+    except HostUnavailable as exc:
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"the TypeScript MCP client cannot run and {REQUIRE_ENV}=1: {exc}")
+        pytest.skip(f"the TypeScript MCP client cannot run here: {exc}")
+    return path
+
+
+def ts_server(sdk_dir: Path, home: Path, log: IO[str], *flags: str) -> TsClient:
+    """``gitrelay mcp`` started and initialized by the TypeScript client."""
+    return TsClient(sdk_dir, sys.executable, ["-m", "gitrelay", "mcp", *flags],
+                    hermetic_env(home), REPO, log)
+
+
+def ok(client: TsClient, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    out = client.request(tool, args)
+    assert not out.get("client_error"), f"the TypeScript client refused {tool}: {out['text']}"
+    assert not out["is_error"], out["text"]
+    structured: dict[str, Any] = out["structured"]
+    return structured
+
+
+def until(client: TsClient, tool: str, args: dict[str, Any],
+          ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """``tool``'s answer once ``ready``: a server answers from its copy of the relay, and
+    what the other side wrote arrives with its sync loop's next fetch."""
+    deadline = time.monotonic() + 30
+    while True:
+        answer = ok(client, tool, args)
+        if ready(answer):
+            return answer
+        assert time.monotonic() < deadline, f"{tool} never showed it: {answer}"
+        time.sleep(0.1)
+
+
+def fenced(value: str, token: str) -> str:
+    assert find_unfenced(value, token) == ""
+    (segment,) = extract_fenced(value, token)
+    return segment.body
+
+
+@pytest.fixture
+def servers(relay: Path, tmp_path: Path, sdk_dir: Path, monkeypatch: pytest.MonkeyPatch
+            ) -> Iterator[tuple[TsClient, TsClient]]:
+    """alice's and bob's servers, each behind its own TypeScript client; wait mode, so
+    each write has passed the gate when it answers."""
+    with contextlib.ExitStack() as stack:
+        log = stack.enter_context((tmp_path / "servers.log").open("w"))
+        clients: list[TsClient] = []
+        for handle, name, other in (("alice@acme", "Alice Martin", "bob@acme"),
+                                    ("bob@acme", "Bob Chen", "alice@acme")):
+            home = tmp_path / handle.split("@")[0]
+            monkeypatch.setenv("GITRELAY_HOME", str(home))
+            admin.join(str(relay), handle, name=name, role="backend", save=False)
+            trust = tmp_path / f"{handle}-trust.yaml"
+            trust.write_text(TRUST.format(who=other))
+            clients.append(stack.enter_context(ts_server(
+                sdk_dir, home, log, "--relay", str(relay), "--as", handle,
+                "--trust", str(trust), "--writes", "wait")))
+        yield clients[0], clients[1]
+
+
+def test_a_handoff_walks_through_the_gate_as_a_typescript_host_sees_it(servers):
+    alice, bob = servers
+    assert {"handoff_to_teammate", "check_inbox", "accept_handoff", "view_thread",
+            "send_message", "complete_handoff", "cancel_handoff", "list_teammates",
+            "draft_proposed_action", "claim_inbox_item"} == set(alice.tools)
+    assert alice.server_info.get("name") == "gitrelay"
+
+    sent = ok(alice, "handoff_to_teammate", {
+        "to": "bob@acme", "intent": "ask_question", "artifacts": ARTIFACTS,
+        "summary": "The /users endpoint now returns pages.", "question": "Cursor or offset?"})
+    assert sent["delivery"] == "delivered" and sent["status"] == "pending"
+    tid = sent["thread_id"]
+
+    page = until(bob, "check_inbox", {}, lambda p: any(i["thread_id"] == tid
+                                                       for i in p["items"]))
+    (item,) = [i for i in page["items"] if i["thread_id"] == tid]
+    assert item["kind"] == "assignment" and item["unread"] is True
+    assert fenced(item["summary_preview"], item["sender"]["provenance"]["fence"]) == \
+        "The /users endpoint now returns pages."
+
+    seen = ok(bob, "view_thread", {"thread_id": tid})
+    token = seen["provenance"]["fence"]
+    assert fenced(seen["question"], token) == "Cursor or offset?"
+    assert [a["type"] for a in seen["artifacts"]] == [a["type"] for a in ARTIFACTS]
+
+    accepted = ok(bob, "accept_handoff", {"thread_id": tid})
+    assert accepted["status"] == "accepted" and accepted["trust_reason"] == "listed"
+    reply = ok(bob, "send_message", {"thread_id": tid, "body": "Cursor."})
+    assert reply["sequence_no"] == 1
+    done = ok(bob, "complete_handoff", {"thread_id": tid, "result_summary": "Answered."})
+    assert done["status"] == "completed"
+
+    closed = until(alice, "view_thread", {"thread_id": tid},
+                   lambda t: t["status"] == "completed")
+    (msg,) = closed["messages"]
+    assert fenced(msg["body"], msg["provenance"]["fence"]) == "Cursor."
+    news = ok(alice, "check_inbox", {"after": 0})
+    assert {i["kind"] for i in news["items"] if i["thread_id"] == tid} == \
+        {"task_update", "reply"}
+    assert [t["handle"] for t in ok(alice, "list_teammates", {})["teammates"]] == \
+        ["alice@acme", "bob@acme"]
+
+
+def test_a_refusal_reaches_a_typescript_host_as_a_coded_tool_error(servers):
+    alice, _bob = servers
+    out = alice.request("view_thread", {"thread_id": "0" * 26})
+    assert out["is_error"] and not out.get("client_error")
+    assert out["text"].startswith("thread_not_found (-32006): "), out["text"]
+    out = alice.request("handoff_to_teammate", {"to": "bob@acme", "intent": "inform"})
+    assert out["is_error"] and not out.get("client_error")
+    assert out["text"].startswith("invalid_argument (-32602): "), out["text"]
+    assert "summary" in out["text"]
