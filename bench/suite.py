@@ -616,7 +616,7 @@ def bench_stdio(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
     outboxes = [client_for(relay, home, h) for h, home in homes.items()]
     trust = {"alice@acme": trust_file(homes["alice@acme"], ["bob@acme"]),
              "bob@acme": trust_file(homes["bob@acme"], ["alice@acme"])}
-    n, warm = max(sizes.reps * 2 // 3, 3), sizes.warmup
+    n, warm = max(sizes.reps // 2, 3), sizes.warmup  # each call waits for both loops to settle
     samples: dict[str, list[float]] = {k: [] for k in ("handoff", "send", "accept", "check_inbox",
                                                        "transport:pipes", "transport:sdk")}
 
@@ -750,7 +750,7 @@ def _host_reads(ws: Workspace, sizes: Sizes, sdk_dir: Path, errlog: Any
             items = len(page["items"])
             calls = (("inbox", "check_inbox", {}), ("view", "view_thread", {"thread_id": tid}),
                      ("poll", "check_inbox", {"after": int(page["cursor"])}))
-            for i in range(sizes.warmup + sizes.read_reps):
+            for i in range(sizes.warmup + sizes.reps):
                 for key, tool, args in calls:
                     t_ts, _ = ts.call(tool, args)
                     t_py, _ = await timed(py, tool, args)
@@ -777,7 +777,7 @@ def _host_writes(ws: Workspace, sizes: Sizes, sdk_dir: Path, errlog: Any
              "bob@acme": trust_file(homes["bob@acme"], ["alice@acme"])}
     tools = ("handoff_to_teammate", "send_message", "accept_handoff")
     samples: dict[str, list[float]] = {f"{t}:{c}": [] for t in tools for c in ("ts", "py")}
-    n, warm = max(sizes.reps * 2 // 3, 3), sizes.warmup
+    n, warm = max(sizes.reps // 2, 3), sizes.warmup  # each call waits for both loops to settle
 
     async def body() -> None:
         async with contextlib.AsyncExitStack() as stack:
