@@ -47,6 +47,15 @@ def _node_major(node: str) -> int:
         raise HostUnavailable(f"`{node} --version` printed {out!r}") from None
 
 
+def sdk_installed(workdir: Path) -> bool:
+    """Whether the pinned SDK is already installed in ``workdir`` (no network needed)."""
+    installed = workdir / "node_modules" / SDK_PACKAGE / "package.json"
+    try:
+        return bool(json.loads(installed.read_text()).get("version") == SDK_VERSION)
+    except (OSError, ValueError):
+        return False
+
+
 def ensure_sdk(workdir: Path, log: Log) -> tuple[Path, str]:
     """The directory holding the pinned SDK (installed on first use) and Node's version."""
     node, npm = shutil.which("node"), shutil.which("npm")
@@ -60,7 +69,7 @@ def ensure_sdk(workdir: Path, log: Log) -> tuple[Path, str]:
     node_version = subprocess.run([node, "--version"], capture_output=True, text=True,
                                   check=False).stdout.strip()
     installed = workdir / "node_modules" / SDK_PACKAGE / "package.json"
-    if installed.exists() and json.loads(installed.read_text()).get("version") == SDK_VERSION:
+    if sdk_installed(workdir):
         log(f"[host] reusing {SDK_PACKAGE} {SDK_VERSION} in {workdir}")
         return workdir, node_version
     workdir.mkdir(parents=True, exist_ok=True)
