@@ -1,14 +1,15 @@
-// A bridge from the benchmark to the TypeScript MCP SDK's client.
+// A bridge from Python (the benchmark, the tests) to the TypeScript MCP SDK's client.
 //
 // Started as `node ts_client.mjs '<json>'` from a directory whose node_modules
-// holds @modelcontextprotocol/sdk (bench/suite.py installs it there, never in
+// holds @modelcontextprotocol/sdk (bench/ts_host.py installs it there, never in
 // the project). The JSON names the server to start: {command, args, env, cwd}.
 // The bridge starts it over stdio, initializes and lists the tools (which is
-// when the SDK compiles each output schema), prints {"ready": true, "tools": [names],
-// "server": {name, version}}, then
-// answers one line per request read from stdin:
+// when the SDK compiles each output schema), prints {"ready": true, "tools":
+// [names], "server": {name, version}}, then answers one line per request read
+// from stdin:
 //   in:  {"tool": "check_inbox", "args": {...}}
 //   out: {"ms": 1.23, "is_error": false, "structured": {...}, "text": "..."}
+//        plus "client_error": true when the client itself failed
 // "ms" is the time of client.callTool alone, measured here: the request, the
 // server's answer, the SDK's parsing of it and its validation of the
 // structured content against the tool's output schema. End of input closes
