@@ -753,12 +753,12 @@ def test_doctor_suggests_archiving_once_many_closed_threads_remain(people, monke
     """The example relay's two closed threads were closed today: no note with the
     defaults; with the age and the count lowered, doctor counts them and says what to
     run, and once archived the note is gone."""
-    from gitrelay import cli
+    from gitrelay import doctor
 
     bob = people["bob"]
     assert "archive" not in bob("doctor").out
-    monkeypatch.setattr(cli, "ARCHIVE_HINT_THREADS", 2)
-    monkeypatch.setattr(cli, "ARCHIVE_HINT_DAYS", 0)
+    monkeypatch.setattr(doctor, "ARCHIVE_HINT_THREADS", 2)
+    monkeypatch.setattr(doctor, "ARCHIVE_HINT_DAYS", 0)
     run = bob("doctor")
     assert run.code == 0, run.out
     assert "note     archive     2 threads closed 0 days ago" in run.out, run.out
@@ -795,9 +795,9 @@ def test_doctor_without_any_config_says_to_join(tmp_path, monkeypatch, capsys):
 
 
 def test_doctor_says_how_to_check_a_remote_relay():
-    from gitrelay.cli import _gate_checks
+    from gitrelay.doctor import gate_checks
 
-    (check,) = _gate_checks("ssh://git.acme.dev/relay.git")
+    (check,) = gate_checks("ssh://git.acme.dev/relay.git")
     assert check.level == "note"
     assert "gitrelay verify ssh://git.acme.dev/relay.git" in check.fix
     assert "docs/deploying.md" in check.fix
