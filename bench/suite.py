@@ -64,18 +64,19 @@ class Sizes:
     join_timeout: float
     peer: bool                        # run THROWAWAY_INSTALLS (the peer, the TypeScript client)
     delivery_reps: int
+    host_writes: bool                 # the host section's writes (six more server processes)
 
 
 FULL = Sizes(write_relay=(10_000, 50_000), big_relay=(10_000, 100_000), small_relay=(100, 1_000),
              warmup=5, reps=30, read_reps=60, writers=16,
              writer_ops={"raw": 2000, "queue": 2000, "wait": 2000}, writer_budget=30.0,
              shared_threads=8, join_relay=(1_000, 10_000), join_timeout=240.0, peer=True,
-             delivery_reps=20)
+             delivery_reps=20, host_writes=True)
 QUICK = Sizes(write_relay=(100, 500), big_relay=(100, 1_000), small_relay=(10, 100),
               warmup=1, reps=5, read_reps=10, writers=4,
               writer_ops={"raw": 24, "queue": 24, "wait": 24}, writer_budget=6.0,
               shared_threads=2, join_relay=(100, 1_000), join_timeout=60.0, peer=False,
-              delivery_reps=3)
+              delivery_reps=3, host_writes=False)
 
 
 # --- figures -----------------------------------------------------------------------------------
@@ -702,7 +703,8 @@ def bench_host(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) ->
 
     with (ws.root / "host-servers.log").open("w") as errlog:
         reads, page_items, big = _host_reads(ws, sizes, sdk_dir, errlog)
-        writes, small = _host_writes(ws, sizes, sdk_dir, errlog)
+        writes, small = (_host_writes(ws, sizes, sdk_dir, errlog) if sizes.host_writes
+                         else ({}, 0))
     figs: list[Figure] = []
     rsec = f"{sec} ({big:,} messages)"
     for key, what in (("inbox", f"check_inbox, default page ({page_items} items)"),
@@ -715,7 +717,7 @@ def bench_host(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) ->
                                  reads[f"{key}:ts"], reads[f"{key}:py"], limit=None,
                                  note=note("ratio")))
     wsec = f"{sec} ({small:,} messages, queue mode)"
-    for tool in ("handoff_to_teammate", "send_message", "accept_handoff"):
+    for tool in ("handoff_to_teammate", "send_message", "accept_handoff") if writes else ():
         figs.append(ms_figure(wsec, f"{tool}, TypeScript client", writes[f"{tool}:ts"],
                               limit=5.0))
         figs.append(ms_figure(wsec, f"{tool}, Python SDK client", writes[f"{tool}:py"]))
