@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import gitrelay
@@ -122,10 +122,12 @@ def normalize_relay_url(url: str) -> str:
 
 def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None = None,
          usernames: Sequence[str] = (), signing_key: str | None = None,
-         save: bool = True, env: dict[str, str] | None = None) -> UserConfig:
+         save: bool = True, env: dict[str, str] | None = None,
+         progress: Callable[[str], None] | None = None) -> UserConfig:
     """Make this user's mirror of ``relay_url`` and register them if needed.
 
     ``env``: extra environment for the ``git`` commands (e.g. ``GIT_SSH_COMMAND``).
+    ``progress``: hears each step (fetching, checking a long history, registering).
     """
     check_handle(handle, "--as")
     if not name.strip() or not role.strip():
@@ -137,7 +139,9 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
     path = mirror_path(relay_url)
     fresh = not path.exists()
     mirror = Mirror(path, handle, signer=signer)
-    syncer = Syncer(mirror, relay_url, env=env)
+    syncer = Syncer(mirror, relay_url, env=env, progress=progress)
+    say = progress or (lambda _text: None)
+    say(f"fetching {relay_url}…")
     try:
         syncer.fetch()
     except RelayError:
@@ -147,6 +151,7 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
     existing = mirror.view().profile(handle)
     if existing is None:
         keys = [read_public_key(signing_key)] if signing_key else []
+        say(f"registering {handle} on the relay…")
         mirror.append(Op("profile", profile_doc(handle, name, role, email=email,
                                                 usernames=usernames, signing_keys=keys),
                          handle=handle))

@@ -289,10 +289,10 @@ def _cmd_join(args: argparse.Namespace) -> int:
     from .render import Progress
 
     progress = Progress()
-    progress.update(f"joining {args.relay}: fetching the relay and registering {args.handle}…")
     try:
         cfg = join(args.relay, args.handle, name=args.name, role=args.role, email=args.email,
-                   usernames=args.username or [], signing_key=args.signing_key)
+                   usernames=args.username or [], signing_key=args.signing_key,
+                   progress=lambda text: progress.update(f"joining as {args.handle}: {text}"))
         # The index now rather than in the agent's first check_inbox: on a long
         # history it takes seconds, which a tool call should not wait for.
         progress.update("indexing your inbox from the relay's history…")

@@ -36,6 +36,9 @@ _REFUSAL_RE = re.compile(re.escape(REFUSAL_PREFIX) +
                          r" (\S+?)(?: at ([0-9a-f]{12}))?: \[([\w-]+)\] (.*)$")
 
 InboxMerger = Callable[[Mirror, str | None, str], str | None]
+# From this many fetched commits on, the fetch says how many it checks (a first fetch
+# of a long history takes a while; a person joining should know why).
+PROGRESS_FROM = 1000
 
 
 @dataclass
@@ -53,11 +56,14 @@ def take_remote_inbox(mirror: Mirror, local: str | None, remote: str) -> str | N
 
 class Syncer:
     def __init__(self, mirror: Mirror, url: str, *, env: dict[str, str] | None = None,
-                 inbox_merger: InboxMerger = take_remote_inbox) -> None:
+                 inbox_merger: InboxMerger = take_remote_inbox,
+                 progress: Callable[[str], None] | None = None) -> None:
+        """``progress``, if given, hears what a long fetch is doing, for a person to read."""
         self.mirror = mirror
         self.url = url
         self.env = hermetic_env(env)
         self.inbox_merger = inbox_merger
+        self.progress = progress
 
     # --- fetch ------------------------------------------------------------------
 
@@ -118,6 +124,9 @@ class Syncer:
                          f"verified main ({old[:12]}): its history was rewritten; "
                          "staying at the verified state"), 0
         commits = mirror.commits_between(old, fetched)
+        if self.progress is not None and len(commits) >= PROGRESS_FROM:
+            self.progress(f"checking {len(commits):,} operations from the relay against the "
+                          "gate's rules…")
         objs = mirror.objects
         # A long run (a first fetch checks the whole history) is checked on
         # several processes at once; the answer is the same.

@@ -87,6 +87,33 @@ def test_a_new_user_joins_a_generated_relay_and_writes_through_its_gate(generate
     assert "gitrelay: refused refs/heads/main" in push.stderr
 
 
+def test_a_join_says_what_it_does_and_how_much_history_it_checks(generated, tmp_path,
+                                                                  monkeypatch):
+    """As a new user would see it on a long history (the threshold lowered to fit this
+    relay): fetching, how many operations it checks, registering; joining again on
+    another machine registers nothing."""
+    from gitrelay import sync
+
+    monkeypatch.setattr(sync, "PROGRESS_FROM", 100)
+    relay = relaygen.clone_relay(generated.path, tmp_path / "copy.git")
+    commits = int(git(relay, "rev-list", "--count", "main"))
+    said: list[str] = []
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "mike"))
+    admin.join(str(relay), "mike@acme", name="Mike Rowe", role="backend", save=False,
+               progress=said.append)
+    assert said == [f"fetching {relay}…",
+                    f"checking {commits:,} operations from the relay against the gate's "
+                    "rules…",
+                    "registering mike@acme on the relay…"]
+    said.clear()
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "mike-laptop"))
+    admin.join(str(relay), "mike@acme", name="Mike Rowe", role="backend", save=False,
+               progress=said.append)
+    assert said == [f"fetching {relay}…",
+                    f"checking {commits + 1:,} operations from the relay against the gate's "
+                    "rules…"]
+
+
 def test_the_copy_of_a_relay_is_independent_of_its_source(generated, tmp_path, monkeypatch):
     before = git(generated.path, "rev-parse", "main")
     relay = relaygen.clone_relay(generated.path, tmp_path / "copy.git")
