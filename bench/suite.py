@@ -269,13 +269,14 @@ class Workspace:
 
 def mirror_template(relay_size: tuple[int, int], ws: Workspace, *, aged: bool = False) -> Path:
     """A mirror of the cached relay with its inbox index built (cached next to the relay)."""
-    from gitrelay.index import index_for
+    from gitrelay.index import INDEX_FORMAT, index_for
     from gitrelay.mirror import FETCHED_MAIN, RELAY_MAIN, Mirror
 
     source, _ = ws.cached(relay_size, aged=aged)
     template = source.with_name(source.name[:-len(".git")] + ".mirror")
     done = template / "gitrelay-bench-ready"
-    if done.exists():
+    ready = f"index format {INDEX_FORMAT}\n"  # an index of another format is built again
+    if done.exists() and done.read_text() == ready:
         return template
     if template.exists():
         shutil.rmtree(template)
@@ -292,7 +293,7 @@ def mirror_template(relay_size: tuple[int, int], ws: Workspace, *, aged: bool = 
     took = time.perf_counter() - started
     ws.setup_seconds[f"mirror template {relay_size[1]} messages (index build "
                      f"{time.perf_counter() - idx_started:.1f} s)"] = took
-    done.write_text("ok\n")
+    done.write_text(ready)
     return template
 
 
@@ -948,6 +949,10 @@ def trace_children(trace: Path) -> tuple[list[float], list[float]]:
 # --- 3. reads ---------------------------------------------------------------------------------
 
 
+# On the aged relay, the teammate with the fewest open items (40 on 100,000 messages).
+AGED_READER = "frank@acme"
+
+
 def bench_reads(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
     """check_inbox and view_thread, warm, on the large relay and on a small one."""
     from mcp import Client
@@ -963,19 +968,28 @@ def bench_reads(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
         if tid is None:
             raise RuntimeError(f"the {size} relay has no thread for bob@acme")
         setups[label] = (bob, trust_file(home, ["alice@acme"]), tid, info)
+    # The same size aged (most threads closed and archived, as after months of use), read
+    # by a teammate with fewer open items than a page: the default page lists open threads
+    # only, and must not read the thousands of items of the threads they have closed.
+    aged_relay, aged_info = ws.relay(sizes.big_relay, aged=True)
+    aged_home = ws.fresh("home-reads-aged")
+    seed_user(aged_relay, sizes.big_relay, aged_home, AGED_READER, ws, aged=True)
+    aged_server = mcp_server(client_for(aged_relay, aged_home, AGED_READER),
+                             trust_file(aged_home, ["alice@acme"]), loop=False)
     samples: dict[str, list[float]] = {f"{k}:{s}": [] for k in ("inbox", "page", "view",
                                                                 "server-inbox", "server-view",
                                                                 "poll", "five")
-                                       for s in ("small", "big")}
+                                       for s in ("small", "big", "aged")}
     items: dict[str, int] = {}
     cursors: dict[str, int] = {}
     servers = {label: mcp_server(setups[label][0], setups[label][1], loop=False)
                for label in ("small", "big")}
 
     async def body() -> None:
-        async with Client(servers["small"]) as cs, Client(servers["big"]) as cb:
+        async with Client(servers["small"]) as cs, Client(servers["big"]) as cb, \
+                Client(aged_server) as ca:
             sessions = {"small": cs, "big": cb}
-            for label, session in sessions.items():
+            for label, session in (*sessions.items(), ("aged", ca)):
                 page = await call(session, "check_inbox", {})
                 items[label], cursors[label] = len(page["items"]), int(page["cursor"])
             # The same page size on both relays: what is left is the relay's size.
@@ -999,6 +1013,11 @@ def bench_reads(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
                         samples[f"view:{label}"].append(t_view)
                         samples[f"server-inbox:{label}"].append(srv_inbox)
                         samples[f"server-view:{label}"].append(served["view_thread"][-1])
+                t_aged, _ = await timed(ca, "check_inbox", {})
+                if i >= sizes.warmup:
+                    samples["inbox:aged"].append(t_aged)
+                    samples["server-inbox:aged"].append(
+                        aged_server.bench_times["check_inbox"][-1])
 
     run_async(body)
     big_info, small_info = setups["big"][3], setups["small"][3]
@@ -1030,6 +1049,13 @@ def bench_reads(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
                                    "side only", samples[f"{key}:big"],
                               note="the same calls without the SDK client's part (it "
                                    "validates every result against the output schema)"))
+    aged_note = (f"the same size aged: {aged_info.archived:,} of {aged_info.threads:,} threads "
+                 f"closed and archived; {AGED_READER}'s default page holds all "
+                 f"{items['aged']} of their open items")
+    figs.append(ms_figure(sec, f"check_inbox warm, {aged_info.messages:,} messages aged",
+                          samples["inbox:aged"], limit=10.0, note=aged_note))
+    figs.append(ms_figure(sec, f"check_inbox warm, {aged_info.messages:,} messages aged, "
+                               "server side only", samples["server-inbox:aged"]))
     figs.append(ms_figure(sec, f"view_thread warm, {big_info.messages:,} messages",
                           samples["view:big"], limit=10.0))
     figs.append(ms_figure(sec, f"view_thread warm, {small_info.messages:,} messages",

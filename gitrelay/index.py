@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     import subprocess
 
 INDEX_FILE = "gitrelay-index.sqlite3"
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2  # 2: items carry their thread's open flag (an index of open items)
 PREVIEW_CHARS = 240
 BUSY_SECONDS = 120.0  # how long to wait for another process writing the index
 # From this many new commits, the files they added are listed by one `git log --raw`.
@@ -67,6 +67,7 @@ ITEM_KIND = {layout.OP_HANDOFF: ASSIGNMENT, layout.OP_MESSAGE: REPLY,
 STATUS_AFTER = {layout.OP_ACCEPT: ACCEPTED, layout.OP_COMPLETE: COMPLETED,
                 layout.OP_CANCEL: CANCELLED}
 _MESSAGE_OPS = (layout.OP_MESSAGE, layout.OP_DRAFT)
+OPEN_STATUSES = frozenset({PENDING, ACCEPTED})
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -90,8 +91,11 @@ CREATE TABLE IF NOT EXISTS items(
     user_cf TEXT NOT NULL, thread_id TEXT NOT NULL, kind TEXT NOT NULL,
     item_id TEXT NOT NULL, seq INTEGER NOT NULL, at TEXT NOT NULL, at_us INTEGER NOT NULL,
     other TEXT NOT NULL, other_cf TEXT NOT NULL,
+    open INTEGER NOT NULL,  -- 1 while the thread is pending or accepted
     PRIMARY KEY(user_cf, thread_id, kind));
 CREATE INDEX IF NOT EXISTS items_seq ON items(user_cf, seq, item_id);
+-- the default page (open threads only) without reading the items of closed ones
+CREATE INDEX IF NOT EXISTS items_open ON items(user_cf, open, seq, item_id);
 CREATE UNIQUE INDEX IF NOT EXISTS items_id ON items(user_cf, item_id);
 CREATE TABLE IF NOT EXISTS acks(
     user_cf TEXT NOT NULL, item_id TEXT NOT NULL, seq INTEGER NOT NULL,
@@ -208,6 +212,10 @@ class ListedFiles:
             self._proc = None
 
 
+class _OtherFormat(sqlite3.DatabaseError):
+    """The file holds an index of another format: it is replaced, not read."""
+
+
 class Index:
     """The index of one mirror. Thread-safe; processes share it through SQLite locking."""
 
@@ -218,6 +226,7 @@ class Index:
         self._conn: sqlite3.Connection | None = None
         self._inode: tuple[int, int] | None = None
         self._fresh = False  # the open file had no index in it: the next update builds it
+        self._fresh_reason = "no index"
 
     # --- connection ---------------------------------------------------------------
 
@@ -253,10 +262,15 @@ class Index:
                                "AND name='meta'").fetchone()
             if row[0] == 0:
                 self._create(conn)
-                self._fresh = True
+                self._fresh, self._fresh_reason = True, "no index"
             elif conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
                 raise sqlite3.DatabaseError("quick_check failed")
             else:
+                stored = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+                if stored is not None and stored[0] != str(INDEX_FORMAT):
+                    # Another format's tables may have other columns: a new file.
+                    raise _OtherFormat(f"index format {stored[0]!r}, this gitrelay writes "
+                                       f"{INDEX_FORMAT}")
                 self._create(conn)  # a file from an earlier version gains the newer indexes
         except sqlite3.DatabaseError as exc:
             if conn is not None:
@@ -267,6 +281,8 @@ class Index:
             conn = self._connect()
             self._create(conn)
             self._fresh = True
+            self._fresh_reason = str(exc) if isinstance(exc, _OtherFormat) \
+                else f"damaged: {exc}"
         st = os.stat(self.path)
         self._conn, self._inode = conn, (st.st_dev, st.st_ino)
         return conn
@@ -337,7 +353,7 @@ class Index:
         conn = self._open()
         report = UpdateReport()
         if self._fresh:
-            report.rebuilt, report.reason = True, "no index"
+            report.rebuilt, report.reason = True, self._fresh_reason
         tip = self.mirror.main()
         meta = self._meta(conn)
         if (tip is not None and meta.get("tip") == tip and not self._fresh
@@ -559,6 +575,11 @@ class Index:
                 "updated_us = max(updated_us, ?) WHERE thread_id = ?",
                 (STATUS_AFTER.get(op), 1 if op in _MESSAGE_OPS else 0, at_us, at, at_us,
                  tid))
+        status = conn.execute("SELECT status FROM threads WHERE thread_id = ?",
+                              (tid,)).fetchone()
+        is_open = 1 if status is not None and status[0] in OPEN_STATUSES else 0
+        if not is_open:
+            conn.execute("UPDATE items SET open = 0 WHERE thread_id = ? AND open = 1", (tid,))
         kind = ITEM_KIND.get(op)
         target = recipient if actor_cf == sender.casefold() else sender
         if kind is None or target.casefold() == actor_cf:
@@ -567,11 +588,11 @@ class Index:
         user_cf = target.casefold()
         conn.execute(
             "INSERT INTO items(user_cf, thread_id, kind, item_id, seq, at, at_us, other, "
-            "other_cf) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "other_cf, open) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(user_cf, thread_id, kind) DO UPDATE SET seq = excluded.seq, "
-            "at = excluded.at, at_us = excluded.at_us",
+            "at = excluded.at, at_us = excluded.at_us, open = excluded.open",
             (user_cf, tid, kind, item_id_for(target, tid, kind), seq, at, at_us, other,
-             other.casefold()))
+             other.casefold(), is_open))
 
     # --- reading ----------------------------------------------------------------------
 
@@ -645,6 +666,10 @@ class Index:
             for n, status in enumerate(statuses):
                 params[f"s{n}"] = status
                 names.append(f":s{n}")
+            if statuses and OPEN_STATUSES.issuperset(statuses):
+                # Open threads only (the default): walk the open items in order, not
+                # every item of every thread the user has had (items_open).
+                sql.append(" AND i.open = 1")
             sql.append(f" AND t.status IN ({', '.join(names) or 'NULL'})")
         if since_us is not None:
             sql.append(" AND i.at_us > :since")

@@ -12,6 +12,7 @@ import contextlib
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from gitrelay.cli import main as cli_main
 from gitrelay.client import RelayClient
 from gitrelay.errors import RelayError
 from gitrelay.inbox import InboxItem, InboxPage, check_inbox
-from gitrelay.index import INDEX_FILE, ListedFiles, index_for, item_id_for
+from gitrelay.index import INDEX_FILE, INDEX_FORMAT, ListedFiles, index_for, item_id_for
 
 ALL = ["pending", "accepted", "completed", "cancelled"]
 
@@ -200,6 +201,69 @@ def test_a_stale_or_foreign_index_is_detected_and_rebuilt(people, damage):
 
     assert page.index_rebuilt
     assert answers(alice) == before
+
+
+def test_an_index_of_an_earlier_format_is_replaced_and_says_why(people):
+    """A mirror indexed by the previous release (no open flag on its items) is rebuilt
+    on its next use, and the answers are the same."""
+    alice = people["alice"]
+    busy_relay(people)
+    before = answers(alice)
+    index_for(alice.mirror).close()
+    conn = sqlite3.connect(alice.mirror.path / INDEX_FILE)
+    with conn:
+        conn.execute("DROP INDEX items_open")
+        conn.execute("ALTER TABLE items DROP COLUMN open")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'format'")
+    conn.close()
+
+    report = index_for(alice.mirror).update()
+
+    assert report.rebuilt
+    assert report.reason == f"index format '1', this gitrelay writes {INDEX_FORMAT}"
+    assert answers(alice) == before
+
+
+def sql_steps(client: RelayClient, call: Callable[[], object]) -> int:
+    """How many SQLite virtual-machine steps ``call`` makes on the client's index."""
+    conn = index_for(client.mirror)._conn_for_read()
+    steps = 0
+
+    def tick() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    conn.set_progress_handler(tick, 1)
+    try:
+        call()
+    finally:
+        conn.set_progress_handler(None, 1)
+    return steps
+
+
+def test_the_default_page_does_not_read_the_items_of_closed_threads(people):
+    """The default page lists open threads only: its cost follows the open items, not
+    every thread the user ever had (a relay used for a year has far more closed ones)."""
+    alice, bob = people["alice"], people["bob"]
+    for n in range(2):
+        bob.handoff(to="alice@acme", intent="inform", summary=f"Still open {n}")
+    check_inbox(alice)
+    few = sql_steps(alice, lambda: check_inbox(alice))
+    for n in range(40):
+        tid = bob.handoff(to="alice@acme", intent="inform", summary=f"Withdrawn {n}").thread_id
+        assert tid is not None
+        bob.cancel(tid, reason="not needed after all")
+    check_inbox(alice)  # brings the index up to date
+
+    page = check_inbox(alice)
+    many = sql_steps(alice, lambda: check_inbox(alice))
+
+    assert sorted(i.summary_preview for i in page.items) == ["Still open 0", "Still open 1"]
+    assert many < few + 200, (few, many)  # reading 80 closed items would take thousands
+    closed = check_inbox(alice, after=0, status=["cancelled"], limit=100)
+    # each withdrawn thread: its assignment and the cancel's task update
+    assert len(closed.items) == 80 and {i.status for i in closed.items} == {"cancelled"}
 
 
 def test_the_index_rolls_back_when_the_outbox_is_replayed(people):
