@@ -579,7 +579,10 @@ class Index:
                               (tid,)).fetchone()
         is_open = 1 if status is not None and status[0] in OPEN_STATUSES else 0
         if not is_open:
-            conn.execute("UPDATE items SET open = 0 WHERE thread_id = ? AND open = 1", (tid,))
+            # A thread's items are its two participants': the primary key's prefix finds
+            # them (an `open = 1` term would send SQLite through every open item instead).
+            conn.execute("UPDATE items SET open = 0 WHERE user_cf IN (?, ?) AND thread_id = ?",
+                         (sender.casefold(), recipient.casefold(), tid))
         kind = ITEM_KIND.get(op)
         target = recipient if actor_cf == sender.casefold() else sender
         if kind is None or target.casefold() == actor_cf:
