@@ -441,14 +441,23 @@ class Index:
         touched = [r[0] for r in conn.execute(
             "SELECT DISTINCT thread_id FROM events WHERE seq > ? AND thread_id IS NOT NULL",
             (ancestor,))]
+        # Whose items each thread has, read before its handoff row may go.
+        parties = {tid: conn.execute("SELECT sender, recipient FROM handoffs "
+                                     "WHERE thread_id = ?", (tid,)).fetchone()
+                   for tid in touched}
         for table in ("events", "handoffs", "profiles"):
             conn.execute(f"DELETE FROM {table} WHERE seq > ?", (ancestor,))
         for tid in touched:
-            self._refold_thread(conn, tid)
+            self._refold_thread(conn, tid, parties[tid])
 
-    def _refold_thread(self, conn: sqlite3.Connection, tid: str) -> None:
+    def _refold_thread(self, conn: sqlite3.Connection, tid: str,
+                       parties: tuple[str, str] | None) -> None:
         conn.execute("DELETE FROM threads WHERE thread_id = ?", (tid,))
-        conn.execute("DELETE FROM items WHERE thread_id = ?", (tid,))
+        if parties is not None:  # by the primary key's prefix, not a scan of every item
+            conn.execute("DELETE FROM items WHERE user_cf IN (?, ?) AND thread_id = ?",
+                         (parties[0].casefold(), parties[1].casefold(), tid))
+        else:
+            conn.execute("DELETE FROM items WHERE thread_id = ?", (tid,))
         rows = conn.execute("SELECT seq, op, actor_cf, at, at_us FROM events "
                             "WHERE thread_id = ? ORDER BY seq", (tid,)).fetchall()
         for seq, op, actor_cf, at, at_us in rows:
