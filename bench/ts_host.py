@@ -38,11 +38,12 @@ class HostUnavailable(RuntimeError):
     """The TypeScript client cannot run here; the message says why."""
 
 
-def _node_major(node: str) -> int:
+def _node_version(node: str) -> tuple[str, int]:
+    """What ``node --version`` prints, and its major version."""
     out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30,
                          check=False).stdout.strip()
     try:
-        return int(out.lstrip("v").split(".")[0])
+        return out, int(out.lstrip("v").split(".")[0])
     except ValueError:
         raise HostUnavailable(f"`{node} --version` printed {out!r}") from None
 
@@ -62,13 +63,10 @@ def ensure_sdk(workdir: Path, log: Log) -> tuple[Path, str]:
     if node is None or npm is None:
         raise HostUnavailable("node and npm are needed for the TypeScript client; "
                               f"found node={node}, npm={npm}")
-    major = _node_major(node)
+    node_version, major = _node_version(node)
     if major < NODE_MAJOR_MIN:
         raise HostUnavailable(f"Node {major} is too old for {SDK_PACKAGE} "
                               f"(needs {NODE_MAJOR_MIN} or newer)")
-    node_version = subprocess.run([node, "--version"], capture_output=True, text=True,
-                                  check=False).stdout.strip()
-    installed = workdir / "node_modules" / SDK_PACKAGE / "package.json"
     if sdk_installed(workdir):
         log(f"[host] reusing {SDK_PACKAGE} {SDK_VERSION} in {workdir}")
         return workdir, node_version
@@ -83,7 +81,7 @@ def ensure_sdk(workdir: Path, log: Log) -> tuple[Path, str]:
             cwd=workdir, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         raise HostUnavailable(f"npm install did not finish in {INSTALL_TIMEOUT_S:.0f} s") from None
-    if proc.returncode != 0 or not installed.exists():
+    if proc.returncode != 0 or not sdk_installed(workdir):
         last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         raise HostUnavailable(f"npm install {SDK_PACKAGE}@{SDK_VERSION} failed: {last[0]}")
     return workdir, node_version
