@@ -572,21 +572,21 @@ class Index:
         if handoff is None:
             return
         sender, recipient = handoff
+        status: str | None = PENDING
         if op == layout.OP_HANDOFF:
             conn.execute("INSERT OR REPLACE INTO threads(thread_id, status, updated_at, "
                          "updated_us, messages) VALUES (?, ?, ?, ?, 0)",
                          (tid, PENDING, at, at_us))
         else:
-            conn.execute(
+            row = conn.execute(
                 "UPDATE threads SET status = coalesce(?, status), "
                 "messages = messages + ?, "
                 "updated_at = CASE WHEN ? > updated_us THEN ? ELSE updated_at END, "
-                "updated_us = max(updated_us, ?) WHERE thread_id = ?",
+                "updated_us = max(updated_us, ?) WHERE thread_id = ? RETURNING status",
                 (STATUS_AFTER.get(op), 1 if op in _MESSAGE_OPS else 0, at_us, at, at_us,
-                 tid))
-        status = conn.execute("SELECT status FROM threads WHERE thread_id = ?",
-                              (tid,)).fetchone()
-        is_open = 1 if status is not None and status[0] in OPEN_STATUSES else 0
+                 tid)).fetchone()
+            status = row[0] if row is not None else None
+        is_open = 1 if status in OPEN_STATUSES else 0
         if not is_open:
             # A thread's items are its two participants': the primary key's prefix finds
             # them (an `open = 1` term would send SQLite through every open item instead).
