@@ -1,0 +1,184 @@
+"""What another archive layout would give the gate's push: measured through the real gate.
+
+The gate section of the suite (``bench/suite.py``) pushes one operation to an
+*aged* relay (100,000 messages, every closed thread archived: one marker file
+per thread, beside where its directory was) and to an empty one. This
+experiment adds a third relay, the same aged relay with its markers gathered
+into one list per shard, ``archive/<c0>/<c1>.json``, so that main's tip holds
+a few hundred small trees instead of every shard directory. That layout is not
+part of the relay format (docs/performance.md, "gate", says what it would
+cost and why it was measured and not adopted); the rewritten tip is set on
+the relay and in the client's mirror directly, and only the pushes after it go
+through the gate, which checks each against that tip as usual.
+
+The three relays are pushed to in turn (``Syncer.deliver``: one queued
+handoff each round), and git's trace2 events split each push into the gate
+(pre-receive hook) and receive-pack's connectivity check.
+
+Run: ``python -m bench.archive_layouts [--quick] [--rounds N] [--keep]``.
+From code: ``run(quick: bool, rounds: int) -> dict``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.suite import (
+    FULL,
+    QUICK,
+    Workspace,
+    client_for,
+    git,
+    seed_user,
+    trace_children,
+)
+
+LABELS = ("empty", "aged", "lists")
+WARMUP = 3
+
+
+def gather_markers(relay: Path) -> str:
+    """Commit on top of main a tree whose archive markers lie in one list per shard,
+    ``archive/<c0>/<c1>.json`` (sorted by thread id), and move main to it."""
+    import pygit2
+
+    repo = pygit2.Repository(str(relay))
+    tip = repo.revparse_single("refs/heads/main")
+    live: dict[str, dict[str, dict[str, Any]]] = {}
+    lists: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for c0 in tip.tree["threads"]:
+        for c1 in repo[c0.id]:
+            for entry in repo[c1.id]:
+                if entry.name.endswith(".archived.json"):
+                    lists.setdefault((c0.name, c1.name), []).append(
+                        json.loads(repo[entry.id].data))
+                else:
+                    live.setdefault(c0.name, {}).setdefault(c1.name, {})[entry.name] = entry.id
+
+    def tree_of(items: dict[str, Any], mode: int) -> Any:
+        builder = repo.TreeBuilder()
+        for name, value in sorted(items.items()):
+            if isinstance(value, dict):
+                builder.insert(name, tree_of(value, mode), pygit2.GIT_FILEMODE_TREE)
+            else:
+                builder.insert(name, value, mode)
+        return builder.write()
+
+    archive: dict[str, dict[str, Any]] = {}
+    for (c0, c1), markers in lists.items():
+        markers.sort(key=lambda m: str(m["thread_id"]))
+        doc = {"format_version": 1, "kind": "archive", "threads": markers}
+        data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        archive.setdefault(c0, {})[f"{c1}.json"] = repo.create_blob(data)
+    root = repo.TreeBuilder(tip.tree)
+    root.insert("threads", tree_of(live, pygit2.GIT_FILEMODE_TREE), pygit2.GIT_FILEMODE_TREE)
+    root.insert("archive", tree_of(archive, pygit2.GIT_FILEMODE_BLOB), pygit2.GIT_FILEMODE_TREE)
+    seq = int(tip.message.split("Gitrelay-Seq: ")[1].split()[0])
+    who = pygit2.Signature("alice@acme", "alice@acme", int(time.time()), 0)
+    message = (f"archive markers gathered per shard\n\nGitrelay-Op: archive\n"
+               f"Gitrelay-Actor: alice@acme\nGitrelay-Seq: {seq + 1}\n")
+    new = repo.create_commit(None, who, who, message, root.write(), [tip.id])
+    repo.references["refs/heads/main"].set_target(new)
+    # Packed, as the archived relay's own trees are (loose objects read slower).
+    git("repack", "-d", "-q", git_dir=relay)
+    return str(new)
+
+
+def _tip_counts(relay: Path) -> tuple[int, int]:
+    listing = git("ls-tree", "-r", "-t", "main", git_dir=relay).stdout.splitlines()
+    return (sum(" tree " in line for line in listing), sum(" blob " in line for line in listing))
+
+
+def run(quick: bool = False, rounds: int = 30, workdir: Path | None = None) -> dict[str, Any]:
+    """Push latency of one operation to the three relays, interleaved; medians in ms."""
+    from gitrelay.mirror import FETCHED_MAIN, RELAY_MAIN
+
+    sizes = QUICK if quick else FULL
+    root = workdir or Path(tempfile.mkdtemp(prefix="gitrelay-layouts-"))
+    ws = Workspace(root, lambda text: print(text, file=sys.stderr))
+    clients: dict[str, Any] = {}
+    traces: dict[str, Path] = {}
+    shape: dict[str, tuple[int, int]] = {}
+    for label in LABELS:
+        size = (0, 0) if label == "empty" else sizes.big_relay
+        aged = label != "empty"
+        relay, _ = ws.relay(size, aged=aged)
+        home = ws.fresh(f"home-{label}")
+        seed_user(relay, size, home, "alice@acme", ws, aged=aged)
+        if label == "lists":
+            tip = gather_markers(relay)
+            mirror = client_for(relay, home, "alice@acme").mirror.path
+            git("fetch", "-q", str(relay), "refs/heads/main:refs/bench/gathered", git_dir=mirror)
+            for ref in ("refs/heads/main", RELAY_MAIN, FETCHED_MAIN):
+                git("update-ref", ref, tip, git_dir=mirror)
+        clients[label] = client_for(relay, home, "alice@acme", writes="queue")
+        traces[label] = home / "trace2.json"
+        shape[label] = _tip_counts(relay)
+    samples: dict[str, list[float]] = {label: [] for label in LABELS}
+    for i in range(WARMUP + rounds):
+        for label, client in clients.items():
+            client.handoff(to="bob@acme", intent="inform", summary=f"layout probe {i}",
+                           mode="queue")
+            if i == WARMUP:
+                client.syncer.env["GIT_TRACE2_EVENT"] = str(traces[label])
+            started = time.perf_counter()
+            report = client.deliver()
+            took = time.perf_counter() - started
+            if client.mirror.outbox() or report.refused:
+                raise RuntimeError(f"the probe was not delivered to the {label} relay")
+            if i >= WARMUP:
+                samples[label].append(took)
+    out: dict[str, Any] = {"rounds": rounds, "relay": list(sizes.big_relay), "relays": {}}
+    for label in LABELS:
+        hooks, checks = trace_children(traces[label])
+        out["relays"][label] = {
+            "push_ms": statistics.median(samples[label]) * 1000,
+            "gate_ms": statistics.median(hooks) * 1000 if hooks else None,
+            "check_ms": statistics.median(checks) * 1000 if checks else None,
+            "tip_trees": shape[label][0], "tip_blobs": shape[label][1],
+        }
+    empty = out["relays"]["empty"]["push_ms"]
+    for label in ("aged", "lists"):
+        out["relays"][label]["over_empty"] = out["relays"][label]["push_ms"] / empty
+    if workdir is None:
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def table(result: dict[str, Any]) -> str:
+    rows = [f"{'relay':<8} {'push':>9} {'gate':>9} {'check':>9} {'/ empty':>8} "
+            f"{'tip trees':>10} {'tip blobs':>10}"]
+    for label in LABELS:
+        r = result["relays"][label]
+        ratio = f"{r['over_empty']:.2f}×" if "over_empty" in r else "–"
+        gate = f"{r['gate_ms']:.1f} ms" if r["gate_ms"] is not None else "–"
+        check = f"{r['check_ms']:.1f} ms" if r["check_ms"] is not None else "–"
+        rows.append(f"{label:<8} {r['push_ms']:>6.1f} ms {gate:>9} {check:>9} {ratio:>8} "
+                    f"{r['tip_trees']:>10,} {r['tip_blobs']:>10,}")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.archive_layouts",
+                                     description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="the small aged relay")
+    parser.add_argument("--rounds", type=int, default=30, help="pushes per relay (30)")
+    parser.add_argument("--keep", metavar="DIR", type=Path,
+                        help="work in DIR and keep it (relays, homes, traces)")
+    args = parser.parse_args(argv)
+    result = run(args.quick, args.rounds, args.keep)
+    print(table(result))
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
