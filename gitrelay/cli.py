@@ -300,6 +300,14 @@ def _cmd_join(args: argparse.Namespace) -> int:
     finally:
         progress.done()
     print(f"joined {cfg.relay} as {cfg.handle}")
+    unused = [f"--{flag} {given!r}" for flag, given, kept in
+              (("name", args.name, cfg.name), ("role", args.role, cfg.role),
+               ("email", args.email, cfg.email)) if given is not None and given != kept]
+    if unused:
+        # Joining again (another machine, a lost config): the registered profile stands.
+        _note(f"{cfg.handle} was registered already, as {cfg.name} ({cfg.role}); profiles "
+              f"never change, so {', '.join(unused)} {'was' if len(unused) == 1 else 'were'} "
+              "not used")
     if index_problem is not None:
         _note(f"your inbox index was not built ({index_problem}); `gitrelay inbox` builds it")
     return EXIT_OK

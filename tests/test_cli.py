@@ -187,6 +187,27 @@ def test_a_new_user_joins_and_sees_who_they_are_and_the_team(acme, tmp_path, mon
         "alice@acme", "bob@acme", "carol@acme", "dana@acme"}
 
 
+def test_joining_again_keeps_the_registered_profile_and_says_what_was_not_used(
+        acme, tmp_path, monkeypatch, capsys):
+    """As a new user would on a second machine: join again with a different display name."""
+    before = relay_subjects(acme)
+    laptop = Person("bob@acme", tmp_path / "laptop", monkeypatch, capsys)
+    run = laptop("join", str(acme), "--as", "bob@acme", "--name", "Bob C.", "--role",
+                 "frontend")
+    assert run.code == 0, run.err
+    assert run.out.strip() == f"joined {acme} as bob@acme"
+    assert run.err.strip() == ("gitrelay: bob@acme was registered already, as Bob Chen "
+                               "(frontend); profiles never change, so --name 'Bob C.' was "
+                               "not used")
+    assert relay_subjects(acme) == before
+    who = laptop("whoami", "--json")
+    assert who.json["name"] == "Bob Chen"  # type: ignore[index]
+    same = Person("bob@acme", tmp_path / "desktop", monkeypatch, capsys)
+    again = same("join", str(acme), "--as", "bob@acme", "--name", "Bob Chen", "--role",
+                 "frontend")
+    assert again.code == 0 and again.err == ""
+
+
 def test_global_relay_and_as_flags_override_the_config(people, acme):
     bob = people["bob"]
     run = bob("--as", "alice@acme", "whoami", "--json")
