@@ -38,6 +38,7 @@ from bench.suite import (
     client_for,
     git,
     seed_user,
+    timed_probe,
     trace_children,
 )
 
@@ -125,15 +126,8 @@ def run(quick: bool = False, rounds: int = 30, workdir: Path | None = None) -> d
     samples: dict[str, list[float]] = {label: [] for label in LABELS}
     for i in range(WARMUP + rounds):
         for label, client in clients.items():
-            client.handoff(to="bob@acme", intent="inform", summary=f"layout probe {i}",
-                           mode="queue")
-            if i == WARMUP:
-                client.syncer.env["GIT_TRACE2_EVENT"] = str(traces[label])
-            started = time.perf_counter()
-            report = client.deliver()
-            took = time.perf_counter() - started
-            if client.mirror.outbox() or report.refused:
-                raise RuntimeError(f"the probe was not delivered to the {label} relay")
+            took = timed_probe(client, label, f"layout probe {i}",
+                               traces[label] if i == WARMUP else None)
             if i >= WARMUP:
                 samples[label].append(took)
     out: dict[str, Any] = {"rounds": rounds, "relay": list(sizes.big_relay), "relays": {}}

@@ -857,15 +857,8 @@ def bench_gate(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) ->
         samples[f"raw:{label}"] = []
     for i in range(sizes.warmup + sizes.reps):
         for label in ("empty", "big", "aged"):
-            c = clients[label]
-            c.handoff(to="bob@acme", intent="inform", summary=f"gate probe {i}", mode="queue")
-            if i == sizes.warmup:
-                c.syncer.env["GIT_TRACE2_EVENT"] = str(traces[label])
-            start = time.perf_counter()
-            report = c.deliver()
-            took = time.perf_counter() - start
-            if c.mirror.outbox() or report.refused:
-                raise RuntimeError(f"the probe was not delivered to the {label} relay")
+            took = timed_probe(clients[label], label, f"gate probe {i}",
+                               traces[label] if i == sizes.warmup else None)
             t_raw = raws[label].push() if label in raws else 0.0
             if i >= sizes.warmup:
                 samples[f"deliver:{label}"].append(took)
@@ -918,6 +911,21 @@ def bench_gate(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) ->
                               note=f"{live:,} thread directories and {aged_info.archived:,} "
                                    "archive markers in main's tip"))
     return figs
+
+
+def timed_probe(client: Any, label: str, summary: str, trace: Path | None = None) -> float:
+    """Queue one handoff to bob@acme and deliver it: the seconds of the push
+    (``Syncer.deliver``). ``trace``: git's trace2 events of this push and the
+    later ones go there."""
+    client.handoff(to="bob@acme", intent="inform", summary=summary, mode="queue")
+    if trace is not None:
+        client.syncer.env["GIT_TRACE2_EVENT"] = str(trace)
+    start = time.perf_counter()
+    report = client.deliver()
+    took = time.perf_counter() - start
+    if client.mirror.outbox() or report.refused:
+        raise RuntimeError(f"the probe was not delivered to the {label} relay")
+    return took
 
 
 def trace_children(trace: Path) -> tuple[list[float], list[float]]:
