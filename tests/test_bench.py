@@ -200,3 +200,15 @@ def test_the_archive_layout_experiment_moves_every_marker_once(tmp_path):
     result = archive_layouts.run(quick=True, rounds=1, workdir=tmp_path / "work")
     assert set(result["relays"]) == {"empty", "aged", "lists"}
     assert result["relays"]["lists"]["tip_trees"] < result["relays"]["aged"]["tip_trees"]
+
+
+def test_the_housekeeping_experiment_measures_loose_and_packed_states(tmp_path):
+    from bench import housekeeping
+
+    result = housekeeping.run(quick=True, pushes=3, workdir=tmp_path / "work")
+    default, packs = result["variants"]["default"], result["variants"]["unpackLimit=1"]
+    # Each push leaves its objects loose by default, and a pack of its own with the limit at 1.
+    assert default["after"]["loose"] > 0
+    assert packs["after"]["loose"] == 0 and packs["after"]["packs"] >= 3
+    assert all(v["after_repack_ms"] > 0 for v in (default, packs))
+    assert "unpackLimit=1" in housekeeping.table(result)
