@@ -21,7 +21,6 @@ From code: ``run(quick: bool, rounds: int) -> dict``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import statistics
@@ -36,6 +35,7 @@ from bench.suite import (
     QUICK,
     Workspace,
     client_for,
+    experiment_main,
     git,
     seed_user,
     timed_probe,
@@ -161,17 +161,8 @@ def table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.archive_layouts",
-                                     description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="the small aged relay")
-    parser.add_argument("--rounds", type=int, default=30, help="pushes per relay (30)")
-    parser.add_argument("--keep", metavar="DIR", type=Path,
-                        help="work in DIR and keep it (relays, homes, traces)")
-    args = parser.parse_args(argv)
-    result = run(args.quick, args.rounds, args.keep)
-    print(table(result))
-    print(json.dumps(result))
-    return 0
+    return experiment_main(argv, prog="python -m bench.archive_layouts", doc=__doc__,
+                           count=("rounds", 30, "pushes per relay"), run=run, table=table)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,6 @@ From code: ``run(quick: bool, pushes: int) -> dict``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
 import statistics
@@ -29,7 +27,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.suite import FULL, QUICK, Workspace, client_for, git, seed_user, timed_probe
+from bench.suite import (
+    FULL,
+    QUICK,
+    Workspace,
+    client_for,
+    experiment_main,
+    git,
+    seed_user,
+    timed_probe,
+)
 
 CHECK_REPEATS = 25
 
@@ -94,17 +101,8 @@ def table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.housekeeping",
-                                     description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="the small aged relay")
-    parser.add_argument("--pushes", type=int, default=300, help="operations pushed (300)")
-    parser.add_argument("--keep", metavar="DIR", type=Path,
-                        help="work in DIR and keep it (relays, homes)")
-    args = parser.parse_args(argv)
-    result = run(args.quick, args.pushes, args.keep)
-    print(table(result))
-    print(json.dumps(result))
-    return 0
+    return experiment_main(argv, prog="python -m bench.housekeeping", doc=__doc__,
+                           count=("pushes", 300, "operations pushed"), run=run, table=table)
 
 
 if __name__ == "__main__":

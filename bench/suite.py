@@ -928,6 +928,29 @@ def timed_probe(client: Any, label: str, summary: str, trace: Path | None = None
     return took
 
 
+def experiment_main(argv: list[str] | None, *, prog: str, doc: str | None,
+                    count: tuple[str, int, str],
+                    run: Callable[[bool, int, Path | None], dict[str, Any]],
+                    table: Callable[[dict[str, Any]], str]) -> int:
+    """The command line of a stand-alone experiment (``python -m bench.<name>``):
+    ``--quick``, one count flag (``count``: name, default, help), ``--keep DIR``;
+    prints the experiment's table, then its result as one JSON line."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog=prog,
+                                     description=doc.split("\n\n")[0] if doc else None)
+    parser.add_argument("--quick", action="store_true", help="the small aged relay")
+    flag, default, what = count
+    parser.add_argument(f"--{flag}", type=int, default=default, help=f"{what} ({default})")
+    parser.add_argument("--keep", metavar="DIR", type=Path,
+                        help="work in DIR and keep it (relays, homes)")
+    args = parser.parse_args(argv)
+    result = run(args.quick, getattr(args, flag), args.keep)
+    print(table(result))
+    print(json.dumps(result))
+    return 0
+
+
 def trace_children(trace: Path) -> tuple[list[float], list[float]]:
     """Seconds of each pre-receive hook and each connectivity check in a trace2 event file."""
     starts: dict[tuple[str, int], str] = {}
