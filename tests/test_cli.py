@@ -23,6 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gitrelay import admin
 from gitrelay.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNAVAILABLE, build_parser, main, split_patch
 from gitrelay.example import build_example, load_example
 from gitrelay.ids import thread_id_for
@@ -185,6 +186,23 @@ def test_a_new_user_joins_and_sees_who_they_are_and_the_team(acme, tmp_path, mon
     assert "dana@acme (you)" in team.out
     assert {p["handle"] for p in dana("teammates", "--json").json} == {  # type: ignore[union-attr]
         "alice@acme", "bob@acme", "carol@acme", "dana@acme"}
+
+
+def test_a_new_relay_has_gits_guards_and_packs_pushed_objects_early(tmp_path, monkeypatch,
+                                                                     capsys):
+    """As a new user would: `gitrelay init`, then look at the git settings it made."""
+    admin_user = Person("alice@acme", tmp_path, monkeypatch, capsys)
+    relay = tmp_path / "relay.git"
+    run = admin_user("init", str(relay), "--name", "acme")
+    assert run.code == 0, run.err
+
+    def setting(key: str) -> str:
+        return subprocess.run(["git", "--git-dir", str(relay), "config", "--get", key],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    assert setting("receive.denyNonFastForwards") == "true"
+    assert setting("receive.denyDeletes") == "true"
+    assert setting("gc.auto") == str(admin.RELAY_GC_AUTO) == "1000"
 
 
 def test_joining_again_keeps_the_registered_profile_and_says_what_was_not_used(
