@@ -206,6 +206,7 @@ def test_the_housekeeping_experiment_measures_loose_and_packed_states(tmp_path):
     from bench import housekeeping
 
     result = housekeeping.run(quick=True, pushes=3, workdir=tmp_path / "work")
+    assert set(result["variants"]) == {"default", "unpackLimit=1", "gc.auto=1000"}
     default, packs = result["variants"]["default"], result["variants"]["unpackLimit=1"]
     # Each push leaves its objects loose by default, and a pack of its own with the limit at 1.
     assert default["after"]["loose"] > 0
