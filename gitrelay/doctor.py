@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .admin import RELAY_GC_AUTO
 from .client import RelayClient
 from .config import config_path, load_user_config
 from .errors import IndexLost, RelayError
@@ -102,7 +103,29 @@ def gate_checks(relay_url: str) -> list[Check]:
         err = proc.stderr.decode(errors="replace").strip().splitlines()
         return [Check("gate", "problem", f"{hook} fails to run: "
                       f"{err[-1] if err else 'exit ' + str(proc.returncode)}", reinstall)]
-    return [Check("gate", "ok", f"{hook} runs gitrelay.gate")]
+    return [Check("gate", "ok", f"{hook} runs gitrelay.gate"), *housekeeping_checks(path)]
+
+
+# git's own threshold when gc.auto is not set.
+GIT_GC_AUTO_DEFAULT = 6700
+
+
+def housekeeping_checks(relay: Path) -> list[Check]:
+    """A note when a local relay packs pushed objects later than `gitrelay init` sets it
+    to, or never: receive-pack reads loose objects more slowly on every push."""
+    proc = subprocess.run(["git", "--git-dir", str(relay), "config", "--get", "gc.auto"],
+                          capture_output=True, text=True, check=False)
+    try:
+        value = int(proc.stdout.strip()) if proc.returncode == 0 else GIT_GC_AUTO_DEFAULT
+    except ValueError:
+        return []  # git itself will say what is wrong with the setting
+    if 0 < value <= RELAY_GC_AUTO:
+        return []
+    detail = ("git never packs the relay's pushed objects (gc.auto 0)" if value <= 0 else
+              f"git packs the relay's pushed objects only once about {value:,} are loose")
+    return [Check("packing", "note", f"{detail}; pushes read loose ones more slowly",
+                  f"git --git-dir {relay} config gc.auto {RELAY_GC_AUTO} "
+                  "(docs/deploying.md, \"Keeping pushes fast\")")]
 
 
 def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,

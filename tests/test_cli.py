@@ -753,6 +753,22 @@ def test_doctor_passes_a_healthy_setup(people):
     assert run.out.rstrip().endswith("No problems found.")
 
 
+def test_doctor_notes_a_local_relay_that_packs_pushed_objects_late(people, acme):
+    """A relay made before `gitrelay init` set gc.auto (or with plain git init): a note
+    with the command that sets it, and no problem."""
+    bob = people["bob"]
+    subprocess.run(["git", "--git-dir", str(acme), "config", "--unset", "gc.auto"], check=True)
+    run = bob("doctor")
+    assert run.code == 0, run.out
+    line = next(ln for ln in run.out.splitlines() if ln.split()[:2] == ["note", "packing"])
+    assert "only once about 6,700 are loose" in line
+    assert f"git --git-dir {acme} config gc.auto 1000" in run.out
+    subprocess.run(["git", "--git-dir", str(acme), "config", "gc.auto", "0"], check=True)
+    assert "git never packs the relay's pushed objects (gc.auto 0)" in bob("doctor").out
+    subprocess.run(["git", "--git-dir", str(acme), "config", "gc.auto", "1000"], check=True)
+    assert not any(ln.split()[1:2] == ["packing"] for ln in bob("doctor").out.splitlines())
+
+
 def test_doctor_notes_a_trusted_handle_nobody_registered(people):
     """As a new user would mistype a handle in `gitrelay trust add`: doctor still passes
     (they may join later) but names the handle and how to mend it."""
