@@ -22,10 +22,8 @@ From code: ``run(quick: bool, rounds: int) -> dict``.
 from __future__ import annotations
 
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,9 +31,9 @@ from typing import Any
 from bench.suite import (
     FULL,
     QUICK,
-    Workspace,
     client_for,
     experiment_main,
+    experiment_workspace,
     git,
     seed_user,
     timed_probe,
@@ -103,48 +101,46 @@ def run(quick: bool = False, rounds: int = 30, workdir: Path | None = None) -> d
     from gitrelay.mirror import FETCHED_MAIN, RELAY_MAIN
 
     sizes = QUICK if quick else FULL
-    root = workdir or Path(tempfile.mkdtemp(prefix="gitrelay-layouts-"))
-    ws = Workspace(root, lambda text: print(text, file=sys.stderr))
-    clients: dict[str, Any] = {}
-    traces: dict[str, Path] = {}
-    shape: dict[str, tuple[int, int]] = {}
-    for label in LABELS:
-        size = (0, 0) if label == "empty" else sizes.big_relay
-        aged = label != "empty"
-        relay, _ = ws.relay(size, aged=aged)
-        home = ws.fresh(f"home-{label}")
-        seed_user(relay, size, home, "alice@acme", ws, aged=aged)
-        if label == "lists":
-            tip = gather_markers(relay)
-            mirror = client_for(relay, home, "alice@acme").mirror.path
-            git("fetch", "-q", str(relay), "refs/heads/main:refs/bench/gathered", git_dir=mirror)
-            for ref in ("refs/heads/main", RELAY_MAIN, FETCHED_MAIN):
-                git("update-ref", ref, tip, git_dir=mirror)
-        clients[label] = client_for(relay, home, "alice@acme", writes="queue")
-        traces[label] = home / "trace2.json"
-        shape[label] = _tip_counts(relay)
-    samples: dict[str, list[float]] = {label: [] for label in LABELS}
-    for i in range(WARMUP + rounds):
-        for label, client in clients.items():
-            took = timed_probe(client, label, f"layout probe {i}",
-                               traces[label] if i == WARMUP else None)
-            if i >= WARMUP:
-                samples[label].append(took)
-    out: dict[str, Any] = {"rounds": rounds, "relay": list(sizes.big_relay), "relays": {}}
-    for label in LABELS:
-        hooks, checks = trace_children(traces[label])
-        out["relays"][label] = {
-            "push_ms": statistics.median(samples[label]) * 1000,
-            "gate_ms": statistics.median(hooks) * 1000 if hooks else None,
-            "check_ms": statistics.median(checks) * 1000 if checks else None,
-            "tip_trees": shape[label][0], "tip_blobs": shape[label][1],
-        }
-    empty = out["relays"]["empty"]["push_ms"]
-    for label in ("aged", "lists"):
-        out["relays"][label]["over_empty"] = out["relays"][label]["push_ms"] / empty
-    if workdir is None:
-        shutil.rmtree(root, ignore_errors=True)
-    return out
+    with experiment_workspace(workdir, "layouts") as ws:
+        clients: dict[str, Any] = {}
+        traces: dict[str, Path] = {}
+        shape: dict[str, tuple[int, int]] = {}
+        for label in LABELS:
+            size = (0, 0) if label == "empty" else sizes.big_relay
+            aged = label != "empty"
+            relay, _ = ws.relay(size, aged=aged)
+            home = ws.fresh(f"home-{label}")
+            seed_user(relay, size, home, "alice@acme", ws, aged=aged)
+            if label == "lists":
+                tip = gather_markers(relay)
+                mirror = client_for(relay, home, "alice@acme").mirror.path
+                git("fetch", "-q", str(relay), "refs/heads/main:refs/bench/gathered",
+                    git_dir=mirror)
+                for ref in ("refs/heads/main", RELAY_MAIN, FETCHED_MAIN):
+                    git("update-ref", ref, tip, git_dir=mirror)
+            clients[label] = client_for(relay, home, "alice@acme", writes="queue")
+            traces[label] = home / "trace2.json"
+            shape[label] = _tip_counts(relay)
+        samples: dict[str, list[float]] = {label: [] for label in LABELS}
+        for i in range(WARMUP + rounds):
+            for label, client in clients.items():
+                took = timed_probe(client, label, f"layout probe {i}",
+                                   traces[label] if i == WARMUP else None)
+                if i >= WARMUP:
+                    samples[label].append(took)
+        out: dict[str, Any] = {"rounds": rounds, "relay": list(sizes.big_relay), "relays": {}}
+        for label in LABELS:
+            hooks, checks = trace_children(traces[label])
+            out["relays"][label] = {
+                "push_ms": statistics.median(samples[label]) * 1000,
+                "gate_ms": statistics.median(hooks) * 1000 if hooks else None,
+                "check_ms": statistics.median(checks) * 1000 if checks else None,
+                "tip_trees": shape[label][0], "tip_blobs": shape[label][1],
+            }
+        empty = out["relays"]["empty"]["push_ms"]
+        for label in ("aged", "lists"):
+            out["relays"][label]["over_empty"] = out["relays"][label]["push_ms"] / empty
+        return out
 
 
 def table(result: dict[str, Any]) -> str:

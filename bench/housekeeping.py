@@ -21,11 +21,9 @@ From code: ``run(quick: bool, pushes: int) -> dict``.
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,9 +31,9 @@ from typing import Any
 from bench.suite import (
     FULL,
     QUICK,
-    Workspace,
     client_for,
     experiment_main,
+    experiment_workspace,
     git,
     seed_user,
     timed_probe,
@@ -86,27 +84,24 @@ def _counts(relay: Path) -> dict[str, int]:
 
 def run(quick: bool = False, pushes: int = 300, workdir: Path | None = None) -> dict[str, Any]:
     sizes = QUICK if quick else FULL
-    root = workdir or Path(tempfile.mkdtemp(prefix="gitrelay-housekeeping-"))
-    ws = Workspace(root, lambda text: print(text, file=sys.stderr))
-    out: dict[str, Any] = {"pushes": pushes, "relay": list(sizes.big_relay), "variants": {}}
-    for label, settings in VARIANTS:
-        relay, _ = ws.relay(sizes.big_relay, aged=True)
-        for key, value in settings.items():
-            git("config", key, value, git_dir=relay)
-        home = ws.fresh(f"home-{label}")
-        seed_user(relay, sizes.big_relay, home, "alice@acme", ws, aged=True)
-        client = client_for(relay, home, "alice@acme", writes="queue")
-        packed = check_ms(relay)
-        for i in range(pushes):
-            timed_probe(client, label, f"housekeeping probe {i}")
-        _wait_for_gc(relay)
-        after = {"check_ms": check_ms(relay), **_counts(relay)}
-        git("repack", "-d", "-q", git_dir=relay)
-        out["variants"][label] = {"before_ms": packed, "after": after,
-                                  "after_repack_ms": check_ms(relay)}
-    if workdir is None:
-        shutil.rmtree(root, ignore_errors=True)
-    return out
+    with experiment_workspace(workdir, "housekeeping") as ws:
+        out: dict[str, Any] = {"pushes": pushes, "relay": list(sizes.big_relay), "variants": {}}
+        for label, settings in VARIANTS:
+            relay, _ = ws.relay(sizes.big_relay, aged=True)
+            for key, value in settings.items():
+                git("config", key, value, git_dir=relay)
+            home = ws.fresh(f"home-{label}")
+            seed_user(relay, sizes.big_relay, home, "alice@acme", ws, aged=True)
+            client = client_for(relay, home, "alice@acme", writes="queue")
+            packed = check_ms(relay)
+            for i in range(pushes):
+                timed_probe(client, label, f"housekeeping probe {i}")
+            _wait_for_gc(relay)
+            after = {"check_ms": check_ms(relay), **_counts(relay)}
+            git("repack", "-d", "-q", git_dir=relay)
+            out["variants"][label] = {"before_ms": packed, "after": after,
+                                      "after_repack_ms": check_ms(relay)}
+        return out
 
 
 def table(result: dict[str, Any]) -> str:

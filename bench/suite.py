@@ -928,6 +928,20 @@ def timed_probe(client: Any, label: str, summary: str, trace: Path | None = None
     return took
 
 
+@contextlib.contextmanager
+def experiment_workspace(workdir: Path | None, name: str) -> Iterator[Workspace]:
+    """The workspace of a stand-alone experiment: in ``workdir`` (kept), or in a
+    temporary directory removed at the end, whether the experiment finished or not."""
+    import tempfile
+
+    root = workdir or Path(tempfile.mkdtemp(prefix=f"gitrelay-{name}-"))
+    try:
+        yield Workspace(root, lambda text: print(text, file=sys.stderr))
+    finally:
+        if workdir is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
 def experiment_main(argv: list[str] | None, *, prog: str, doc: str | None,
                     count: tuple[str, int, str],
                     run: Callable[[bool, int, Path | None], dict[str, Any]],
