@@ -1,15 +1,14 @@
-"""What another archive layout would give the gate's push: measured through the real gate.
+"""The archive snapshot against an earlier release's markers: measured through the gate.
 
 The gate section of the suite (``bench/suite.py``) pushes one operation to an
-*aged* relay (100,000 messages, every closed thread archived: one marker file
-per thread, beside where its directory was) and to an empty one. This
-experiment adds a third relay, the same aged relay with its markers gathered
-into one list per shard, ``archive/<c0>/<c1>.json``, so that main's tip holds
-a few hundred small trees instead of every shard directory. That layout is not
-part of the relay format (docs/performance.md, "gate", says what it would
-cost and why it was measured and not adopted); the rewritten tip is set on
-the relay and in the client's mirror directly, and only the pushes after it go
-through the gate, which checks each against that tip as usual.
+*aged* relay (100,000 messages, every closed thread archived into the archive
+snapshot, so main's tip holds the open threads and ``archive.json``) and to
+an empty one. This experiment adds a third relay, the same aged relay as an
+earlier release archived it: a marker file per archived thread in main's tip,
+beside where its directory was (docs/format.md, "Markers of an earlier
+release"). The rewritten tip is set on the relay and in the client's mirror
+directly; only the pushes after it go through the gate, which checks each
+against that tip as usual.
 
 The three relays are pushed to in turn (``Syncer.deliver``: one queued
 handoff each round), and git's trace2 events split each push into the gate
@@ -40,49 +39,52 @@ from bench.suite import (
     trace_children,
 )
 
-LABELS = ("empty", "aged", "lists")
+LABELS = ("empty", "aged", "markers")
 WARMUP = 3
 
 
-def gather_markers(relay: Path) -> str:
-    """Commit on top of main a tree whose archive markers lie in one list per shard,
-    ``archive/<c0>/<c1>.json`` (sorted by thread id), and move main to it."""
+def scatter_markers(relay: Path) -> str:
+    """Commit on top of main a tree holding, instead of ``archive.json``, a marker of an
+    earlier release beside each archived thread's directory, and move main to it."""
     import pygit2
 
     repo = pygit2.Repository(str(relay))
     tip = repo.revparse_single("refs/heads/main")
-    live: dict[str, dict[str, dict[str, Any]]] = {}
-    lists: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    index = json.loads(repo[tip.tree["archive.json"].id].data)
+    snapshot = repo[index["snapshot"]]
+    shards: dict[str, dict[str, dict[str, Any]]] = {}
     for c0 in tip.tree["threads"]:
         for c1 in repo[c0.id]:
             for entry in repo[c1.id]:
-                if entry.name.endswith(".archived.json"):
-                    lists.setdefault((c0.name, c1.name), []).append(
-                        json.loads(repo[entry.id].data))
-                else:
-                    live.setdefault(c0.name, {}).setdefault(c1.name, {})[entry.name] = entry.id
+                shards.setdefault(c0.name, {}).setdefault(c1.name, {})[entry.name] = \
+                    (entry.id, pygit2.GIT_FILEMODE_TREE)
+    for c0 in snapshot.tree["threads"]:
+        for c1 in repo[c0.id]:
+            for entry in repo[c1.id]:
+                status = "completed" if "complete.json" in repo[entry.id] else "cancelled"
+                doc = {"format_version": 1, "kind": "archived", "thread_id": entry.name,
+                       "status": status, "tree": str(entry.id), "by": index["by"],
+                       "archived_at": index["archived_at"]}
+                data = json.dumps(doc, sort_keys=True, indent=2).encode() + b"\n"
+                shards.setdefault(c0.name, {}).setdefault(c1.name, {})[
+                    f"{entry.name}.archived.json"] = (repo.create_blob(data),
+                                                      pygit2.GIT_FILEMODE_BLOB)
 
-    def tree_of(items: dict[str, Any], mode: int) -> Any:
+    def tree_of(items: dict[str, Any]) -> Any:
         builder = repo.TreeBuilder()
         for name, value in sorted(items.items()):
             if isinstance(value, dict):
-                builder.insert(name, tree_of(value, mode), pygit2.GIT_FILEMODE_TREE)
+                builder.insert(name, tree_of(value), pygit2.GIT_FILEMODE_TREE)
             else:
-                builder.insert(name, value, mode)
+                builder.insert(name, *value)
         return builder.write()
 
-    archive: dict[str, dict[str, Any]] = {}
-    for (c0, c1), markers in lists.items():
-        markers.sort(key=lambda m: str(m["thread_id"]))
-        doc = {"format_version": 1, "kind": "archive", "threads": markers}
-        data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
-        archive.setdefault(c0, {})[f"{c1}.json"] = repo.create_blob(data)
     root = repo.TreeBuilder(tip.tree)
-    root.insert("threads", tree_of(live, pygit2.GIT_FILEMODE_TREE), pygit2.GIT_FILEMODE_TREE)
-    root.insert("archive", tree_of(archive, pygit2.GIT_FILEMODE_BLOB), pygit2.GIT_FILEMODE_TREE)
+    root.insert("threads", tree_of(shards), pygit2.GIT_FILEMODE_TREE)
+    root.remove("archive.json")
     seq = int(tip.message.split("Gitrelay-Seq: ")[1].split()[0])
     who = pygit2.Signature("alice@acme", "alice@acme", int(time.time()), 0)
-    message = (f"archive markers gathered per shard\n\nGitrelay-Op: archive\n"
+    message = (f"archive markers of an earlier release\n\nGitrelay-Op: archive\n"
                f"Gitrelay-Actor: alice@acme\nGitrelay-Seq: {seq + 1}\n")
     new = repo.create_commit(None, who, who, message, root.write(), [tip.id])
     repo.references["refs/heads/main"].set_target(new)
@@ -111,10 +113,10 @@ def run(quick: bool = False, rounds: int = 30, workdir: Path | None = None) -> d
             relay, _ = ws.relay(size, aged=aged)
             home = ws.fresh(f"home-{label}")
             seed_user(relay, size, home, "alice@acme", ws, aged=aged)
-            if label == "lists":
-                tip = gather_markers(relay)
+            if label == "markers":
+                tip = scatter_markers(relay)
                 mirror = client_for(relay, home, "alice@acme").mirror.path
-                git("fetch", "-q", str(relay), "refs/heads/main:refs/bench/gathered",
+                git("fetch", "-q", str(relay), "refs/heads/main:refs/bench/scattered",
                     git_dir=mirror)
                 for ref in ("refs/heads/main", RELAY_MAIN, FETCHED_MAIN):
                     git("update-ref", ref, tip, git_dir=mirror)
@@ -138,7 +140,7 @@ def run(quick: bool = False, rounds: int = 30, workdir: Path | None = None) -> d
                 "tip_trees": shape[label][0], "tip_blobs": shape[label][1],
             }
         empty = out["relays"]["empty"]["push_ms"]
-        for label in ("aged", "lists"):
+        for label in ("aged", "markers"):
             out["relays"][label]["over_empty"] = out["relays"][label]["push_ms"] / empty
         return out
 

@@ -53,7 +53,7 @@ from gitrelay.ops import Op
 from gitrelay.rules import ARCHIVE_MAX_THREADS
 
 # Bump when the generated history changes, so stale cache entries are not reused.
-GENERATOR_VERSION = 4
+GENERATOR_VERSION = 5
 CACHE_DIR = Path(__file__).resolve().parent / ".cache"
 SAMPLED_USERS = 3
 SAMPLES_PER_USER = 200
@@ -496,7 +496,7 @@ def archive_closed(path: Path, by: str = "alice@acme") -> int:
     would: one operation per ARCHIVE_MAX_THREADS threads, each checked with the
     gate's rules. Returns how many threads were archived."""
     from gitrelay.gitstore import Store
-    from gitrelay.mirror import archive_tree
+    from gitrelay.mirror import archive_commit
     from gitrelay.ops import archive_op, closed_threads
     from gitrelay.rules import RelayView, check_commit, commit_seq
 
@@ -510,9 +510,10 @@ def archive_closed(path: Path, by: str = "alice@acme") -> int:
     for start in range(0, len(closed), ARCHIVE_MAX_THREADS):
         op = archive_op(by, closed[start:start + ARCHIVE_MAX_THREADS], _iso(
             dt.datetime.fromtimestamp(when, dt.UTC)))
-        tree, doc = archive_tree(store, RelayView(objs, base.tree), op)
-        oid = store.commit(tree=tree, parents=[tip], message=op.message(doc, commit_seq(base) + 1),
-                           author=by, email=by, when=when)
+        tree, snapshot, doc = archive_commit(store, RelayView(objs, base.tree), op, when=when)
+        oid = store.commit(tree=tree, parents=[tip, snapshot],
+                           message=op.message(doc, commit_seq(base) + 1), author=by, email=by,
+                           when=when)
         check_commit(objs, objs.commit(oid), base)
         tip, base, when = oid, objs.commit(oid), when + 60
     store.set_ref(layout.MAIN_REF, tip, "gitrelay: archive closed threads")

@@ -45,7 +45,7 @@ from .ids import (
     thread_id_for,
 )
 from .mirror import Mirror, Refused, Written, op_key
-from .ops import Op, archive_markers, archive_op, closed_threads, now_iso
+from .ops import Op, archive_moves, archive_op, closed_threads, now_iso
 from .recovery import mirror_problem, salvage_outbox, set_aside
 from .rules import (
     ACCEPTED,
@@ -54,6 +54,7 @@ from .rules import (
     PENDING,
     RelayView,
     ThreadState,
+    snapshot_tree,
     status_from_names,
     thread_files,
 )
@@ -236,17 +237,20 @@ class RelayClient:
         if len(ref) == 26:
             return check_thread_id(ref)
         view = self.view()
-        candidates: list[str] = []
-        if len(ref) >= 2:
-            for e in view.objs.list_dir(view.tree, f"{layout.THREADS_DIR}/{ref[0]}/{ref[1]}") or []:
-                candidates.append(e.name.removesuffix(layout.ARCHIVED_SUFFIX))
-        else:
-            for c0 in view.objs.list_dir(view.tree, layout.THREADS_DIR) or []:
+        candidates: set[str] = set()
+        snapshot = snapshot_tree(view.objs, view.tree)
+        for tree in (view.tree, snapshot) if snapshot else (view.tree,):
+            if len(ref) >= 2:
+                shard = f"{layout.THREADS_DIR}/{ref[0]}/{ref[1]}"
+                candidates |= {e.name.removesuffix(layout.ARCHIVED_SUFFIX)
+                               for e in view.objs.list_dir(tree, shard) or []}
+                continue
+            for c0 in view.objs.list_dir(tree, layout.THREADS_DIR) or []:
                 if c0.name.startswith(ref[:1]):
                     for c1 in view.objs.tree(c0.oid):
-                        candidates += [e.name.removesuffix(layout.ARCHIVED_SUFFIX)
-                                       for e in view.objs.tree(c1.oid)]
-        return resolve_prefix(ref, candidates)
+                        candidates |= {e.name.removesuffix(layout.ARCHIVED_SUFFIX)
+                                       for e in view.objs.tree(c1.oid)}
+        return resolve_prefix(ref, sorted(candidates))
 
     def thread(self, thread_id: str) -> ThreadView:
         tid = check_thread_id(thread_id)
@@ -320,10 +324,10 @@ class RelayClient:
         return found[:limit] if limit is not None else found
 
     def archive(self, thread_ids: list[str], *, mode: str | None = None) -> WriteResult:
-        """Archive closed threads: their directories leave main's tree, each replaced
-        by a marker naming it; they read the same afterwards (docs/format.md)."""
+        """Archive closed threads: their directories leave main's tree for the archive
+        snapshot; they read the same afterwards (docs/format.md)."""
         op = archive_op(self.handle, thread_ids)
-        if self.mirror.main() is not None and not archive_markers(self.view(), op.doc):
+        if self.mirror.main() is not None and not archive_moves(self.view(), op.doc):
             raise InvalidArgument(f"nothing to archive: {', '.join(thread_ids) or 'no thread'} "
                                   "is archived already or is no thread", field="thread_ids")
         return self.write(op, mode=mode)

@@ -237,8 +237,10 @@ class Store:
         blob = self.source.write("blob", data)
         return self._insert(base_tree, path.split("/"), blob)
 
-    def tree_edit(self, base_tree: str, remove: Iterable[str], add: Mapping[str, bytes]) -> str:
-        """The id of ``base_tree`` with the entries at ``remove`` gone and files added.
+    def tree_edit(self, base_tree: str | None, remove: Iterable[str], add: Mapping[str, bytes],
+                  add_trees: Mapping[str, str] | None = None) -> str:
+        """The id of ``base_tree`` with the entries at ``remove`` gone, files added, and
+        existing trees put at the paths of ``add_trees``.
 
         Each tree on the way to an edit is written once, however many edits
         it holds; a directory left empty goes too.
@@ -248,6 +250,8 @@ class Store:
             _nest(edits, path.split("/"), None)
         for path, data in add.items():
             _nest(edits, path.split("/"), self.source.write("blob", data))
+        for path, oid in (add_trees or {}).items():
+            _nest(edits, path.split("/"), TreeEntry(MODE_TREE, path.rsplit("/", 1)[-1], oid))
         return self._edit(base_tree, edits) or self.source.write("tree", b"")
 
     def _edit(self, tree_oid: str | None, edits: dict[str, Any]) -> str | None:
@@ -263,6 +267,8 @@ class Store:
                     entries[name] = TreeEntry(MODE_TREE, name, sub)
             elif edit is None:
                 entries.pop(name, None)
+            elif isinstance(edit, TreeEntry):
+                entries[name] = edit
             else:
                 entries[name] = TreeEntry(MODE_BLOB, name, edit)
         if not entries:
@@ -300,7 +306,7 @@ def with_signature(content: str, signature: str) -> bytes:
     return (header + "\n" + field + sep[1:] + body).encode()
 
 
-def _nest(edits: dict[str, Any], parts: list[str], value: str | None) -> None:
+def _nest(edits: dict[str, Any], parts: list[str], value: str | TreeEntry | None) -> None:
     for part in parts[:-1]:
         edits = edits.setdefault(part, {})
     edits[parts[-1]] = value

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import layout
+from .errors import RelayError
 from .mirror import Mirror
 from .objects import Commit, diff_trees
+from .rules import archived_threads
 
 
 @dataclass
@@ -79,13 +81,17 @@ def _committed_at(commit: Commit) -> str:
 def _entry(mirror: Mirror, commit: Commit, queued: bool) -> HistoryEntry:
     objs = mirror.objects
     trailers = commit.trailers
-    parent_tree = objs.commit(commit.parents[0]).tree if commit.parents else None
-    changes = diff_trees(objs, parent_tree, commit.tree)
     path, doc = "", {}
     if trailers.get(layout.TRAILER_OP) == layout.OP_ARCHIVE:
-        doc = {"threads": [ch.path.rsplit("/", 1)[-1].removesuffix(layout.ARCHIVED_SUFFIX)
-                           for ch in changes if ch.new is not None]}
-    elif len(changes) == 1 and changes[0].new is not None:
+        try:
+            doc = {"threads": archived_threads(objs, commit)[0]}
+        except (RelayError, KeyError, ValueError):  # not a valid archive: nothing to list
+            doc = {"threads": []}
+        changes = []
+    else:
+        parent_tree = objs.commit(commit.parents[0]).tree if commit.parents else None
+        changes = diff_trees(objs, parent_tree, commit.tree)
+    if len(changes) == 1 and changes[0].new is not None:
         path = changes[0].path
         try:
             loaded = json.loads(objs.blob(changes[0].new.oid))

@@ -16,7 +16,9 @@ PROFILE_FILE = "profile.json"
 HANDOFF_FILE = "handoff.json"
 TRANSITION_FILES = {"accept": "accept.json", "complete": "complete.json", "cancel": "cancel.json"}
 INBOX_FILE = "inbox.json"
-ARCHIVED_SUFFIX = ".archived.json"  # threads/<c0>/<c1>/<id>.archived.json: an archived thread
+ARCHIVE_PATH = "archive.json"  # names the snapshot commit holding the archived threads
+# threads/<c0>/<c1>/<id>.archived.json: a thread archived by an earlier release (a marker)
+ARCHIVED_SUFFIX = ".archived.json"
 MESSAGE_DIGITS = 6
 _DIGITS = frozenset("0123456789")  # ASCII only: str.isdigit() also takes "٣"
 
@@ -34,8 +36,8 @@ OP_ACCEPT = "accept"
 OP_COMPLETE = "complete"
 OP_CANCEL = "cancel"
 OP_INBOX = "inbox"
-# The one operation that adds no single file: it replaces closed threads' directories
-# with their archive markers (docs/format.md, "Archived threads").
+# The one operation that adds no single file: it moves closed threads' directories
+# out of main's tree into the archive snapshot (docs/format.md, "Archived threads").
 OP_ARCHIVE = "archive"
 THREAD_OPS = (OP_HANDOFF, OP_MESSAGE, OP_DRAFT, OP_ACCEPT, OP_COMPLETE, OP_CANCEL)
 ALL_OPS = (OP_INIT, OP_REGISTER, *THREAD_OPS, OP_ARCHIVE)
@@ -56,8 +58,14 @@ def handoff_path(thread_id: str) -> str:
 
 
 def archived_path(thread_id: str) -> str:
-    """Where an archived thread's marker lies: beside the directory it replaced."""
+    """Where a marker of an earlier release lies: beside the directory it replaced."""
     return f"{shard(thread_id)}{ARCHIVED_SUFFIX}"
+
+
+def snapshot_message(added: int, total: int) -> str:
+    """The message of an archive snapshot commit (the gate wants exactly this)."""
+    plural = "s" if added != 1 else ""
+    return f"Archive snapshot: {added} more closed thread{plural}, {total} in all\n"
 
 
 def thread_dir_id(path: str) -> str | None:
@@ -105,8 +113,8 @@ def inbox_ref_owner(ref: str) -> str | None:
 class FileRef:
     """What a path in the relay tree is, per the layout.
 
-    ``kind`` is one of config, profile, handoff, message, accept, complete, cancel,
-    archived.
+    ``kind`` is one of config, archive, profile, handoff, message, accept, complete,
+    cancel, archived.
     """
 
     __slots__ = ("handle", "kind", "sequence_no", "thread_id")
@@ -123,6 +131,8 @@ def classify(path: str) -> FileRef | None:
     """Classify a blob path; None when the layout has no place for it."""
     if path == CONFIG_PATH:
         return FileRef("config")
+    if path == ARCHIVE_PATH:
+        return FileRef("archive")
     parts = path.split("/")
     if parts[0] == TEAMMATES_DIR and len(parts) == 3 and parts[2] == PROFILE_FILE:
         if handle_problem(parts[1]) is None:

@@ -35,8 +35,8 @@ from .errors import RelayError, RelayUnavailable, StateChanged
 from .gitstore import Store
 from .locks import FileMutex, LockTimeout
 from .objects import Commit, Objects
-from .ops import Op, archive_markers, archive_op, now_iso, op_from_file
-from .rules import RelayView, check_commit, commit_seq
+from .ops import Op, archive_moves, archive_op, now_iso, op_from_file
+from .rules import RelayView, archive_index, archived_threads, check_commit, commit_seq
 from .signing import verify_commit_signature
 
 RELAY_MAIN = "refs/relay/main"
@@ -101,13 +101,27 @@ def _journal_on(ref: str | None, records: list[journal.Record]) -> bool:
     return ref == records[0].base or any(ref == r.tip for r in records)
 
 
-def archive_tree(store: Store, view: RelayView, op: Op) -> tuple[str, dict[str, Any]]:
-    """The tree of ``view`` with ``op``'s threads archived, and the operation's document
-    (the threads it archives there: any archived meanwhile are left out)."""
-    markers = archive_markers(view, op.doc)
-    tree = store.tree_edit(view.tree, [layout.shard(t) for t in markers],
-                           {layout.archived_path(t): schema.dumps(m) for t, m in markers.items()})
-    return tree, {**op.doc, "threads": sorted(markers)}
+def archive_commit(store: Store, view: RelayView, op: Op, *, when: float | None = None
+                   ) -> tuple[str, str, dict[str, Any]]:
+    """Main's tree with ``op``'s threads archived on top of ``view``, the snapshot
+    commit to give it as second parent, and the operation's document (the
+    threads it archives there: any archived meanwhile are left out)."""
+    moves = archive_moves(view, op.doc)
+    by = str(op.doc["by"])
+    previous = archive_index(view.objs, view.tree)
+    before = str(previous["snapshot"]) if previous else None
+    total = (int(previous["threads"]) if previous else 0) + len(moves)
+    snap_tree = store.tree_edit(view.objs.commit(before).tree if before else None, [], {},
+                                {layout.shard(t): oid for t, oid in moves.items()})
+    snapshot = store.commit(tree=snap_tree, parents=[before] if before else [],
+                            message=layout.snapshot_message(len(moves), total),
+                            author=by, email=by, when=when)
+    index = {"format_version": layout.FORMAT_VERSION, "kind": "archive", "snapshot": snapshot,
+             "threads": total, "by": by, "archived_at": op.doc["archived_at"]}
+    leaving = [layout.shard(t) if view.objs.entry(view.tree, layout.shard(t)) is not None
+               else layout.archived_path(t) for t in moves]
+    tree = store.tree_edit(view.tree, leaving, {layout.ARCHIVE_PATH: schema.dumps(index)})
+    return tree, snapshot, {**op.doc, "threads": sorted(moves)}
 
 
 def op_key(op: Op) -> str:
@@ -246,11 +260,8 @@ class Mirror:
 
         parent_tree = self.objects.commit(parent).tree if parent else None
         if commit.trailers.get(layout.TRAILER_OP) == layout.OP_ARCHIVE:
-            markers = [json.loads(self.objects.blob(ch.new.oid))
-                       for ch in diff_trees(self.objects, parent_tree, commit.tree)
-                       if ch.new is not None and ch.path.endswith(layout.ARCHIVED_SUFFIX)]
-            return archive_op(str(markers[0]["by"]), [str(m["thread_id"]) for m in markers],
-                              str(markers[0]["archived_at"]))
+            threads, by, at = archived_threads(self.objects, commit)
+            return archive_op(by, threads, at)
         (change,) = diff_trees(self.objects, parent_tree, commit.tree)
         assert change.new is not None
         doc = json.loads(self.objects.blob(change.new.oid))
@@ -263,16 +274,18 @@ class Mirror:
         base = self.objects.commit(base_oid)
         view = RelayView(self.objects, base.tree)
         seq = commit_seq(base) + 1
+        parents = [base_oid]
         if op.kind == layout.OP_ARCHIVE:
             path = ""
-            tree, doc = archive_tree(self.store, view, op)
+            tree, snapshot, doc = archive_commit(self.store, view, op)
+            parents.append(snapshot)
             replay = Op(layout.OP_ARCHIVE, doc)  # the threads it archives on this base
         else:
             path, doc = op.materialize(view)
             data = schema.dumps(doc)
             tree = self.store.tree_with(base.tree, path, data)
             replay = op_from_file(path, json.loads(data))
-        oid = self.store.commit(tree=tree, parents=[base_oid], message=op.message(doc, seq),
+        oid = self.store.commit(tree=tree, parents=parents, message=op.message(doc, seq),
                                 author=op.actor, email=op.actor, sign=self.signer)
         # The real checker: a signing key that is not the registered one fails here,
         # before the operation is queued, rather than at the gate.

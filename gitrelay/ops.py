@@ -4,8 +4,8 @@ An :class:`Op` knows how to place itself on a given state of the relay
 (``materialize``: a message takes the next sequence number), how to tell that
 it is already there (a retried or replayed delivery), and how to describe
 itself in a commit. The outbox replays ops with these when the relay moved.
-The archive operation adds no single file: :func:`archive_markers` says which
-markers it adds on a given state (``mirror.archive_tree`` builds its tree).
+The archive operation adds no single file: :func:`archive_moves` says which
+threads it moves on a given state (``mirror.archive_commit`` builds its trees).
 Pure: no I/O beyond the :class:`~gitrelay.rules.RelayView` it is given.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 from . import layout, schema
 from .errors import ThreadNotFound
-from .rules import RelayView, thread_files
+from .rules import RelayView, archive_marker, thread_files
 from .terminal import char_class
 
 SUBJECT_MAX = 72
@@ -81,7 +81,7 @@ class Op:
         """True when the relay already holds this very operation (a replayed delivery)."""
         objs, tree = view.objs, view.tree
         if self.kind == layout.OP_ARCHIVE:
-            return not archive_markers(view, self.doc)
+            return not archive_moves(view, self.doc)
         if self.kind == "profile":
             profile = view.profile(str(self.doc["handle"]))
             return profile is not None and profile == self.doc
@@ -142,29 +142,31 @@ def archive_op(by: str, thread_ids: list[str], at: str | None = None) -> Op:
                                   "threads": sorted(thread_ids)})
 
 
-def archive_markers(view: RelayView, doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The markers an archive operation adds on top of ``view``, by thread id.
+def archive_moves(view: RelayView, doc: dict[str, Any]) -> dict[str, str]:
+    """The threads an archive operation moves out of main's tree on top of ``view``,
+    with their directories' trees, by thread id.
 
-    Threads archived meanwhile (by someone else) are left out; the rules
+    Threads archived meanwhile (by someone else) are left out; a thread an
+    earlier release archived (a marker in main's tree) moves too. The rules
     refuse any that is not closed.
     """
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, str] = {}
     for tid in doc["threads"]:
         entry = view.objs.entry(view.tree, layout.shard(tid))
-        if entry is None or not entry.is_tree:
+        if entry is not None and entry.is_tree:
+            if view.thread(tid) is not None:
+                out[tid] = entry.oid
             continue
-        state = view.thread(tid)
-        if state is None:
-            continue
-        out[tid] = {"format_version": layout.FORMAT_VERSION, "kind": "archived",
-                    "thread_id": tid, "status": state.status, "tree": entry.oid,
-                    "by": doc["by"], "archived_at": doc["archived_at"]}
+        marker = archive_marker(view.objs, view.tree, tid)
+        if marker is not None:
+            out[tid] = str(marker["tree"])
     return out
 
 
 def closed_threads(view: RelayView, closed_before: float) -> list[tuple[str, str, str]]:
     """Threads in ``view``'s tree closed at ``closed_before`` (unix time) or earlier:
-    ``(closed_at, thread_id, status)``, oldest first.
+    ``(closed_at, thread_id, status)``, oldest first. A thread an earlier release
+    archived with a marker in the tree counts too (archiving moves it on).
 
     Reads every thread directory of the tree: a maintenance scan.
     """
@@ -173,16 +175,20 @@ def closed_threads(view: RelayView, closed_before: float) -> list[tuple[str, str
     for c0 in objs.list_dir(view.tree, layout.THREADS_DIR) or []:
         for c1 in objs.tree(c0.oid) if c0.is_tree else []:
             for e in objs.tree(c1.oid) if c1.is_tree else []:
+                tid, directory = e.name, e.oid
                 if not e.is_tree:
-                    continue
-                names = {x.name: x for x in objs.tree(e.oid)}
+                    if not e.name.endswith(layout.ARCHIVED_SUFFIX):
+                        continue
+                    tid = e.name.removesuffix(layout.ARCHIVED_SUFFIX)
+                    directory = str(json.loads(objs.blob(e.oid))["tree"])
+                names = {x.name: x for x in objs.tree(directory)}
                 for kind, status in (("complete", "completed"), ("cancel", "cancelled")):
                     closing = names.get(layout.TRANSITION_FILES[kind])
                     if closing is None:
                         continue
                     at = str(json.loads(objs.blob(closing.oid))["at"])
                     if _epoch(at) <= closed_before:
-                        found.append((at, e.name, status))
+                        found.append((at, tid, status))
     found.sort()
     return found
 

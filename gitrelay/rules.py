@@ -26,6 +26,7 @@ from .objects import (
     TreeEntry,
     diff_trees,
     trailer_pairs,
+    tree_problem,
 )
 from .terminal import first_unsafe
 
@@ -218,22 +219,75 @@ def thread_files(objs: Objects, tree: str, thread_id: str
                  ) -> tuple[str, list[TreeEntry]] | None:
     """A thread's directory in the relay tree ``tree``: its tree id and entries.
 
-    An archived thread's directory is no longer in the tree; its marker names
-    the directory's tree, which the history holds, so it reads the same.
+    An archived thread's directory is no longer in the tree: it lies at the
+    same path in the archive snapshot that ``archive.json`` names (or, archived
+    by an earlier release, a marker beside it names it), so it reads the same.
     """
     entry = objs.entry(tree, layout.shard(thread_id))
     if entry is not None and entry.is_tree:
         return entry.oid, objs.tree(entry.oid)
+    snap = snapshot_tree(objs, tree)
+    if snap is not None:
+        entry = objs.entry(snap, layout.shard(thread_id))
+        if entry is not None and entry.is_tree:
+            return entry.oid, objs.tree(entry.oid)
     marker = archive_marker(objs, tree, thread_id)
     if marker is None:
         return None
     return marker["tree"], objs.tree(marker["tree"])
 
 
+def archive_index(objs: Objects, tree: str) -> dict[str, Any] | None:
+    """``archive.json`` of the relay tree ``tree``, or None before the first archive."""
+    data = objs.read_path(tree, layout.ARCHIVE_PATH)
+    return None if data is None else schema.load("archive", data)
+
+
+# archive.json's blob id -> the snapshot's tree id (both fixed by the blob's bytes)
+_SNAPSHOTS: dict[str, str] = {}
+
+
+def snapshot_tree(objs: Objects, tree: str) -> str | None:
+    """The tree of the archive snapshot the relay tree ``tree`` names, or None."""
+    entry = objs.entry(tree, layout.ARCHIVE_PATH)
+    if entry is None or entry.is_tree:
+        return None
+    found = _SNAPSHOTS.get(entry.oid)
+    if found is None:
+        doc = schema.load("archive", objs.blob(entry.oid))
+        found = objs.commit(str(doc["snapshot"])).tree
+        _remember(_SNAPSHOTS, entry.oid, found)
+    return found
+
+
 def archive_marker(objs: Objects, tree: str, thread_id: str) -> dict[str, Any] | None:
-    """The marker of an archived thread in ``tree``, or None."""
+    """The marker of a thread an earlier release archived in ``tree``, or None."""
     data = objs.read_path(tree, layout.archived_path(thread_id))
     return None if data is None else schema.load("archived", data)
+
+
+def archived_threads(objs: Objects, commit: Commit) -> tuple[list[str], str, str]:
+    """What an archive operation's commit archived: the thread ids, by whom, when.
+
+    Reads either form: a snapshot commit as second parent, or (an earlier
+    release's) markers added beside the directories.
+    """
+    if len(commit.parents) > 1:
+        index = archive_index(objs, commit.tree)
+        if index is None:
+            return [], "", ""
+        snap = objs.commit(commit.parents[1])
+        before = objs.commit(snap.parents[0]).tree if snap.parents else None
+        moved = sorted(snapshot_additions(objs, before, snap.tree, commit))
+        return moved, str(index["by"]), str(index["archived_at"])
+    parent_tree = objs.commit(commit.parents[0]).tree if commit.parents else None
+    markers = [schema.load("archived", objs.blob(ch.new.oid))
+               for ch in diff_trees(objs, parent_tree, commit.tree)
+               if ch.new is not None and ch.path.endswith(layout.ARCHIVED_SUFFIX)]
+    if not markers:
+        return [], "", ""
+    return (sorted(str(m["thread_id"]) for m in markers), str(markers[0]["by"]),
+            str(markers[0]["archived_at"]))
 
 
 def commit_seq(commit: Commit) -> int:
@@ -428,9 +482,11 @@ def check_commit(objs: Objects, commit: Commit, parent: Commit | None, *,
 def _check_commit(objs: Objects, commit: Commit, parent: Commit | None,
                   pusher: Pusher | None, verify_signature: SignatureCheck | None) -> Operation:
     short = commit.oid[:12]
-    if len(commit.parents) > 1:
+    if len(commit.parents) > 1 and (len(commit.parents) > 2 or parent is None or commit.trailers
+                                    .get(layout.TRAILER_OP) != layout.OP_ARCHIVE):
         raise refuse("linear-history", f"commit {short} is a merge; main is linear "
-                     "(rebase instead of merging)", commit=commit.oid)
+                     "(rebase instead of merging; only an archive operation has a second "
+                     "parent, its snapshot)", commit=commit.oid)
     check_trailer_repeats(commit)
     check_message_text(commit)
     if parent is None:
@@ -450,10 +506,10 @@ def _check_commit(objs: Objects, commit: Commit, parent: Commit | None,
     if ref.kind == "config":
         raise refuse("append-only", f"commit {short} adds {path}; only the first commit may",
                      commit=commit.oid, field=path)
-    if ref.kind == "archived":
-        raise refuse("archive", f"commit {short} adds the archive marker {path} without "
-                     f"archiving the thread; only a {layout.TRAILER_OP}: {layout.OP_ARCHIVE} "
-                     "commit adds markers", commit=commit.oid, field=path)
+    if ref.kind in ("archived", "archive"):
+        raise refuse("archive", f"commit {short} adds {path} without archiving a thread; only "
+                     f"a {layout.TRAILER_OP}: {layout.OP_ARCHIVE} commit writes it",
+                     commit=commit.oid, field=path)
     data = objs.blob(entry.oid)
     try:
         doc = schema.load(ref.kind, data, limits)
@@ -489,21 +545,185 @@ ARCHIVE_MAX_THREADS = 1000
 
 def _check_archive(view: RelayView, commit: Commit, parent: Commit, seq: int,
                    pusher: Pusher | None, verify_signature: SignatureCheck | None) -> Operation:
-    """An archive operation: closed threads' directories replaced by their markers.
+    """An archive operation: closed threads' directories leave main's tree.
 
-    Every change is either a thread's whole directory leaving the tree or the
-    marker beside it; each marker names the directory's tree as it was, the
-    thread's final status, and the operation's actor.
+    The commit's second parent is the archive snapshot: the previous snapshot's
+    tree plus exactly the directories that left, and ``archive.json`` names it.
+    A commit with one parent is the form of earlier releases (a marker beside
+    each directory), still read and accepted so their relays stay valid.
     """
-    objs = view.objs
     short = commit.oid[:12]
     actor = commit.trailers.get(layout.TRAILER_ACTOR, "")
     if layout.TRAILER_THREAD in commit.trailers:
         raise refuse("trailers", f"commit {short}: an archive operation has no "
-                     f"{layout.TRAILER_THREAD} trailer; its markers name the threads",
+                     f"{layout.TRAILER_THREAD} trailer; its snapshot names the threads",
                      commit=commit.oid, field=layout.TRAILER_THREAD)
     check_author(commit, actor)
     check_identity(view, commit, actor, pusher, verify_signature=verify_signature)
+    if len(commit.parents) == 1:
+        tids = _check_marker_archive(view, commit, parent, actor)
+    else:
+        tids = _check_snapshot_archive(view, commit, parent, actor)
+    return Operation(layout.OP_ARCHIVE, seq, actor, "", {"threads": tids, "by": actor},
+                     None, commit.oid)
+
+
+def _check_snapshot_archive(view: RelayView, commit: Commit, parent: Commit,
+                            actor: str) -> list[str]:
+    objs = view.objs
+    short = commit.oid[:12]
+    moved: dict[str, str] = {}  # thread id -> its directory's tree
+    index: dict[str, Any] | None = None
+    for ch in diff_trees(objs, parent.tree, commit.tree):
+        if ch.path == layout.ARCHIVE_PATH and ch.new is not None and ch.new.mode == MODE_BLOB:
+            try:
+                index = schema.load("archive", objs.blob(ch.new.oid), view.limits)
+            except RelayError as exc:
+                exc.message = f"commit {short} {ch.path}: {exc.message}"
+                exc.data["commit"] = commit.oid
+                raise
+            continue
+        left = _left_threads(objs, ch.path, ch.old) if ch.new is None else None
+        if left is None:
+            what = "adds" if ch.old is None else "deletes" if ch.new is None else "changes"
+            raise refuse("archive", f"commit {short} {what} {ch.path}; an archive operation "
+                         "only moves closed threads' directories to its snapshot and "
+                         f"updates {layout.ARCHIVE_PATH}", commit=commit.oid, field=ch.path)
+        moved.update(left)
+    if not moved:
+        raise refuse("archive", f"commit {short} is an archive operation that archives "
+                     "nothing", commit=commit.oid)
+    if len(moved) > ARCHIVE_MAX_THREADS:
+        raise refuse("archive", f"commit {short} archives {len(moved)} threads; at most "
+                     f"{ARCHIVE_MAX_THREADS} per operation", commit=commit.oid)
+    for tid in moved:  # a shard the move left empty goes as a whole, as clients write it
+        for up in (layout.shard(tid).rsplit("/", 1)[0], f"{layout.THREADS_DIR}/{tid[0]}"):
+            entry = objs.entry(commit.tree, up)
+            if entry is not None and entry.is_tree and not objs.tree(entry.oid):
+                raise refuse("layout", f"commit {short} leaves the empty directory {up}",
+                             commit=commit.oid, field=up)
+    if index is None:
+        raise refuse("archive", f"commit {short} archives threads without updating "
+                     f"{layout.ARCHIVE_PATH}", commit=commit.oid, field=layout.ARCHIVE_PATH)
+    previous = archive_index(objs, parent.tree)
+    total = (int(previous["threads"]) if previous else 0) + len(moved)
+    snap_oid = commit.parents[1]
+    for name, want in (("snapshot", snap_oid), ("threads", total)):
+        if index[name] != want:
+            raise refuse("archive", f"commit {short} {layout.ARCHIVE_PATH} says {name} "
+                         f"{index[name]}, expected {want}", commit=commit.oid,
+                         field=f"{layout.ARCHIVE_PATH}:{name}")
+    if not same_handle(str(index["by"]), actor):
+        raise refuse("actor", f"commit {short} {layout.ARCHIVE_PATH} was written by "
+                     f"{index['by']}, but {layout.TRAILER_ACTOR} is {actor!r}",
+                     commit=commit.oid, field=f"{layout.ARCHIVE_PATH}:by")
+    snap = objs.commit(snap_oid)
+    want_parents = [str(previous["snapshot"])] if previous else []
+    if snap.parents != want_parents:
+        raise refuse("archive", f"commit {short}: the snapshot {snap_oid[:12]} must have "
+                     + (f"the previous snapshot {want_parents[0][:12]} as its one parent"
+                        if want_parents else "no parent (it is the relay's first)"),
+                     commit=commit.oid, field="snapshot")
+    if snap.message != layout.snapshot_message(len(moved), total):
+        raise refuse("archive", f"commit {short}: the snapshot {snap_oid[:12]} must say "
+                     f"{layout.snapshot_message(len(moved), total).strip()!r}",
+                     commit=commit.oid, field="snapshot")
+    check_author(snap, actor)
+    before = objs.commit(snap.parents[0]).tree if snap.parents else None
+    added = snapshot_additions(objs, before, snap.tree, commit)
+    for tid in sorted(moved.keys() | added.keys()):
+        path = layout.shard(tid)
+        if added.get(tid) != moved.get(tid):
+            raise refuse("archive", f"commit {short}: " + (
+                f"thread {tid} leaves main's tree but its snapshot does not hold it as it was"
+                if tid in moved else f"its snapshot adds {path}, which did not leave main's "
+                "tree"), commit=commit.oid, field=path)
+        state = view.thread(tid)
+        if state is None:
+            raise refuse("archive", f"commit {short} archives {tid}, which is no thread",
+                         commit=commit.oid, field=path)
+        if state.status not in TERMINAL:
+            raise refuse("archive", f"commit {short} archives thread {tid}, which is "
+                         f"{state.status}; only completed or cancelled threads are archived",
+                         commit=commit.oid, field=path, status=state.status)
+    return sorted(moved)
+
+
+def _left_threads(objs: Objects, path: str, entry: TreeEntry | None
+                  ) -> dict[str, str] | None:
+    """The threads whose directories (or markers of an earlier release) the removal of
+    ``entry`` at ``path`` takes out of main's tree, with their directories' trees;
+    None when it takes anything else out."""
+    parts = path.split("/")
+    if entry is None or parts[0] != layout.THREADS_DIR:
+        return None
+    if len(parts) == 4:
+        tid = layout.thread_dir_id(path)
+        if tid is not None and entry.is_tree:
+            return {tid: entry.oid}
+        ref = layout.classify(path)
+        if ref is not None and ref.kind == "archived" and ref.thread_id \
+                and entry.mode == MODE_BLOB:
+            marker = schema.load("archived", objs.blob(entry.oid))
+            return {ref.thread_id: str(marker["tree"])}
+        return None
+    if not entry.is_tree or len(parts) > 4:
+        return None
+    out: dict[str, str] = {}
+    for e in objs.tree(entry.oid):  # a shard left empty goes as a whole
+        inner = _left_threads(objs, f"{path}/{e.name}", e)
+        if inner is None:
+            return None
+        out.update(inner)
+    return out
+
+
+def snapshot_additions(objs: Objects, before: str | None, after: str,
+                       commit: Commit) -> dict[str, str]:
+    """The thread directories the snapshot tree ``after`` adds to ``before``, by thread
+    id; refuses (naming the archive ``commit``) anything else: a removal, a change,
+    a file, a path outside ``threads/<c0>/<c1>/<id>``."""
+
+    def walk(old: str | None, new: str, prefix: str, depth: int) -> None:
+        olds = {e.name: e for e in objs.tree(old)} if old else {}
+        listing = objs.tree(new)
+        problem = tree_problem(listing)
+        news = {e.name: e for e in listing}
+        gone = sorted(olds.keys() - news.keys())
+        if not problem and not listing:
+            problem = "is empty"
+        if problem or gone:
+            raise refuse("archive", f"commit {commit.oid[:12]}: its snapshot "
+                         + (f"tree {prefix or '/'} {problem}" if problem else
+                            f"drops {prefix}{gone[0]}; a snapshot only grows"),
+                         commit=commit.oid, field="snapshot")
+        for name, e in news.items():
+            o = olds.get(name)
+            if o is not None and o.oid == e.oid and o.mode == e.mode:
+                continue
+            path = f"{prefix}{name}"
+            if depth < 3 and e.is_tree and (depth or name == layout.THREADS_DIR):
+                walk(o.oid if o is not None and o.is_tree else None, e.oid, path + "/",
+                     depth + 1)
+                continue
+            tid = layout.thread_dir_id(path) if depth == 3 and e.is_tree else None
+            if tid is None or o is not None:
+                raise refuse("archive", f"commit {commit.oid[:12]}: its snapshot "
+                             f"{'changes' if o is not None else 'adds'} {path}; a snapshot "
+                             "holds thread directories only, each added once",
+                             commit=commit.oid, field=path)
+            out[tid] = e.oid
+
+    out: dict[str, str] = {}
+    walk(before, after, "", 0)
+    return out
+
+
+def _check_marker_archive(view: RelayView, commit: Commit, parent: Commit,
+                          actor: str) -> list[str]:
+    """An earlier release's archive: each directory replaced by a marker beside it."""
+    objs = view.objs
+    short = commit.oid[:12]
     removed: dict[str, str] = {}
     markers: dict[str, TreeEntry] = {}
     for ch in diff_trees(objs, parent.tree, commit.tree):
@@ -557,9 +777,7 @@ def _check_archive(view: RelayView, commit: Commit, parent: Commit, seq: int,
             raise refuse("actor", f"commit {short} {path} was written by {doc['by']}, but "
                          f"{layout.TRAILER_ACTOR} is {actor!r}", commit=commit.oid,
                          field=f"{path}:by")
-    tids = sorted(markers)
-    return Operation(layout.OP_ARCHIVE, seq, actor, "", {"threads": tids, "by": actor},
-                     None, commit.oid)
+    return sorted(markers)
 
 
 def _op_for(kind: str, doc: Mapping[str, Any]) -> str:

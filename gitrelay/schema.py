@@ -503,6 +503,11 @@ SHAPES: dict[str, Shape] = {
         "tree": predicate(is_object_id, "a lowercase git object id (40 or 64 hex digits)"),
         "by": handle(), "archived_at": timestamp(),
     }),
+    "archive": Shape({
+        "format_version": _version, "kind": const("archive"),
+        "snapshot": predicate(is_object_id, "a lowercase git object id (40 or 64 hex digits)"),
+        "threads": integer(minimum=1), "by": handle(), "archived_at": timestamp(),
+    }),
     "inbox": Shape({
         "format_version": _version, "kind": const("inbox"), "handle": handle(),
         "acked_up_to": integer(minimum=0),
@@ -517,7 +522,8 @@ SHAPES: dict[str, Shape] = {
 
 # Which file field names the operation's author, per kind.
 AUTHOR_FIELD = {"profile": "handle", "handoff": "sender", "message": "from", "accept": "by",
-                "complete": "by", "cancel": "by", "archived": "by", "inbox": "handle"}
+                "complete": "by", "cancel": "by", "archived": "by", "archive": "by",
+                "inbox": "handle"}
 
 
 def validate(kind: str, doc: Any, limits: Mapping[str, int] | None = None) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from gitrelay.gate import REFUSAL_PREFIX
 from gitrelay.gitstore import Pygit2Source
 from gitrelay.ids import thread_id_for
 from gitrelay.objects import MODE_BLOB, MODE_TREE, Commit, Objects
-from gitrelay.rules import RelayView, commit_seq
+from gitrelay.rules import RelayView, archive_index, commit_seq, thread_files
 
 ALICE, BOB, CAROL, DAVE = "alice@acme", "bob@acme", "carol@acme", "dave@acme"
 TEAM = {ALICE: ("Alice Martin", "backend", "alice"), BOB: ("Bob Chen", "frontend", "bob"),
@@ -213,7 +213,7 @@ class Forge:
             entries.append((MODE_TREE, name, self.put(sub, parts[1:], mode, oid)))
         return self.tree(entries)
 
-    def remove(self, tree: str, parts: Sequence[str]) -> str:
+    def remove(self, tree: str, parts: Sequence[str], *, prune: bool = False) -> str:
         name = parts[0].encode()
         entries = self.entries(tree)
         if len(parts) == 1:
@@ -221,7 +221,9 @@ class Forge:
         out = []
         for m, n, o in entries:
             if n == name:
-                o = self.remove(o, parts[1:])
+                o = self.remove(o, parts[1:], prune=prune)
+                if prune and not self.entries(o):
+                    continue  # a directory left empty goes too, as clients write it
             out.append((m, n, o))
         return self.tree(out)
 
@@ -411,9 +413,62 @@ class Bench:
         return oid
 
     def archive(self, thread_ids: Sequence[str], by: str, *, base: str | None = None,
-                set_fields: Mapping[str, Any] | None = None, keep_dirs: bool = False,
-                markers: bool = True, sign: Any = None) -> str:
-        """An archive operation: each thread's directory replaced by its marker.
+                hold: Sequence[str] | None = None, keep_dirs: bool = False,
+                set_fields: Mapping[str, Any] | None = None, index: bool = True,
+                snapshot_parents: Sequence[str] | None = None,
+                snapshot_message: str | None = None, snapshot_file: bool = False,
+                swap: str | None = None, keep_empty: bool = False, sign: Any = None) -> str:
+        """An archive operation: each thread's directory (or an earlier release's
+        marker) leaves main's tree for the snapshot that ``archive.json`` names, the
+        commit's second parent.
+
+        To break it: ``hold`` (the threads the snapshot gains, default
+        ``thread_ids``), ``keep_dirs``, ``set_fields`` (archive.json's fields),
+        ``index=False`` (no archive.json), ``snapshot_parents``,
+        ``snapshot_message``, ``snapshot_file`` (a file in the snapshot), ``swap``
+        (the first thread held with this thread's directory), ``keep_empty`` (a
+        shard left empty stays); ``sign`` as for :meth:`build`.
+        """
+        base = base or self.tip
+        tree = self.commit(base).tree
+        objs = self.objects
+        previous = archive_index(objs, tree)
+        before = str(previous["snapshot"]) if previous else None
+        snap_tree = self.commit(before).tree if before else None
+        for i, tid in enumerate(thread_ids if hold is None else hold):
+            found = thread_files(objs, tree, swap if swap and i == 0 else tid)
+            oid = found[0] if found else self.forge.tree([])
+            snap_tree = self.forge.put(snap_tree, layout.shard(tid).split("/"), MODE_TREE, oid)
+        if snapshot_file:
+            snap_tree = self.forge.put(snap_tree, ["threads", "notes.json"], MODE_BLOB,
+                                       self.forge.blob(b"{}\n"))
+        total = (int(previous["threads"]) if previous else 0) + len(thread_ids)
+        snapshot = self.forge.commit(
+            snap_tree or self.forge.tree([]),
+            ([before] if before else []) if snapshot_parents is None else snapshot_parents,
+            snapshot_message or layout.snapshot_message(len(thread_ids), total), author=by)
+        for tid in [] if keep_dirs else thread_ids:
+            for path in (layout.shard(tid), layout.archived_path(tid)):
+                if objs.entry(tree, path) is not None:
+                    tree = self.forge.remove(tree, path.split("/"), prune=not keep_empty)
+        if index:
+            doc = {"format_version": 1, "kind": "archive", "snapshot": snapshot,
+                   "threads": total, "by": by, "archived_at": "2026-05-02T09:00:00Z",
+                   **(set_fields or {})}
+            tree = self.forge.put(tree, [layout.ARCHIVE_PATH], MODE_BLOB,
+                                  self.forge.blob(schema.dumps(doc)))
+        signer = self.signers.get(by) if sign is None else (sign or None)
+        oid = self.forge.commit(tree, [base, snapshot],
+                                commit_message(layout.OP_ARCHIVE, by, self.seq(base) + 1),
+                                author=by, sign=signer)
+        self.tip = oid
+        return oid
+
+    def archive_markers(self, thread_ids: Sequence[str], by: str, *, base: str | None = None,
+                        set_fields: Mapping[str, Any] | None = None, keep_dirs: bool = False,
+                        markers: bool = True, sign: Any = None) -> str:
+        """An archive operation of an earlier release: each thread's directory
+        replaced by a marker beside it.
 
         ``set_fields`` overrides marker fields; ``keep_dirs`` / ``markers`` leave
         out one half of the move; ``sign`` as for :meth:`build`.
@@ -707,10 +762,24 @@ class CaseBuilder:
                 archive_sign = False
             elif "sign_as" in step:
                 archive_sign = bench.signers[step["sign_as"]]
-            return bench.archive([self.tid(t) for t in labels], step.get("by", ALICE),
-                                 base=base, set_fields=self.fill(step.get("set", {}), tid),
-                                 keep_dirs=bool(step.get("keep_dirs")),
-                                 markers=not step.get("no_markers"), sign=archive_sign)
+            if step.get("markers"):
+                return bench.archive_markers(
+                    [self.tid(t) for t in labels], step.get("by", ALICE), base=base,
+                    set_fields=self.fill(step.get("set", {}), tid),
+                    keep_dirs=bool(step.get("keep_dirs")), markers=not step.get("no_markers"),
+                    sign=archive_sign)
+            parents = step.get("snapshot_parents")
+            return bench.archive(
+                [self.tid(t) for t in labels], step.get("by", ALICE), base=base,
+                hold=[self.tid(t) for t in step["hold"]] if "hold" in step else None,
+                keep_dirs=bool(step.get("keep_dirs")),
+                set_fields=self.fill(step.get("set", {}), tid), index=not step.get("no_index"),
+                snapshot_parents=None if parents is None
+                else [base if p == "base" else bench.forge.resolve(p) for p in parents],
+                snapshot_message=step.get("snapshot_message"),
+                snapshot_file=bool(step.get("snapshot_file")),
+                swap=self.tid(step["swap"]) if "swap" in step else None,
+                keep_empty=bool(step.get("keep_empty")), sign=archive_sign)
         if op == "delete":
             path = self.fill(step["path"], tid)
             tree = bench.forge.remove(bench.commit(base).tree, path.split("/"))

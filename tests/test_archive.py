@@ -3,14 +3,18 @@
 GIVEN a relay with the gate installed and teammates with their own mirrors
 WHEN one of them archives the closed threads (through the gate, as `gitrelay
 archive` does)
-THEN main's tip holds a marker where each closed thread's directory was, the
-threads read the same for everyone, nothing more can be added to them, their
-ids stay taken, and a concurrent or replayed archive lands once.
+THEN main's tip no longer holds the closed threads' directories, the archive
+snapshot (the operation's second parent, named by archive.json) holds them
+at the same paths, the threads read the same for everyone, nothing more can
+be added to them, their ids stay taken, a concurrent or replayed archive
+lands once, and threads an earlier release archived with markers move into
+the snapshot too.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -24,11 +28,29 @@ from gitrelay.history import history
 from gitrelay.inbox import check_inbox, reindex
 
 
-def tree_paths(relay: Path) -> list[str]:
+def tree_paths(relay: Path, rev: str = "main") -> list[str]:
     out = subprocess.run(["git", "--git-dir", str(relay), "ls-tree", "-r", "-t",
-                          "--name-only", "main", "threads"],
+                          "--name-only", rev, "threads"],
                          capture_output=True, text=True, check=True).stdout
     return out.splitlines()
+
+
+def git(relay: Path, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", str(relay), *args], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def archive_index(relay: Path) -> dict[str, object]:
+    doc: dict[str, object] = json.loads(git(relay, "show", f"main:{layout.ARCHIVE_PATH}"))
+    return doc
+
+
+def snapshot_dirs(relay: Path) -> dict[str, str]:
+    """Thread id -> directory tree in the snapshot archive.json names."""
+    snap = str(archive_index(relay)["snapshot"])
+    out = git(relay, "ls-tree", "-r", "-d", snap, "threads")
+    return {line.rsplit("/", 1)[-1]: line.split()[2] for line in out.splitlines()
+            if line.count("/") == 3}
 
 
 def same_thread(a: ThreadView, b: ThreadView) -> None:
@@ -63,14 +85,22 @@ def test_archived_threads_leave_mains_tree_and_read_the_same(
     assert sorted(tid for _, tid, _ in found) == sorted([threads["completed"],
                                                          threads["cancelled"]])
     assert {status for _, _, status in found} == {"completed", "cancelled"}
+    dirs_before = {tid: git(relay, "rev-parse", f"main:{layout.shard(tid)}")
+                   for tid in threads.values()}
     result = alice.archive([tid for _, tid, _ in found])
     assert result.delivery == "delivered"
     paths = tree_paths(relay)
+    index = archive_index(relay)
+    assert index["threads"] == 2 and index["by"] == "alice@acme"
+    # The snapshot is the operation's second parent, so the relay's history holds it.
+    assert git(relay, "rev-parse", "main^2") == index["snapshot"]
+    assert git(relay, "log", "--format=%s", "-1", str(index["snapshot"])) == \
+        "Archive snapshot: 2 more closed threads, 2 in all"
+    snapshot = snapshot_dirs(relay)
     for name in ("completed", "cancelled"):
         tid = threads[name]
-        assert layout.archived_path(tid) in paths
-        assert not any(p.startswith(layout.shard(tid) + "/") or p == layout.shard(tid)
-                       for p in paths)
+        assert snapshot[tid] == dirs_before[tid]
+        assert not any(p.startswith(layout.shard(tid)) for p in paths)
     for name in ("accepted", "pending"):
         assert layout.handoff_path(threads[name]) in paths
     bob.refresh(max_age=0)
@@ -113,11 +143,9 @@ def test_a_queued_archive_that_lost_a_race_lands_once(
     bob.archive([threads["completed"]])
     alice.deliver()
     assert not alice.mirror.outbox() and not alice.mirror.refused()
-    paths = tree_paths(relay)
-    assert layout.archived_path(threads["completed"]) in paths
-    assert layout.archived_path(threads["cancelled"]) in paths
-    ops = subprocess.run(["git", "--git-dir", str(relay), "log", "--format=%s", "-2", "main"],
-                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert set(snapshot_dirs(relay)) == {threads["completed"], threads["cancelled"]}
+    assert archive_index(relay)["threads"] == 2
+    ops = git(relay, "log", "--first-parent", "--format=%s", "-2", "main").splitlines()
     assert ops == ["archive 1 closed thread by alice@acme", "archive 1 closed thread by bob@acme"]
     # Archived by someone else before a queued archive reaches the relay: nothing left
     # to do, so it counts as delivered (not refused) and adds no commit.
@@ -129,8 +157,7 @@ def test_a_queued_archive_that_lost_a_race_lands_once(
     carol.archive([closed])
     alice.deliver()
     assert not alice.mirror.outbox() and not alice.mirror.refused()
-    last = subprocess.run(["git", "--git-dir", str(relay), "log", "--format=%s", "-1", "main"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    last = git(relay, "log", "--format=%s", "-1", "main")
     assert last == "archive 1 closed thread by carol@acme"
     # Asked to archive what is archived already: a clear refusal, nothing queued.
     with pytest.raises(RelayError) as nothing:
