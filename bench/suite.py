@@ -908,8 +908,9 @@ def bench_gate(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) ->
     if samples["check:aged"]:
         figs.append(ms_figure(sec, f"receive-pack connectivity check, {big.messages:,} "
                               "messages, aged", samples["check:aged"],
-                              note=f"{live:,} thread directories and {aged_info.archived:,} "
-                                   "archive markers in main's tip"))
+                              note=f"{live:,} thread directories in main's tip; the "
+                                   f"{aged_info.archived:,} archived ones in the snapshot, "
+                                   "which the check does not walk"))
     return figs
 
 
