@@ -591,8 +591,8 @@ def _check_snapshot_archive(view: RelayView, commit: Commit, parent: Commit,
                          f"updates {layout.ARCHIVE_PATH}", commit=commit.oid, field=ch.path)
         moved.update(left)
     if not moved:
-        raise refuse("archive", f"commit {short} is an archive operation that archives "
-                     "nothing", commit=commit.oid)
+        raise refuse("archive", f"commit {short} is an archive operation that takes no "
+                     "thread out of main's tree (it archives nothing)", commit=commit.oid)
     if len(moved) > ARCHIVE_MAX_THREADS:
         raise refuse("archive", f"commit {short} archives {len(moved)} threads; at most "
                      f"{ARCHIVE_MAX_THREADS} per operation", commit=commit.oid)
