@@ -568,6 +568,29 @@ def _check_archive(view: RelayView, commit: Commit, parent: Commit, seq: int,
                      None, commit.oid)
 
 
+def _check_count(commit: Commit, count: int, nothing: str) -> None:
+    """An archive operation archives 1 to ARCHIVE_MAX_THREADS threads."""
+    if not count:
+        raise refuse("archive", f"commit {commit.oid[:12]} is an archive operation that "
+                     f"{nothing}", commit=commit.oid)
+    if count > ARCHIVE_MAX_THREADS:
+        raise refuse("archive", f"commit {commit.oid[:12]} archives {count} threads; at "
+                     f"most {ARCHIVE_MAX_THREADS} per operation", commit=commit.oid)
+
+
+def _closed_thread(view: RelayView, commit: Commit, tid: str, path: str) -> ThreadState:
+    """The state of ``tid``, which an archive operation archives: closed, or refused."""
+    state = view.thread(tid)
+    if state is None:
+        raise refuse("archive", f"commit {commit.oid[:12]} archives {tid}, which is no thread",
+                     commit=commit.oid, field=path)
+    if state.status not in TERMINAL:
+        raise refuse("archive", f"commit {commit.oid[:12]} archives thread {tid}, which is "
+                     f"{state.status}; only completed or cancelled threads are archived",
+                     commit=commit.oid, field=path, status=state.status)
+    return state
+
+
 def _check_snapshot_archive(view: RelayView, commit: Commit, parent: Commit,
                             actor: str) -> list[str]:
     objs = view.objs
@@ -590,12 +613,8 @@ def _check_snapshot_archive(view: RelayView, commit: Commit, parent: Commit,
                          "only moves closed threads' directories to its snapshot and "
                          f"updates {layout.ARCHIVE_PATH}", commit=commit.oid, field=ch.path)
         moved.update(left)
-    if not moved:
-        raise refuse("archive", f"commit {short} is an archive operation that takes no "
-                     "thread out of main's tree (it archives nothing)", commit=commit.oid)
-    if len(moved) > ARCHIVE_MAX_THREADS:
-        raise refuse("archive", f"commit {short} archives {len(moved)} threads; at most "
-                     f"{ARCHIVE_MAX_THREADS} per operation", commit=commit.oid)
+    _check_count(commit, len(moved), "takes no thread out of main's tree (it archives "
+                 "nothing)")
     for tid in moved:  # a shard the move left empty goes as a whole, as clients write it
         for up in (layout.shard(tid).rsplit("/", 1)[0], f"{layout.THREADS_DIR}/{tid[0]}"):
             entry = objs.entry(commit.tree, up)
@@ -638,14 +657,7 @@ def _check_snapshot_archive(view: RelayView, commit: Commit, parent: Commit,
                 f"thread {tid} leaves main's tree but its snapshot does not hold it as it was"
                 if tid in moved else f"its snapshot adds {path}, which did not leave main's "
                 "tree"), commit=commit.oid, field=path)
-        state = view.thread(tid)
-        if state is None:
-            raise refuse("archive", f"commit {short} archives {tid}, which is no thread",
-                         commit=commit.oid, field=path)
-        if state.status not in TERMINAL:
-            raise refuse("archive", f"commit {short} archives thread {tid}, which is "
-                         f"{state.status}; only completed or cancelled threads are archived",
-                         commit=commit.oid, field=path, status=state.status)
+        _closed_thread(view, commit, tid, path)
     return sorted(moved)
 
 
@@ -739,12 +751,7 @@ def _check_marker_archive(view: RelayView, commit: Commit, parent: Commit,
             raise refuse("archive", f"commit {short} {what} {ch.path}; an archive operation "
                          "only replaces closed threads' directories with their markers",
                          commit=commit.oid, field=ch.path)
-    if not markers:
-        raise refuse("archive", f"commit {short} is an archive operation that archives "
-                     "nothing", commit=commit.oid)
-    if len(markers) > ARCHIVE_MAX_THREADS:
-        raise refuse("archive", f"commit {short} archives {len(markers)} threads; at most "
-                     f"{ARCHIVE_MAX_THREADS} per operation", commit=commit.oid)
+    _check_count(commit, len(markers), "archives nothing")
     for tid in sorted(removed.keys() | markers.keys()):
         path = layout.archived_path(tid)
         if tid not in markers:
@@ -754,14 +761,7 @@ def _check_marker_archive(view: RelayView, commit: Commit, parent: Commit,
             raise refuse("archive", f"commit {short} adds {path} but keeps the thread's "
                          "directory, or the thread does not exist", commit=commit.oid,
                          field=path)
-        state = view.thread(tid)
-        if state is None:
-            raise refuse("archive", f"commit {short} archives {tid}, which is no thread",
-                         commit=commit.oid, field=path)
-        if state.status not in TERMINAL:
-            raise refuse("archive", f"commit {short} archives thread {tid}, which is "
-                         f"{state.status}; only completed or cancelled threads are archived",
-                         commit=commit.oid, field=path, status=state.status)
+        state = _closed_thread(view, commit, tid, path)
         try:
             doc = schema.load("archived", objs.blob(markers[tid].oid), view.limits)
         except RelayError as exc:
