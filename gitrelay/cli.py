@@ -767,12 +767,12 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def _cmd_archive(args: argparse.Namespace) -> int:
-    from .rules import ARCHIVE_MAX_THREADS
+    from . import rules
 
     client = _client(args, writes="queue" if args.queue else "wait")
-    found = client.archivable(older_than=args.older_than * 86400.0,
-                              limit=min(args.limit, ARCHIVE_MAX_THREADS))
+    found = client.archivable(older_than=args.older_than * 86400.0, limit=args.limit)
     ids = [tid for _, tid, _ in found]
+    per_op = rules.ARCHIVE_MAX_THREADS
     if args.dry_run or not ids:
         if args.json:
             _json({"archived": [], "would_archive": ids, "delivery": None})
@@ -782,15 +782,24 @@ def _cmd_archive(args: argparse.Namespace) -> int:
         else:
             for at, tid, status in found:
                 print(f"{tid}  {status:9}  closed {at[:10]}")
-            print(f"{len(ids)} closed thread(s) would be archived")
+            ops = -(-len(ids) // per_op)
+            print(f"{len(ids)} closed thread(s) would be archived"
+                  + (f", in {ops} operations of at most {per_op:,}" if ops > 1 else ""))
         return EXIT_OK
-    result = client.archive(ids)
-    archived = list(result.doc.get("threads", ids))
+    archived: list[str] = []
+    ops = 0
+    for start in range(0, len(ids), per_op):  # the gate takes at most per_op at once
+        batch = ids[start:start + per_op]
+        result = client.archive(batch)
+        archived += list(result.doc.get("threads", batch))
+        ops += 1
     if args.json:
-        _json({"archived": archived, "would_archive": [], "delivery": result.delivery})
+        _json({"archived": sorted(archived), "would_archive": [],
+               "delivery": result.delivery})
         return EXIT_OK
-    print(f"archived {len(archived)} closed thread(s), closed {found[0][0][:10]} to "
-          f"{found[-1][0][:10]}: {_delivery_text(result)}")
+    print(f"archived {len(archived)} closed thread(s)"
+          + (f" in {ops} operations" if ops > 1 else "")
+          + f", closed {found[0][0][:10]} to {found[-1][0][:10]}: {_delivery_text(result)}")
     return EXIT_OK
 
 
@@ -1123,8 +1132,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--older-than", type=_at_least(0), default=14, metavar="DAYS",
                    help="only threads completed or cancelled at least this many days ago "
                         "(default 14)")
-    p.add_argument("--limit", type=_at_least(1), default=1000, metavar="N",
-                   help="at most this many threads, oldest first (default and most: 1000)")
+    p.add_argument("--limit", type=_at_least(1), default=None, metavar="N",
+                   help="at most this many threads, oldest first (default: every one; "
+                        "in operations of at most 1000)")
     p.add_argument("--dry-run", action="store_true", help="list them; archive nothing")
 
     # health

@@ -929,3 +929,19 @@ def test_reading_from_an_unreachable_relay_uses_the_local_copy_and_says_so(peopl
     assert "the relay is unreachable" in run.err
     assert "showing your local copy" in run.err
     assert f"Thread {IDS['04-ci-typecheck']}" in run.out
+
+
+def test_archive_splits_many_threads_into_operations_the_gate_takes(people, acme,
+                                                                    monkeypatch):
+    """More closed threads than one operation may carry go in several operations."""
+    from gitrelay import rules
+
+    bob = people["bob"]
+    monkeypatch.setattr(rules, "ARCHIVE_MAX_THREADS", 1)
+    listed = bob("archive", "--older-than", "0", "--dry-run")
+    assert "2 closed thread(s) would be archived, in 2 operations of at most 1" in listed.out
+    done = bob("archive", "--older-than", "0")
+    assert done.code == 0, done.err
+    assert "archived 2 closed thread(s) in 2 operations" in done.out
+    assert relay_subjects(acme)[:2] == ["archive 1 closed thread by bob@acme"] * 2
+    assert bob("archive", "--older-than", "0", "--json").json["archived"] == []
