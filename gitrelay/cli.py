@@ -773,6 +773,7 @@ def _cmd_archive(args: argparse.Namespace) -> int:
     found = client.archivable(older_than=args.older_than * 86400.0, limit=args.limit)
     ids = [tid for _, tid, _ in found]
     per_op = rules.ARCHIVE_MAX_THREADS
+    ops = -(-len(ids) // per_op)  # the gate takes at most per_op threads at once
     if args.dry_run or not ids:
         if args.json:
             _json({"archived": [], "would_archive": ids, "delivery": None})
@@ -782,17 +783,14 @@ def _cmd_archive(args: argparse.Namespace) -> int:
         else:
             for at, tid, status in found:
                 print(f"{tid}  {status:9}  closed {at[:10]}")
-            ops = -(-len(ids) // per_op)
             print(f"{len(ids)} closed thread(s) would be archived"
                   + (f", in {ops} operations of at most {per_op:,}" if ops > 1 else ""))
         return EXIT_OK
     archived: list[str] = []
-    ops = 0
-    for start in range(0, len(ids), per_op):  # the gate takes at most per_op at once
+    for start in range(0, len(ids), per_op):
         batch = ids[start:start + per_op]
         result = client.archive(batch)
         archived += list(result.doc.get("threads", batch))
-        ops += 1
     if args.json:
         _json({"archived": sorted(archived), "would_archive": [],
                "delivery": result.delivery})

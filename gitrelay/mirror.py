@@ -112,15 +112,14 @@ def archive_commit(store: Store, view: RelayView, op: Op, *, when: float | None 
     before = str(previous["snapshot"]) if previous else None
     total = (int(previous["threads"]) if previous else 0) + len(moves)
     snap_tree = store.tree_edit(view.objs.commit(before).tree if before else None, [], {},
-                                {layout.shard(t): oid for t, oid in moves.items()})
+                                {layout.shard(t): oid for t, (_, oid) in moves.items()})
     snapshot = store.commit(tree=snap_tree, parents=[before] if before else [],
                             message=layout.snapshot_message(len(moves), total),
                             author=by, email=by, when=when)
     index = {"format_version": layout.FORMAT_VERSION, "kind": "archive", "snapshot": snapshot,
              "threads": total, "by": by, "archived_at": op.doc["archived_at"]}
-    leaving = [layout.shard(t) if view.objs.entry(view.tree, layout.shard(t)) is not None
-               else layout.archived_path(t) for t in moves]
-    tree = store.tree_edit(view.tree, leaving, {layout.ARCHIVE_PATH: schema.dumps(index)})
+    tree = store.tree_edit(view.tree, [path for path, _ in moves.values()],
+                           {layout.ARCHIVE_PATH: schema.dumps(index)})
     return tree, snapshot, {**op.doc, "threads": sorted(moves)}
 
 

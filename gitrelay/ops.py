@@ -142,24 +142,25 @@ def archive_op(by: str, thread_ids: list[str], at: str | None = None) -> Op:
                                   "threads": sorted(thread_ids)})
 
 
-def archive_moves(view: RelayView, doc: dict[str, Any]) -> dict[str, str]:
-    """The threads an archive operation moves out of main's tree on top of ``view``,
-    with their directories' trees, by thread id.
+def archive_moves(view: RelayView, doc: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """The threads an archive operation moves out of main's tree on top of ``view``, by
+    thread id: the path that leaves the tree (the directory, or an earlier release's
+    marker) and the directory's tree.
 
     Threads archived meanwhile (by someone else) are left out; a thread an
     earlier release archived (a marker in main's tree) moves too. The rules
     refuse any that is not closed.
     """
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, str]] = {}
     for tid in doc["threads"]:
         entry = view.objs.entry(view.tree, layout.shard(tid))
         if entry is not None and entry.is_tree:
             if view.thread(tid) is not None:
-                out[tid] = entry.oid
+                out[tid] = (layout.shard(tid), entry.oid)
             continue
         marker = archive_marker(view.objs, view.tree, tid)
         if marker is not None:
-            out[tid] = str(marker["tree"])
+            out[tid] = (layout.archived_path(tid), str(marker["tree"]))
     return out
 
 
