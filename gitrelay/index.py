@@ -104,6 +104,7 @@ CREATE TABLE IF NOT EXISTS acks(
 _TABLES = ("meta", "events", "profiles", "handoffs", "threads", "items", "acks")
 
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+_PAGES_KEPT = 16  # distinct page queries remembered until the database changes
 
 
 def item_id_for(user: str, thread: str, kind: str) -> str:
@@ -117,7 +118,7 @@ def item_id_for(user: str, thread: str, kind: str) -> str:
     return "ibx_" + "".join(reversed(chars))
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class ItemRow:
     """One inbox item as the index knows it, with its thread's facts."""
 
@@ -227,6 +228,10 @@ class Index:
         self._inode: tuple[int, int] | None = None
         self._fresh = False  # the open file had no index in it: the next update builds it
         self._fresh_reason = "no index"
+        # Pages read since the database last changed (see _answers_version): an agent
+        # checking in again with nothing new gets the same rows without the query.
+        self._pages: dict[tuple[Any, ...], tuple[tuple[int, int, int], list[ItemRow]]] = {}
+        self._writes = 0  # commits through this connection, which data_version does not count
 
     # --- connection ---------------------------------------------------------------
 
@@ -236,6 +241,7 @@ class Index:
                 self._conn.close()
             self._conn = None
             self._inode = None
+            self._pages.clear()
 
     def _remove_files(self) -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
@@ -302,12 +308,22 @@ class Index:
     @contextlib.contextmanager
     def _write(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         conn.execute("BEGIN IMMEDIATE")
+        self._writes += 1  # before the commit: a failed commit must not leave stale pages
         try:
             yield conn
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    def _answers_version(self, conn: sqlite3.Connection) -> tuple[int, int, int]:
+        """Equal on two reads exactly when no commit reached the database between them.
+
+        ``PRAGMA data_version`` changes when another connection (another gitrelay
+        process on the same mirror) commits; this connection's own commits are
+        counted by :meth:`_write`; a new connection starts the cache afresh.
+        """
+        return (id(conn), int(conn.execute("PRAGMA data_version").fetchone()[0]), self._writes)
 
     # --- bringing the index up to date --------------------------------------------
 
@@ -694,9 +710,19 @@ class Index:
                        else " AND (i.seq, i.item_id) > (:pseq, :pid)")
         order = "DESC" if descending else "ASC"
         sql.append(f" ORDER BY i.seq {order}, i.item_id {order} LIMIT :limit")
+        query = "".join(sql)
+        key = (query, *sorted(params.items()))
         with self._lock:
-            rows = self._conn_for_read().execute("".join(sql), params).fetchall()
-        return [_row(r) for r in rows]
+            conn = self._conn_for_read()
+            version = self._answers_version(conn)
+            cached = self._pages.get(key)
+            if cached is not None and cached[0] == version:
+                return list(cached[1])
+            rows = [_row(r) for r in conn.execute(query, params).fetchall()]
+            if len(self._pages) >= _PAGES_KEPT:
+                self._pages.clear()
+            self._pages[key] = (version, rows)
+        return list(rows)
 
     def item(self, user: str, item_id: str, *, upto: int = 0) -> ItemRow | None:
         with self._lock:

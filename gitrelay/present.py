@@ -109,9 +109,13 @@ class Pen:
         # Per author, for this response: a page names the same few people many times.
         self._blocked: dict[str, bool] = {}
         self._markers: dict[str, ProvenanceMarker] = {}
+        self._callers: dict[str, bool] = {}
 
     def is_caller(self, author: str) -> bool:
-        return normalize_handle(author) == self._me
+        known = self._callers.get(author)
+        if known is None:
+            known = self._callers[author] = normalize_handle(author) == self._me
+        return known
 
     def _is_blocked(self, author: str) -> bool:
         known = self._blocked.get(author)

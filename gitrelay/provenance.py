@@ -88,7 +88,13 @@ def _check_token(token: str) -> str:
     return token
 
 
+_PLAIN = re.compile(r"[\x20\x21\x23-\x5b\x5d-\x7e]*")  # needs no escape in a JSON string
+
+
 def _quote(value: str) -> str:
+    """``value`` as json.dumps(..., ensure_ascii=True) writes it."""
+    if _PLAIN.fullmatch(value):
+        return f'"{value}"'
     return json.dumps(value, ensure_ascii=True)
 
 
@@ -148,6 +154,7 @@ class Fence:
         self._avoid = [_scan_text(v) for v in values]
         self._used = False
         self._token = self._choose("")
+        self._parts: dict[str, tuple[str, str, str, str]] = {}
 
     @property
     def token(self) -> str:
@@ -172,6 +179,16 @@ class Fence:
             f"{CLOSE_PREFIX}{token}>>>\n"
         )
 
+    def _block(self, text: str, sender: str, field: str) -> str:
+        """:meth:`_render` with this Fence's token, its constant parts made once per sender."""
+        parts = self._parts.get(sender)
+        if parts is None or parts[0] != self._token:
+            parts = self._parts[sender] = (
+                self._token, f"{OPEN_PREFIX}{self._token} sender={_quote(sender)} field=",
+                f" {_ATTRIBUTES}>>>\n{PREAMBLE}\n", f"\n{CLOSE_PREFIX}{self._token}>>>\n")
+        _, opening, after_field, closing = parts
+        return f"{opening}{_quote(field)}{after_field}{text}{closing}"
+
     def wrap(self, text: str, *, sender: str, field: str) -> str:
         """``text`` (written by ``sender``) as a fenced block of whole lines.
 
@@ -182,7 +199,7 @@ class Fence:
         """
         if not isinstance(text, str):
             raise TypeError(f"Fence.wrap takes str, not {type(text).__name__}; use wrap_json")
-        block = self._render(text, sender, field, self._token)
+        block = self._block(text, sender, field)
         if block.count(self._token) != 2:
             if self._used:
                 raise FenceCollision(
@@ -191,7 +208,7 @@ class Fence:
                     "teammate texts of the response"
                 )
             self._token = self._choose(self._render(text, sender, field, ""))
-            block = self._render(text, sender, field, self._token)
+            block = self._block(text, sender, field)
         self._used = True
         return block
 

@@ -12,6 +12,7 @@ import contextlib
 import sqlite3
 import subprocess
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -249,7 +250,8 @@ def test_the_default_page_does_not_read_the_items_of_closed_threads(people):
     for n in range(2):
         bob.handoff(to="alice@acme", intent="inform", summary=f"Still open {n}")
     check_inbox(alice)
-    few = sql_steps(alice, lambda: check_inbox(alice))
+    # A limit not asked before: the page query runs (a page read again comes from memory).
+    few = sql_steps(alice, lambda: check_inbox(alice, limit=49))
     for n in range(40):
         tid = bob.handoff(to="alice@acme", intent="inform", summary=f"Withdrawn {n}").thread_id
         assert tid is not None
@@ -257,13 +259,52 @@ def test_the_default_page_does_not_read_the_items_of_closed_threads(people):
     check_inbox(alice)  # brings the index up to date
 
     page = check_inbox(alice)
-    many = sql_steps(alice, lambda: check_inbox(alice))
+    many = sql_steps(alice, lambda: check_inbox(alice, limit=48))
 
     assert sorted(i.summary_preview for i in page.items) == ["Still open 0", "Still open 1"]
     assert many < few + 200, (few, many)  # reading 80 closed items would take thousands
     closed = check_inbox(alice, after=0, status=["cancelled"], limit=100)
     # each withdrawn thread: its assignment and the cancel's task update
     assert len(closed.items) == 80 and {i.status for i in closed.items} == {"cancelled"}
+
+
+def test_a_page_read_again_comes_from_memory_until_the_index_changes(people, tmp_path):
+    """An agent checking in again with nothing new gets the same page without the query;
+    a change to the index, by this process or by another gitrelay process on the same
+    mirror, is in the very next answer."""
+    alice, bob = people["alice"], people["bob"]
+    bob.handoff(to="alice@acme", intent="inform", summary="First")
+    first = check_inbox(alice)
+    queried = sql_steps(alice, lambda: check_inbox(alice, limit=7))
+    again = sql_steps(alice, lambda: check_inbox(alice, limit=7))
+    assert again * 3 < queried, (again, queried)
+    assert [i.summary_preview for i in check_inbox(alice).items] == ["First"]
+
+    # Another process of alice's (the CLI, a second agent) fetches and indexes the next
+    # handoff; this one does not fetch, so only that process's commit can tell it.
+    bob.handoff(to="alice@acme", intent="inform", summary="Second")
+    alice.fresh_seconds = 3600
+    script = textwrap.dedent(f"""
+        import os
+        os.environ["GITRELAY_HOME"] = {str(tmp_path / "alice")!r}
+        from gitrelay.client import RelayClient
+        from gitrelay.inbox import check_inbox
+        c = RelayClient({alice.relay_url!r}, "alice@acme")
+        c.refresh(max_age=0)
+        print(len(check_inbox(c).items))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "2"
+    assert [i.summary_preview for i in check_inbox(alice).items] == ["Second", "First"]
+    assert first.items[0].summary_preview == "First"
+
+    # This process's own commits: indexing the next handoff it fetches, an ack.
+    bob.handoff(to="alice@acme", intent="inform", summary="Third")
+    alice.fresh_seconds = 0
+    assert [i.summary_preview for i in check_inbox(alice).items] == ["Third", "Second", "First"]
+    check_inbox(alice, ack_up_to=check_inbox(alice).cursor)
+    assert [i.unread for i in check_inbox(alice).items] == [False, False, False]
 
 
 def test_the_index_rolls_back_when_the_outbox_is_replayed(people):

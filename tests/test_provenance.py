@@ -288,6 +288,21 @@ def test_a_sender_or_field_with_newlines_cannot_break_out_of_the_opening_line() 
     assert find_unfenced(block, fence.token) == ""
 
 
+@given(sender=st.text(max_size=40), field=st.text(max_size=40), text=st.text(max_size=40))
+def test_the_opening_line_quotes_sender_and_field_as_ascii_json_strings(
+        sender: str, field: str, text: str) -> None:
+    """The opening line is one fixed template around json.dumps(ensure_ascii=True) of
+    the sender and the field, whatever they contain, for the first block of a sender and
+    for the later ones (whose constant parts the Fence keeps)."""
+    fence = Fence([sender, field, text])
+    for _ in range(2):
+        block = fence.wrap(text, sender=sender, field=field)
+        assert block == (
+            f"{OPEN_PREFIX}{fence.token} sender={json.dumps(sender)} "
+            f"field={json.dumps(field)} trust=untrusted policy=data-only>>>\n"
+            f"{PREAMBLE}\n{text}\n{CLOSE_PREFIX}{fence.token}>>>\n")
+
+
 def test_wrap_json_writes_sorted_json_with_unicode_kept() -> None:
     fence = Fence()
     block = fence.wrap_json({"b": 1, "a": "été"}, sender="bob@acme", field="payload")
