@@ -98,6 +98,14 @@ def _quote(value: str) -> str:
     return json.dumps(value, ensure_ascii=True)
 
 
+def _frame(sender: str, token: str) -> tuple[str, str, str]:
+    """A block's constant parts: the opening line up to its field's value, the rest of
+    that line with the preamble, and the closing line (with the newline before it)."""
+    return (f"{OPEN_PREFIX}{token} sender={_quote(sender)} field=",
+            f" {_ATTRIBUTES}>>>\n{PREAMBLE}\n",
+            f"\n{CLOSE_PREFIX}{token}>>>\n")
+
+
 def _scan_text(value: object) -> str:
     if isinstance(value, str):
         return value
@@ -154,7 +162,7 @@ class Fence:
         self._avoid = [_scan_text(v) for v in values]
         self._used = False
         self._token = self._choose("")
-        self._parts: dict[str, tuple[str, str, str, str]] = {}
+        self._frames: dict[str, tuple[str, str, str, str]] = {}  # sender -> token, frame
 
     @property
     def token(self) -> str:
@@ -172,21 +180,15 @@ class Fence:
 
     @staticmethod
     def _render(text: str, sender: str, field: str, token: str) -> str:
-        return (
-            f"{OPEN_PREFIX}{token} sender={_quote(sender)} field={_quote(field)} {_ATTRIBUTES}>>>\n"
-            f"{PREAMBLE}\n"
-            f"{text}\n"
-            f"{CLOSE_PREFIX}{token}>>>\n"
-        )
+        opening, after_field, closing = _frame(sender, token)
+        return f"{opening}{_quote(field)}{after_field}{text}{closing}"
 
     def _block(self, text: str, sender: str, field: str) -> str:
-        """:meth:`_render` with this Fence's token, its constant parts made once per sender."""
-        parts = self._parts.get(sender)
-        if parts is None or parts[0] != self._token:
-            parts = self._parts[sender] = (
-                self._token, f"{OPEN_PREFIX}{self._token} sender={_quote(sender)} field=",
-                f" {_ATTRIBUTES}>>>\n{PREAMBLE}\n", f"\n{CLOSE_PREFIX}{self._token}>>>\n")
-        _, opening, after_field, closing = parts
+        """:meth:`_render` with this Fence's token, its frame made once per sender."""
+        frame = self._frames.get(sender)
+        if frame is None or frame[0] != self._token:
+            frame = self._frames[sender] = (self._token, *_frame(sender, self._token))
+        _, opening, after_field, closing = frame
         return f"{opening}{_quote(field)}{after_field}{text}{closing}"
 
     def wrap(self, text: str, *, sender: str, field: str) -> str:
