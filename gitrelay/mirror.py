@@ -36,7 +36,7 @@ from .gitstore import Store
 from .locks import FileMutex, LockTimeout
 from .objects import Commit, Objects
 from .ops import Op, archive_moves, archive_op, now_iso, op_from_file
-from .rules import RelayView, archive_index, archived_threads, check_commit, commit_seq
+from .rules import RelayView, archive_base, archived_threads, check_commit, commit_seq
 from .signing import verify_commit_signature
 
 RELAY_MAIN = "refs/relay/main"
@@ -108,9 +108,8 @@ def archive_commit(store: Store, view: RelayView, op: Op, *, when: float | None 
     threads it archives there: any archived meanwhile are left out)."""
     moves = archive_moves(view, op.doc)
     by = str(op.doc["by"])
-    previous = archive_index(view.objs, view.tree)
-    before = str(previous["snapshot"]) if previous else None
-    total = (int(previous["threads"]) if previous else 0) + len(moves)
+    before, archived = archive_base(view.objs, view.tree)
+    total = archived + len(moves)
     snap_tree = store.tree_edit(view.objs.commit(before).tree if before else None, [], {},
                                 {layout.shard(t): oid for t, (_, oid) in moves.items()})
     snapshot = store.commit(tree=snap_tree, parents=[before] if before else [],

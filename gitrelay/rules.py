@@ -243,6 +243,13 @@ def archive_index(objs: Objects, tree: str) -> dict[str, Any] | None:
     return None if data is None else schema.load("archive", data)
 
 
+def archive_base(objs: Objects, tree: str) -> tuple[str | None, int]:
+    """What the next archive operation on main's tree ``tree`` builds on: the snapshot
+    ``archive.json`` names (None before the first archive) and how many threads it holds."""
+    index = archive_index(objs, tree)
+    return (str(index["snapshot"]), int(index["threads"])) if index else (None, 0)
+
+
 # archive.json's blob id -> the snapshot's tree id (both fixed by the blob's bytes)
 _SNAPSHOTS: dict[str, str] = {}
 
@@ -276,9 +283,7 @@ def archived_threads(objs: Objects, commit: Commit) -> tuple[list[str], str, str
         index = archive_index(objs, commit.tree)
         if index is None:
             return [], "", ""
-        snap = objs.commit(commit.parents[1])
-        before = objs.commit(snap.parents[0]).tree if snap.parents else None
-        moved = sorted(snapshot_additions(objs, before, snap.tree, commit))
+        moved = sorted(snapshot_additions(objs, objs.commit(commit.parents[1]), commit))
         return moved, str(index["by"]), str(index["archived_at"])
     parent_tree = objs.commit(commit.parents[0]).tree if commit.parents else None
     markers = [schema.load("archived", objs.blob(ch.new.oid))
@@ -479,6 +484,18 @@ def check_commit(objs: Objects, commit: Commit, parent: Commit | None, *,
         raise _object_error(commit, exc) from None
 
 
+def _load_written(kind: str, data: bytes, limits: Mapping[str, int] | None, commit: Commit,
+                  where: str) -> dict[str, Any]:
+    """``schema.load`` of a file ``commit`` writes; a refusal starts with ``where`` (the
+    commit and the file) and names the commit."""
+    try:
+        return schema.load(kind, data, limits)
+    except RelayError as exc:
+        exc.message = f"{where}: {exc.message}"
+        exc.data["commit"] = commit.oid
+        raise
+
+
 def _check_commit(objs: Objects, commit: Commit, parent: Commit | None,
                   pusher: Pusher | None, verify_signature: SignatureCheck | None) -> Operation:
     short = commit.oid[:12]
@@ -510,13 +527,7 @@ def _check_commit(objs: Objects, commit: Commit, parent: Commit | None,
         raise refuse("archive", f"commit {short} adds {path} without archiving a thread; only "
                      f"a {layout.TRAILER_OP}: {layout.OP_ARCHIVE} commit writes it",
                      commit=commit.oid, field=path)
-    data = objs.blob(entry.oid)
-    try:
-        doc = schema.load(ref.kind, data, limits)
-    except RelayError as exc:
-        exc.message = f"commit {short} {path}: {exc.message}"
-        exc.data["commit"] = commit.oid
-        raise
+    doc = _load_written(ref.kind, objs.blob(entry.oid), limits, commit, f"commit {short} {path}")
     op = _op_for(ref.kind, doc)
     actor = str(doc[schema.AUTHOR_FIELD[ref.kind]])
     _check_trailers(commit, op, actor, ref.thread_id)
@@ -599,12 +610,8 @@ def _check_snapshot_archive(view: RelayView, commit: Commit, parent: Commit,
     index: dict[str, Any] | None = None
     for ch in diff_trees(objs, parent.tree, commit.tree):
         if ch.path == layout.ARCHIVE_PATH and ch.new is not None and ch.new.mode == MODE_BLOB:
-            try:
-                index = schema.load("archive", objs.blob(ch.new.oid), view.limits)
-            except RelayError as exc:
-                exc.message = f"commit {short} {ch.path}: {exc.message}"
-                exc.data["commit"] = commit.oid
-                raise
+            index = _load_written("archive", objs.blob(ch.new.oid), view.limits, commit,
+                                  f"commit {short} {ch.path}")
             continue
         left = _left_threads(objs, ch.path, ch.old) if ch.new is None else None
         if left is None:
@@ -624,20 +631,13 @@ def _check_snapshot_archive(view: RelayView, commit: Commit, parent: Commit,
     if index is None:
         raise refuse("archive", f"commit {short} archives threads without updating "
                      f"{layout.ARCHIVE_PATH}", commit=commit.oid, field=layout.ARCHIVE_PATH)
-    previous = archive_index(objs, parent.tree)
-    total = (int(previous["threads"]) if previous else 0) + len(moved)
+    previous, archived = archive_base(objs, parent.tree)
+    total = archived + len(moved)
     snap_oid = commit.parents[1]
-    for name, want in (("snapshot", snap_oid), ("threads", total)):
-        if index[name] != want:
-            raise refuse("archive", f"commit {short} {layout.ARCHIVE_PATH} says {name} "
-                         f"{index[name]}, expected {want}", commit=commit.oid,
-                         field=f"{layout.ARCHIVE_PATH}:{name}")
-    if not same_handle(str(index["by"]), actor):
-        raise refuse("actor", f"commit {short} {layout.ARCHIVE_PATH} was written by "
-                     f"{index['by']}, but {layout.TRAILER_ACTOR} is {actor!r}",
-                     commit=commit.oid, field=f"{layout.ARCHIVE_PATH}:by")
+    _check_archive_doc(commit, layout.ARCHIVE_PATH, index,
+                       (("snapshot", snap_oid), ("threads", total)), actor)
     snap = objs.commit(snap_oid)
-    want_parents = [str(previous["snapshot"])] if previous else []
+    want_parents = [previous] if previous else []
     if snap.parents != want_parents:
         raise refuse("archive", f"commit {short}: the snapshot {snap_oid[:12]} must have "
                      + (f"the previous snapshot {want_parents[0][:12]} as its one parent"
@@ -648,8 +648,7 @@ def _check_snapshot_archive(view: RelayView, commit: Commit, parent: Commit,
                      f"{layout.snapshot_message(len(moved), total).strip()!r}",
                      commit=commit.oid, field="snapshot")
     check_author(snap, actor)
-    before = objs.commit(snap.parents[0]).tree if snap.parents else None
-    added = snapshot_additions(objs, before, snap.tree, commit)
+    added = snapshot_additions(objs, snap, commit)
     for tid in sorted(moved.keys() | added.keys()):
         path = layout.shard(tid)
         if added.get(tid) != moved.get(tid):
@@ -690,11 +689,11 @@ def _left_threads(objs: Objects, path: str, entry: TreeEntry | None
     return out
 
 
-def snapshot_additions(objs: Objects, before: str | None, after: str,
-                       commit: Commit) -> dict[str, str]:
-    """The thread directories the snapshot tree ``after`` adds to ``before``, by thread
-    id; refuses (naming the archive ``commit``) anything else: a removal, a change,
-    a file, a path outside ``threads/<c0>/<c1>/<id>``."""
+def snapshot_additions(objs: Objects, snap: Commit, commit: Commit) -> dict[str, str]:
+    """The thread directories the snapshot ``snap`` adds to its parent's tree (to
+    nothing for the first snapshot), by thread id; refuses (naming the archive
+    ``commit``) anything else: a removal, a change, a file, a path outside
+    ``threads/<c0>/<c1>/<id>``."""
 
     def walk(old: str | None, new: str, prefix: str, depth: int) -> None:
         olds = {e.name: e for e in objs.tree(old)} if old else {}
@@ -727,7 +726,7 @@ def snapshot_additions(objs: Objects, before: str | None, after: str,
             out[tid] = e.oid
 
     out: dict[str, str] = {}
-    walk(before, after, "", 0)
+    walk(objs.commit(snap.parents[0]).tree if snap.parents else None, snap.tree, "", 0)
     return out
 
 
@@ -762,22 +761,26 @@ def _check_marker_archive(view: RelayView, commit: Commit, parent: Commit,
                          "directory, or the thread does not exist", commit=commit.oid,
                          field=path)
         state = _closed_thread(view, commit, tid, path)
-        try:
-            doc = schema.load("archived", objs.blob(markers[tid].oid), view.limits)
-        except RelayError as exc:
-            exc.message = f"commit {short} {path}: {exc.message}"
-            exc.data["commit"] = commit.oid
-            raise
-        for name, want in (("thread_id", tid), ("tree", removed[tid]),
-                           ("status", state.status)):
-            if doc[name] != want:
-                raise refuse("archive", f"commit {short} {path} says {name} {doc[name]}, "
-                             f"expected {want}", commit=commit.oid, field=f"{path}:{name}")
-        if not same_handle(str(doc["by"]), actor):
-            raise refuse("actor", f"commit {short} {path} was written by {doc['by']}, but "
-                         f"{layout.TRAILER_ACTOR} is {actor!r}", commit=commit.oid,
-                         field=f"{path}:by")
+        doc = _load_written("archived", objs.blob(markers[tid].oid), view.limits, commit,
+                            f"commit {short} {path}")
+        _check_archive_doc(commit, path, doc, (("thread_id", tid), ("tree", removed[tid]),
+                                               ("status", state.status)), actor)
     return sorted(markers)
+
+
+def _check_archive_doc(commit: Commit, path: str, doc: Mapping[str, Any],
+                       wants: tuple[tuple[str, object], ...], actor: str) -> None:
+    """An archive document (``archive.json``, or a marker) holds exactly the values
+    ``wants`` names and was written by the operation's actor."""
+    short = commit.oid[:12]
+    for name, want in wants:
+        if doc[name] != want:
+            raise refuse("archive", f"commit {short} {path} says {name} {doc[name]}, "
+                         f"expected {want}", commit=commit.oid, field=f"{path}:{name}")
+    if not same_handle(str(doc["by"]), actor):
+        raise refuse("actor", f"commit {short} {path} was written by {doc['by']}, but "
+                     f"{layout.TRAILER_ACTOR} is {actor!r}", commit=commit.oid,
+                     field=f"{path}:by")
 
 
 def _op_for(kind: str, doc: Mapping[str, Any]) -> str:
@@ -811,12 +814,8 @@ def _check_init(objs: Objects, commit: Commit) -> Operation:
     if path != layout.CONFIG_PATH:
         raise refuse("layout", f"root commit {short} must add only {layout.CONFIG_PATH}",
                      commit=commit.oid, field=path)
-    try:
-        doc = schema.load("config", objs.blob(entry.oid))
-    except RelayError as exc:
-        exc.message = f"root commit {short} {path}: {exc.message}"
-        exc.data["commit"] = commit.oid
-        raise
+    doc = _load_written("config", objs.blob(entry.oid), None, commit,
+                        f"root commit {short} {path}")
     if commit.trailers.get(layout.TRAILER_OP) != layout.OP_INIT or commit_seq(commit) != 0:
         raise refuse("trailers", f"root commit {short} must carry {layout.TRAILER_OP}: init "
                      f"and {layout.TRAILER_SEQ}: 0", commit=commit.oid)
@@ -987,12 +986,8 @@ def _check_inbox_commit(objs: Objects, commit: Commit, owner: str, main_seq: int
     if [(e.name, e.mode) for e in entries] != [(layout.INBOX_FILE, MODE_BLOB)]:
         raise refuse("layout", f"commit {short} on {owner}'s inbox ref must hold exactly "
                      f"{layout.INBOX_FILE}", commit=commit.oid)
-    try:
-        doc = schema.load("inbox", objs.blob(entries[0].oid), view.limits)
-    except RelayError as exc:
-        exc.message = f"commit {short} {layout.INBOX_FILE}: {exc.message}"
-        exc.data["commit"] = commit.oid
-        raise
+    doc = _load_written("inbox", objs.blob(entries[0].oid), view.limits, commit,
+                        f"commit {short} {layout.INBOX_FILE}")
     if doc["handle"] != owner:
         raise refuse("actor", f"commit {short}: inbox state of {doc['handle']} on {owner}'s ref",
                      commit=commit.oid, field="handle")

@@ -446,6 +446,7 @@ ARTIFACT = tagged("type", {
 })
 ARTIFACTS = array(ARTIFACT, max_items="max_artifacts")
 _version = const(1)
+_object_id = predicate(is_object_id, "a lowercase git object id (40 or 64 hex digits)")
 _tid = predicate(is_thread_id, "a thread id")
 _key = predicate(is_key, "1-128 characters of A-Z a-z 0-9 . _ : -")
 
@@ -500,12 +501,12 @@ SHAPES: dict[str, Shape] = {
     "archived": Shape({
         "format_version": _version, "kind": const("archived"), "thread_id": _tid,
         "status": enum("completed", "cancelled"),
-        "tree": predicate(is_object_id, "a lowercase git object id (40 or 64 hex digits)"),
+        "tree": _object_id,
         "by": handle(), "archived_at": timestamp(),
     }),
     "archive": Shape({
         "format_version": _version, "kind": const("archive"),
-        "snapshot": predicate(is_object_id, "a lowercase git object id (40 or 64 hex digits)"),
+        "snapshot": _object_id,
         "threads": integer(minimum=1), "by": handle(), "archived_at": timestamp(),
     }),
     "inbox": Shape({

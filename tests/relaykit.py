@@ -31,7 +31,7 @@ from gitrelay.gate import REFUSAL_PREFIX
 from gitrelay.gitstore import Pygit2Source
 from gitrelay.ids import thread_id_for
 from gitrelay.objects import MODE_BLOB, MODE_TREE, Commit, Objects
-from gitrelay.rules import RelayView, archive_index, commit_seq, thread_files
+from gitrelay.rules import RelayView, archive_base, commit_seq, thread_files
 
 ALICE, BOB, CAROL, DAVE = "alice@acme", "bob@acme", "carol@acme", "dave@acme"
 TEAM = {ALICE: ("Alice Martin", "backend", "alice"), BOB: ("Bob Chen", "frontend", "bob"),
@@ -432,8 +432,7 @@ class Bench:
         base = base or self.tip
         tree = self.commit(base).tree
         objs = self.objects
-        previous = archive_index(objs, tree)
-        before = str(previous["snapshot"]) if previous else None
+        before, archived = archive_base(objs, tree)
         snap_tree = self.commit(before).tree if before else None
         for i, tid in enumerate(thread_ids if hold is None else hold):
             found = thread_files(objs, tree, swap if swap and i == 0 else tid)
@@ -442,7 +441,7 @@ class Bench:
         if snapshot_file:
             snap_tree = self.forge.put(snap_tree, ["threads", "notes.json"], MODE_BLOB,
                                        self.forge.blob(b"{}\n"))
-        total = (int(previous["threads"]) if previous else 0) + len(thread_ids)
+        total = archived + len(thread_ids)
         snapshot = self.forge.commit(
             snap_tree or self.forge.tree([]),
             ([before] if before else []) if snapshot_parents is None else snapshot_parents,
