@@ -109,7 +109,10 @@ def people(acme: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
 
 def relay_subjects(relay: Path) -> list[str]:
-    return subprocess.run(["git", "--git-dir", str(relay), "log", "--format=%s", "main"],
+    """The subjects of main's operations, newest first (not its archive snapshots, which
+    an archive operation has as second parent and git log would interleave by date)."""
+    return subprocess.run(["git", "--git-dir", str(relay), "log", "--first-parent",
+                           "--format=%s", "main"],
                           capture_output=True, text=True, check=True).stdout.splitlines()
 
 
