@@ -24,13 +24,12 @@ import typing
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 import anyio.to_thread
-import pydantic_core
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import (
     ResourceError,
@@ -45,13 +44,13 @@ from mcp.types import (
     CallToolResult,
     GetPromptResult,
     InputRequiredResult,
-    TextContent,
     ToolAnnotations,
 )
 from pydantic import Field, ValidationError
 
 from . import inbox, layout, prompts
 from .admin import ensure_default_relay, join
+from .answers import Answer, AnswerMemo, answer_of
 from .client import DELIVERED, RelayClient, ThreadView, WriteResult
 from .config import default_relay_path, load_user_config
 from .errors import (
@@ -72,6 +71,7 @@ from .present import (
     present_accept,
     present_claim,
     present_inbox,
+    present_inbox_fenced,
     present_teammates,
     present_thread,
 )
@@ -216,23 +216,22 @@ class _TextAsSent(FuncMetadata):
 
 
 class _CompactText(_TextAsSent):
-    """A result's text content as compact JSON instead of the SDK's indented dump.
+    """A result's text content as compact JSON instead of the SDK's indented dump
+    (:func:`gitrelay.answers.answer_of`).
 
-    Agents read the text content (and pay for it in tokens); indentation is a
-    seventh of a 50-item inbox page. A result of exactly the declared output
-    model was validated when it was built, so it is dumped once for both; any
-    other result goes the SDK's way.
+    A result of exactly the declared output model was validated when it was built,
+    and an :class:`~gitrelay.answers.Answer` was built from one, so neither is
+    checked against the model again; any other result goes the SDK's way.
     """
 
     def convert_result(self, result: Any) -> CallToolResult | InputRequiredResult:
+        if type(result) is Answer:
+            return result
         model = self.output_model
         if model is None or self.output_schema is None or self.wrap_output \
                 or type(result) is not model:
             return super().convert_result(result)
-        structured = result.model_dump(mode="json", by_alias=True)
-        text = pydantic_core.to_json(structured).decode()
-        return CallToolResult(content=[TextContent(type="text", text=text)],
-                              structured_content=structured)
+        return answer_of(result)
 
 
 class _ToolCalls(_CompactText):
@@ -380,6 +379,8 @@ class ServerState:
     loop: SyncLoop | None
     session_id: str
     _kicks: _HeldKicks | None = None
+    # check_inbox's recent pages: one asked again with nothing new is not built again.
+    inbox_answers: AnswerMemo = field(default_factory=AnswerMemo)
 
     def __post_init__(self) -> None:
         if self.loop is not None:
@@ -734,7 +735,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
             "This copy's name when several copies of you share one handle."))] = None,
         wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS, description=(
             "Long-poll: wait up to this long for a new item when there is none."))] = 0,
-    ) -> InboxOut:
+    ) -> Annotated[CallToolResult, InboxOut]:
         """List what teammates sent you: new handoffs, replies and updates on your threads.
 
         Call it first at every check-in, with after set to the cursor of your last
@@ -747,11 +748,15 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         state = st(ctx)
         rules = state.trust.current()
         _check_since(since)
-        return _inbox_page(state, rules, status=list(status) if status else None,
-                           since=since, limit=limit, after=after, cursor=cursor,
-                           unread_only=unread_only, ack_up_to=ack_up_to,
-                           ack_items=[a.model_dump() for a in ack_items] if ack_items else None,
-                           worker=worker, wait_seconds=wait_seconds)
+        page = inbox.check_inbox(
+            state.client, sync_loop=state.loop, status=list(status) if status else None,
+            since=since, limit=limit, after=after, cursor=cursor, unread_only=unread_only,
+            ack_up_to=ack_up_to,
+            ack_items=[a.model_dump() for a in ack_items] if ack_items else None,
+            worker=worker, wait_seconds=wait_seconds)
+        return state.inbox_answers.answer(
+            (page, state.me, rules),
+            lambda: present_inbox_fenced(page, caller=state.me, rules=rules))
 
     @server.tool(annotations=WRITE)
     def claim_inbox_item(

@@ -18,7 +18,7 @@ every teammate-authored value, then with a Fence chosen to avoid them all.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from .client import ThreadView
 from .inbox import ClaimResult, InboxPage
@@ -51,13 +51,16 @@ from .tool_models import (
 from .trust import TrustDecision, TrustRules, evaluate, normalize_handle
 
 __all__ = [
+    "Fenced",
     "Pen",
     "present_accept",
     "present_claim",
     "present_inbox",
+    "present_inbox_fenced",
     "present_teammates",
     "present_thread",
     "render",
+    "render_fenced",
     "withheld_notice",
 ]
 
@@ -155,7 +158,19 @@ class Pen:
 
 
 def render(caller: str, rules: TrustRules, build: Callable[[Pen], T]) -> T:
-    """Run ``build`` with one fresh Fence for the response.
+    """Run ``build`` with one fresh Fence for the response."""
+    return render_fenced(caller, rules, build).response
+
+
+class Fenced(NamedTuple, Generic[T]):
+    """A response and the token of its fences and markers."""
+
+    response: T
+    token: str
+
+
+def render_fenced(caller: str, rules: TrustRules, build: Callable[[Pen], T]) -> Fenced[T]:
+    """Run ``build`` with one fresh Fence for the response; the response and its token.
 
     The token is 128 random bits drawn after every text was written, so it is
     in none of them; ``Fence.wrap`` checks that for every text anyway. Should
@@ -168,12 +183,13 @@ def render(caller: str, rules: TrustRules, build: Callable[[Pen], T]) -> T:
     try:
         out = build(Pen(caller, rules, fence))
         if fence.token == token:
-            return out
+            return Fenced(out, token)
     except FenceCollision:
         pass
     recorder = _Recorder()
     build(Pen(caller, rules, recorder))
-    return build(Pen(caller, rules, Fence(recorder.values)))
+    fence = Fence(recorder.values)
+    return Fenced(build(Pen(caller, rules, fence)), fence.token)
 
 
 # --- pieces -------------------------------------------------------------------------------
@@ -372,7 +388,13 @@ def present_teammates(profiles: Iterable[Mapping[str, Any]], *, caller: str,
 
 
 def present_inbox(page: InboxPage, *, caller: str, rules: TrustRules) -> InboxOut:
-    """check_inbox (and the ``gitrelay://inbox`` resource).
+    """check_inbox (and the ``gitrelay://inbox`` resource): :func:`present_inbox_fenced`'s
+    response."""
+    return present_inbox_fenced(page, caller=caller, rules=rules).response
+
+
+def present_inbox_fenced(page: InboxPage, *, caller: str, rules: TrustRules) -> Fenced[InboxOut]:
+    """check_inbox's response and the token of its fences.
 
     The item's ``sender`` is the other participant; the summary was written by
     the thread's sender (``item.thread_sender``, from the index), who may be the
@@ -409,7 +431,7 @@ def present_inbox(page: InboxPage, *, caller: str, rules: TrustRules) -> InboxOu
                                      for a in page.ack_results],
                         index_rebuilt=page.index_rebuilt, delivery=page.delivery)
 
-    return render(caller, rules, build)
+    return render_fenced(caller, rules, build)
 
 
 def present_claim(result: ClaimResult) -> ClaimOut:

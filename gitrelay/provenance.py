@@ -17,7 +17,9 @@ the sender wrote the text before the token existed. Texts are never escaped.
 
 A :class:`Fence` must not be reused across responses; create it with every
 teammate-authored value of the response (``Fence(values)``) so that the token
-is chosen to avoid all of them. See ``docs/trust.md`` for the full format.
+is chosen to avoid all of them. A response already in wire form is given again
+with a fresh token by :class:`FencedAnswer`. See ``docs/trust.md`` for the full
+format.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import re
 import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -40,6 +42,7 @@ __all__ = [
     "TRUSTED_MARKER_KEY",
     "Fence",
     "FenceCollision",
+    "FencedAnswer",
     "FencedSegment",
     "ProvenanceMarker",
     "extract_fenced",
@@ -239,6 +242,78 @@ class Fence:
 
     def __repr__(self) -> str:
         return f"Fence(token={self._token!r})"
+
+
+_Plan = dict[Any, "_Plan | tuple[str, ...]"]
+
+
+def _token_plan(node: object, token: str) -> _Plan | tuple[str, ...] | None:
+    """Where ``token`` sits in a JSON value: a string as its parts around the token,
+    a container as the plans of its members that hold it; None where it is absent."""
+    if isinstance(node, str):
+        return tuple(node.split(token)) if token in node else None
+    members: Iterable[tuple[Any, object]]
+    if isinstance(node, dict):
+        members = node.items()
+    elif isinstance(node, list):
+        members = enumerate(node)
+    else:
+        return None
+    plan: _Plan = {}
+    for key, member in members:
+        sub = _token_plan(member, token)
+        if sub is not None:
+            plan[key] = sub
+    return plan or None
+
+
+def _swap_token(node: Any, plan: _Plan, token: str) -> Any:
+    """``node`` with ``token`` joined in at the planned places: new containers along
+    the way, every other member shared with ``node`` (which is left as it was)."""
+    copy = dict(node) if isinstance(node, dict) else list(node)
+    for key, sub in plan.items():
+        copy[key] = (token.join(sub) if isinstance(sub, tuple)
+                     else _swap_token(node[key], sub, token))
+    return copy
+
+
+class FencedAnswer:
+    """A response in wire form that can be given again with a fresh fence token.
+
+    ``value`` is the response as a JSON object, ``text`` that object as JSON, and
+    ``token`` the token of every fence and marker in it (None when nothing in it is
+    fenced), as :class:`Fence` left them: the token occurs in no text of the response.
+    :meth:`fresh` returns the same response under a new token without building any
+    of it again; ``value`` and ``text`` are never changed.
+    """
+
+    def __init__(self, value: dict[str, Any], text: str, token: str | None) -> None:
+        self.value = value
+        self.text = text
+        self.token = None if token is None or token not in text else _check_token(token)
+        self._plan: _Plan | None = None
+
+    def fresh(self, token_factory: Callable[[], str] = new_token) -> tuple[dict[str, Any], str]:
+        """The response with a new token: its JSON object and its JSON text.
+
+        The new token occurs nowhere in ``text``, so it ends up exactly where the old
+        one was: a token stands between characters that are never hex digits, so the
+        swap can neither split an old slot nor make a new one.
+        """
+        old = self.token
+        if old is None:
+            return self.value, self.text
+        for _ in range(_MAX_TOKEN_TRIES):
+            token = _check_token(token_factory())
+            if token not in self.text:
+                break
+        else:
+            raise FenceCollision(
+                f"found no fence token avoiding the response in {_MAX_TOKEN_TRIES} tries")
+        if self._plan is None:
+            plan = _token_plan(self.value, old)
+            self._plan = plan if isinstance(plan, dict) else {}
+        return _swap_token(self.value, self._plan, token), self.text.replace(old, token)
 
 
 def _parse(text: str, token: str) -> tuple[list[FencedSegment], list[tuple[int, int]]]:

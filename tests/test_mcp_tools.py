@@ -1269,6 +1269,41 @@ def test_check_inbox_hides_a_blocked_senders_preview(agent: AgentFactory) -> Non
     run(body)
 
 
+def test_check_inbox_asked_again_is_the_same_page_under_a_new_fence_until_it_changes(
+        agent: AgentFactory) -> None:
+    alice, bob = agent("alice@acme", isolated=True), agent("bob@acme", isolated=True)
+
+    def same_page(a: dict[str, Any], b: dict[str, Any]) -> bool:
+        return json.dumps(a).replace(token_of(a["items"][0]), "T") == \
+            json.dumps(b).replace(token_of(b["items"][0]), "T")
+
+    async def body() -> None:
+        async with Client(alice.server()) as a, Client(bob.server()) as b:
+            await ok(a, "handoff_to_teammate", handoff_args(summary="Rotate the API keys"))
+            assert (await ok(b, "check_inbox"))["index_rebuilt"]  # bob's first read builds it
+            first = await ok(b, "check_inbox")
+            again = await ok(b, "check_inbox")
+            assert token_of(first["items"][0]) != token_of(again["items"][0])
+            assert same_page(first, again)
+            item = again["items"][0]
+            assert fenced_body(item["summary_preview"], token_of(item)) == "Rotate the API keys"
+            assert fenced_body(item["sender"]["role"], token_of(item)) == "backend"
+            # A new handoff, an ack and an edit of the trust file each show at once.
+            await ok(a, "handoff_to_teammate", handoff_args(summary="Bump the SDK"))
+            grown = await ok(b, "check_inbox")
+            assert [fenced_body(i["summary_preview"], token_of(i)) for i in grown["items"]] \
+                == ["Bump the SDK", "Rotate the API keys"]
+            await ok(b, "check_inbox", {"ack_up_to": grown["cursor"]})
+            acked = await ok(b, "check_inbox")
+            assert [i["unread"] for i in acked["items"]] == [False, False]
+            assert not same_page(grown, acked)
+            bob.trust(TRUST_ALL + "blocked: [alice@acme]\n")
+            hidden = await ok(b, "check_inbox")
+            assert "Rotate" not in json.dumps(hidden) and "Alice Martin" not in json.dumps(hidden)
+
+    run(body)
+
+
 def test_claim_inbox_item_lets_one_worker_take_an_item(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme", isolated=True), agent("bob@acme", isolated=True)
 

@@ -48,6 +48,7 @@ from gitrelay.provenance import (  # noqa: E402
     TRUSTED_MARKER_KEY,
     Fence,
     FenceCollision,
+    FencedAnswer,
     FencedSegment,
     ProvenanceMarker,
     extract_fenced,
@@ -432,3 +433,70 @@ def test_any_mix_of_fenced_texts_and_server_text_separates_exactly(
         response += fence.wrap(text, sender="bob@acme", field=f"f{i}") + own[i + 1]
     assert [s.body for s in extract_fenced(response, fence.token)] == texts
     assert find_unfenced(response, fence.token) == "".join(own)
+
+
+# --------------------------------------------------------------------------- a response given again
+
+
+def _response(fence: Fence, texts: list[str], own: list[str]) -> dict[str, Any]:
+    """A response as the MCP server dumps one: fenced teammate texts, markers, and the
+    caller's own texts (never fenced, so never checked against the token)."""
+    return {
+        "items": [{"summary": fence.wrap(t, sender="bob@acme", field=f"items[{i}].summary"),
+                   "sender": {"name": fence.wrap(t[:3], sender="bob@acme", field="name"),
+                              TRUSTED_MARKER_KEY: fence.marker("bob@acme").model_dump()},
+                   "mine": own[i % len(own)] if own else None,
+                   "seq": i}
+                  for i, t in enumerate(texts)],
+        TRUSTED_MARKER_KEY: fence.marker("bob@acme").model_dump() if texts else None,
+        "cursor": 7,
+    }
+
+
+def _answer(fence: Fence, texts: list[str], own: list[str]) -> tuple[dict[str, Any], str]:
+    value = _response(fence, texts, own)
+    return value, json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+@given(texts=st.lists(st.text(), max_size=4), own=st.lists(st.text(), max_size=2))
+def test_a_response_given_again_is_the_response_built_with_the_new_token(
+    texts: list[str], own: list[str]
+) -> None:
+    value, text = _answer(scripted(A), texts, own)
+    before = json.loads(text)
+    again = FencedAnswer(value, text, A).fresh(lambda: B)
+    assert again == _answer(scripted(B), texts, own)
+    assert value == before  # the remembered response is left as it was
+    assert [extract_fenced(item["summary"], B)[0].body for item in again[0]["items"]] == texts
+
+
+def test_each_response_given_again_gets_its_own_token() -> None:
+    value, text = _answer(Fence(), ["move the cron job"], [])
+    answer = FencedAnswer(value, text, value[TRUSTED_MARKER_KEY]["fence"])
+    seen = {answer.fresh()[0][TRUSTED_MARKER_KEY]["fence"] for _ in range(50)}
+    assert len(seen) == 50 and answer.token not in seen
+
+
+def test_a_new_token_found_anywhere_in_the_response_is_drawn_again() -> None:
+    # The caller's own text is never fenced, so it is not checked when the response is
+    # built: a token it happens to contain must still never be chosen for the fences.
+    value, text = _answer(scripted(A), ["payload naming " + C], ["my note " + B])
+    again, again_text = FencedAnswer(value, text, A).fresh(tokens(B, C, "d" * 32).__next__)
+    assert again["items"][0]["mine"] == "my note " + B
+    assert again[TRUSTED_MARKER_KEY]["fence"] == "d" * 32
+    summary = again["items"][0]["summary"]
+    assert extract_fenced(summary, "d" * 32) == [
+        FencedSegment("bob@acme", "items[0].summary", "payload naming " + C)]
+    assert json.loads(again_text) == again
+
+
+def test_a_response_without_fences_is_given_again_as_it_is() -> None:
+    value, text = _answer(scripted(A), [], ["mine"])
+    assert FencedAnswer(value, text, A).fresh(lambda: B) == (value, text)
+    assert FencedAnswer(value, text, None).fresh(lambda: B) == (value, text)
+
+
+def test_a_response_given_again_gives_up_when_no_token_avoids_it() -> None:
+    value, text = _answer(scripted(A), ["x"], ["mine " + B])
+    with pytest.raises(FenceCollision):
+        FencedAnswer(value, text, A).fresh(lambda: B)

@@ -1,0 +1,84 @@
+"""Tool answers in wire form: built once from an output model, given again with a fresh fence.
+
+An answer carries its output model twice, as the structured content and as the same JSON in
+a text content (what most agents read): :func:`answer_of` dumps the model once for both, as
+compact JSON. :class:`AnswerMemo` serves a response equal to one it built recently
+(``check_inbox`` asked again with nothing new) from that response's wire form, under a new
+fence token (:class:`gitrelay.provenance.FencedAnswer`): the page is not presented, dumped
+and encoded again for every check-in.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pydantic_core
+from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel
+
+from .present import Fenced
+from .provenance import FencedAnswer
+
+__all__ = ["MEMO_SIZE", "Answer", "AnswerMemo", "answer_of"]
+
+MEMO_SIZE = 4
+"""Responses an :class:`AnswerMemo` keeps: an agent's default page and the few other
+queries it alternates with (the check-in after its cursor, a status filter)."""
+
+
+class Answer(CallToolResult):
+    """A tool result built here from a validated output model: passed to the client as it
+    is, not validated against the model again."""
+
+
+def _answer(value: dict[str, Any], text: str) -> Answer:
+    return Answer(content=[TextContent(type="text", text=text)], structured_content=value)
+
+
+def answer_of(model: BaseModel) -> Answer:
+    """``model`` as the structured content and as compact JSON text, dumped once for both.
+
+    Agents read the text content and pay for it in tokens; an indented dump would
+    add a seventh to a 50-item inbox page."""
+    value = model.model_dump(mode="json", by_alias=True)
+    return _answer(value, pydantic_core.to_json(value).decode())
+
+
+class AnswerMemo:
+    """The last few responses of one tool, each under the key it was built for.
+
+    ``answer(key, build)`` returns the answer to ``build()`` (a response and its fence
+    token, from :mod:`gitrelay.present`), or, when a response was built for an equal key
+    recently, that response again under a fresh token. The key must hold everything the
+    response is made of: for an inbox page, the page read from the index (items, cursor,
+    acks), the caller and the trust rules, so that a new item, an ack, an expired claim or
+    an edit of the trust file each make a new response. Safe to use from several threads.
+    """
+
+    def __init__(self, size: int = MEMO_SIZE) -> None:
+        self._size = size
+        self._kept: list[tuple[object, FencedAnswer]] = []  # most recent first
+        self._lock = threading.Lock()
+
+    def answer(self, key: object, build: Callable[[], Fenced[Any]]) -> Answer:
+        for kept_key, kept in self._kept:
+            if kept_key == key:
+                return _answer(*kept.fresh())
+        response, token = build()
+        built = answer_of(response)
+        kept = FencedAnswer(built.structured_content or {}, _text(built), token)
+        with self._lock:
+            self._kept = [(key, kept), *self._kept[:self._size - 1]]
+        return built
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept = []
+
+
+def _text(answer: CallToolResult) -> str:
+    block = answer.content[0]
+    assert isinstance(block, TextContent)
+    return block.text

@@ -1,0 +1,112 @@
+"""Tool answers in wire form: a page asked for again is the same page under a new fence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gitrelay.answers import MEMO_SIZE, Answer, AnswerMemo, answer_of
+from gitrelay.inbox import InboxItem, InboxPage, Sender
+from gitrelay.present import Fenced, present_inbox_fenced
+from gitrelay.provenance import extract_fenced, find_unfenced
+from gitrelay.trust import TrustRules, load_trust
+
+RULES = load_trust(Path("/nonexistent/trust.yaml"))
+
+
+def page_of(*previews: str, cursor: int = 9) -> InboxPage:
+    return InboxPage(
+        items=[InboxItem(item_id=f"ibx_{i}", seq=i + 1, kind="assignment", thread_id=f"{i}" * 26,
+                         sender=Sender("alice@acme", "Alice Martin", "backend"),
+                         summary_preview=text, status="pending", unread_messages=0,
+                         created_at="2026-05-01T09:14:32Z", updated_at="2026-05-01T09:14:32Z",
+                         unread=True, thread_sender="alice@acme")
+               for i, text in enumerate(previews)],
+        next_cursor=None, cursor=cursor)
+
+
+class Presenter:
+    """present_inbox_fenced for one page, counting the times it ran."""
+
+    def __init__(self, page: InboxPage, rules: TrustRules = RULES) -> None:
+        self.page, self.rules, self.runs = page, rules, 0
+
+    def __call__(self) -> Fenced[Any]:
+        self.runs += 1
+        return present_inbox_fenced(self.page, caller="bob@acme", rules=self.rules)
+
+    def key(self) -> object:
+        return (self.page, "bob@acme", self.rules)
+
+
+def structured(answer: Answer) -> dict[str, Any]:
+    assert answer.structured_content is not None
+    text = answer.content[0].text  # type: ignore[union-attr]
+    assert json.loads(text) == answer.structured_content  # both forms say the same
+    return answer.structured_content
+
+
+def token(out: dict[str, Any]) -> str:
+    return str(out["items"][0]["provenance"]["fence"])
+
+
+def test_an_equal_page_is_not_presented_again_and_gets_a_fresh_token() -> None:
+    memo = AnswerMemo()
+    first_page = Presenter(page_of("Please review the /users change", "Rotate the keys"))
+    first = structured(memo.answer(first_page.key(), first_page))
+    # As the inbox returns it for the next check-in: a new page object, equal to the last.
+    again_page = Presenter(page_of("Please review the /users change", "Rotate the keys"))
+    again = structured(memo.answer(again_page.key(), again_page))
+    assert (first_page.runs, again_page.runs) == (1, 0)
+    assert token(first) != token(again)
+    assert json.dumps(again).replace(token(again), token(first)) == json.dumps(first)
+    for item in again["items"]:
+        for value in (item["summary_preview"], item["sender"]["name"], item["sender"]["role"]):
+            assert find_unfenced(value, token(again)) == ""
+            assert len(extract_fenced(value, token(again))) == 1
+
+
+def test_a_new_item_another_cursor_or_other_trust_rules_build_a_new_page() -> None:
+    memo = AnswerMemo()
+    base = Presenter(page_of("SECRET-ONE"))
+    memo.answer(base.key(), base)
+    blocked = RULES.model_copy(update={"blocked": ["alice@acme"]})
+    for changed in (Presenter(page_of("SECRET-ONE", "two")),
+                    Presenter(page_of("SECRET-ONE", cursor=10)),
+                    Presenter(page_of("SECRET-ONE"), blocked)):
+        out = structured(memo.answer(changed.key(), changed))
+        assert changed.runs == 1
+        fresh = answer_of(present_inbox_fenced(changed.page, caller="bob@acme",
+                                               rules=changed.rules).response)
+        assert json.dumps(out).replace(token(out), "T") == \
+            json.dumps(structured(fresh)).replace(token(structured(fresh)), "T")
+    hidden = Presenter(page_of("SECRET-ONE"), blocked)
+    shown = json.dumps(structured(memo.answer(hidden.key(), hidden)))
+    assert hidden.runs == 0  # the blocked page above is the one kept
+    assert "SECRET-ONE" not in shown and "Alice Martin" not in shown
+
+
+def test_the_memo_keeps_the_last_few_pages() -> None:
+    memo = AnswerMemo()
+    pages = [Presenter(page_of(f"item {n}")) for n in range(MEMO_SIZE + 1)]
+    for p in pages:
+        memo.answer(p.key(), p)
+    for p in reversed(pages[1:]):  # the newest MEMO_SIZE are kept
+        memo.answer(p.key(), p)
+    assert [p.runs for p in pages] == [1] * (MEMO_SIZE + 1)
+    memo.answer(pages[0].key(), pages[0])  # the oldest was let go
+    assert pages[0].runs == 2
+    memo.clear()
+    memo.answer(pages[-1].key(), pages[-1])
+    assert pages[-1].runs == 2
+
+
+def test_a_page_with_nothing_fenced_is_given_again_unchanged() -> None:
+    memo = AnswerMemo()
+    empty = Presenter(page_of())
+    first = structured(memo.answer(empty.key(), empty))
+    assert structured(memo.answer(empty.key(), empty)) == first == {
+        "items": [], "next_cursor": None, "cursor": 9, "acknowledged": None,
+        "ack_results": [], "index_rebuilt": False, "delivery": None}
+    assert empty.runs == 1
