@@ -8,6 +8,7 @@ tool references (seeds 000, 001, 004).
 from __future__ import annotations
 
 import json
+import random
 import re
 import subprocess
 import threading
@@ -20,7 +21,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from gitrelay import admin
+from gitrelay import admin, inbox
 from gitrelay.client import RelayClient
 from gitrelay.errors import ERRORS_BY_NAME, ConfigError, RelayError, StateChanged
 from gitrelay.inbox import InboxItem, InboxPage, Sender
@@ -1300,6 +1301,71 @@ def test_check_inbox_asked_again_is_the_same_page_under_a_new_fence_until_it_cha
             bob.trust(TRUST_ALL + "blocked: [alice@acme]\n")
             hidden = await ok(b, "check_inbox")
             assert "Rotate" not in json.dumps(hidden) and "Alice Martin" not in json.dumps(hidden)
+
+    run(body)
+
+
+def _without_token(out: dict[str, Any]) -> str:
+    """The answer as JSON with its fence token (if anything in it is fenced) taken out."""
+    text = json.dumps(out, sort_keys=True)
+    markers = [m for i in out["items"] for m in (i["provenance"], i["sender"]["provenance"]) if m]
+    return text.replace(markers[0]["fence"], "T") if markers else text
+
+
+def test_every_check_inbox_answer_is_the_page_a_fresh_build_would_give(
+        agent: AgentFactory) -> None:
+    """Two teammates take every kind of step; after each, every query's answer (asked
+    twice, so the second may be the first given again) is the library's page presented
+    afresh, token aside."""
+    alice = agent("alice@acme", isolated=True)
+    bob = agent("bob@acme", isolated=True, fresh_seconds=3600.0)  # fetches when told below
+    rng = random.Random(20261203)
+    queries: list[dict[str, Any]] = [{}, {"status": ["completed", "cancelled"], "limit": 3},
+                                     {"unread_only": True}]
+    script = ["handoff", "handoff", "accept", "message", "ack", "claim", "block", "message",
+              "unblock", "complete", "handoff", "cancel", "ack", "handoff", "claim", "message"]
+
+    async def body() -> None:
+        async with Client(alice.server()) as a, Client(bob.server()) as b:
+            threads: dict[str, str] = {}  # thread id -> status
+            assert (await ok(b, "check_inbox"))["index_rebuilt"]  # bob's first read builds it
+            for n, step in enumerate(script):
+                pending = [t for t, st in threads.items() if st == "pending"]
+                accepted = [t for t, st in threads.items() if st == "accepted"]
+                if step == "handoff":
+                    tid = (await ok(a, "handoff_to_teammate",
+                                    handoff_args(summary=f"Task {n}: {rng.random():.6f}")))
+                    threads[tid["thread_id"]] = "pending"
+                elif step == "accept":
+                    await ok(b, "accept_handoff", {"thread_id": pending[0]})
+                    threads[pending[0]] = "accepted"
+                elif step == "message":
+                    await ok(a, "send_message", {"thread_id": rng.choice(pending + accepted),
+                                                 "body": f"Note {n}"})
+                elif step == "complete":
+                    await ok(b, "complete_handoff", {"thread_id": accepted[0],
+                                                     "result_summary": f"Done {n}"})
+                    threads[accepted[0]] = "completed"
+                elif step == "cancel":
+                    await ok(a, "cancel_handoff", {"thread_id": pending[-1]})
+                    threads[pending[-1]] = "cancelled"
+                elif step == "ack":
+                    cursor = (await ok(b, "check_inbox"))["cursor"]
+                    await ok(b, "check_inbox", {"ack_up_to": rng.randint(1, cursor)})
+                elif step == "claim":
+                    item = rng.choice((await ok(b, "check_inbox"))["items"])
+                    await ok(b, "claim_inbox_item", {"item_id": item["item_id"],
+                                                     "seq": item["seq"], "worker": "w1"})
+                else:
+                    bob.trust(TRUST_ALL + ("blocked: [alice@acme]\n" if step == "block" else ""))
+                bob.client.refresh(max_age=0)  # what alice did is on bob's copy now
+                rules = load_trust(bob.trust_path)
+                for query in queries:
+                    answers = [await ok(b, "check_inbox", query) for _ in range(2)]
+                    fresh = present_inbox(inbox.check_inbox(bob.client, **query),
+                                          caller="bob@acme", rules=rules)
+                    expected = _without_token(fresh.model_dump(mode="json", by_alias=True))
+                    assert [_without_token(x) for x in answers] == [expected] * 2, (step, query)
 
     run(body)
 
