@@ -37,13 +37,18 @@ def _answer(value: dict[str, Any], text: str) -> Answer:
     return Answer(content=[TextContent(type="text", text=text)], structured_content=value)
 
 
-def answer_of(model: BaseModel) -> Answer:
-    """``model`` as the structured content and as compact JSON text, dumped once for both.
+def _wire(model: BaseModel) -> tuple[dict[str, Any], str]:
+    """``model`` as a JSON object and as that object's compact JSON text, dumped once.
 
     Agents read the text content and pay for it in tokens; an indented dump would
     add a seventh to a 50-item inbox page."""
     value = model.model_dump(mode="json", by_alias=True)
-    return _answer(value, pydantic_core.to_json(value).decode())
+    return value, pydantic_core.to_json(value).decode()
+
+
+def answer_of(model: BaseModel) -> Answer:
+    """``model`` as the structured content and as compact JSON text (:func:`_wire`)."""
+    return _answer(*_wire(model))
 
 
 class AnswerMemo:
@@ -67,18 +72,11 @@ class AnswerMemo:
             if kept_key == key:
                 return _answer(*kept.fresh())
         response, token = build()
-        built = answer_of(response)
-        kept = FencedAnswer(built.structured_content or {}, _text(built), token)
+        value, text = _wire(response)
         with self._lock:
-            self._kept = [(key, kept), *self._kept[:self._size - 1]]
-        return built
+            self._kept = [(key, FencedAnswer(value, text, token)), *self._kept[:self._size - 1]]
+        return _answer(value, text)
 
     def clear(self) -> None:
         with self._lock:
             self._kept = []
-
-
-def _text(answer: CallToolResult) -> str:
-    block = answer.content[0]
-    assert isinstance(block, TextContent)
-    return block.text

@@ -100,7 +100,7 @@ from .tool_models import (
     ThreadRef,
     Worker,
 )
-from .trust import TrustRules, TrustStore, evaluate
+from .trust import TrustStore, evaluate
 
 __all__ = ["ServerOptions", "ServerState", "build_server", "open_state", "serve",
            "tool_error_text"]
@@ -594,9 +594,8 @@ def _check_since(since: str | None) -> None:
                               hint="For example 2026-05-01T09:14:32Z.", field="since") from None
 
 
-def _inbox_page(st: ServerState, rules: TrustRules, **kwargs: Any) -> InboxOut:
-    page = inbox.check_inbox(st.client, sync_loop=st.loop, **kwargs)
-    return present_inbox(page, caller=st.me, rules=rules)
+def _read_inbox(st: ServerState, **kwargs: Any) -> inbox.InboxPage:
+    return inbox.check_inbox(st.client, sync_loop=st.loop, **kwargs)
 
 
 def _view_out(st: ServerState, ref: str) -> ThreadOut:
@@ -748,12 +747,11 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         state = st(ctx)
         rules = state.trust.current()
         _check_since(since)
-        page = inbox.check_inbox(
-            state.client, sync_loop=state.loop, status=list(status) if status else None,
-            since=since, limit=limit, after=after, cursor=cursor, unread_only=unread_only,
-            ack_up_to=ack_up_to,
-            ack_items=[a.model_dump() for a in ack_items] if ack_items else None,
-            worker=worker, wait_seconds=wait_seconds)
+        page = _read_inbox(state, status=list(status) if status else None, since=since,
+                           limit=limit, after=after, cursor=cursor, unread_only=unread_only,
+                           ack_up_to=ack_up_to,
+                           ack_items=[a.model_dump() for a in ack_items] if ack_items else None,
+                           worker=worker, wait_seconds=wait_seconds)
         return state.inbox_answers.answer(
             (page, state.me, rules),
             lambda: present_inbox_fenced(page, caller=state.me, rules=rules))
@@ -949,8 +947,8 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
     def inbox_resource() -> str:
         def read() -> str:
             state = holder.get()
-            return _inbox_page(state, state.trust.current()).model_dump_json(
-                by_alias=True, indent=2)
+            out = present_inbox(_read_inbox(state), caller=state.me, rules=state.trust.current())
+            return out.model_dump_json(by_alias=True, indent=2)
 
         return _resource(read)
 

@@ -109,6 +109,17 @@ def _frame(sender: str, token: str) -> tuple[str, str, str]:
             f"\n{CLOSE_PREFIX}{token}>>>\n")
 
 
+def _draw_token(factory: Callable[[], str], texts: Iterable[str], what: str) -> str:
+    """A token from ``factory`` that occurs in none of ``texts`` (``what`` names them in
+    the :class:`FenceCollision` raised after :data:`_MAX_TOKEN_TRIES` draws)."""
+    texts = list(texts)
+    for _ in range(_MAX_TOKEN_TRIES):
+        token = _check_token(factory())
+        if not any(token in text for text in texts):
+            return token
+    raise FenceCollision(f"found no fence token avoiding {what} in {_MAX_TOKEN_TRIES} tries")
+
+
 def _scan_text(value: object) -> str:
     if isinstance(value, str):
         return value
@@ -173,13 +184,7 @@ class Fence:
         return self._token
 
     def _choose(self, extra: str) -> str:
-        for _ in range(_MAX_TOKEN_TRIES):
-            token = _check_token(self._factory())
-            if token not in extra and not any(token in text for text in self._avoid):
-                return token
-        raise FenceCollision(
-            f"found no fence token avoiding the wrapped texts in {_MAX_TOKEN_TRIES} tries"
-        )
+        return _draw_token(self._factory, [extra, *self._avoid], "the wrapped texts")
 
     @staticmethod
     def _render(text: str, sender: str, field: str, token: str) -> str:
@@ -303,13 +308,7 @@ class FencedAnswer:
         old = self.token
         if old is None:
             return self.value, self.text
-        for _ in range(_MAX_TOKEN_TRIES):
-            token = _check_token(token_factory())
-            if token not in self.text:
-                break
-        else:
-            raise FenceCollision(
-                f"found no fence token avoiding the response in {_MAX_TOKEN_TRIES} tries")
+        token = _draw_token(token_factory, [self.text], "the response")
         if self._plan is None:
             plan = _token_plan(self.value, old)
             self._plan = plan if isinstance(plan, dict) else {}
