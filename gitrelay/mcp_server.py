@@ -38,7 +38,6 @@ from mcp.server.mcpserver.exceptions import (
     UnexpectedToolError,
 )
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
-from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     CallToolResult,
@@ -50,7 +49,7 @@ from pydantic import Field, ValidationError
 
 from . import inbox, layout, prompts
 from .admin import ensure_default_relay, join
-from .answers import Answer, AnswerMemo, answer_of
+from .answers import Answer, AnswerMemo, answer_of, send_encoded
 from .client import DELIVERED, RelayClient, ThreadView, WriteResult
 from .config import default_relay_path, load_user_config
 from .errors import (
@@ -101,6 +100,7 @@ from .tool_models import (
     Worker,
 )
 from .trust import TrustStore, evaluate
+from .wire import line_streams
 
 __all__ = ["ServerOptions", "ServerState", "build_server", "open_state", "serve",
            "tool_error_text"]
@@ -349,11 +349,13 @@ class RelayMCPServer(MCPServer["ServerState"]):
                 await super().run_stdio_async()
                 return
             self._after_answer = pipes.stdout.after_flush
+            lowlevel = self._lowlevel_server
+            lowlevel.middleware.append(send_encoded)
             try:
-                async with stdio_server(pipes.stdin, pipes.stdout) as (read, write):  # type: ignore[arg-type]
-                    lowlevel = self._lowlevel_server
+                async with line_streams(pipes) as (read, write):
                     await lowlevel.run(read, write, lowlevel.create_initialization_options())
             finally:
+                lowlevel.middleware.remove(send_encoded)
                 self._after_answer = None
 
 

@@ -298,6 +298,12 @@ class FencedAnswer:
         self.token = None if token is None or token not in text else _check_token(token)
         self._plan: _Plan | None = None
 
+    def draw(self, token_factory: Callable[[], str] = new_token) -> str:
+        """A new token that occurs nowhere in ``text``: swapped for :attr:`token`, in
+        ``text`` or in any encoding of it that writes hex digits as they are, it lands
+        exactly where the old one was (see :meth:`fresh`)."""
+        return _draw_token(token_factory, [self.text], "the response")
+
     def fresh(self, token_factory: Callable[[], str] = new_token) -> tuple[dict[str, Any], str]:
         """The response with a new token: its JSON object and its JSON text.
 
@@ -308,7 +314,7 @@ class FencedAnswer:
         old = self.token
         if old is None:
             return self.value, self.text
-        token = _draw_token(token_factory, [self.text], "the response")
+        token = self.draw(token_factory)
         if self._plan is None:
             plan = _token_plan(self.value, old)
             self._plan = plan if isinstance(plan, dict) else {}

@@ -53,7 +53,7 @@ def test_only_gitstore_imports_pygit2():
 
 def test_only_the_mcp_server_its_answers_and_the_demo_client_import_mcp():
     users = {m for m in modules() if "mcp" in imports_of(m)}
-    assert users <= {"mcp_server", "answers", "demo"}
+    assert users <= {"mcp_server", "answers", "wire", "demo"}
 
 
 def test_entry_points_do_not_import_each_other():

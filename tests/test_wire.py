@@ -1,0 +1,232 @@
+"""Answers written as they were encoded (gitrelay/wire.py, gitrelay/answers.py): what a
+client reads is what the MCP SDK's own transport would have sent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from mcp.types import (
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+)
+from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
+from test_answers import RULES, page_of
+from test_mcp_stdio import REPO, hermetic_env
+from test_pipes import answers_of
+
+from gitrelay.answers import MARK, AnswerMemo, RawJSON, answer_of, send_encoded
+from gitrelay.client import RelayClient
+from gitrelay.present import present_inbox_fenced
+from gitrelay.tool_models import Person
+from gitrelay.wire import encode
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20)
+
+
+def test_a_message_with_nothing_encoded_is_written_as_the_sdk_writes_it() -> None:
+    messages: list[JSONRPCMessage] = [
+        JSONRPCRequest(jsonrpc="2.0", id=3, method="ping"),
+        JSONRPCNotification(jsonrpc="2.0", method="notifications/progress",
+                            params={"progressToken": "t", "progress": 1}),
+        JSONRPCResponse(jsonrpc="2.0", id="inbox", result={"content": [], "isError": False}),
+        JSONRPCError(jsonrpc="2.0", id=7, error=ErrorData(code=-32602, message="bad \"x\"")),
+    ]
+    for message in messages:
+        assert encode(message) == message.model_dump_json(by_alias=True, exclude_unset=True)
+
+
+@given(members=st.dictionaries(st.text(), json_values, min_size=1, max_size=3),
+       rest=st.dictionaries(st.text(), json_values, max_size=3),
+       request_id=st.integers() | st.text())
+def test_encoded_members_are_written_as_they_are_among_the_rest(
+        members: dict[str, Any], rest: dict[str, Any], request_id: int | str) -> None:
+    rest = {k: v for k, v in rest.items() if k not in members}
+    raw = {k: RawJSON(json.dumps(v, ensure_ascii=False)) for k, v in members.items()}
+    line = encode(JSONRPCResponse(jsonrpc="2.0", id=request_id, result={**raw, **rest}))
+    assert "\n" not in line
+    assert json.loads(line) == {"jsonrpc": "2.0", "id": request_id,
+                                "result": {**members, **rest}}
+
+
+def test_any_other_writer_refuses_encoded_members_instead_of_sending_something_else() -> None:
+    message = JSONRPCResponse(jsonrpc="2.0", id=1, result={"content": RawJSON("[]")})
+    with pytest.raises(Exception, match="RawJSON"):
+        message.model_dump_json(by_alias=True, exclude_unset=True)
+
+
+ALICE = Person(handle="alice@acme", name="Alice Martin", role="backend")
+
+
+class Ctx:
+    def __init__(self, method: str) -> None:
+        self.method = method
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def sent(result: dict[str, Any]) -> dict[str, Any]:
+    """A result as the line transport writes it, read back."""
+    line: dict[str, Any] = json.loads(encode(JSONRPCResponse(jsonrpc="2.0", id=1,
+                                                            result=result)))
+    return dict(line["result"])
+
+
+def fence(result: dict[str, Any]) -> str:
+    return str(result["structuredContent"]["items"][0]["provenance"]["fence"])
+
+
+def sdk_dump(answer: Any) -> dict[str, Any]:
+    """A tool result as the SDK first dumps it (its runner, before the protocol check)."""
+    dumped: dict[str, Any] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return dumped
+
+
+def test_a_tool_answer_leaves_as_built_and_equal_to_the_sdk_dump() -> None:
+    rules = RULES
+    page = page_of('Quote " and back\\slash', "caf\u00e9 \u65e5\u672c \U0001f680", "tab\there")
+    memo = AnswerMemo()
+    plain = sdk_dump(memo.answer((page, "bob@acme", rules),
+                                 lambda: present_inbox_fenced(page, caller="bob@acme",
+                                                              rules=rules)))
+    memo.clear()
+    stand_ins: list[Any] = []
+
+    async def call_next(ctx: Any) -> dict[str, Any]:
+        answer = memo.answer((page, "bob@acme", rules),
+                             lambda: present_inbox_fenced(page, caller="bob@acme", rules=rules))
+        stand_ins.append(answer)
+        return sdk_dump(answer)
+
+    first = sent(run(send_encoded(Ctx("tools/call"), call_next)))
+    again = sent(run(send_encoded(Ctx("tools/call"), call_next)))
+    assert [a.content for a in stand_ins] == [[], []]  # the SDK checked stand-ins
+    # Built under a slot and given again from it: the plain answer, each under its token.
+    tokens = [fence(plain), fence(first), fence(again)]
+    assert len(set(tokens)) == 3
+    for out, token in ((first, tokens[1]), (again, tokens[2])):
+        assert json.loads(json.dumps(out).replace(token, tokens[0])) == plain
+        assert json.loads(out["content"][0]["text"]) == out["structuredContent"]
+
+
+def test_only_the_answer_the_call_returned_is_sent_and_an_error_is_sent_as_it_is() -> None:
+    async def two_answers(ctx: Any) -> dict[str, Any]:
+        answer_of(Person(handle="alice@acme", name="first", role="dev"))
+        return sdk_dump(answer_of(Person(handle="alice@acme", name="second", role="dev")))
+
+    out = sent(run(send_encoded(Ctx("tools/call"), two_answers)))
+    assert out["structuredContent"]["name"] == "second"
+    assert "_meta" not in out
+
+    error = {"content": [{"type": "text", "text": "thread_not_found (-32006): ..."}],
+             "isError": True, "_meta": {"io.example/serverInfo": {"name": "gitrelay"}}}
+
+    async def fails_after_building(ctx: Any) -> dict[str, Any]:
+        answer_of(Person(handle="alice@acme", name="built, then failed", role="dev"))
+        return error
+
+    assert run(send_encoded(Ctx("tools/call"), fails_after_building)) == error
+
+    async def listing(ctx: Any) -> dict[str, Any]:
+        assert answer_of(ALICE).content  # no stand-in outside a tool call
+        return {"tools": []}
+
+    assert run(send_encoded(Ctx("tools/list"), listing)) == {"tools": []}
+
+
+def test_other_meta_of_an_answer_is_kept() -> None:
+    async def stamped(ctx: Any) -> dict[str, Any]:
+        dumped = sdk_dump(answer_of(ALICE))
+        dumped["_meta"]["io.example/serverInfo"] = {"name": "gitrelay"}
+        return dumped
+
+    out = sent(run(send_encoded(Ctx("tools/call"), stamped)))
+    assert out["_meta"] == {"io.example/serverInfo": {"name": "gitrelay"}}
+    assert MARK not in json.dumps(out)
+
+
+TOKEN = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
+
+
+@pytest.mark.parametrize("version", SUPPORTED_PROTOCOL_VERSIONS)
+def test_a_server_process_answers_every_call_as_on_the_sdk_transport(
+        relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str) -> None:
+    # As a new user would: a teammate's handoffs with quotes, backslashes, tabs and
+    # non-ASCII text in them, read by bob through `gitrelay mcp`; every answer equals
+    # what the same server sends on the SDK's own stdio transport, fence tokens aside.
+    env = {}
+    for who in ("alice@acme", "bob@acme"):
+        env[who] = hermetic_env(tmp_path / who.split("@")[0])
+        subprocess.run([sys.executable, "-m", "gitrelay", "join", str(relay), "--as", who,
+                        "--name", who.title(), "--role", "dev"], env=env[who], cwd=REPO,
+                       check=True, capture_output=True, timeout=60)
+    monkeypatch.setenv("GITRELAY_HOME", env["alice@acme"]["GITRELAY_HOME"])
+    alice = RelayClient(str(relay), "alice@acme")
+    summaries = ['Review "users" \\ pagination', "caf\u00e9 \u65e5\u672c \U0001f680\tdone",
+                 "Line one\nline two"]
+    threads = [alice.handoff(to="bob@acme", intent="inform", summary=s, mode="wait").thread_id
+               for s in summaries]
+    monkeypatch.setenv("GITRELAY_HOME", env["bob@acme"]["GITRELAY_HOME"])
+    RelayClient(str(relay), "bob@acme").refresh(max_age=0)  # both servers read one mirror
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("check_inbox", {}), ("check_inbox", {}), ("check_inbox", {"after": 1}),
+        ("check_inbox", {"unread_only": True, "wait_seconds": 0.2}),
+        ("view_thread", {"thread_id": threads[0]}), ("view_thread", {"thread_id": "nope"}),
+        ("check_inbox", {"limit": "many"}), ("view_thread", {"thread_id": threads[1]}),
+    ]
+    script: list[dict[str, Any]] = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
+               "params": {"protocolVersion": version, "capabilities": {},
+                          "clientInfo": {"name": "test", "version": "1"}}},
+              {"jsonrpc": "2.0", "method": "notifications/initialized"},
+              *({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                 "params": {"name": name, "arguments": args}}
+                for i, (name, args) in enumerate(calls)),
+              {"jsonrpc": "2.0", "id": "list", "method": "tools/list"}]
+    def answers(**extra: str) -> dict[object, dict[str, Any]]:
+        # One request at a time, each answer read before the next request is written.
+        got: dict[object, dict[str, Any]] = {}
+        with subprocess.Popen([sys.executable, "-m", "gitrelay", "mcp"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, env={**env["bob@acme"], **extra},
+                              cwd=REPO) as server:
+            assert server.stdin is not None and server.stdout is not None
+            for message in script:
+                assert isinstance(message, dict)
+                server.stdin.write(json.dumps(message).encode() + b"\n")
+                server.stdin.flush()
+                if "id" in message:
+                    line = server.stdout.readline()
+                    assert line, f"the server stopped before answering {message['id']}"
+                    got |= answers_of(line)
+            server.stdin.close()
+            server.wait(timeout=60)
+        return got
+
+    ours, sdks = answers(), answers(GITRELAY_STDIO="sdk")
+    for key, answer in ours.items():
+        assert json.loads(TOKEN.sub("T", json.dumps(answer))) == \
+            json.loads(TOKEN.sub("T", json.dumps(sdks[key]))), key
+    result = {i: ours[i]["result"] for i in range(1, len(calls) + 1)}
+    assert result[6]["isError"] and result[7]["isError"]
+    for r in result.values():
+        if not r["isError"]:
+            assert json.loads(r["content"][0]["text"]) == r["structuredContent"]
+    assert len(result[1]["structuredContent"]["items"]) == 3
+    assert TOKEN.findall(json.dumps(result[1])) != TOKEN.findall(json.dumps(result[2]))
