@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, NamedTuple
 
@@ -31,7 +32,8 @@ from pydantic import BaseModel
 from .present import Fenced
 from .provenance import FencedAnswer
 
-__all__ = ["MEMO_SIZE", "Answer", "AnswerMemo", "Encoded", "RawJSON", "answer_of", "send_encoded"]
+__all__ = ["MEMO_SIZE", "Answer", "AnswerMemo", "Encoded", "RawJSON", "answer_of", "encoding",
+           "send_encoded", "with_encoded"]
 
 MEMO_SIZE = 4
 """Responses an :class:`AnswerMemo` keeps: an agent's default page and the few other
@@ -87,22 +89,24 @@ def _stand_in(slot: dict[int, Encoded], encoded: Encoded) -> Answer:
     return Answer(content=[], _meta={MARK: mark})
 
 
-async def send_encoded(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
-    """Server middleware: a ``tools/call`` answered with a stand-in built here responds
-    with that answer's :class:`Encoded` members as :class:`RawJSON`, in place of the
-    stand-in's empty content. Install it only on a transport that writes
-    :class:`RawJSON` (:mod:`gitrelay.wire`)."""
-    if ctx.method != "tools/call":
-        return await call_next(ctx)
+@contextmanager
+def encoding() -> Iterator[dict[int, Encoded]]:
+    """While the block runs, answers built here are stand-ins whose :class:`Encoded`
+    members are kept in the yielded slot (:func:`with_encoded` puts them back)."""
     slot: dict[int, Encoded] = {}
     reset = _SLOT.set(slot)
     try:
-        result = await call_next(ctx)
+        yield slot
     finally:
         _SLOT.reset(reset)
+
+
+def with_encoded(result: Any, slot: dict[int, Encoded]) -> Any:
+    """``result`` (a ``tools/call`` result as a dict) with a stand-in's members put back
+    as :class:`RawJSON`; any other result as it is (an error, or no output model)."""
     meta = result.get("_meta") if isinstance(result, dict) else None
     if not isinstance(meta, dict) or MARK not in meta:
-        return result  # not an answer built here: an error, or no output model
+        return result
     encoded = slot[meta[MARK]]
     out: dict[str, Any] = {"content": RawJSON(encoded.content),
                            "structuredContent": RawJSON(encoded.structured)}
@@ -110,6 +114,18 @@ async def send_encoded(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> 
     if len(meta) > 1:
         out["_meta"] = {key: value for key, value in meta.items() if key != MARK}
     return out
+
+
+async def send_encoded(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Server middleware: a ``tools/call`` answered with a stand-in built here responds
+    with that answer's :class:`Encoded` members as :class:`RawJSON`, in place of the
+    stand-in's empty content. Install it only on a transport that writes
+    :class:`RawJSON` (:mod:`gitrelay.wire`)."""
+    if ctx.method != "tools/call":
+        return await call_next(ctx)
+    with encoding() as slot:
+        result = await call_next(ctx)
+    return with_encoded(result, slot)
 
 
 def _wire(model: BaseModel) -> tuple[dict[str, Any], str]:

@@ -24,6 +24,7 @@ import typing
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -41,15 +42,19 @@ from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     CallToolResult,
+    ErrorData,
     GetPromptResult,
     InputRequiredResult,
+    JSONRPCRequest,
+    TextContent,
     ToolAnnotations,
 )
+from mcp_types.methods import serialize_server_result
 from pydantic import Field, ValidationError
 
 from . import inbox, layout, prompts
 from .admin import ensure_default_relay, join
-from .answers import Answer, AnswerMemo, answer_of, send_encoded
+from .answers import Answer, AnswerMemo, answer_of, encoding, send_encoded, with_encoded
 from .client import DELIVERED, RelayClient, ThreadView, WriteResult
 from .config import default_relay_path, load_user_config
 from .errors import (
@@ -248,9 +253,8 @@ class _ToolCalls(_CompactText):
                       arguments_to_pass_directly: dict[str, Any] | None = None) -> Any:
         kwargs = arguments | (arguments_to_pass_directly or {})
         ctx = kwargs.get("ctx")
-        state = ctx.request_context.lifespan_context if isinstance(ctx, Context) else None
-        if not fn_is_async and isinstance(state, ServerState) \
-                and state.answers_inline(fn.__name__, kwargs):
+        state = state_of(ctx if isinstance(ctx, Context) else None)
+        if not fn_is_async and state is not None and state.answers_inline(fn.__name__, kwargs):
             return fn(**kwargs)
         return await super().call_fn(fn, fn_is_async, arguments, arguments_to_pass_directly)
 
@@ -278,6 +282,41 @@ def _next_turn(fn: Callable[[], None]) -> None:
     asyncio.get_running_loop().call_soon(fn)
 
 
+# The state of a call answered on the wire (RelayMCPServer.answer_directly), which has
+# no SDK request context to carry it.
+_DIRECT_STATE: ContextVar[ServerState | None] = ContextVar("gitrelay_direct_state", default=None)
+
+
+def state_of(ctx: Context[ServerState, Any] | None) -> ServerState | None:
+    """The session's state: the one a call answered on the wire runs with, else the
+    lifespan context of the SDK's request."""
+    direct = _DIRECT_STATE.get()
+    if direct is not None:
+        return direct
+    if ctx is None:
+        return None
+    state = ctx.request_context.lifespan_context
+    return state if isinstance(state, ServerState) else None
+
+
+# Protocol versions whose tools/call result has every member an answer built here has
+# (structuredContent came in 2025-06-18) and nothing the SDK adds to it: the versions
+# negotiated by the initialize handshake from 2025-06-18 on.
+DIRECT_VERSIONS = frozenset({"2025-06-18", "2025-11-25"})
+
+
+class _Holder:
+    """The running state, for resources (which get no Context) and calls answered
+    on the wire."""
+
+    state: ServerState | None = None
+
+    def get(self) -> ServerState:
+        if self.state is None:
+            raise ResourceError("internal_error (-32603): the server is not running")
+        return self.state
+
+
 class RelayMCPServer(MCPServer["ServerState"]):
     """MCPServer whose tool errors start with the gitrelay error's name and code."""
 
@@ -302,15 +341,52 @@ class RelayMCPServer(MCPServer["ServerState"]):
             raise ToolError(f"invalid_argument ({INVALID_PARAMS}): invalid arguments for {name}: "
                             f"{problem}. Fix them (see the tool's input schema) and call "
                             "again; nothing was written.")
-        state = context.request_context.lifespan_context if context is not None else None
-        held = state.answering(self._after_answer or _next_turn) \
-            if isinstance(state, ServerState) \
+        state = state_of(context)
+        held = state.answering(self._after_answer or _next_turn) if state is not None \
             else nullcontext()
         try:
             with held:
                 return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             raise ToolError(_error_text(name, exc)) from None
+
+    holder: _Holder | None = None
+
+    async def answer_directly(self, request: JSONRPCRequest, version: str
+                              ) -> dict[str, Any] | ErrorData | None:
+        """The result of a ``tools/call`` that answers from this machine's copy alone
+        (:meth:`ServerState.answers_inline`), called here on the wire instead of through
+        the SDK's dispatch: the same :meth:`call_tool`, the same result, without the
+        SDK's tasks, streams and middleware around it, most of a quick call's time.
+        ``None`` for any other request, which the SDK answers: another method, another
+        protocol version, parameters beyond the name and arguments (``_meta``: progress,
+        a task), a tool that may wait on the relay."""
+        params = request.params
+        if request.method != "tools/call" or version not in DIRECT_VERSIONS \
+                or not isinstance(params, dict) or not set(params) <= {"name", "arguments"}:
+            return None
+        name, arguments = params.get("name"), params.get("arguments") or {}
+        state = self.holder.state if self.holder is not None else None
+        if state is None or not isinstance(name, str) or not isinstance(arguments, dict) \
+                or not state.answers_inline(name, arguments):
+            return None
+        reset = _DIRECT_STATE.set(state)
+        try:
+            with encoding() as slot:
+                try:
+                    result = await self.call_tool(name, arguments)
+                except MCPError as exc:
+                    return exc.error
+                except Exception as exc:  # answered as the SDK answers it
+                    result = CallToolResult(content=[TextContent(type="text", text=str(exc))],
+                                            is_error=True)
+                # The SDK's own sieve of a result for the negotiated version.
+                dumped = serialize_server_result("tools/call", version, result.model_dump(
+                    by_alias=True, mode="json", exclude_none=True))
+                out: dict[str, Any] = with_encoded(dumped, slot)
+                return out
+        finally:
+            _DIRECT_STATE.reset(reset)
 
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
                          context: Context[ServerState, Any] | None = None
@@ -352,7 +428,7 @@ class RelayMCPServer(MCPServer["ServerState"]):
             lowlevel = self._lowlevel_server
             lowlevel.middleware.append(send_encoded)
             try:
-                async with line_streams(pipes) as (read, write):
+                async with line_streams(pipes, self.answer_directly) as (read, write):
                     await lowlevel.run(read, write, lowlevel.create_initialization_options())
             finally:
                 lowlevel.middleware.remove(send_encoded)
@@ -619,17 +695,6 @@ ThreadArg = Annotated[ThreadRef, Field(description="The thread: an id from check
                                                    "handoff_to_teammate (or a unique prefix).")]
 
 
-class _Holder:
-    """The running state, for resources (which get no Context)."""
-
-    state: ServerState | None = None
-
-    def get(self) -> ServerState:
-        if self.state is None:
-            raise ResourceError("internal_error (-32603): the server is not running")
-        return self.state
-
-
 def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
     """The MCP server; ``opener`` makes its state when a session starts."""
     holder = _Holder()
@@ -647,9 +712,11 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
 
     server = RelayMCPServer("gitrelay", instructions=INSTRUCTIONS, lifespan=lifespan,
                             log_level="WARNING")
+    server.holder = holder
 
     def st(ctx: Ctx) -> ServerState:
-        state: ServerState = ctx.request_context.lifespan_context
+        state = state_of(ctx)
+        assert state is not None
         return state
 
     @server.tool(annotations=WRITE)

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp.shared.message import SessionMessage
 from mcp.types import (
     ErrorData,
     JSONRPCError,
@@ -29,9 +32,10 @@ from test_pipes import answers_of
 
 from gitrelay.answers import MARK, AnswerMemo, RawJSON, answer_of, send_encoded
 from gitrelay.client import RelayClient
+from gitrelay.pipes import stdio_pipes
 from gitrelay.present import present_inbox_fenced
 from gitrelay.tool_models import Person
-from gitrelay.wire import encode
+from gitrelay.wire import encode, line_streams
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -230,3 +234,175 @@ def test_a_server_process_answers_every_call_as_on_the_sdk_transport(
             assert json.loads(r["content"][0]["text"]) == r["structuredContent"]
     assert len(result[1]["structuredContent"]["items"]) == 3
     assert TOKEN.findall(json.dumps(result[1])) != TOKEN.findall(json.dumps(result[2]))
+
+
+def test_a_request_is_answered_on_the_wire_only_after_the_handshake() -> None:
+    # The line transport offers a request to the server's direct answer only once
+    # the initialize handshake is done, with the version the server answered; what
+    # it declines, and everything before the handshake, reaches the SDK's side.
+    offered: list[tuple[str, str]] = []
+
+    async def direct(request: JSONRPCRequest, version: str) -> dict[str, Any] | ErrorData | None:
+        offered.append((request.method, version))
+        if request.method == "decline":
+            return None
+        if request.method == "fail":
+            raise RuntimeError("a bug")
+        if request.method == "refuse":
+            return ErrorData(code=-32602, message="refused here")
+        return {"content": RawJSON('[{"type":"text","text":"here"}]'), "isError": False}
+
+    def request(rid: int, method: str) -> bytes:
+        return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
+                           "params": {"name": "check_inbox"}}).encode() + b"\n"
+
+    initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+
+    async def main() -> tuple[list[Any], list[dict[str, Any]]]:
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        loop = asyncio.get_running_loop()
+        answers = os.fdopen(out_r, "rb")
+        reached: list[Any] = []
+        wire: list[dict[str, Any]] = []
+        try:
+            async with stdio_pipes(in_r, out_w) as pipes:
+                assert pipes is not None
+                async with line_streams(pipes, direct) as (read, write):
+                    async def sdk_gets(line: bytes) -> None:
+                        os.write(in_w, line)
+                        with anyio.fail_after(10):
+                            reached.append((await read.receive()).message)  # type: ignore[union-attr]
+
+                    async def wire_answers(line: bytes) -> None:
+                        os.write(in_w, line)
+                        wire.append(json.loads(await loop.run_in_executor(None, answers.readline)))
+
+                    await sdk_gets(request(1, "tools/call"))  # before initialize
+                    await sdk_gets(request(2, "initialize"))
+                    await write.send(SessionMessage(JSONRPCResponse(
+                        jsonrpc="2.0", id=2, result={"protocolVersion": "2025-11-25"})))
+                    wire.append(json.loads(await loop.run_in_executor(None, answers.readline)))
+                    await sdk_gets(request(3, "tools/call"))  # before initialized
+                    await sdk_gets(initialized)
+                    for rid, method in ((4, "tools/call"), (6, "fail"), (7, "refuse")):
+                        await wire_answers(request(rid, method))
+                    await sdk_gets(request(5, "decline"))
+                    for rid in (1, 3, 5):  # the SDK's side answers what reached it
+                        await write.send(SessionMessage(JSONRPCResponse(
+                            jsonrpc="2.0", id=rid, result={})))
+                        await loop.run_in_executor(None, answers.readline)
+                    os.close(in_w)
+                    await write.aclose()
+                    await read.aclose()
+        finally:
+            answers.close()
+        return reached, wire
+
+    reached, wire = run(main())
+    assert [(type(m).__name__, getattr(m, "id", None)) for m in reached] == [
+        ("JSONRPCRequest", 1), ("JSONRPCRequest", 2), ("JSONRPCRequest", 3),
+        ("JSONRPCNotification", None), ("JSONRPCRequest", 5)]
+    assert offered == [(m, "2025-11-25") for m in ("tools/call", "fail", "refuse", "decline")]
+    assert wire == [
+        {"jsonrpc": "2.0", "id": 2, "result": {"protocolVersion": "2025-11-25"}},
+        {"jsonrpc": "2.0", "id": 4,
+         "result": {"content": [{"type": "text", "text": "here"}], "isError": False}},
+        {"jsonrpc": "2.0", "id": 6, "error": {"code": -32603,
+                                              "message": "internal error (RuntimeError)"}},
+        {"jsonrpc": "2.0", "id": 7, "error": {"code": -32602, "message": "refused here"}}]
+
+
+# What differs between two runs of the same calls: ids, times, keys, fence tokens.
+RUN_SPECIFIC = [re.compile(r"\b[0-9A-HJKMNP-TV-Z]{26}\b"),
+                re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)"),
+                re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"),
+                TOKEN]
+
+
+def run_free(answer: dict[str, Any]) -> Any:
+    text = json.dumps(answer)
+    for pattern in RUN_SPECIFIC:
+        text = pattern.sub("X", text)
+    return json.loads(text)
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+def test_queued_writes_answered_on_the_wire_equal_the_sdk_transport(
+        relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str) -> None:
+    # As a new user would: bob's agent hands work to alice, accepts her handoff,
+    # posts, gets two refusals, cancels and completes, in queue mode; every answer, the
+    # refusals included, is the same on the server's own pipes (where these calls
+    # are answered on the wire) as on the SDK's transport, ids and times aside.
+    env = {}
+    for who in ("alice@acme", "bob@acme"):
+        env[who] = hermetic_env(tmp_path / who.split("@")[0])
+        subprocess.run([sys.executable, "-m", "gitrelay", "join", str(relay), "--as", who,
+                        "--name", who.title(), "--role", "dev"], env=env[who], cwd=REPO,
+                       check=True, capture_output=True, timeout=60)
+    subprocess.run([sys.executable, "-m", "gitrelay", "trust", "add", "alice@acme"],
+                   env=env["bob@acme"], cwd=REPO, check=True, capture_output=True, timeout=60)
+
+    def handshake() -> list[dict[str, Any]]:
+        return [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                 "params": {"protocolVersion": version, "capabilities": {},
+                            "clientInfo": {"name": "test", "version": "1"}}},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+
+    def serve(script: list[dict[str, Any]], **extra: str) -> dict[object, dict[str, Any]]:
+        got: dict[object, dict[str, Any]] = {}
+        with subprocess.Popen([sys.executable, "-m", "gitrelay", "mcp", "--writes", "queue"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, env={**env["bob@acme"], **extra},
+                              cwd=REPO) as server:
+            assert server.stdin is not None and server.stdout is not None
+            for message in script:
+                server.stdin.write(json.dumps(message).encode() + b"\n")
+                server.stdin.flush()
+                if "id" in message:
+                    line = server.stdout.readline()
+                    assert line, f"the server stopped before answering {message['id']}"
+                    got |= answers_of(line)
+            server.stdin.close()
+            server.wait(timeout=60)
+        return got
+
+    def one_run(**extra: str) -> dict[object, dict[str, Any]]:
+        monkeypatch.setenv("GITRELAY_HOME", env["alice@acme"]["GITRELAY_HOME"])
+        tid = RelayClient(str(relay), "alice@acme").handoff(
+            to="bob@acme", intent="ask_question", summary="Why is the export slow?",
+            question="Is it the sort?", mode="wait").thread_id
+        monkeypatch.setenv("GITRELAY_HOME", env["bob@acme"]["GITRELAY_HOME"])
+        RelayClient(str(relay), "bob@acme").refresh(max_age=0)
+        first = serve([*handshake(),
+                       {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                        "params": {"name": "handoff_to_teammate", "arguments": {
+                            "to": "alice@acme", "intent": "inform",
+                            "summary": "The sort dominates; profile attached."}}}], **extra)
+        mine = first[1]["result"]["structuredContent"]["thread_id"]
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("accept_handoff", {"thread_id": tid}),
+            ("send_message", {"thread_id": tid, "body": "It is the sort: \"quick\" \\ tab\t."}),
+            ("complete_handoff", {"thread_id": mine, "result_summary": "Done."}),
+            ("send_message", {"thread_id": tid, "body": "x", "colour": "red"}),
+            ("send_message", {"thread_id": mine, "body": "One more number.",
+                              "payload": {"p99_ms": 41}}),
+            ("cancel_handoff", {"thread_id": mine, "reason": "Solved already."}),
+            ("complete_handoff", {"thread_id": tid, "result_summary": "Answered."}),
+        ]
+        return serve([*handshake(),
+                      *({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                         "params": {"name": name, "arguments": args}}
+                        for i, (name, args) in enumerate(calls))], **extra)
+
+    ours, sdks = one_run(), one_run(GITRELAY_STDIO="sdk")
+    assert ours.keys() == sdks.keys()
+    for key in ours:
+        assert run_free(ours[key]) == run_free(sdks[key]), key
+    result = {i: ours[i]["result"] for i in range(1, 8)}
+    assert not result[1]["isError"], result[1]
+    assert [r["isError"] for r in result.values()] == [False, False, True, True, False, False,
+                                                        False]
+    assert "not_authorized_transition" in result[3]["content"][0]["text"]
+    assert "colour" in result[4]["content"][0]["text"]
+    assert {result[i]["structuredContent"]["delivery"] for i in (1, 2, 5, 6, 7)} == {"queued"}
