@@ -253,8 +253,11 @@ class _ToolCalls(_CompactText):
                       arguments_to_pass_directly: dict[str, Any] | None = None) -> Any:
         kwargs = arguments | (arguments_to_pass_directly or {})
         ctx = kwargs.get("ctx")
+        # A call answered on the wire was found quick just before (answer_directly).
+        direct = _DIRECT_STATE.get() is not None
         state = state_of(ctx if isinstance(ctx, Context) else None)
-        if not fn_is_async and state is not None and state.answers_inline(fn.__name__, kwargs):
+        if not fn_is_async and state is not None \
+                and (direct or state.answers_inline(fn.__name__, kwargs)):
             return fn(**kwargs)
         return await super().call_fn(fn, fn_is_async, arguments, arguments_to_pass_directly)
 
