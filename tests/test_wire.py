@@ -169,18 +169,57 @@ def test_other_meta_of_an_answer_is_kept() -> None:
 TOKEN = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
 
 
-@pytest.mark.parametrize("version", SUPPORTED_PROTOCOL_VERSIONS)
-def test_a_server_process_answers_every_call_as_on_the_sdk_transport(
-        relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str) -> None:
-    # As a new user would: a teammate's handoffs with quotes, backslashes, tabs and
-    # non-ASCII text in them, read by bob through `gitrelay mcp`; every answer equals
-    # what the same server sends on the SDK's own stdio transport, fence tokens aside.
+def joined(relay: Path, tmp_path: Path) -> dict[str, dict[str, str]]:
+    """alice@acme and bob@acme joined to ``relay``, each with a home of their own."""
     env = {}
     for who in ("alice@acme", "bob@acme"):
         env[who] = hermetic_env(tmp_path / who.split("@")[0])
         subprocess.run([sys.executable, "-m", "gitrelay", "join", str(relay), "--as", who,
                         "--name", who.title(), "--role", "dev"], env=env[who], cwd=REPO,
                        check=True, capture_output=True, timeout=60)
+    return env
+
+
+def handshake(version: str) -> list[dict[str, Any]]:
+    return [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
+             "params": {"protocolVersion": version, "capabilities": {},
+                        "clientInfo": {"name": "test", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+
+
+def tool_calls(calls: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [{"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+             "params": {"name": name, "arguments": args}} for i, (name, args) in enumerate(calls)]
+
+
+def serve(env: dict[str, str], script: list[dict[str, Any]], *flags: str
+          ) -> dict[object, dict[str, Any]]:
+    """The answers of a `gitrelay mcp` process to ``script``, by id: one request at a
+    time, each answer read before the next request is written."""
+    got: dict[object, dict[str, Any]] = {}
+    with subprocess.Popen([sys.executable, "-m", "gitrelay", "mcp", *flags],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, env=env, cwd=REPO) as server:
+        assert server.stdin is not None and server.stdout is not None
+        for message in script:
+            server.stdin.write(json.dumps(message).encode() + b"\n")
+            server.stdin.flush()
+            if "id" in message:
+                line = server.stdout.readline()
+                assert line, f"the server stopped before answering {message['id']}"
+                got |= answers_of(line)
+        server.stdin.close()
+        server.wait(timeout=60)
+    return got
+
+
+@pytest.mark.parametrize("version", SUPPORTED_PROTOCOL_VERSIONS)
+def test_a_server_process_answers_every_call_as_on_the_sdk_transport(
+        relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str) -> None:
+    # As a new user would: a teammate's handoffs with quotes, backslashes, tabs and
+    # non-ASCII text in them, read by bob through `gitrelay mcp`; every answer equals
+    # what the same server sends on the SDK's own stdio transport, fence tokens aside.
+    env = joined(relay, tmp_path)
     monkeypatch.setenv("GITRELAY_HOME", env["alice@acme"]["GITRELAY_HOME"])
     alice = RelayClient(str(relay), "alice@acme")
     summaries = ['Review "users" \\ pagination', "caf\u00e9 \u65e5\u672c \U0001f680\tdone",
@@ -195,33 +234,11 @@ def test_a_server_process_answers_every_call_as_on_the_sdk_transport(
         ("view_thread", {"thread_id": threads[0]}), ("view_thread", {"thread_id": "nope"}),
         ("check_inbox", {"limit": "many"}), ("view_thread", {"thread_id": threads[1]}),
     ]
-    script: list[dict[str, Any]] = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
-               "params": {"protocolVersion": version, "capabilities": {},
-                          "clientInfo": {"name": "test", "version": "1"}}},
-              {"jsonrpc": "2.0", "method": "notifications/initialized"},
-              *({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
-                 "params": {"name": name, "arguments": args}}
-                for i, (name, args) in enumerate(calls)),
+    script = [*handshake(version), *tool_calls(calls),
               {"jsonrpc": "2.0", "id": "list", "method": "tools/list"}]
+
     def answers(**extra: str) -> dict[object, dict[str, Any]]:
-        # One request at a time, each answer read before the next request is written.
-        got: dict[object, dict[str, Any]] = {}
-        with subprocess.Popen([sys.executable, "-m", "gitrelay", "mcp"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, env={**env["bob@acme"], **extra},
-                              cwd=REPO) as server:
-            assert server.stdin is not None and server.stdout is not None
-            for message in script:
-                assert isinstance(message, dict)
-                server.stdin.write(json.dumps(message).encode() + b"\n")
-                server.stdin.flush()
-                if "id" in message:
-                    line = server.stdout.readline()
-                    assert line, f"the server stopped before answering {message['id']}"
-                    got |= answers_of(line)
-            server.stdin.close()
-            server.wait(timeout=60)
-        return got
+        return serve({**env["bob@acme"], **extra}, script)
 
     ours, sdks = answers(), answers(GITRELAY_STDIO="sdk")
     for key, answer in ours.items():
@@ -334,38 +351,9 @@ def test_queued_writes_answered_on_the_wire_equal_the_sdk_transport(
     # posts, gets two refusals, cancels and completes, in queue mode; every answer, the
     # refusals included, is the same on the server's own pipes (where these calls
     # are answered on the wire) as on the SDK's transport, ids and times aside.
-    env = {}
-    for who in ("alice@acme", "bob@acme"):
-        env[who] = hermetic_env(tmp_path / who.split("@")[0])
-        subprocess.run([sys.executable, "-m", "gitrelay", "join", str(relay), "--as", who,
-                        "--name", who.title(), "--role", "dev"], env=env[who], cwd=REPO,
-                       check=True, capture_output=True, timeout=60)
+    env = joined(relay, tmp_path)
     subprocess.run([sys.executable, "-m", "gitrelay", "trust", "add", "alice@acme"],
                    env=env["bob@acme"], cwd=REPO, check=True, capture_output=True, timeout=60)
-
-    def handshake() -> list[dict[str, Any]]:
-        return [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                 "params": {"protocolVersion": version, "capabilities": {},
-                            "clientInfo": {"name": "test", "version": "1"}}},
-                {"jsonrpc": "2.0", "method": "notifications/initialized"}]
-
-    def serve(script: list[dict[str, Any]], **extra: str) -> dict[object, dict[str, Any]]:
-        got: dict[object, dict[str, Any]] = {}
-        with subprocess.Popen([sys.executable, "-m", "gitrelay", "mcp", "--writes", "queue"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, env={**env["bob@acme"], **extra},
-                              cwd=REPO) as server:
-            assert server.stdin is not None and server.stdout is not None
-            for message in script:
-                server.stdin.write(json.dumps(message).encode() + b"\n")
-                server.stdin.flush()
-                if "id" in message:
-                    line = server.stdout.readline()
-                    assert line, f"the server stopped before answering {message['id']}"
-                    got |= answers_of(line)
-            server.stdin.close()
-            server.wait(timeout=60)
-        return got
 
     def one_run(**extra: str) -> dict[object, dict[str, Any]]:
         monkeypatch.setenv("GITRELAY_HOME", env["alice@acme"]["GITRELAY_HOME"])
@@ -374,11 +362,10 @@ def test_queued_writes_answered_on_the_wire_equal_the_sdk_transport(
             question="Is it the sort?", mode="wait").thread_id
         monkeypatch.setenv("GITRELAY_HOME", env["bob@acme"]["GITRELAY_HOME"])
         RelayClient(str(relay), "bob@acme").refresh(max_age=0)
-        first = serve([*handshake(),
-                       {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                        "params": {"name": "handoff_to_teammate", "arguments": {
-                            "to": "alice@acme", "intent": "inform",
-                            "summary": "The sort dominates; profile attached."}}}], **extra)
+        bob = {**env["bob@acme"], **extra}
+        first = serve(bob, [*handshake(version), *tool_calls([("handoff_to_teammate", {
+            "to": "alice@acme", "intent": "inform",
+            "summary": "The sort dominates; profile attached."})])], "--writes", "queue")
         mine = first[1]["result"]["structuredContent"]["thread_id"]
         calls: list[tuple[str, dict[str, Any]]] = [
             ("accept_handoff", {"thread_id": tid}),
@@ -390,10 +377,7 @@ def test_queued_writes_answered_on_the_wire_equal_the_sdk_transport(
             ("cancel_handoff", {"thread_id": mine, "reason": "Solved already."}),
             ("complete_handoff", {"thread_id": tid, "result_summary": "Answered."}),
         ]
-        return serve([*handshake(),
-                      *({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
-                         "params": {"name": name, "arguments": args}}
-                        for i, (name, args) in enumerate(calls))], **extra)
+        return serve(bob, [*handshake(version), *tool_calls(calls)], "--writes", "queue")
 
     ours, sdks = one_run(), one_run(GITRELAY_STDIO="sdk")
     assert ours.keys() == sdks.keys()
