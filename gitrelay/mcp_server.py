@@ -41,6 +41,8 @@ from mcp.server.mcpserver.exceptions import (
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
     CallToolResult,
     ErrorData,
     GetPromptResult,
@@ -112,8 +114,6 @@ __all__ = ["ServerOptions", "ServerState", "build_server", "open_state", "serve"
 
 log = logging.getLogger("gitrelay.mcp")
 
-INTERNAL_ERROR = -32603
-INVALID_PARAMS = -32602
 MAX_WAIT_SECONDS = 60.0
 DEFAULT_ROLE = "teammate"
 STDIO_ENV = "GITRELAY_STDIO"  # "sdk": serve stdio on the MCP SDK's own transport

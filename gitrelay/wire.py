@@ -24,6 +24,7 @@ import pydantic_core
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 from mcp.types import (
+    INTERNAL_ERROR,
     ErrorData,
     JSONRPCError,
     JSONRPCMessage,
@@ -39,8 +40,6 @@ from .pipes import Pipes
 __all__ = ["Direct", "Handshake", "encode", "line_streams"]
 
 log = logging.getLogger("gitrelay.mcp")
-
-INTERNAL_ERROR = -32603
 
 Direct = Callable[[JSONRPCRequest, str], Awaitable["dict[str, Any] | ErrorData | None"]]
 """Given a request and the negotiated protocol version: its result, an error, or ``None``
