@@ -291,15 +291,19 @@ def test_a_request_is_answered_on_the_wire_only_after_the_handshake() -> None:
                         with anyio.fail_after(10):
                             reached.append((await read.receive()).message)  # type: ignore[union-attr]
 
+                    async def from_wire() -> dict[str, Any]:
+                        line = await loop.run_in_executor(None, answers.readline)
+                        return dict(json.loads(line))
+
                     async def wire_answers(line: bytes) -> None:
                         os.write(in_w, line)
-                        wire.append(json.loads(await loop.run_in_executor(None, answers.readline)))
+                        wire.append(await from_wire())
 
                     await sdk_gets(request(1, "tools/call"))  # before initialize
                     await sdk_gets(request(2, "initialize"))
                     await write.send(SessionMessage(JSONRPCResponse(
                         jsonrpc="2.0", id=2, result={"protocolVersion": "2025-11-25"})))
-                    wire.append(json.loads(await loop.run_in_executor(None, answers.readline)))
+                    wire.append(await from_wire())
                     await sdk_gets(request(3, "tools/call"))  # before initialized
                     await sdk_gets(initialized)
                     for rid, method in ((4, "tools/call"), (6, "fail"), (7, "refuse")):
@@ -308,7 +312,7 @@ def test_a_request_is_answered_on_the_wire_only_after_the_handshake() -> None:
                     for rid in (1, 3, 5):  # the SDK's side answers what reached it
                         await write.send(SessionMessage(JSONRPCResponse(
                             jsonrpc="2.0", id=rid, result={})))
-                        await loop.run_in_executor(None, answers.readline)
+                        await from_wire()
                     os.close(in_w)
                     await write.aclose()
                     await read.aclose()
