@@ -100,7 +100,7 @@ def _tip_counts(relay: Path) -> tuple[int, int]:
 
 def run(quick: bool = False, rounds: int = 30, workdir: Path | None = None) -> dict[str, Any]:
     """Push latency of one operation to the three relays, interleaved; medians in ms."""
-    from gitrelay.mirror import FETCHED_MAIN, RELAY_MAIN
+    from gitrelay.store.mirror import FETCHED_MAIN, RELAY_MAIN
 
     sizes = QUICK if quick else FULL
     with experiment_workspace(workdir, "layouts") as ws:

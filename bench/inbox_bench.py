@@ -10,7 +10,7 @@ run:
 - the time to bring the index up to date after 100 new commits;
 - a full rebuild of the index from the history, in messages per second.
 
-The history is written straight into a mirror with :class:`gitrelay.gitstore.Store`
+The history is written straight into a mirror with :class:`gitrelay.store.gitstore.Store`
 (commit objects in memory, one file added per commit, the same documents and
 trailers the client writes), not through the tools: the benchmark measures
 reading, and building 110,000 operations through the gate would take hours.
@@ -38,16 +38,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gitrelay import layout, schema
-from gitrelay.admin import init_relay, profile_doc, relay_config
-from gitrelay.client import RelayClient
-from gitrelay.config import mirror_path
-from gitrelay.gitstore import Store
-from gitrelay.ids import thread_id_for
-from gitrelay.inbox import check_inbox
-from gitrelay.index import INDEX_FILE, index_for
-from gitrelay.mirror import RELAY_MAIN
-from gitrelay.ops import Op
+from gitrelay.core import layout, schema
+from gitrelay.core.ids import thread_id_for
+from gitrelay.core.ops import Op
+from gitrelay.relay.admin import init_relay, profile_doc, relay_config
+from gitrelay.relay.client import RelayClient
+from gitrelay.relay.inbox import check_inbox
+from gitrelay.relay.index import INDEX_FILE, index_for
+from gitrelay.store.config import mirror_path
+from gitrelay.store.gitstore import Store
+from gitrelay.store.mirror import RELAY_MAIN
 
 BUILDER_VERSION = 2
 READER = "alice@acme"
@@ -263,8 +263,8 @@ def mcp_timer(client: RelayClient, reps: int) -> dict[str, Any] | None:
         import anyio
         from mcp import Client
 
-        from gitrelay.mcp_server import ServerState, build_server
-        from gitrelay.trust import TrustStore
+        from gitrelay.mcp.server import ServerState, build_server
+        from gitrelay.relay.trust import TrustStore
     except ImportError as exc:
         return {"skipped": f"the MCP server cannot be built here: {exc}"}
     trust = Path(tempfile.mkdtemp()) / "trust.yaml"

@@ -9,7 +9,7 @@ exactly as the client would (``schema.dumps``, ``ops.Op.message`` for the
 commit message and its trailers, ``Gitrelay-Seq`` counting from the root),
 and streams the commits to ``git fast-import``, which keeps the tree in
 memory and writes one pack. The gate is then installed with
-:func:`gitrelay.admin.install_hook`, so every later push is checked as on a
+:func:`gitrelay.relay.admin.install_hook`, so every later push is checked as on a
 real relay.
 
 Why fast-import and not pygit2: pygit2 writes every object as a loose file;
@@ -46,11 +46,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitrelay import layout, schema
-from gitrelay.admin import install_hook, relay_config
-from gitrelay.ids import thread_id_for
-from gitrelay.ops import Op
-from gitrelay.rules import ARCHIVE_MAX_THREADS
+from gitrelay.core import layout, schema
+from gitrelay.core.ids import thread_id_for
+from gitrelay.core.ops import Op
+from gitrelay.core.rules import ARCHIVE_MAX_THREADS
+from gitrelay.relay.admin import install_hook, relay_config
 
 # Bump when the generated history changes, so stale cache entries are not reused.
 GENERATOR_VERSION = 5
@@ -495,10 +495,10 @@ def archive_closed(path: Path, by: str = "alice@acme") -> int:
     """Archive every closed thread of the relay at ``path``, as `gitrelay archive`
     would: one operation per ARCHIVE_MAX_THREADS threads, each checked with the
     gate's rules. Returns how many threads were archived."""
-    from gitrelay.gitstore import Store
-    from gitrelay.mirror import archive_commit
-    from gitrelay.ops import archive_op, closed_threads
-    from gitrelay.rules import RelayView, check_commit, commit_seq
+    from gitrelay.core.ops import archive_op, closed_threads
+    from gitrelay.core.rules import RelayView, check_commit, commit_seq
+    from gitrelay.store.gitstore import Store
+    from gitrelay.store.mirror import archive_commit
 
     store = Store(path)
     objs = store.objects
@@ -580,8 +580,8 @@ def clone_relay(source: Path, dest: Path) -> Path:
 
 
 def generate_pygit2(path: Path, n_threads: int, n_messages: int, *, seed: int = 0) -> Generated:
-    """The same history written commit by commit with ``gitrelay.gitstore.Store``."""
-    from gitrelay.gitstore import Store
+    """The same history written commit by commit with ``gitrelay.store.gitstore.Store``."""
+    from gitrelay.store.gitstore import Store
 
     started = time.perf_counter()
     if path.exists():

@@ -277,8 +277,8 @@ class Workspace:
 
 def mirror_template(relay_size: tuple[int, int], ws: Workspace, *, aged: bool = False) -> Path:
     """A mirror of the cached relay with its inbox index built (cached next to the relay)."""
-    from gitrelay.index import INDEX_FORMAT, index_for
-    from gitrelay.mirror import FETCHED_MAIN, RELAY_MAIN, Mirror
+    from gitrelay.relay.index import INDEX_FORMAT, index_for
+    from gitrelay.store.mirror import FETCHED_MAIN, RELAY_MAIN, Mirror
 
     source, _ = ws.cached(relay_size, aged=aged)
     template = source.with_name(source.name[:-len(".git")] + ".mirror")
@@ -306,7 +306,7 @@ def mirror_template(relay_size: tuple[int, int], ws: Workspace, *, aged: bool = 
 
 
 def _link_packs(relay: Path, mirror: Path) -> None:
-    from gitrelay.gitstore import Store
+    from gitrelay.store.gitstore import Store
 
     Store(mirror, create=True)
     pack_dir = mirror / "objects" / "pack"
@@ -324,8 +324,8 @@ def _link_packs(relay: Path, mirror: Path) -> None:
 def seed_user(relay: Path, relay_size: tuple[int, int], home: Path, handle: str,
               ws: Workspace, *, aged: bool = False) -> None:
     """Give ``handle`` a mirror of ``relay`` under ``home`` as if they had just fetched it."""
-    from gitrelay.config import mirror_path
-    from gitrelay.mirror import Mirror
+    from gitrelay.store.config import mirror_path
+    from gitrelay.store.mirror import Mirror
 
     template = mirror_template(relay_size, ws, aged=aged)
     with gitrelay_home(home):
@@ -337,7 +337,7 @@ def seed_user(relay: Path, relay_size: tuple[int, int], home: Path, handle: str,
 
 
 def client_for(relay: Path, home: Path, handle: str, *, writes: str = "wait") -> Any:
-    from gitrelay.client import RelayClient
+    from gitrelay.relay.client import RelayClient
 
     with gitrelay_home(home):
         return RelayClient(str(relay), handle, writes=writes)
@@ -362,18 +362,18 @@ def trust_file(home: Path, handles: list[str]) -> Path:
 
 
 def mcp_server(client: Any, trust: Path, *, loop: bool) -> Any:
-    """The real MCP server of :mod:`gitrelay.mcp_server` over ``client``.
+    """The real MCP server of :mod:`gitrelay.mcp.server` over ``client``.
 
     ``server.bench_times[tool]`` collects the server-side time of each call
     (the tool, its argument and result models), without the client's part
     (the SDK client validates every result against the tool's output schema).
     """
-    from gitrelay.mcp_server import ServerState, build_server
-    from gitrelay.syncloop import FRESH_WHILE_RUNNING, SyncLoop
-    from gitrelay.trust import TrustStore
+    from gitrelay.mcp.server import ServerState, build_server
+    from gitrelay.relay.trust import TrustStore
+    from gitrelay.sync.loop import FRESH_WHILE_RUNNING
 
     def opener() -> ServerState:
-        sync = SyncLoop(client).start() if loop else None
+        sync = client.start_sync_loop() if loop else None
         if not loop:
             # Reads answer from the mirror within the bound a running loop gives them.
             client.fresh_seconds = FRESH_WHILE_RUNNING
@@ -460,7 +460,7 @@ class RawPusher:
     """The floor: one-file commits pushed with plain ``git push`` (no gitrelay code)."""
 
     def __init__(self, relay: Path, workdir: Path) -> None:
-        from gitrelay.gitstore import Store
+        from gitrelay.store.gitstore import Store
 
         self.relay = relay
         self.clone = workdir / "raw-clone.git"
@@ -1148,7 +1148,7 @@ def bench_inbox(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]
             home = ws.fresh(f"home-inbox-{size[1]}")
             seed_user(relay, size, home, reader, ws)
             with gitrelay_home(home):
-                from gitrelay.client import RelayClient
+                from gitrelay.relay.client import RelayClient
 
                 client = RelayClient(str(relay), reader, writes="queue", fresh_seconds=1e12)
             client.mirror.update_sync_state(last_fetch=time.time() + 1e9)
@@ -1240,7 +1240,7 @@ def bench_writers(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any])
 
 def _run_writers(ws: Workspace, sizes: Sizes, mode: str, total: int, log: Log
                  ) -> dict[str, Any]:
-    from gitrelay import admin
+    from gitrelay.relay import admin
 
     base = ws.fresh(f"writers-{mode}")
     relay = base / "relay.git"
@@ -1374,9 +1374,9 @@ def _json_per_message(info: relaygen.Generated) -> float:
 
 JOIN_SCRIPT = """
 import json, os, sys, time
-from gitrelay import admin
-from gitrelay.client import RelayClient
-from gitrelay.inbox import check_inbox
+from gitrelay.relay import admin
+from gitrelay.relay.client import RelayClient
+from gitrelay.relay.inbox import check_inbox
 relay, handle = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter()
 admin.join(relay, handle, name="Mike Rowe", role="backend", save=False)
@@ -1434,11 +1434,11 @@ def bench_join(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) ->
 
 def _verify_rate(ws: Workspace, sizes: Sizes, log: Log, commits: int = 2000) -> float:
     """Commits per second that verify-on-read checks, on the last commits of the relay."""
-    from gitrelay.rules import check_commit
-    from gitrelay.signing import verify_commit_signature
+    from gitrelay.core.rules import check_commit
+    from gitrelay.core.signing import verify_commit_signature
 
     relay, _ = ws.cached(sizes.join_relay)
-    from gitrelay.gitstore import Store
+    from gitrelay.store.gitstore import Store
 
     store = Store(relay)
     objs = store.objects

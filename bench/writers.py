@@ -9,7 +9,7 @@ relay), each call's latency, and when its last operation reached the relay.
 Modes:
 
 - ``queue``: every write answers once it is in the local outbox; a
-  :class:`~gitrelay.syncloop.SyncLoop` delivers in the background (group
+  :class:`~gitrelay.sync.loop.SyncLoop` delivers in the background (group
   commit); done when the outbox is empty.
 - ``wait``: every write delivers before answering (or answers ``queued``
   after the client's bound); anything still queued at the end is delivered.
@@ -48,10 +48,9 @@ def _wait_for_start() -> float:
 
 def run_gitrelay(cfg: dict[str, Any]) -> dict[str, Any]:
     os.environ["GITRELAY_HOME"] = cfg["home"]
-    from gitrelay import admin
-    from gitrelay.client import QUEUED, RelayClient
-    from gitrelay.errors import RelayError
-    from gitrelay.syncloop import SyncLoop
+    from gitrelay.core.errors import RelayError
+    from gitrelay.relay import admin
+    from gitrelay.relay.client import QUEUED, RelayClient
 
     mode = cfg["mode"]
     rng = random.Random(cfg["seed"])
@@ -59,7 +58,7 @@ def run_gitrelay(cfg: dict[str, Any]) -> dict[str, Any]:
     client.refresh(max_age=0)
     if client.mirror.view().profile(cfg["handle"]) is None:  # pragma: no cover - set up by suite
         admin.join(cfg["relay"], cfg["handle"], name="Writer", role="engineer", save=False)
-    loop = SyncLoop(client, watch=False).start() if mode == "queue" else None
+    loop = client.start_sync_loop(watch=False) if mode == "queue" else None
     ops: list[list[str]] = []
     latencies: list[float] = []
     queued_answers = refused = 0
@@ -93,7 +92,7 @@ def run_gitrelay(cfg: dict[str, Any]) -> dict[str, Any]:
         deadline = time.monotonic() + 300
         while client.mirror.outbox() and time.monotonic() < deadline:
             time.sleep(0.005)
-        loop.stop(flush=True)
+        client.stop_sync_loop(flush=True)
     attempts = 0
     while client.mirror.outbox() and attempts < 50:
         attempts += 1
@@ -109,7 +108,7 @@ def run_gitrelay(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_raw(cfg: dict[str, Any]) -> dict[str, Any]:
-    from gitrelay.gitstore import Store
+    from gitrelay.store.gitstore import Store
 
     relay = cfg["relay"]
     clone = Path(cfg["home"]) / "clone.git"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gitrelay import admin
-from gitrelay.client import RelayClient
+from gitrelay.relay import admin
+from gitrelay.relay.client import RelayClient
 
 pytest_plugins = ["tests.servers.conftest_plugin"]
 

@@ -11,11 +11,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gitrelay import layout, schema
-from gitrelay.ids import new_key, thread_id_for
-from gitrelay.mirror import Mirror
-from gitrelay.ops import Op, now_iso
-from gitrelay.rules import commit_seq
+from gitrelay.core import layout, schema
+from gitrelay.core.ids import new_key, thread_id_for
+from gitrelay.core.ops import Op, now_iso
+from gitrelay.core.rules import commit_seq
+from gitrelay.store.mirror import Mirror
 
 Signer = Callable[[bytes], str]
 

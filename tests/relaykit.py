@@ -26,12 +26,13 @@ from typing import Any
 
 import pygit2
 
-from gitrelay import admin, layout, schema
-from gitrelay.gate import REFUSAL_PREFIX
-from gitrelay.gitstore import Pygit2Source
-from gitrelay.ids import thread_id_for
-from gitrelay.objects import MODE_BLOB, MODE_TREE, Commit, Objects
-from gitrelay.rules import RelayView, archive_base, commit_seq, thread_files
+from gitrelay.core import layout, schema
+from gitrelay.core.ids import thread_id_for
+from gitrelay.core.objects import MODE_BLOB, MODE_TREE, Commit, Objects
+from gitrelay.core.rules import RelayView, archive_base, commit_seq, thread_files
+from gitrelay.hook.gate import REFUSAL_PREFIX
+from gitrelay.relay import admin
+from gitrelay.store.gitstore import Pygit2Source
 
 ALICE, BOB, CAROL, DAVE = "alice@acme", "bob@acme", "carol@acme", "dave@acme"
 TEAM = {ALICE: ("Alice Martin", "backend", "alice"), BOB: ("Bob Chen", "frontend", "bob"),
@@ -571,7 +572,7 @@ def default_path(kind: str, doc: Mapping[str, Any]) -> str:
 
 
 def make_signers(keys: Mapping[str, Path]) -> dict[str, Any]:
-    from gitrelay.signing import sign
+    from gitrelay.core.signing import sign
 
     def signer_for(key: Path) -> Any:
         return lambda payload: sign(payload, str(key))

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gitrelay.answers import MEMO_SIZE, Answer, AnswerMemo, answer_of
-from gitrelay.inbox import InboxItem, InboxPage, Sender
-from gitrelay.present import Fenced, present_inbox_fenced
-from gitrelay.provenance import extract_fenced, find_unfenced
-from gitrelay.trust import TrustRules, load_trust
+from gitrelay.mcp.answers import MEMO_SIZE, Answer, AnswerMemo, answer_of
+from gitrelay.mcp.present import Fenced, present_inbox_fenced
+from gitrelay.relay.inbox import InboxItem, InboxPage, Sender
+from gitrelay.relay.provenance import extract_fenced, find_unfenced
+from gitrelay.relay.trust import TrustRules, load_trust
 
 RULES = load_trust(Path("/nonexistent/trust.yaml"))
 

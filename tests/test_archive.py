@@ -21,13 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from gitrelay import layout, schema, verify
-from gitrelay.client import RelayClient, ThreadView
-from gitrelay.errors import RelayError
-from gitrelay.history import history
-from gitrelay.inbox import check_inbox, reindex
-from gitrelay.ops import archive_op
-from gitrelay.rules import commit_seq
+from gitrelay.core import layout, schema
+from gitrelay.core.errors import RelayError
+from gitrelay.core.ops import archive_op
+from gitrelay.core.rules import commit_seq
+from gitrelay.relay.client import RelayClient, ThreadView
+from gitrelay.relay.history import history
+from gitrelay.relay.inbox import check_inbox, reindex
+from gitrelay.sync import verify
 
 
 def tree_paths(relay: Path, rev: str = "main") -> list[str]:

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
-from gitrelay import layout, schema
-from gitrelay.errors import RelayError
-from gitrelay.rules import check_commit
-from gitrelay.signing import verify_commit_signature
-from gitrelay.verify import verify_relay
+from gitrelay.core import layout, schema
+from gitrelay.core.errors import RelayError
+from gitrelay.core.rules import check_commit
+from gitrelay.core.signing import verify_commit_signature
+from gitrelay.sync.verify import verify_relay
 from tests.relaykit import (
     TEAM,
     Bench,

@@ -29,12 +29,12 @@ import anyio
 import pytest
 from mcp import Client
 
-from gitrelay import admin
-from gitrelay.client import RelayClient
-from gitrelay.gitstore import Store
-from gitrelay.mcp_server import ServerState, build_server
-from gitrelay.schema import DEFAULT_LIMITS
-from gitrelay.trust import TrustStore
+from gitrelay.core.schema import DEFAULT_LIMITS
+from gitrelay.mcp.server import ServerState, build_server
+from gitrelay.relay import admin
+from gitrelay.relay.client import RelayClient
+from gitrelay.relay.trust import TrustStore
+from gitrelay.store.gitstore import Store
 
 ALICE, BOB, CAROL = "alice@acme", "bob@acme", "carol@acme"
 PEOPLE = {ALICE: ("Alice Martin", "backend"), BOB: ("Bob Chen", "frontend"),
@@ -793,7 +793,7 @@ def test_every_bad_command_line_is_one_coded_error_line_and_writes_nothing(
 
 
 def test_every_cli_command_is_tried() -> None:
-    from gitrelay.cli import build_parser
+    from gitrelay.cli.main import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")

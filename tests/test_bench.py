@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 
 from bench import relaygen, suite
-from gitrelay import admin, layout, schema
-from gitrelay.client import RelayClient
-from gitrelay.gate import check_updates
-from gitrelay.gitcli import CatFile
-from gitrelay.gitstore import Store
-from gitrelay.objects import ZERO_OID, Objects
-from gitrelay.ops import Op
+from gitrelay.core import layout, schema
+from gitrelay.core.gitcli import CatFile
+from gitrelay.core.objects import ZERO_OID, Objects
+from gitrelay.core.ops import Op
+from gitrelay.hook.gate import check_updates
+from gitrelay.relay import admin
+from gitrelay.relay.client import RelayClient
+from gitrelay.store.gitstore import Store
 
 
 def git(relay: Path, *args: str) -> str:
@@ -92,7 +93,7 @@ def test_a_join_says_what_it_does_and_how_much_history_it_checks(generated, tmp_
     """As a new user would see it on a long history (the threshold lowered to fit this
     relay): fetching, how many operations it checks, registering; joining again on
     another machine registers nothing."""
-    from gitrelay import sync
+    from gitrelay.sync import push as sync
 
     monkeypatch.setattr(sync, "PROGRESS_FROM", 100)
     relay = relaygen.clone_relay(generated.path, tmp_path / "copy.git")

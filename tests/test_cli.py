@@ -1,6 +1,6 @@
 """The `gitrelay` command line, run as a person would, against real relays with the gate.
 
-Most commands run in-process through `gitrelay.cli.main` (the console
+Most commands run in-process through `gitrelay.cli.main.main` (the console
 script's own function); a few run as real processes to check what only a
 process shows: the console entry point, exit codes, no traceback, and
 progress on a terminal versus a pipe.
@@ -23,11 +23,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gitrelay import admin
-from gitrelay.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNAVAILABLE, build_parser, main, split_patch
-from gitrelay.example import build_example, load_example
-from gitrelay.ids import thread_id_for
-from gitrelay.render import Progress, clean, one_line
+from gitrelay.cli.main import (
+    EXIT_ERROR,
+    EXIT_INVALID,
+    EXIT_UNAVAILABLE,
+    build_parser,
+    main,
+    split_patch,
+)
+from gitrelay.core.ids import thread_id_for
+from gitrelay.demo.example import build_example, load_example
+from gitrelay.relay import admin
+from gitrelay.relay.render import Progress, clean, one_line
 
 EXAMPLE = load_example()
 TRUSTS = {
@@ -811,7 +818,7 @@ def test_doctor_suggests_archiving_once_many_closed_threads_remain(people, monke
     """The example relay's two closed threads were closed today: no note with the
     defaults; with the age and the count lowered, doctor counts them and says what to
     run, and once archived the note is gone."""
-    from gitrelay import doctor
+    from gitrelay.relay import doctor
 
     bob = people["bob"]
     assert "archive" not in bob("doctor").out
@@ -853,7 +860,7 @@ def test_doctor_without_any_config_says_to_join(tmp_path, monkeypatch, capsys):
 
 
 def test_doctor_says_how_to_check_a_remote_relay():
-    from gitrelay.doctor import gate_checks
+    from gitrelay.relay.doctor import gate_checks
 
     (check,) = gate_checks("ssh://git.acme.dev/relay.git")
     assert check.level == "note"
@@ -937,7 +944,7 @@ def test_reading_from_an_unreachable_relay_uses_the_local_copy_and_says_so(peopl
 def test_archive_splits_many_threads_into_operations_the_gate_takes(people, acme,
                                                                     monkeypatch):
     """More closed threads than one operation may carry go in several operations."""
-    from gitrelay import rules
+    from gitrelay.core import rules
 
     bob = people["bob"]
     monkeypatch.setattr(rules, "ARCHIVE_MAX_THREADS", 1)

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from gitrelay.client import RelayClient
-from gitrelay.faults import POINTS
-from gitrelay.gitstore import Store
+from gitrelay.core.faults import POINTS
+from gitrelay.relay.client import RelayClient
+from gitrelay.store.gitstore import Store
 
 ROUNDS = 6 if os.environ.get("GITRELAY_SOAK") else 1
 
 WRITER = textwrap.dedent("""
     import os, sys
-    from gitrelay.client import RelayClient
+    from gitrelay.relay.client import RelayClient
     relay, summary, key = sys.argv[1:4]
     c = RelayClient(relay, "alice@acme", writes="wait")
     thread = c.handoff(to="bob@acme", intent="inform", summary=summary, idempotency_key=key)
@@ -69,7 +69,7 @@ def test_a_writer_killed_mid_write_loses_and_duplicates_nothing(team, relay, tmp
     # restart, as the agent's next session would
     env.pop("GITRELAY_FAULT")
     restart = subprocess.run(
-        [sys.executable, "-c", "import sys; from gitrelay.client import RelayClient; "
+        [sys.executable, "-c", "import sys; from gitrelay.relay.client import RelayClient; "
          "c = RelayClient(sys.argv[1], 'alice@acme'); c.deliver(timeout=20); c.deliver()",
          str(relay)], env=env, capture_output=True, text=True, timeout=60)
     assert restart.returncode == 0, restart.stderr

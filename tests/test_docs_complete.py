@@ -1,7 +1,7 @@
 """The docs keep up with the code: every CLI command and flag is in docs/cli.md,
 every MCP tool in docs/tools.md, and every example in docs/cli.md runs.
 
-The examples run in document order, in-process through `gitrelay.cli.main`
+The examples run in document order, in-process through `gitrelay.cli.main.main`
 (the console script's function), as bob@acme would type them: HOME is a
 throw-away directory holding the example relay at ~/relays/acme.git and
 Bob's trust file (example-repo/trust.yaml) at ~/.agentrelay/trust.yaml.
@@ -22,8 +22,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from gitrelay.cli import EXIT_INVALID, build_parser, main
-from gitrelay.example import build_example, load_example
+from gitrelay.cli.main import EXIT_INVALID, build_parser, main
+from gitrelay.demo.example import build_example, load_example
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI_DOC = ROOT / "docs" / "cli.md"
@@ -163,7 +163,7 @@ def test_every_command_has_an_example_that_runs_or_says_why_not():
 
 
 def test_every_mcp_tool_is_documented_in_docs_tools_md():
-    from gitrelay.mcp_server import build_server
+    from gitrelay.mcp.server import build_server
 
     async def names() -> list[str]:
         return [t.name for t in await build_server(lambda: None).list_tools()]  # type: ignore[arg-type,return-value]

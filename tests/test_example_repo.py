@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from gitrelay import schema
-from gitrelay.cli import main
-from gitrelay.errors import ConfigError, InvalidTransition
-from gitrelay.example import build_example, example_dir, load_example
-from gitrelay.ids import thread_id_for
-from gitrelay.rules import STATUSES
-from gitrelay.trust import evaluate, load_trust
+from gitrelay.cli.main import main
+from gitrelay.core import schema
+from gitrelay.core.errors import ConfigError, InvalidTransition
+from gitrelay.core.ids import thread_id_for
+from gitrelay.core.rules import STATUSES
+from gitrelay.demo.example import build_example, example_dir, load_example
+from gitrelay.relay.trust import evaluate, load_trust
 
 EXAMPLE = load_example()
 
@@ -62,7 +62,7 @@ def test_the_example_builds_through_the_gate_and_gitrelay_verify_passes(tmp_path
     relay = tmp_path / "acme.git"
     built = build_example(relay, home=tmp_path / "loader")
     assert built.thread_ids == {t.slug: t.thread_id for t in EXAMPLE.threads}
-    assert (relay / "hooks" / "pre-receive").read_text().count("gitrelay.gate") == 1
+    assert (relay / "hooks" / "pre-receive").read_text().count("gitrelay.hook.gate") == 1
     subjects = subprocess.run(["git", "--git-dir", str(relay), "log", "--format=%s", "main"],
                               capture_output=True, text=True, check=True).stdout.splitlines()
     operations = sum(1 + len(t.steps) for t in EXAMPLE.threads)

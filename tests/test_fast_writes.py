@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from gitrelay.client import DELIVERED, QUEUED, RelayClient
-from gitrelay.errors import RelayUnavailable, StateChanged
-from gitrelay.mirror import Mirror
-from gitrelay.ops import Op
-from gitrelay.syncloop import SyncLoop
+from gitrelay.core.errors import RelayUnavailable, StateChanged
+from gitrelay.core.ops import Op
+from gitrelay.relay.client import DELIVERED, QUEUED, RelayClient
+from gitrelay.store.mirror import Mirror
 
 
 def ops_on_relay(relay: Path) -> list[str]:
@@ -27,7 +26,7 @@ def ops_on_relay(relay: Path) -> list[str]:
 
 def test_queued_write_answers_before_delivery_and_the_loop_delivers(team, relay):
     alice = team["alice"]
-    loop = SyncLoop(alice).start()
+    alice.start_sync_loop()
     try:
         result = alice.handoff(to="bob@acme", intent="inform", summary="CI needs typecheck",
                                mode="queue")
@@ -38,7 +37,7 @@ def test_queued_write_answers_before_delivery_and_the_loop_delivers(team, relay)
         assert not alice.mirror.outbox()
         assert any("CI needs typecheck" in s for s in ops_on_relay(relay))
     finally:
-        loop.stop()
+        alice.stop_sync_loop()
 
 
 def test_wait_mode_reports_delivered(team):
@@ -53,7 +52,7 @@ def test_a_queued_write_survives_sigkill_and_is_delivered_exactly_once(team, rel
     script = textwrap.dedent(f"""
         import os, sys, time
         os.environ["GITRELAY_HOME"] = {str(alice_home)!r}
-        from gitrelay.client import RelayClient
+        from gitrelay.relay.client import RelayClient
         c = RelayClient({str(relay)!r}, "alice@acme", writes="queue")
         r = c.handoff(to="bob@acme", intent="inform", summary="survives a crash",
                       idempotency_key="crash-1")
@@ -82,7 +81,7 @@ def test_two_processes_on_one_mirror_share_one_push(team, relay, tmp_path):
     script = textwrap.dedent(f"""
         import os
         os.environ["GITRELAY_HOME"] = {str(alice_home)!r}
-        from gitrelay.client import RelayClient
+        from gitrelay.relay.client import RelayClient
         c = RelayClient({str(relay)!r}, "alice@acme", writes="queue")
         import sys
         c.handoff(to="bob@acme", intent="inform", summary="from process " + sys.argv[1])
@@ -144,13 +143,13 @@ def test_unreachable_relay_queues_then_delivers_everything_once_in_order(team, r
 
 def test_wait_for_change_wakes_when_a_teammate_writes(team):
     alice, bob = team["alice"], team["bob"]
-    loop = SyncLoop(bob).start()
+    loop = bob.start_sync_loop()
     try:
         gen = loop.generation
         alice.handoff(to="bob@acme", intent="inform", summary="wake up", mode="wait")
         assert loop.wait_for_change(10, since=gen)
     finally:
-        loop.stop()
+        bob.stop_sync_loop()
 
 
 def relay_main_updates(relay: Path) -> list[tuple[str, str]]:
@@ -162,7 +161,7 @@ def test_waited_writes_are_delivered_by_the_running_loop_in_one_push(team, relay
     import threading
 
     alice = team["alice"]
-    loop = SyncLoop(alice, watch=False).start()
+    loop = alice.start_sync_loop(watch=False)
     try:
         assert alice.sync_loop is loop
         pushes_before = len(relay_main_updates(relay))
@@ -186,7 +185,7 @@ def test_waited_writes_are_delivered_by_the_running_loop_in_one_push(team, relay
         subjects = ops_on_relay(relay)
         assert sum("waited write" in s for s in subjects) == 2
     finally:
-        loop.stop()
+        alice.stop_sync_loop()
     assert alice.sync_loop is None
 
 
@@ -195,8 +194,7 @@ def test_a_waited_write_through_the_loop_that_loses_a_race_is_told(team):
     sent = alice.handoff(to="bob@acme", intent="inform", summary="race the loop")
     bob.refresh(max_age=0)
     alice.cancel(sent.thread_id, mode="wait")
-    loop = SyncLoop(bob, watch=False)
-    loop.start()
+    bob.start_sync_loop(watch=False)
     try:
         # Bob's copy still shows the thread pending: the accept passes locally and
         # the relay (through the loop's push) refuses it.
@@ -204,11 +202,11 @@ def test_a_waited_write_through_the_loop_that_loses_a_race_is_told(team):
             bob.accept(sent.thread_id, session_id="s1", mode="wait")
         assert bob.thread(sent.thread_id).status == "cancelled"
     finally:
-        loop.stop()
+        bob.stop_sync_loop()
 
 
 def test_a_refused_inbox_state_is_reset_and_recorded(team, relay):
-    from gitrelay import layout
+    from gitrelay.core import layout
 
     bob = team["bob"]
     store = bob.mirror.store

@@ -30,13 +30,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitrelay import layout
-from gitrelay.errors import RelayError
-from gitrelay.ids import thread_id_for
-from gitrelay.mirror import Mirror
-from gitrelay.ops import Op
-from gitrelay.rules import check_commit, check_inbox_commit
-from gitrelay.verify import verify_relay
+from gitrelay.core import layout
+from gitrelay.core.errors import RelayError
+from gitrelay.core.ids import thread_id_for
+from gitrelay.core.ops import Op
+from gitrelay.core.rules import check_commit, check_inbox_commit
+from gitrelay.store.mirror import Mirror
+from gitrelay.sync.verify import verify_relay
 from tests.relaykit import (
     ALICE,
     BOB,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gitrelay import layout, schema
+from gitrelay.core import layout, schema
 from tests.relaykit import (
     ALICE,
     BOB,

@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 
-from gitrelay import gate, layout, schema
-from gitrelay.gitcli import SKIP_CHUNK, CatFile
-from gitrelay.objects import ZERO_OID, Objects, UnreadBlob
-from gitrelay.schema import SchemaError
+from gitrelay.core import layout, schema
+from gitrelay.core.gitcli import SKIP_CHUNK, CatFile
+from gitrelay.core.objects import ZERO_OID, Objects, UnreadBlob
+from gitrelay.core.schema import SchemaError
+from gitrelay.hook import gate
 from tests.relaykit import ALICE, BOB, MAIN, Bench, kit_env, message_doc, standard_bench
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +30,7 @@ DEFAULT_MAX = schema.DEFAULT_LIMITS["max_file_bytes"]
 # What the gate's import must leave out (each costs start-up); the run below also leaves out
 # what only a refusal or a writer needs.
 HEAVY = {"re", "enum", "typing", "dataclasses", "subprocess", "pathlib"}
-NOT_ON_THE_COMMON_PATH = HEAVY | {"json", "os", "hashlib", "_hashlib", "gitrelay.signing"}
+NOT_ON_THE_COMMON_PATH = HEAVY | {"json", "os", "hashlib", "_hashlib", "gitrelay.core.signing"}
 
 
 def run_python(code: str, *, stdin: str = "", env: dict[str, str] | None = None
@@ -44,15 +45,15 @@ REPORT = "print(' '.join(sorted(set(sys.modules) - before)))\n"
 
 
 def test_importing_the_gate_loads_none_of_the_slow_modules() -> None:
-    proc = run_python(PRELUDE + "import gitrelay.gate\n" + REPORT)
+    proc = run_python(PRELUDE + "import gitrelay.hook.gate\n" + REPORT)
     assert proc.returncode == 0, proc.stderr
     loaded = set(proc.stdout.split())
-    assert {"gitrelay.gate", "gitrelay.rules", "gitrelay.schema"} <= loaded
+    assert {"gitrelay.hook.gate", "gitrelay.core.rules", "gitrelay.core.schema"} <= loaded
     assert not HEAVY & loaded, sorted(HEAVY & loaded)
 
 
 def test_the_installed_hook_starts_the_interpreter_isolated_and_without_site() -> None:
-    from gitrelay.admin import hook_script
+    from gitrelay.relay.admin import hook_script
 
     first = hook_script("/usr/bin/python3").splitlines()[0]
     assert first == "#!/usr/bin/python3 -IS"
@@ -73,13 +74,13 @@ def test_checking_every_kind_of_operation_loads_none_of_them_either(bench: Bench
     # accept, complete, cancel on main, and alice's inbox ref.
     updates = (f"{ZERO_OID} {bench.tip} {MAIN}\n"
                f"{ZERO_OID} {bench.inbox[ALICE]} {layout.inbox_ref(ALICE)}\n")
-    code = PRELUDE + ("from gitrelay.gate import main\nstatus = main()\n" + REPORT
+    code = PRELUDE + ("from gitrelay.hook.gate import main\nstatus = main()\n" + REPORT
                       + "sys.exit(status)\n")
     proc = run_python(code, stdin=updates, env=kit_env({"GIT_DIR": str(bench.relay)}))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     loaded = set(proc.stdout.split())
-    assert "gitrelay.rules" in loaded
+    assert "gitrelay.core.rules" in loaded
     assert loaded & {"_sha256", "_sha2"}, "handoffs were checked without deriving thread ids"
     assert not NOT_ON_THE_COMMON_PATH & loaded, sorted(NOT_ON_THE_COMMON_PATH & loaded)
 

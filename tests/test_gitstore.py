@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gitrelay.gitstore import Store
-from gitrelay.objects import MODE_BLOB, TreeEntry, diff_trees, tree_problem
+from gitrelay.core.objects import MODE_BLOB, TreeEntry, diff_trees, tree_problem
+from gitrelay.store.gitstore import Store
 
 
 def git(repo: Path, *args: str) -> str:
@@ -65,7 +65,7 @@ def test_commits_are_laid_out_byte_for_byte_as_libgit2_writes_them(tmp_path: Pat
     # are checked over it, so it must stay exactly what libgit2 wrote before.
     import pygit2
 
-    from gitrelay.gitstore import with_signature
+    from gitrelay.store.gitstore import with_signature
 
     store = Store(tmp_path / "store.git", create=True)
     tree = store.tree_with(None, "a", b"x\n")

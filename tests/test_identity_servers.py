@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from gitrelay import admin, layout
-from gitrelay.client import RelayClient
-from gitrelay.errors import RelayError
-from gitrelay.mirror import Mirror
+from gitrelay.core import layout
+from gitrelay.core.errors import RelayError
+from gitrelay.relay import admin
+from gitrelay.relay.client import RelayClient
+from gitrelay.store.mirror import Mirror
 from tests.forging import forge, forge_inbox, handoff_op, inbox_doc, profile_op, push, ref_of
 from tests.servers import GitServer
 

@@ -14,8 +14,8 @@ import uuid
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from gitrelay import ids, layout
-from gitrelay.errors import InvalidArgument
+from gitrelay.core import ids, layout
+from gitrelay.core.errors import InvalidArgument
 
 LOOKALIKES = "\n\t \u00a0\u0663\u00e9\u0130I\u0131LOUilou/@:._-"
 

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from gitrelay import inbox, layout
-from gitrelay.client import RelayClient
-from gitrelay.errors import InvalidArgument, InvalidCursor
-from gitrelay.inbox import (
+from gitrelay.core import layout
+from gitrelay.core.errors import InvalidArgument, InvalidCursor
+from gitrelay.relay import inbox
+from gitrelay.relay.client import RelayClient
+from gitrelay.relay.inbox import (
     Claim,
     InboxItem,
     InboxPage,
@@ -25,8 +26,8 @@ from gitrelay.inbox import (
     claim_inbox_item,
     merge_states,
 )
-from gitrelay.index import item_id_for, time_us
-from gitrelay.mirror import RELAY_USERS
+from gitrelay.relay.index import item_id_for, time_us
+from gitrelay.store.mirror import RELAY_USERS
 
 ALL = ["pending", "accepted", "completed", "cancelled"]
 

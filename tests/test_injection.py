@@ -46,21 +46,21 @@ import anyio
 import pytest
 from mcp import Client
 
-from gitrelay import admin
-from gitrelay.client import RelayClient
-from gitrelay.config import mirror_path
-from gitrelay.mcp_server import ServerState, build_server
-from gitrelay.mirror import Mirror
-from gitrelay.ops import Op
-from gitrelay.provenance import (
+from gitrelay.core.ops import Op
+from gitrelay.mcp.server import ServerState, build_server
+from gitrelay.relay import admin
+from gitrelay.relay.client import RelayClient
+from gitrelay.relay.provenance import (
     CLOSE_PREFIX,
     OPEN_PREFIX,
     PREAMBLE,
     extract_fenced,
     find_unfenced,
 )
-from gitrelay.sync import Syncer
-from gitrelay.trust import TrustStore
+from gitrelay.relay.trust import TrustStore
+from gitrelay.store.config import mirror_path
+from gitrelay.store.mirror import Mirror
+from gitrelay.sync.push import Syncer
 
 DATA = Path(__file__).parent / "data" / "injection_payloads.json"
 CORPUS: list[dict[str, Any]] = json.loads(DATA.read_text())["payloads"]

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from gitrelay import journal, layout
-from gitrelay.client import RelayClient, WriteResult
-from gitrelay.gitstore import Store
-from gitrelay.mirror import Mirror
-from gitrelay.recovery import salvage_outbox
+from gitrelay.core import layout
+from gitrelay.relay.client import RelayClient, WriteResult
+from gitrelay.store import journal
+from gitrelay.store.gitstore import Store
+from gitrelay.store.mirror import Mirror
+from gitrelay.store.recovery import salvage_outbox
 
 
 def git_has(mirror: Path, oid: str) -> bool:
@@ -206,7 +207,7 @@ def test_a_damaged_mirror_salvages_operations_that_were_only_in_the_journal(make
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork to hold a lock elsewhere")
 def test_the_refs_lock_excludes_another_process_and_times_out_with_a_clear_error(tmp_path):
-    from gitrelay.locks import FileMutex, LockTimeout
+    from gitrelay.store.locks import FileMutex, LockTimeout
 
     lock = FileMutex(tmp_path / "x.lock")
     read, write = os.pipe()

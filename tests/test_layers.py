@@ -1,4 +1,10 @@
-"""The package's layering, as docs/architecture.md draws it."""
+"""The package's layering, as docs/architecture.md draws it.
+
+The folders of ``gitrelay/`` are its layers, listed here from the bottom up. A
+module may import only from its own folder and the folders below it; nothing
+imports the gate (``hook``), which is an entry point of its own. The rule is
+read off the folder names alone: there is no list of exceptions.
+"""
 
 from __future__ import annotations
 
@@ -8,77 +14,94 @@ import sys
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "gitrelay"
-GATE_MODULES = {"errors", "ids", "layout", "schema", "objects", "rules", "gate", "gitcli",
-                "signing", "terminal"}
-ENTRY_POINTS = {"cli", "mcp_server", "gate"}
+LAYERS = ["core", "hook", "store", "sync", "relay", "mcp", "demo", "cli"]
 STDLIB = set(sys.stdlib_module_names)
+# Third-party packages each layer may import (its own and every layer's below).
+THIRD_PARTY = {
+    "core": set(),
+    "hook": set(),
+    "store": {"pygit2", "filelock"},
+    "sync": {"watchdog"},
+    "relay": {"pydantic", "yaml", "watchdog"},
+    "mcp": {"mcp", "mcp_types", "anyio", "pydantic_core"},
+    "demo": set(),
+    "cli": set(),
+}
 
 
-def imports_of(module: str) -> set[str]:
-    """Top-level names a module imports: 'pygit2', 'json', or '.rules' for package modules."""
-    tree = ast.parse((PKG / f"{module}.py").read_text())
-    found: set[str] = set()
-    for node in ast.walk(tree):
+def layer_of(path: Path) -> str:
+    return path.relative_to(PKG).parts[0]
+
+
+def modules() -> list[Path]:
+    return sorted(p for p in PKG.rglob("*.py") if p.parent != PKG)
+
+
+def imports_of(path: Path) -> tuple[set[str], set[str]]:
+    """(gitrelay layers, other top-level packages) that a module imports."""
+    layers: set[str] = set()
+    others: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
         if isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
+            names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                if node.module:
-                    found.add("." + node.module.split(".")[0])
-                else:
-                    found |= {"." + alias.name for alias in node.names}
-            elif node.module:
-                found.add(node.module.split(".")[0])
-    found.discard("__future__")
-    return found
+            assert not node.level, f"{path}: use absolute gitrelay.<layer> imports"
+            names = [node.module or ""]
+            if node.module == "gitrelay":
+                names = [f"gitrelay.{alias.name}" for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "gitrelay":
+                if len(parts) > 1 and parts[1] in LAYERS:
+                    layers.add(parts[1])
+            elif parts[0] != "__future__":
+                others.add(parts[0])
+    return layers, others
 
 
-def modules() -> list[str]:
-    return sorted(p.stem for p in PKG.glob("*.py") if p.stem not in {"__init__", "__main__"})
+def test_every_module_lives_in_a_layer():
+    strays = {p.name for p in PKG.glob("*.py")} - {"__init__.py", "__main__.py"}
+    assert not strays, f"modules outside a layer folder: {sorted(strays)}"
+    assert {p.name for p in PKG.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(LAYERS)
 
 
-def test_gate_modules_use_only_the_standard_library_and_each_other():
-    for module in GATE_MODULES:
-        for name in imports_of(module):
-            if name.startswith("."):
-                assert name[1:] in GATE_MODULES, f"{module} imports {name}"
-            else:
-                assert name in STDLIB, f"{module} imports {name}"
+def test_a_layer_imports_only_itself_and_the_layers_below():
+    for path in modules():
+        here = LAYERS.index(layer_of(path))
+        layers, _ = imports_of(path)
+        above = {name for name in layers if LAYERS.index(name) > here}
+        assert not above, f"{path.relative_to(PKG)} imports from {sorted(above)}, above it"
 
 
-def test_only_gitstore_imports_pygit2():
-    users = {m for m in modules() if "pygit2" in imports_of(m)}
-    assert users <= {"gitstore"}
+def test_nothing_imports_the_gate():
+    for path in modules():
+        if layer_of(path) != "hook":
+            assert "hook" not in imports_of(path)[0], f"{path.relative_to(PKG)} imports the gate"
 
 
-def test_only_the_mcp_server_its_answers_and_the_demo_client_import_mcp():
-    users = {m for m in modules() if "mcp" in imports_of(m)}
-    assert users <= {"mcp_server", "answers", "wire", "demo"}
+def test_third_party_packages_stay_in_their_layers():
+    for path in modules():
+        here = LAYERS.index(layer_of(path))
+        allowed = STDLIB.union(*(THIRD_PARTY[name] for name in LAYERS[: here + 1]))
+        _, others = imports_of(path)
+        assert others <= allowed, f"{path.relative_to(PKG)} imports {sorted(others - allowed)}"
 
 
-def test_entry_points_do_not_import_each_other():
-    # One exception, by design: `gitrelay mcp` is how the MCP server is started,
-    # so the command line may import mcp_server (and nothing imports the cli).
-    allowed = {("cli", ".mcp_server")}
-    for module in ENTRY_POINTS & set(modules()):
-        others = {"." + e for e in ENTRY_POINTS - {module}}
-        bad = {name for name in imports_of(module) & others if (module, name) not in allowed}
-        assert not bad, f"{module} imports {bad}"
+def test_every_third_party_import_is_a_declared_dependency():
+    text = (PKG.parent / "pyproject.toml").read_text()
+    declared = text.split("dependencies = [", 1)[1].split("]", 1)[0].lower().replace("_", "-")
+    used = set().union(*(imports_of(p)[1] for p in modules())) - STDLIB
+    dist = {"yaml": "pyyaml", "pydantic_core": "pydantic-core", "mcp_types": "mcp-types"}
+    missing = {name for name in used if f'"{dist.get(name, name)}' not in declared}
+    assert not missing, f"imported but not declared in pyproject.toml: {sorted(missing)}"
 
 
 def test_the_gate_starts_without_heavy_imports():
-    code = (f"import sys; sys.path.insert(0, {str(PKG.parent)!r}); import gitrelay.gate; "
+    code = (f"import sys; sys.path.insert(0, {str(PKG.parent)!r}); import gitrelay.hook.gate; "
             "print(' '.join(sorted(sys.modules)))")
     out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True,
                          text=True, check=True).stdout.split()
     heavy = {"pygit2", "pydantic", "yaml", "typing", "dataclasses", "subprocess", "pathlib",
              "mcp", "filelock", "watchdog"}
     assert not heavy & set(out), heavy & set(out)
-
-
-def test_the_client_imports_nothing_above_it():
-    # The sync needs the inbox-state merge; it lives in inboxstate, below the client,
-    # so that the client never reaches up into the inbox (not even lazily).
-    above = {".inbox", ".index", ".present", ".mcp_server", ".cli", ".trust", ".provenance"}
-    assert not imports_of("client") & above, imports_of("client") & above
-    assert not imports_of("inboxstate") & (above | {".client"}), imports_of("inboxstate")

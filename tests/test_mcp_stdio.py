@@ -17,9 +17,9 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from gitrelay import admin
-from gitrelay.client import RelayClient
-from gitrelay.provenance import extract_fenced, find_unfenced
+from gitrelay.relay import admin
+from gitrelay.relay.client import RelayClient
+from gitrelay.relay.provenance import extract_fenced, find_unfenced
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS: list[dict[str, Any]] = [

@@ -21,11 +21,9 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from gitrelay import admin, inbox
-from gitrelay.client import RelayClient
-from gitrelay.errors import ERRORS_BY_NAME, ConfigError, RelayError, StateChanged
-from gitrelay.inbox import InboxItem, InboxPage, Sender
-from gitrelay.mcp_server import (
+from gitrelay.core.errors import ERRORS_BY_NAME, ConfigError, RelayError, StateChanged
+from gitrelay.mcp.present import present_inbox
+from gitrelay.mcp.server import (
     RelayMCPServer,
     ServerOptions,
     ServerState,
@@ -33,10 +31,11 @@ from gitrelay.mcp_server import (
     build_server,
     open_state,
 )
-from gitrelay.present import present_inbox
-from gitrelay.provenance import CLOSE_PREFIX, OPEN_PREFIX, extract_fenced, find_unfenced
-from gitrelay.syncloop import SyncLoop
-from gitrelay.trust import TrustStore, load_trust
+from gitrelay.relay import admin, inbox
+from gitrelay.relay.client import RelayClient
+from gitrelay.relay.inbox import InboxItem, InboxPage, Sender
+from gitrelay.relay.provenance import CLOSE_PREFIX, OPEN_PREFIX, extract_fenced, find_unfenced
+from gitrelay.relay.trust import TrustStore, load_trust
 
 DATA = Path(__file__).parent / "data"
 TEAM: dict[str, tuple[str, str, str | None]] = {
@@ -137,7 +136,7 @@ def agent(team_relay: tuple[Path, Path], relay: Path, tmp_path: Path,
             trust_path.write_text(trust)
 
         def opener() -> ServerState:
-            loop = SyncLoop(client).start() if background else None
+            loop = client.start_sync_loop() if background else None
             # Reads fetch first unless the copy is this fresh; 0 makes every read see
             # what the other teammate just did (the loop sets its own bound).
             if not background:
@@ -280,7 +279,7 @@ def test_published_output_schemas_refuse_what_the_output_models_refuse(
     of every tool, and every answer with one thing wrong, both schemas agree."""
     import jsonschema
 
-    from gitrelay.output_schema import lean_output_schema
+    from gitrelay.mcp.output_schema import lean_output_schema
 
     alice, bob = agent("alice@acme", isolated=True), agent("bob@acme", isolated=True)
     answers: dict[str, list[dict[str, Any]]] = {}
@@ -1542,7 +1541,7 @@ def test_which_calls_answer_inline(agent: AgentFactory) -> None:
     state = alice.opener()
     try:
         state.client.refresh(max_age=0)
-        from gitrelay import inbox
+        from gitrelay.relay import inbox
         inbox.check_inbox(state.client, limit=1)  # opens the index, as the first check-in does
         inline = state.answers_inline
         assert inline("send_message", {"delivery": None})

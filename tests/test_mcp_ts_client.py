@@ -26,8 +26,8 @@ import pytest
 
 from bench import relaygen
 from bench.ts_host import HostUnavailable, TsClient, ensure_sdk
-from gitrelay import admin
-from gitrelay.provenance import extract_fenced, find_unfenced
+from gitrelay.relay import admin
+from gitrelay.relay.provenance import extract_fenced, find_unfenced
 from tests.servers import REQUIRE_ENV
 from tests.test_mcp_stdio import ARTIFACTS, TRUST, hermetic_env
 

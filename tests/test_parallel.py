@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from gitrelay import admin, parallel
-from gitrelay.client import RelayClient
-from gitrelay.gitstore import Store
-from gitrelay.objects import Commit
+from gitrelay.core.objects import Commit
+from gitrelay.relay import admin
+from gitrelay.relay.client import RelayClient
+from gitrelay.store.gitstore import Store
+from gitrelay.sync import parallel
 from tests.forging import forge, message_op, push, transition_op
 
 
@@ -112,12 +113,12 @@ def test_gitrelay_verify_reports_the_same_problems_on_several_processes(
         history: tuple[Path, list[Commit]], monkeypatch: pytest.MonkeyPatch) -> None:
     """`gitrelay verify` checks every commit against its parent and lists every
     problem: split over processes, the report is the same, line for line."""
-    from gitrelay.verify import verify_relay
+    from gitrelay.sync.verify import verify_relay
 
     relay, chain = history
     mirror = Store(relay)
     tid = chain[-1].trailers["Gitrelay-Thread"]
-    from gitrelay.mirror import Mirror
+    from gitrelay.store.mirror import Mirror
 
     second = forge(Mirror(relay, "alice@acme"), transition_op("cancel", tid, "bob@acme"),
                    base=chain[-1].oid)

@@ -13,14 +13,14 @@ from pathlib import Path
 
 from test_mcp_stdio import REPO, hermetic_env
 
-from gitrelay.mcp_server import _HeldKicks
-from gitrelay.pipes import stdio_pipes
+from gitrelay.mcp.pipes import stdio_pipes
+from gitrelay.mcp.server import _HeldKicks
 
 # A line echo over stdio_pipes that also starts a child writing to its stdout:
 # the child's words must reach stderr, never the wire.
 ECHO = textwrap.dedent("""
     import asyncio, subprocess, sys
-    from gitrelay.pipes import stdio_pipes
+    from gitrelay.mcp.pipes import stdio_pipes
 
     async def main():
         async with stdio_pipes() as pipes:

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from gitrelay.client import ThreadView
-from gitrelay.inbox import InboxItem, InboxPage, Sender
-from gitrelay.present import present_inbox, present_thread
-from gitrelay.provenance import CLOSE_PREFIX, OPEN_PREFIX, extract_fenced, find_unfenced
-from gitrelay.trust import load_trust
+from gitrelay.mcp.present import present_inbox, present_thread
+from gitrelay.relay.client import ThreadView
+from gitrelay.relay.inbox import InboxItem, InboxPage, Sender
+from gitrelay.relay.provenance import CLOSE_PREFIX, OPEN_PREFIX, extract_fenced, find_unfenced
+from gitrelay.relay.trust import load_trust
 
 RULES = load_trust(Path("/nonexistent/trust.yaml"))
 AT = "2026-05-01T09:14:32Z"

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from gitrelay.client import RelayClient
+from gitrelay.relay.client import RelayClient
 
 ROUNDS = 10 if os.environ.get("GITRELAY_SOAK") else 2
 
 RACER = textwrap.dedent("""
     import json, os, sys, time
     from pathlib import Path
-    from gitrelay.client import RelayClient
-    from gitrelay.errors import RelayError
+    from gitrelay.relay.client import RelayClient
+    from gitrelay.core.errors import RelayError
     relay, handle, action, thread_id, start, count = sys.argv[1:7]
     c = RelayClient(relay, handle, writes="wait")
     c.refresh(max_age=0)

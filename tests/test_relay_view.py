@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from gitrelay import rules
-from gitrelay.client import RelayClient
-from gitrelay.objects import Objects
-from gitrelay.rules import RelayView
+from gitrelay.core import rules
+from gitrelay.core.objects import Objects
+from gitrelay.core.rules import RelayView
+from gitrelay.relay.client import RelayClient
 
 
 def test_views_of_one_team_share_parsed_profiles(team: dict[str, RelayClient]) -> None:

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from gitrelay import schema
-from gitrelay.schema import SchemaError
+from gitrelay.core import schema
+from gitrelay.core.schema import SchemaError
 
 LIMIT = 1 << 20
 

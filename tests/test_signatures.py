@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from gitrelay import admin, inbox, layout, schema, signing
-from gitrelay.client import RelayClient
-from gitrelay.errors import ConfigError, RelayError
-from gitrelay.objects import parse_commit
-from gitrelay.ops import Op
-from gitrelay.signing import signer_for
+from gitrelay.core import layout, schema, signing
+from gitrelay.core.errors import ConfigError, RelayError
+from gitrelay.core.objects import parse_commit
+from gitrelay.core.ops import Op
+from gitrelay.core.signing import signer_for
+from gitrelay.relay import admin, inbox
+from gitrelay.relay.client import RelayClient
 from tests.forging import (
     forge,
     forge_file,

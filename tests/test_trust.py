@@ -16,8 +16,8 @@ _REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 if _REPO_ROOT not in sys.path:
     sys.path.insert(0, _REPO_ROOT)
 
-from gitrelay.errors import ConfigError  # noqa: E402
-from gitrelay.trust import (  # noqa: E402
+from gitrelay.core.errors import ConfigError  # noqa: E402
+from gitrelay.relay.trust import (  # noqa: E402
     DEFAULT_REQUIRE_APPROVAL,
     TeammateTrust,
     TrustOverlay,

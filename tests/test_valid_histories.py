@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gitrelay import layout
-from gitrelay.client import RelayClient
-from gitrelay.verify import verify_relay
+from gitrelay.core import layout
+from gitrelay.relay.client import RelayClient
+from gitrelay.sync.verify import verify_relay
 from tests.relaykit import (
     ALICE,
     MAIN,

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from gitrelay import layout, verify
-from gitrelay.cli import main as cli_main
-from gitrelay.config import UserConfig, default_relay_path, save_user_config
-from gitrelay.errors import ConfigError, InvalidArgument, RelayUnavailable
-from gitrelay.verify import verify_relay
+from gitrelay.cli.main import main as cli_main
+from gitrelay.core import layout
+from gitrelay.core.errors import ConfigError, InvalidArgument, RelayUnavailable
+from gitrelay.store.config import UserConfig, default_relay_path, save_user_config
+from gitrelay.sync import verify
+from gitrelay.sync.verify import verify_relay
 from tests.relaykit import (
     ALICE,
     BOB,
@@ -129,7 +130,7 @@ def test_without_an_argument_the_configured_relay_is_checked(bench: Bench) -> No
 def test_without_an_argument_or_a_config_the_default_relay_is_checked_if_it_exists() -> None:
     with pytest.raises(ConfigError):
         verify_relay(None)
-    from gitrelay.admin import init_relay
+    from gitrelay.relay.admin import init_relay
 
     init_relay(default_relay_path(), name="local")
     assert verify_relay(None).relay == str(default_relay_path())

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from gitrelay import admin, layout, schema
-from gitrelay.client import RelayClient
-from gitrelay.errors import RelayUnavailable
-from gitrelay.signing import signer_for
+from gitrelay.core import layout, schema
+from gitrelay.core.errors import RelayUnavailable
+from gitrelay.core.signing import signer_for
+from gitrelay.relay import admin
+from gitrelay.relay.client import RelayClient
 from tests.forging import (
     forge,
     forge_file,
@@ -40,9 +41,9 @@ from tests.forging import (
 @pytest.fixture(autouse=True, params=["one process", "three processes"])
 def checkers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every test twice: the fetched commits checked one after the other here, and
-    split over this process and two children (gitrelay.parallel), as a first fetch
+    split over this process and two children (gitrelay.sync.parallel), as a first fetch
     of a long history is."""
-    from gitrelay import parallel
+    from gitrelay.sync import parallel
 
     if request.param == "three processes":
         monkeypatch.setattr(parallel, "PARALLEL_MIN_COMMITS", 2)

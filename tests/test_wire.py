@@ -30,12 +30,12 @@ from test_answers import RULES, page_of
 from test_mcp_stdio import REPO, hermetic_env
 from test_pipes import answers_of
 
-from gitrelay.answers import MARK, AnswerMemo, RawJSON, answer_of, send_encoded
-from gitrelay.client import RelayClient
-from gitrelay.pipes import stdio_pipes
-from gitrelay.present import present_inbox_fenced
-from gitrelay.tool_models import Person
-from gitrelay.wire import encode, line_streams
+from gitrelay.mcp.answers import MARK, AnswerMemo, RawJSON, answer_of, send_encoded
+from gitrelay.mcp.pipes import stdio_pipes
+from gitrelay.mcp.present import present_inbox_fenced
+from gitrelay.mcp.tool_models import Person
+from gitrelay.mcp.wire import encode, line_streams
+from gitrelay.relay.client import RelayClient
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),

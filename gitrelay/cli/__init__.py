@@ -1,0 +1,1 @@
+"""The `gitrelay` command line: the parser and one module per group of commands."""

@@ -1,0 +1,175 @@
+"""The ``git`` command line, for what must go through it.
+
+Fetch and push run through ``git`` (so the remote's hooks run, refusals are
+reported, and users' ssh config and credential helpers apply); the gate reads
+objects through one long-lived ``git cat-file --batch``. Standard library only;
+:class:`CatFile` uses ``posix`` rather than ``os`` and ``subprocess``,
+which the gate would otherwise import only for it.
+"""
+
+from __future__ import annotations
+
+import posix
+
+from gitrelay.core.errors import RelayUnavailable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
+    from types import TracebackType
+
+SKIP_CHUNK = 1 << 16
+
+
+class CatFile:
+    """Raw objects from a repository through ``git cat-file --batch``."""
+
+    def __init__(self, git_dir: str | Path | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
+        cmd = ["git"]
+        if git_dir is not None:
+            cmd += ["--git-dir", str(git_dir)]
+        if env is None:
+            import os
+
+            env = os.environ
+        # posix_spawn with two pipes: the gate avoids importing subprocess.
+        child_in, self._write_fd = posix.pipe()
+        self._read_fd, child_out = posix.pipe()
+        self._pid = posix.posix_spawnp(
+            "git", [*cmd, "cat-file", "--batch"], dict(env),
+            file_actions=[(posix.POSIX_SPAWN_DUP2, child_in, 0),
+                          (posix.POSIX_SPAWN_DUP2, child_out, 1),
+                          (posix.POSIX_SPAWN_CLOSE, self._write_fd),
+                          (posix.POSIX_SPAWN_CLOSE, self._read_fd)],
+        )
+        posix.close(child_in)
+        posix.close(child_out)
+        # Buffered files over the pipes (what os.fdopen makes); close() closes them.
+        self._in = open(self._write_fd, "wb")  # noqa: SIM115
+        self._out = open(self._read_fd, "rb")  # noqa: SIM115
+        self._closed = False
+
+    def _header(self, rev: str) -> tuple[str, str, int] | None:
+        """Ask for ``rev`` and read the reply's header: ``(oid, type, size)``, or None."""
+        if "\n" in rev or not rev:
+            return None
+        self._in.write(rev.encode() + b"\n")
+        self._in.flush()
+        header = self._out.readline().split()
+        if len(header) != 3:
+            return None
+        return header[0].decode(), header[1].decode(), int(header[2])
+
+    def _body(self, size: int) -> bytes:
+        return self._out.read(size + 1)[:size]  # the content and git's final newline
+
+    def _skip(self, size: int) -> None:
+        left = size + 1
+        while left > 0:
+            chunk = self._out.read(min(left, SKIP_CHUNK))
+            if not chunk:
+                break
+            left -= len(chunk)
+
+    def info(self, rev: str) -> tuple[str, str, bytes] | None:
+        """``(oid, type, data)`` of a revision or object id, or None when missing."""
+        found = self._header(rev)
+        if found is None:
+            return None
+        oid, kind, size = found
+        return oid, kind, self._body(size)
+
+    def read_within(self, oid: str, limit: int) -> tuple[str, bytes | None, int] | None:
+        """``(type, data, size)`` of an object, or None when missing.
+
+        An object larger than ``limit`` bytes is skipped in chunks as git sends
+        it, never held in memory: its ``data`` is None.
+        """
+        found = self._header(oid)
+        if found is None:
+            return None
+        _, kind, size = found
+        if size > limit:
+            self._skip(size)
+            return kind, None, size
+        return kind, self._body(size), size
+
+    def read(self, oid: str) -> tuple[str, bytes] | None:
+        found = self.info(oid)
+        return None if found is None else (found[1], found[2])
+
+    def resolve(self, rev: str) -> str | None:
+        found = self.info(rev)
+        return None if found is None else found[0]
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._in.close()
+            self._out.close()
+            posix.waitpid(self._pid, 0)
+
+    def __enter__(self) -> CatFile:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def hermetic_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for git commands gitrelay runs on its own repositories.
+
+    Users' ssh config, agents and credential helpers still apply to the relay
+    URL: only interactive prompts are turned off.
+    """
+    import os
+
+    env = dict(os.environ)
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
+    env["LC_ALL"] = "C"
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+                 "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_QUARANTINE_PATH"):
+        env.pop(name, None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_git(args: Sequence[str], *, git_dir: str | Path | None = None,
+            env: Mapping[str, str] | None = None, input: bytes | None = None,
+            timeout: float = 120.0) -> subprocess.CompletedProcess[bytes]:
+    import subprocess
+
+    cmd = ["git"]
+    if git_dir is not None:
+        cmd += ["--git-dir", str(git_dir)]
+    try:
+        return subprocess.run([*cmd, *args], input=input, capture_output=True,
+                              env=dict(env) if env is not None else hermetic_env(),
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise RelayUnavailable(f"git {args[0]} did not finish within {timeout:.0f} s") from None
+    except FileNotFoundError:
+        raise RelayUnavailable("the git command is not installed") from None
+
+
+def stream_git(args: Sequence[str], *, git_dir: str | Path | None = None,
+               env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes] | None:
+    """``git args`` running, its output to be read as it comes (errors are dropped);
+    None when git cannot be started. The caller reads, then kills and waits."""
+    import subprocess
+
+    cmd = ["git"]
+    if git_dir is not None:
+        cmd += ["--git-dir", str(git_dir)]
+    try:
+        return subprocess.Popen([*cmd, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL,
+                                env=dict(env) if env is not None else hermetic_env())
+    except OSError:
+        return None

@@ -1,0 +1,171 @@
+"""Identifiers: teammate handles, thread ids, message ids, keys and worker names.
+
+Pure functions, standard library only (the gate imports this module).
+Every identifier that ends up in a path, a ref name or a git argument is
+validated here.
+"""
+
+from __future__ import annotations
+
+from gitrelay.core.errors import AmbiguousId, InvalidArgument, ThreadNotFound
+
+# The checks below are written out by hand instead of with ``re``: importing
+# ``re`` (and ``enum`` with it) is a good part of the gate's start-up time.
+# tests/test_ids_patterns.py holds each check to the pattern it documents.
+
+# The handle pattern of the handoff reference, plus what keeps a handle safe
+# as a path component and a ref name component. The pattern must match the
+# whole value (``$`` alone would also accept a trailing newline).
+HANDLE_PATTERN = r"^[A-Za-z0-9._-]+@[A-Za-z0-9._-]+$"
+HANDLE_MAX = 100
+
+ALNUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_NAME_CHARS = frozenset(ALNUM + "._-")
+_KEY_CHARS = frozenset(ALNUM + "._:-")
+_LOWER_HEX = frozenset("0123456789abcdef")
+
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_CROCKFORD_CHARS = frozenset(CROCKFORD)
+THREAD_ID_LEN = 26
+KEY_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+WORKER_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
+UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+_UUID_GROUPS = (8, 4, 4, 4, 12)
+
+
+def only(chars: frozenset[str], value: str) -> bool:
+    """True when every character of ``value`` is one of ``chars`` (also for ``""``)."""
+    return chars.issuperset(value)
+
+
+def _handle_shape(value: str) -> bool:
+    """``value`` matches HANDLE_PATTERN as a whole."""
+    name, at, team = value.partition("@")
+    return bool(at and name and team) and only(_NAME_CHARS, name) and only(_NAME_CHARS, team)
+
+
+def handle_problem(handle: object) -> str | None:
+    """Why ``handle`` is not a valid teammate handle, or None when it is."""
+    if not isinstance(handle, str):
+        return "must be a string"
+    if not handle or len(handle) > HANDLE_MAX:
+        return f"must be 1-{HANDLE_MAX} characters"
+    if not _handle_shape(handle):
+        return f"must match {HANDLE_PATTERN} (name@team)"
+    if handle[0] in ".-":
+        return "must not start with '.' or '-'"
+    if ".." in handle or handle.endswith(".lock") or handle.endswith("."):
+        return "must not contain '..' or end with '.' or '.lock'"
+    return None
+
+
+def check_handle(handle: object, field: str = "handle") -> str:
+    problem = handle_problem(handle)
+    if problem is not None:
+        raise InvalidArgument(f"{field} {handle!r} {problem}.", field=field)
+    assert isinstance(handle, str)
+    return handle
+
+
+def same_handle(a: str, b: str) -> bool:
+    return a.casefold() == b.casefold()
+
+
+def _crockford(data: bytes, length: int) -> str:
+    number = int.from_bytes(data, "big")
+    chars = []
+    for _ in range(length):
+        chars.append(CROCKFORD[number & 31])
+        number >>= 5
+    return "".join(reversed(chars))
+
+
+def thread_id_for(sender: str, idempotency_key: str) -> str:
+    """The thread id a handoff gets: derived from its sender and idempotency key.
+
+    Deriving it (rather than drawing it at random) makes a retried handoff land
+    on the same thread, which the gate refuses as a reuse, and it spreads thread
+    directories evenly over the shards.
+    """
+    digest = _sha256(f"{sender.casefold()}\n{idempotency_key}".encode())
+    return _crockford(digest[:17], THREAD_ID_LEN)
+
+
+def _sha256(data: bytes) -> bytes:
+    # The gate derives a thread id on every handoff. ``hashlib`` loads OpenSSL,
+    # which takes longer than the whole check; the interpreter's own SHA-256
+    # module (``_sha2`` since Python 3.12) gives the same digest for far less.
+    for name in ("_sha256", "_sha2"):
+        try:
+            digest: bytes = __import__(name).sha256(data).digest()
+        except ImportError:
+            continue
+        return digest
+    import hashlib
+
+    return hashlib.sha256(data).digest()
+
+
+def is_thread_id(value: object) -> bool:
+    return (isinstance(value, str) and len(value) == THREAD_ID_LEN
+            and only(_CROCKFORD_CHARS, value))
+
+
+def check_thread_id(value: object, field: str = "thread_id") -> str:
+    if not is_thread_id(value):
+        raise ThreadNotFound(
+            f"{field} {value!r} is not a thread id (26 characters of 0-9A-Z without I, L, O, U).",
+            hint="Use a thread_id returned by check_inbox or handoff_to_teammate.",
+            field=field,
+        )
+    assert isinstance(value, str)
+    return value
+
+
+def is_key(value: object) -> bool:
+    return isinstance(value, str) and 1 <= len(value) <= 128 and only(_KEY_CHARS, value)
+
+
+def new_key() -> str:
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+def new_message_id() -> str:
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+def is_uuid(value: object) -> bool:
+    """A lowercase UUID as text, like ``str(uuid.uuid4())``."""
+    if not isinstance(value, str) or len(value) != 36:
+        return False
+    groups = value.split("-")
+    return (tuple(len(g) for g in groups) == _UUID_GROUPS
+            and all(only(_LOWER_HEX, g) for g in groups))
+
+
+def check_worker(value: object) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= 64 or not only(_NAME_CHARS, value):
+        raise InvalidArgument(
+            f"worker {value!r} must be 1-64 characters of A-Z a-z 0-9 . _ -", field="worker"
+        )
+    return value
+
+
+def resolve_prefix(prefix: str, candidates: list[str]) -> str:
+    """Resolve a short, case-insensitive thread id prefix among ``candidates``."""
+    wanted = prefix.strip().upper()
+    if not wanted or any(c not in CROCKFORD for c in wanted):
+        raise ThreadNotFound(f"{prefix!r} is not a thread id or a prefix of one.")
+    matches = sorted(c for c in candidates if c.startswith(wanted))
+    if not matches:
+        raise ThreadNotFound(f"no thread id starts with {wanted}.")
+    if len(matches) > 1 and wanted not in matches:
+        raise AmbiguousId(
+            f"{wanted} matches {len(matches)} threads: {', '.join(matches[:10])}.",
+            hint="Give more characters of the id.", matching=matches,
+        )
+    return wanted if wanted in matches else matches[0]

@@ -1,0 +1,1 @@
+"""`gitrelay demo`: a throw-away relay and two agents handing work to each other."""

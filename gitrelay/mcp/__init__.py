@@ -1,0 +1,1 @@
+"""The MCP server (`gitrelay mcp`): tools, prompts, resources and their answer models."""

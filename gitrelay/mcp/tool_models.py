@@ -1,0 +1,432 @@
+"""The inputs and outputs of the MCP tools, as pydantic models.
+
+Names and types follow the tool references (``handoff_to_teammate``,
+``check_inbox``, ``accept_handoff``, ``view_thread``, ``send_message``,
+``complete_handoff``); docs/tools.md documents every field. Input models
+forbid unknown fields, so a misspelt argument is refused before anything is
+written.
+
+Output models carry text a teammate wrote only in fenced form (see
+:mod:`gitrelay.relay.provenance`); :mod:`gitrelay.mcp.present` is the only place that
+fills them. A few fields are therefore wider than in the references: a
+free-form object a teammate wrote (``payload``, ``metadata``, an
+``api_contract``'s ``inline``) is returned as a fenced JSON *string*, and
+as the object itself only when the caller wrote it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gitrelay.core.ids import HANDLE_PATTERN
+from gitrelay.relay.provenance import ProvenanceMarker
+from gitrelay.relay.trust import TrustOverlay
+
+__all__ = [
+    "AcceptOut",
+    "AckItem",
+    "AckResultOut",
+    "ApiContract",
+    "ApiContractOut",
+    "Artifact",
+    "ArtifactOut",
+    "CancelOut",
+    "Cancellation",
+    "ClaimOut",
+    "CompleteOut",
+    "Completion",
+    "FileDiff",
+    "FileDiffOut",
+    "FileRef",
+    "FileRefOut",
+    "HandoffOut",
+    "InboxItemOut",
+    "InboxOut",
+    "Link",
+    "LinkOut",
+    "MessageOut",
+    "PendingOperation",
+    "Person",
+    "ProposedAction",
+    "ProposedActionOut",
+    "RefusedOperation",
+    "SentMessageOut",
+    "TeammateOut",
+    "TeammatesOut",
+    "TestCommand",
+    "TestCommandOut",
+    "ThreadOut",
+]
+
+# --- shared field types ------------------------------------------------------------
+
+Handle = Annotated[str, Field(pattern=HANDLE_PATTERN, min_length=3, max_length=100,
+                              description="A teammate handle, name@team (e.g. bob@acme).")]
+ThreadRef = Annotated[str, Field(min_length=2, max_length=26, description=(
+    "A thread id as check_inbox or handoff_to_teammate returned it (26 characters); "
+    "a unique prefix of one also works."))]
+Intent = Literal["inform", "ask_question", "propose_action"]
+Status = Literal["pending", "accepted", "completed", "cancelled"]
+DeliveryMode = Literal["queue", "wait"]
+Delivery = Literal["delivered", "queued"]
+Timestamp = Annotated[str, Field(description="ISO 8601 UTC time, e.g. 2026-05-01T09:14:32Z.")]
+Text = Annotated[str, Field(min_length=1, max_length=65_536)]
+RepoPath = Annotated[str, Field(min_length=1, max_length=1024)]
+IdempotencyKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
+Worker = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")]
+Marker = Annotated[ProvenanceMarker | None, Field(description=(
+    "Set by this server on every object a teammate wrote: origin, sender, trust "
+    "(untrusted), policy (data-only) and this response's fence token. Absent on what "
+    "you wrote yourself."))]
+
+DELIVERY_MODE_DOC = (
+    "queue: answer as soon as the operation is checked and stored in the local outbox; "
+    "it is delivered in the background. wait: answer once the relay's gate accepted it "
+    "(falls back to queued when that takes too long or the relay is unreachable). "
+    "Default: the server's --writes mode."
+)
+DELIVERY_DOC = (
+    "delivered: the relay holds it. queued: stored locally and checked, delivered in the "
+    "background; a later refusal shows on the thread (view_thread.refused)."
+)
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+# --- artifacts (inputs) ---------------------------------------------------------------
+
+
+class FileDiff(_In):
+    type: Literal["file_diff"]
+    path: RepoPath
+    diff: Text
+
+
+class FileRef(_In):
+    type: Literal["file_ref"]
+    path: RepoPath
+    git_sha: Annotated[str, Field(pattern=r"^[0-9a-fA-F]{4,64}$")] | None = None
+    lines: Annotated[list[Annotated[int, Field(ge=1)]],
+                     Field(min_length=1, max_length=2,
+                           description="[line] or [first, last]")] | None = None
+
+
+class TestCommand(_In):
+    __test__ = False  # not a pytest test class
+
+    type: Literal["test_command"]
+    command: Annotated[str, Field(min_length=1, max_length=4096)]
+    cwd: RepoPath | None = None
+
+
+class ApiContract(_In):
+    type: Literal["api_contract"]
+    schema_url: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
+    inline: dict[str, Any] | None = None
+
+
+class Link(_In):
+    type: Literal["link"]
+    url: Annotated[str, Field(min_length=1, max_length=2048)]
+    title: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+
+
+Artifact = Annotated[FileDiff | FileRef | TestCommand | ApiContract | Link,
+                     Field(discriminator="type")]
+
+
+class ProposedAction(_In):
+    description: Text
+    target_files: Annotated[list[RepoPath], Field(max_length=1000)]
+    rationale: Text
+    suggested_diff: Text | None = None
+
+
+class AckItem(_In):
+    item_id: Annotated[str, Field(min_length=1, max_length=100)]
+    seq: Annotated[int, Field(ge=1)]
+
+
+# --- artifacts (outputs) --------------------------------------------------------------
+
+
+class FileDiffOut(_Out):
+    type: Literal["file_diff"]
+    path: str
+    diff: str
+    provenance: Marker = None
+
+
+class FileRefOut(_Out):
+    type: Literal["file_ref"]
+    path: str
+    git_sha: str | None = None
+    lines: list[int] | None = None
+    provenance: Marker = None
+
+
+class TestCommandOut(_Out):
+    __test__ = False
+
+    type: Literal["test_command"]
+    command: str
+    cwd: str | None = None
+    provenance: Marker = None
+
+
+class ApiContractOut(_Out):
+    type: Literal["api_contract"]
+    schema_url: str | None = None
+    inline: dict[str, Any] | str | None = Field(default=None, description=(
+        "The contract object; a fenced JSON string when a teammate wrote it."))
+    provenance: Marker = None
+
+
+class LinkOut(_Out):
+    type: Literal["link"]
+    url: str
+    title: str | None = None
+    provenance: Marker = None
+
+
+ArtifactOut = Annotated[FileDiffOut | FileRefOut | TestCommandOut | ApiContractOut | LinkOut,
+                        Field(discriminator="type")]
+
+
+# --- threads ----------------------------------------------------------------------------
+
+
+class Person(_Out):
+    handle: str
+    name: str
+    role: str
+    email: str | None = None
+    provenance: Marker = None
+
+
+class ProposedActionOut(_Out):
+    description: str
+    target_files: list[str]
+    rationale: str
+    suggested_diff: str | None = None
+    provenance: Marker = None
+
+
+class MessageOut(_Out):
+    id: str
+    sequence_no: int
+    from_: str = Field(alias="from")
+    type: Literal["message", "draft"] = Field(description=(
+        "draft: a diff drafted with draft_proposed_action (never applied to any file)."))
+    body: str
+    payload: dict[str, Any] | str | None = Field(default=None, description=(
+        "The structured attachment; a fenced JSON string when a teammate wrote it."))
+    suggested_diff: str | None = None
+    created_at: Timestamp
+    provenance: Marker = None
+
+
+class Completion(_Out):
+    by: str
+    result_summary: str
+    artifacts: list[ArtifactOut]
+    completed_at: Timestamp
+    provenance: Marker = None
+
+
+class Cancellation(_Out):
+    by: str
+    reason: str | None = None
+    cancelled_at: Timestamp
+    provenance: Marker = None
+
+
+class PendingOperation(_Out):
+    operation: str = Field(description="handoff, message, accept, complete or cancel.")
+    message_id: str | None = None
+
+
+class RefusedOperation(_Out):
+    operation: str
+    message_id: str | None = None
+    code: int
+    name: str
+    rule: str
+    reason: str
+    refused_at: Timestamp
+
+
+class ThreadOut(_Out):
+    """A whole thread, as view_thread returns it."""
+
+    thread_id: str
+    status: Status
+    intent: Intent
+    sender: Person
+    recipient: Person
+    summary: str
+    question: str | None = None
+    artifacts: list[ArtifactOut]
+    proposed_action: ProposedActionOut | None = None
+    metadata: dict[str, Any] | str = Field(description=(
+        "The handoff's metadata; a fenced JSON string when a teammate wrote it."))
+    messages: list[MessageOut]
+    created_at: Timestamp
+    updated_at: Timestamp
+    accepted_at: Timestamp | None = None
+    completed_at: Timestamp | None = None
+    cancelled_at: Timestamp | None = None
+    accepted_by_session: str | None = None
+    completion: Completion | None = None
+    cancellation: Cancellation | None = None
+    undelivered: list[PendingOperation] = Field(default_factory=list, description=(
+        "Your operations on this thread that are stored locally and not yet on the relay."))
+    refused: list[RefusedOperation] = Field(default_factory=list, description=(
+        "Your operations on this thread that the relay refused, with the gate's reason."))
+    sync_warning: str | None = Field(default=None, description=(
+        "Set when the last fetch failed: the thread is shown as of the last good copy."))
+    provenance: Marker = Field(default=None, description=(
+        "Marker for the handoff itself (summary, question, artifacts, metadata) when a "
+        "teammate sent it."))
+
+
+class AcceptOut(ThreadOut):
+    """accept_handoff: the whole thread after the accept, and the trust overlay."""
+
+    accepted_at: Timestamp
+    trust_overlay: TrustOverlay
+    trust_reason: Literal["listed", "unknown_allowed"] = Field(description=(
+        "Why the sender was trusted: listed in your trust file, or allowed as unknown."))
+    delivery: Delivery = Field(description=DELIVERY_DOC)
+
+
+# --- write answers -------------------------------------------------------------------------
+
+
+class HandoffOut(_Out):
+    thread_id: str
+    status: Literal["pending"]
+    recipient: str
+    created_at: Timestamp
+    inbox_url: str = Field(description=(
+        "Opens the thread on the team's git host (the relay's web_url_template), or a "
+        "gitrelay://<relay>/threads/<thread_id> URI when the relay sets none."))
+    idempotency_key: str = Field(description=(
+        "Pass it back as idempotency_key to retry this very handoff safely."))
+    repeated: bool = Field(description=(
+        "True when this key was already used with the same content: the original thread."))
+    delivery: Delivery = Field(description=DELIVERY_DOC)
+
+
+class SentMessageOut(_Out):
+    thread_id: str
+    message_id: str
+    sequence_no: int = Field(description=(
+        "Final once delivered; a queued message is renumbered if the other side's "
+        "message reaches the relay first."))
+    created_at: Timestamp
+    type: Literal["message", "draft"]
+    delivery: Delivery = Field(description=DELIVERY_DOC)
+
+
+class CompleteOut(_Out):
+    thread_id: str
+    status: Literal["completed"]
+    completed_at: Timestamp
+    delivery: Delivery = Field(description=DELIVERY_DOC)
+
+
+class CancelOut(_Out):
+    thread_id: str
+    status: Literal["cancelled"]
+    cancelled_at: Timestamp
+    delivery: Delivery = Field(description=DELIVERY_DOC)
+
+
+# --- teammates -------------------------------------------------------------------------------
+
+
+class TeammateOut(_Out):
+    handle: str
+    name: str
+    role: str
+    email: str | None = None
+    you: bool = False
+    trust: Literal["you", "listed", "unknown_allowed", "unknown_rejected", "blocked"] = Field(
+        description=("How your trust file treats their handoffs: accept_handoff refuses "
+                     "blocked and unknown_rejected senders."))
+    provenance: Marker = None
+
+
+class TeammatesOut(_Out):
+    you: str
+    teammates: list[TeammateOut]
+
+
+# --- inbox -------------------------------------------------------------------------------------
+
+
+class InboxSender(_Out):
+    handle: str
+    name: str
+    role: str
+    provenance: Marker = None
+
+
+class InboxItemOut(_Out):
+    thread_id: str
+    sender: InboxSender
+    summary_preview: str = Field(description="The first 240 characters of the summary.")
+    status: Status
+    unread_messages: int
+    created_at: Timestamp
+    updated_at: Timestamp
+    kind: str = Field(description="assignment, reply, task_update, proposal_review or refused.")
+    item_id: str
+    seq: int
+    unread: bool
+    claimed_by: str | None = None
+    claim_expires_at: Timestamp | None = None
+    detail: str | None = None
+    provenance: Marker = None
+
+
+class AckResultOut(_Out):
+    item_id: str
+    seq: int
+    outcome: str
+    current_seq: int | None = None
+
+
+class InboxOut(_Out):
+    items: list[InboxItemOut]
+    next_cursor: str | None
+    cursor: int = Field(description="The highest seq you have; pass it as after next time.")
+    acknowledged: str | None = Field(default=None, description=(
+        "What your acks did, e.g. \"Acknowledged 2 of 3.\"; see ack_results per item."))
+    ack_results: list[AckResultOut] = Field(default_factory=list)
+    index_rebuilt: bool = Field(default=False, description=(
+        "The local index was missing or damaged and was rebuilt from the relay's history."))
+    delivery: Delivery | None = Field(default=None, description=(
+        "For a call with acks: whether they reached the relay (delivered) or wait in the "
+        "local outbox (queued). Null without acks."))
+
+
+class ClaimOut(_Out):
+    item_id: str
+    seq: int
+    worker: str
+    claimed: bool
+    outcome: Literal["claimed", "renewed", "taken_over", "held_by_other",
+                     "already_acknowledged"]
+    expires_at: Timestamp
+    held_by: str | None = Field(default=None, description="The copy holding it, if not you.")
+    delivery: Delivery | None = None

@@ -1,0 +1,186 @@
+"""Creating a relay, installing its gate, and joining one.
+
+``init_relay`` makes a bare repository with the gate installed (the hook
+runs this package's gate with an absolute interpreter path, no shell
+lookups) and a first commit holding ``relay.json``. ``join`` makes the
+user's mirror and registers the teammate through the gate.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import gitrelay
+from gitrelay.core import layout, schema
+from gitrelay.core.errors import ConfigError, InvalidArgument, RelayError
+from gitrelay.core.ids import check_handle
+from gitrelay.core.ops import Op, now_iso
+from gitrelay.store.config import UserConfig, mirror_path, save_user_config
+from gitrelay.store.gitstore import Store
+from gitrelay.store.mirror import Mirror
+from gitrelay.sync.push import Syncer
+
+PUSHER_ENV_DEFAULT = ["REMOTE_USER", "GL_USER", "GITEA_PUSHER_NAME", "GL_USERNAME",
+                      "GITHUB_USER_LOGIN", "GITRELAY_SSH_USER"]
+
+
+def hook_script(python: str | None = None) -> str:
+    """The pre-receive hook: runs gitrelay.hook.gate with absolute paths, no shell.
+
+    ``-I -S`` skips site-packages and the user's environment: the gate needs
+    only the standard library and this package, and starts faster without them.
+    ``run`` is ``main`` without the interpreter's clean-up at exit.
+    """
+    interpreter = python or sys.executable
+    package_parent = str(Path(gitrelay.__file__).resolve().parent.parent)
+    return (f"#!{interpreter} -IS\n"
+            "# gitrelay gate, installed by `gitrelay init`; see docs/deploying.md\n"
+            f"import sys\nsys.path.insert(0, {package_parent!r})\n"
+            "from gitrelay.hook.gate import run\nrun()\n")
+
+
+def install_hook(repo: Path, python: str | None = None) -> Path:
+    hook = Path(repo) / "hooks" / "pre-receive"
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text(hook_script(python))
+    hook.chmod(0o755)
+    return hook
+
+
+def relay_config(name: str, *, web_url_template: str | None = None,
+                 pusher_env: Sequence[str] = PUSHER_ENV_DEFAULT, require_pusher: bool = False,
+                 require_signatures: bool = False) -> dict[str, object]:
+    return {"format_version": layout.FORMAT_VERSION, "kind": "config", "name": name,
+            "limits": dict(schema.DEFAULT_LIMITS), "web_url_template": web_url_template,
+            "pusher_env": list(pusher_env), "require_pusher": require_pusher,
+            "require_signatures": require_signatures, "created_at": now_iso()}
+
+
+# Loose objects after which a push makes git pack them (in the background).
+RELAY_GC_AUTO = 1000
+
+
+def init_relay(path: Path, *, name: str | None = None, web_url_template: str | None = None,
+               require_pusher: bool = False, require_signatures: bool = False,
+               pusher_env: Sequence[str] | None = None, hook: bool = True) -> Path:
+    """Create a bare relay at ``path`` with the gate and a first commit.
+
+    ``pusher_env``: the variables that carry the authenticated pusher on this
+    host (docs/deploying.md); name only the one(s) your server sets.
+    """
+    path = Path(path).resolve()
+    if path.exists() and any(path.iterdir()):
+        raise InvalidArgument(f"{path} exists and is not empty", field="path")
+    store = Store(path, create=True)
+    cfg = store.repo.config
+    cfg["receive.denyNonFastForwards"] = True
+    cfg["receive.denyDeletes"] = True
+    cfg["core.logAllRefUpdates"] = True
+    # Pushes leave their objects loose, and receive-pack's connectivity check reads loose
+    # trees more slowly than packed ones; git's default waits for ~6,700 of them before
+    # packing (docs/deploying.md, "Keeping pushes fast").
+    cfg["gc.auto"] = RELAY_GC_AUTO
+    doc = relay_config(name or path.stem, web_url_template=web_url_template,
+                       pusher_env=PUSHER_ENV_DEFAULT if pusher_env is None else pusher_env,
+                       require_pusher=require_pusher, require_signatures=require_signatures)
+    schema.validate("config", doc)
+    tree = store.single_file_tree(layout.CONFIG_PATH, schema.dumps(doc))
+    message = (f"init relay {doc['name']}\n\n{layout.TRAILER_OP}: {layout.OP_INIT}\n"
+               f"{layout.TRAILER_ACTOR}: gitrelay\n{layout.TRAILER_SEQ}: 0\n")
+    commit = store.commit(tree=tree, parents=[], message=message, author="gitrelay",
+                          email="gitrelay@localhost")
+    store.set_ref(layout.MAIN_REF, commit, "gitrelay init")
+    if hook:
+        install_hook(path)
+    return path
+
+
+def ensure_default_relay(path: Path) -> Path:
+    if not (path / "HEAD").exists():
+        init_relay(path, name="local")
+    return path
+
+
+def profile_doc(handle: str, name: str, role: str, *, email: str | None = None,
+                usernames: Sequence[str] = (), signing_keys: Sequence[str] = ()
+                ) -> dict[str, object]:
+    doc: dict[str, object] = {"format_version": layout.FORMAT_VERSION, "kind": "profile",
+                              "handle": handle, "name": name, "role": role,
+                              "usernames": list(usernames), "registered_at": now_iso()}
+    if email:
+        doc["email"] = email
+    if signing_keys:
+        doc["signing_keys"] = list(signing_keys)
+    schema.validate("profile", doc)
+    return doc
+
+
+def normalize_relay_url(url: str) -> str:
+    """An existing local path becomes absolute, so the config works from anywhere."""
+    if "://" not in url:
+        path = Path(url).expanduser()
+        if path.exists():
+            return str(path.resolve())
+    return url
+
+
+def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None = None,
+         usernames: Sequence[str] = (), signing_key: str | None = None,
+         save: bool = True, env: dict[str, str] | None = None,
+         progress: Callable[[str], None] | None = None) -> UserConfig:
+    """Make this user's mirror of ``relay_url`` and register them if needed.
+
+    ``env``: extra environment for the ``git`` commands (e.g. ``GIT_SSH_COMMAND``).
+    ``progress``: hears each step (fetching, checking a long history, registering).
+    """
+    check_handle(handle, "--as")
+    if not name.strip() or not role.strip():
+        raise InvalidArgument("--name and --role must not be empty")
+    relay_url = normalize_relay_url(relay_url)
+    from gitrelay.core.signing import read_public_key, signer_for
+
+    signer = signer_for(signing_key) if signing_key else None
+    path = mirror_path(relay_url)
+    fresh = not path.exists()
+    mirror = Mirror(path, handle, signer=signer)
+    syncer = Syncer(mirror, relay_url, env=env, progress=progress)
+    say = progress or (lambda _text: None)
+    say(f"fetching {relay_url}…")
+    try:
+        syncer.fetch()
+    except RelayError:
+        if fresh:  # a mistyped or unreachable relay leaves no empty mirror behind
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+    existing = mirror.view().profile(handle)
+    if existing is None:
+        keys = [read_public_key(signing_key)] if signing_key else []
+        say(f"registering {handle} on the relay…")
+        mirror.append(Op("profile", profile_doc(handle, name, role, email=email,
+                                                usernames=usernames, signing_keys=keys),
+                         handle=handle))
+        report = syncer.deliver()
+        if report.refused:
+            raise report.refused[0].error()
+    elif existing["handle"] != handle:
+        raise InvalidArgument(f"{existing['handle']} is already registered (handles ignore case)")
+    else:
+        # Joining again (a second machine, a lost config): the profile is what it
+        # is; the local config must be able to write as it.
+        keys = existing.get("signing_keys", [])
+        if keys and not signing_key:
+            raise ConfigError(f"{handle} is registered with a signing key; pass "
+                              "--signing-key with that key to join again")
+        if signing_key and read_public_key(signing_key) not in keys:
+            raise ConfigError(f"{signing_key} is not one of {handle}'s registered signing keys",
+                              hint="Profiles never change; see docs/identity.md on keys.")
+        name, role, email = existing["name"], existing["role"], existing.get("email")
+    cfg = UserConfig(relay=relay_url, handle=handle, name=name, role=role, email=email,
+                     signing_key=signing_key)
+    if save:
+        save_user_config(cfg)
+    return cfg
+

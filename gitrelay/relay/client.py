@@ -1,0 +1,565 @@
+"""The operations of a handoff, for one user: what the MCP server and the CLI call.
+
+A :class:`RelayClient` is one teammate's view of one relay: it reads from the
+local mirror (fetching when the copy is older than ``fresh_seconds``), and
+writes operations through the outbox (checked with the gate's rules first).
+Write modes (docs/architecture.md):
+
+- ``queue``: answer once the operation is durable in the local outbox; the
+  sync loop delivers it;
+- ``wait``: deliver before answering; if that takes longer than
+  ``wait_seconds`` or the relay is unreachable, answer ``queued``.
+
+Errors are :mod:`gitrelay.core.errors` exceptions; presenting them is the entry
+points' job.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gitrelay.core import layout, schema
+from gitrelay.core.errors import (
+    ConfigError,
+    DuplicateIdempotencyKey,
+    InvalidArgument,
+    RelayError,
+    RelayUnavailable,
+    StateChanged,
+    ThreadNotFound,
+)
+from gitrelay.core.ids import (
+    check_handle,
+    check_thread_id,
+    new_key,
+    new_message_id,
+    resolve_prefix,
+    thread_id_for,
+)
+from gitrelay.core.ops import Op, archive_moves, archive_op, closed_threads, now_iso
+from gitrelay.core.rules import (
+    ACCEPTED,
+    CANCELLED,
+    COMPLETED,
+    PENDING,
+    RelayView,
+    ThreadState,
+    snapshot_tree,
+    status_from_names,
+    thread_files,
+)
+from gitrelay.core.schema import SchemaError
+from gitrelay.relay.admin import ensure_default_relay
+from gitrelay.store.config import UserConfig, default_relay_path, load_user_config, mirror_path
+from gitrelay.store.mirror import Mirror, Refused, Written, op_key
+from gitrelay.store.recovery import mirror_problem, salvage_outbox, set_aside
+from gitrelay.sync.loop import FRESH_WHILE_RUNNING, SyncLoop
+from gitrelay.sync.push import Syncer, SyncReport, probe
+
+FRESH_SECONDS = 2.0
+WAIT_SECONDS = 5.0
+DELIVERED, QUEUED = "delivered", "queued"
+# Refusals that a fresher copy of the relay may lift: retried once after a fetch.
+_STALE_RULES = {"recipient_not_found", "thread_not_found", "sequence", "invalid_transition",
+                "thread_terminal"}
+
+
+@dataclass
+class WriteResult:
+    op: Op
+    written: Written | None
+    delivery: str
+    thread_id: str | None
+    doc: dict[str, Any]
+    repeated: bool = False
+
+
+@dataclass
+class ThreadView:
+    """A thread folded from its files, as of the local mirror (outbox included)."""
+
+    thread_id: str
+    handoff: dict[str, Any]
+    status: str
+    messages: list[dict[str, Any]]
+    accept: dict[str, Any] | None
+    complete: dict[str, Any] | None
+    cancel: dict[str, Any] | None
+    undelivered: list[str] = field(default_factory=list)  # keys of the caller's queued ops
+    refused: list[Refused] = field(default_factory=list)
+    names: frozenset[str] = frozenset()  # the files of the thread's directory
+    tip: str | None = None  # the local main it was read from, when known
+
+    @property
+    def sender(self) -> str:
+        return str(self.handoff["sender"])
+
+    @property
+    def recipient(self) -> str:
+        return str(self.handoff["recipient"])
+
+    @property
+    def updated_at(self) -> str:
+        stamps = [str(self.handoff["created_at"])]
+        stamps += [str(m["created_at"]) for m in self.messages]
+        stamps += [str(d["at"]) for d in (self.accept, self.complete, self.cancel) if d]
+        return max(stamps)
+
+
+class RelayClient:
+    def __init__(self, relay_url: str, handle: str, *, writes: str = "queue",
+                 signer: Callable[[bytes], str] | None = None,
+                 fresh_seconds: float = FRESH_SECONDS, wait_seconds: float = WAIT_SECONDS,
+                 env: dict[str, str] | None = None) -> None:
+        self.handle = check_handle(handle, "handle")
+        self.relay_url = relay_url
+        self.writes = writes
+        self.fresh_seconds = fresh_seconds
+        self.wait_seconds = wait_seconds
+        path = mirror_path(relay_url)
+        if not path.exists():
+            probe(relay_url, env)  # an unreachable relay leaves no empty mirror behind
+        problem = mirror_problem(path)
+        salvaged = salvage_outbox(path) if problem else []
+        damaged = set_aside(path) if problem else None
+        self.mirror = Mirror(path, handle, signer=signer)
+        # The inbox module sits above the client (it reads through it); only its
+        # merge of two machines' inbox states is needed here, by the sync.
+        from gitrelay.sync.inboxstate import merge_inbox_states
+
+        self.syncer = Syncer(self.mirror, relay_url, env=env,
+                             inbox_merger=merge_inbox_states)
+        self.last_sync_error: RelayError | None = None
+        self.on_written: Callable[[WriteResult], None] | None = None
+        # The running SyncLoop of this process, if any (start_sync_loop): waited
+        # writes hand their delivery to it, long-polls wake on its fetches.
+        self.sync_loop: SyncLoop | None = None
+        if problem:
+            self._rebuild(problem, damaged, salvaged)
+
+    def _rebuild(self, problem: str, damaged: Path | None, salvaged: list[Op]) -> None:
+        """Fetch a damaged mirror again and queue what could be saved of its outbox."""
+        self.syncer.fetch()
+        requeued = 0
+        for op in salvaged:
+            try:
+                if not op.already_applied(self.mirror.view()):
+                    self.mirror.append(op)
+                    requeued += 1
+            except RelayError as exc:
+                self.mirror.record_refused(op, exc, rule=str(exc.data.get("rule", exc.name)))
+        self.mirror.update_sync_state(repaired={"at": now_iso(), "problem": problem,
+                                                "moved_to": str(damaged), "requeued": requeued})
+        print(f"gitrelay: the local copy was damaged ({problem}); fetched it again from the "
+              f"relay, re-queued {requeued} operation(s); the old copy is in {damaged}",
+              file=sys.stderr)
+
+    @classmethod
+    def from_config(cls, *, relay: str | None = None, handle: str | None = None,
+                    writes: str | None = None) -> RelayClient:
+        """The client for the user's config, overridden by flags; the embedded
+        default relay when nothing is configured."""
+        cfg: UserConfig | None = load_user_config()
+        relay_url = relay or (cfg.relay if cfg else None)
+        who = handle or (cfg.handle if cfg else None)
+        if who is None:  # before the embedded relay is made: nothing is left behind
+            raise ConfigError("no identity: pass --as HANDLE or run `gitrelay join`",
+                              hint="For example: gitrelay join RELAY --as alice@acme "
+                                   "--name Alice --role backend")
+        if relay_url is None:
+            relay_url = str(ensure_default_relay(default_relay_path()))
+        signer = None
+        if cfg is not None and cfg.signing_key and cfg.relay == relay_url:
+            from gitrelay.core.signing import signer_for
+
+            signer = signer_for(cfg.signing_key)
+        return cls(relay_url, who, writes=writes or (cfg.writes if cfg else "queue"),
+                   signer=signer)
+
+    # --- sync -------------------------------------------------------------------
+
+    def needs_fetch(self, *, max_age: float | None = None) -> bool:
+        """True when the local copy is missing or older than ``max_age`` seconds
+        (default ``fresh_seconds``): :meth:`refresh` would fetch."""
+        limit = self.fresh_seconds if max_age is None else max_age
+        return self.mirror.main() is None or self.mirror.last_fetch_age() >= limit
+
+    def refresh(self, *, max_age: float | None = None) -> None:
+        """Fetch when the local copy is older than ``max_age`` seconds."""
+        if not self.needs_fetch(max_age=max_age):
+            return
+        try:
+            self.syncer.fetch()
+            self.last_sync_error = None
+        except RelayUnavailable as exc:
+            self.last_sync_error = exc
+            if self.mirror.main() is None:
+                raise
+
+    def sync_problem(self) -> str | None:
+        """What verify-on-read refused at the last fetch, or None when all was valid.
+
+        The text names the first commit that breaks a rule, the rule, and the
+        last valid commit: reads show the relay up to that commit and nothing
+        after it until the relay is repaired (docs/identity.md).
+        """
+        problem = self.mirror.sync_state().get("verify_problem")
+        return str(problem) if problem else None
+
+    def start_sync_loop(self, *, watch: bool = True) -> SyncLoop:
+        """Start this client's background sync loop (one per process); writes kick it.
+
+        While it runs, reads use the local copy when its last fetch is
+        ``FRESH_WHILE_RUNNING`` seconds fresh: the loop keeps it current.
+        """
+        if self.sync_loop is None:
+            self.sync_loop = SyncLoop(self.mirror, self.syncer, self.relay_url, watch=watch)
+            self.fresh_seconds = FRESH_WHILE_RUNNING
+            self.on_written = lambda result: self.kick()
+            self.sync_loop.start()
+        return self.sync_loop
+
+    def stop_sync_loop(self, *, flush: bool = True, timeout: float = 10.0) -> None:
+        """Stop the loop; with ``flush``, try once more to deliver what is queued."""
+        loop, self.sync_loop = self.sync_loop, None
+        if loop is not None:
+            self.on_written = None
+            loop.stop(flush=flush, timeout=timeout)
+
+    def kick(self) -> None:
+        """Ask the running sync loop for a pass now (nothing without a loop)."""
+        if self.sync_loop is not None:
+            self.sync_loop.kick()
+
+    def deliver(self, *, timeout: float | None = None) -> SyncReport:
+        deadline = time.monotonic() + timeout if timeout is not None else None
+        return self.syncer.deliver(deadline=deadline)
+
+    # --- reading ----------------------------------------------------------------
+
+    def view(self) -> RelayView:
+        self.refresh()
+        return self.mirror.view()
+
+    def teammates(self) -> list[dict[str, Any]]:
+        return sorted(self.view().profiles().values(), key=lambda p: str(p["handle"]))
+
+    def teammate(self, handle: str) -> dict[str, Any] | None:
+        return self.view().profile(handle)
+
+    def resolve_thread(self, ref: str) -> str:
+        """A full thread id from an id or a unique prefix."""
+        ref = ref.strip().upper()
+        if len(ref) == 26:
+            return check_thread_id(ref)
+        view = self.view()
+        candidates: set[str] = set()
+        snapshot = snapshot_tree(view.objs, view.tree)
+        for tree in (view.tree, snapshot) if snapshot else (view.tree,):
+            if len(ref) >= 2:
+                shard = f"{layout.THREADS_DIR}/{ref[0]}/{ref[1]}"
+                candidates |= {e.name.removesuffix(layout.ARCHIVED_SUFFIX)
+                               for e in view.objs.list_dir(tree, shard) or []}
+                continue
+            for c0 in view.objs.list_dir(tree, layout.THREADS_DIR) or []:
+                if c0.name.startswith(ref[:1]):
+                    for c1 in view.objs.tree(c0.oid):
+                        candidates |= {e.name.removesuffix(layout.ARCHIVED_SUFFIX)
+                                       for e in view.objs.tree(c1.oid)}
+        return resolve_prefix(ref, sorted(candidates))
+
+    def thread(self, thread_id: str) -> ThreadView:
+        tid = check_thread_id(thread_id)
+        self.refresh()
+        tip = self.mirror.main()
+        return self.fold_thread(self.mirror.view(tip), tid, tip=tip)
+
+    def fold_thread(self, view: RelayView, tid: str, *, tip: str | None = None) -> ThreadView:
+        """The thread as of ``view`` (the commit ``tip``, when the caller knows it)."""
+        found = thread_files(view.objs, view.tree, tid)
+        if found is None:
+            raise ThreadNotFound(f"thread {tid} does not exist on the relay",
+                                 hint="Check the id with check_inbox.", thread_id=tid)
+        entries = found[1]
+        docs: dict[str, dict[str, Any]] = {}
+        messages = []
+        for e in entries:
+            ref = layout.classify(f"{layout.shard(tid)}/{e.name}")
+            if ref is None:
+                continue
+            doc = schema.load(ref.kind, view.objs.blob(e.oid), view.limits)
+            if ref.kind == "message":
+                messages.append(doc)
+            else:
+                docs[ref.kind] = doc
+        return self._assemble(tid, docs, messages, frozenset(e.name for e in entries), tip)
+
+    def thread_after(self, before: ThreadView, result: WriteResult) -> ThreadView:
+        """The thread once ``result`` is written.
+
+        A write queued right on the commit ``before`` was read from, and still
+        the local main, changed the thread by exactly the file it added: that
+        file is laid over ``before`` instead of reading the whole thread again.
+        Anything else (a write built on a newer copy, one the sync loop has
+        since replayed onto a fetched relay, a delivered one) reads the thread
+        afresh.
+        """
+        written = result.written
+        if written is None or before.tip is None or written.base != before.tip \
+                or result.delivery != QUEUED or written.op.thread_id != before.thread_id \
+                or self.mirror.main() != written.commit:
+            return self.thread(before.thread_id)
+        docs = {"handoff": before.handoff, "accept": before.accept,
+                "complete": before.complete, "cancel": before.cancel}
+        messages = before.messages
+        if written.op.kind == "message":
+            messages = [*messages, written.doc]
+        else:
+            docs[written.op.kind] = written.doc
+        name = written.path.rsplit("/", 1)[-1]
+        return self._assemble(before.thread_id, {k: v for k, v in docs.items() if v},
+                              messages, before.names | {name}, written.commit)
+
+    def _assemble(self, tid: str, docs: dict[str, dict[str, Any]],
+                  messages: list[dict[str, Any]], names: frozenset[str],
+                  tip: str | None) -> ThreadView:
+        messages = sorted(messages, key=lambda m: int(m["sequence_no"]))
+        outbox_keys = [op_key(self.mirror.op_of(c)) for c in self.mirror.outbox()]
+        return ThreadView(tid, docs["handoff"], status_from_names(names), messages,
+                          docs.get("accept"), docs.get("complete"), docs.get("cancel"),
+                          [k for k in outbox_keys if _key_thread(k, messages, docs, tid)],
+                          [r for r in self.mirror.refused() if r.thread_id == tid
+                           and r.actor.casefold() == self.handle.casefold()],
+                          names, tip)
+
+    def archivable(self, *, older_than: float, limit: int | None = None
+                   ) -> list[tuple[str, str, str]]:
+        """Closed threads still in main's tree, closed ``older_than`` seconds ago or
+        more: ``(closed_at, thread_id, status)``, oldest first, at most ``limit``."""
+        found = closed_threads(self.view(), time.time() - older_than)
+        return found[:limit] if limit is not None else found
+
+    def archive(self, thread_ids: list[str], *, mode: str | None = None) -> WriteResult:
+        """Archive closed threads: their directories leave main's tree for the archive
+        snapshot; they read the same afterwards (docs/format.md)."""
+        op = archive_op(self.handle, thread_ids)
+        if self.mirror.main() is not None and not archive_moves(self.view(), op.doc):
+            raise InvalidArgument(f"nothing to archive: {', '.join(thread_ids) or 'no thread'} "
+                                  "is archived already or is no thread", field="thread_ids")
+        return self.write(op, mode=mode)
+
+    def thread_state(self, view: RelayView, tid: str) -> ThreadState:
+        state = view.thread(tid)
+        if state is None:
+            raise ThreadNotFound(f"thread {tid} does not exist on the relay", thread_id=tid)
+        return state
+
+    # --- writing ----------------------------------------------------------------
+
+    def write(self, op: Op, *, mode: str | None = None) -> WriteResult:
+        """Check, commit to the outbox, and deliver according to ``mode``."""
+        mode = mode or self.writes
+        if mode not in ("queue", "wait"):
+            raise InvalidArgument(f"delivery mode {mode!r} must be queue or wait", field="mode")
+        if self.mirror.main() is None:
+            self.refresh(max_age=0)
+        try:
+            written = self.mirror.append(op)
+        except SchemaError as exc:
+            # The relay's files were verified when fetched: a shape or size refusal
+            # here (a relay limit, say) is about the caller's own document.
+            raise _input_error(exc) from None
+        except RelayError as exc:
+            if exc.data.get("rule", exc.name) not in _STALE_RULES:
+                raise
+            before = self.mirror.relay_main()
+            self.refresh(max_age=0)
+            try:
+                written = self.mirror.append(op)
+            except RelayError as again:
+                # A copy without the thread decided nothing: the fresh refusal
+                # (e.g. not_authorized_transition) is the answer, not a lost race.
+                if self.mirror.relay_main() == before or op.thread_id is None \
+                        or again.name == "recipient_not_found" \
+                        or exc.data.get("rule", exc.name) == "thread_not_found":
+                    raise
+                # The copy this call started from was stale and a change that
+                # arrived meanwhile makes the operation illegal: a lost race.
+                raise StateChanged(f"{op.op_name} on thread {op.thread_id}: {again.message}",
+                                   hint="Someone changed the thread meanwhile; re-read it "
+                                        "(view_thread) and decide again.",
+                                   rule=str(again.data.get("rule", again.name)),
+                                   thread_id=op.thread_id) from again
+        delivery = QUEUED
+        doc = written.doc
+        if mode == "wait":
+            delivery = self._deliver_for(op)
+            if delivery == DELIVERED:
+                doc = self._landed(op, doc)
+        result = WriteResult(op, written, delivery, op.thread_id, doc)
+        if self.on_written is not None:
+            self.on_written(result)
+        return result
+
+    def _landed(self, op: Op, doc: dict[str, Any]) -> dict[str, Any]:
+        """A delivered message as the relay holds it: a replay onto a newer relay may
+        have given it a later sequence number than the one it was queued with."""
+        if op.kind != "message" or op.thread_id is None:
+            return doc
+        view = self.mirror.view()
+        found = thread_files(view.objs, view.tree, op.thread_id)
+        for e in sorted(found[1] if found else [], key=lambda e: e.name, reverse=True):
+            if e.name.startswith("msg-"):
+                stored = schema.load("message", view.objs.blob(e.oid), view.limits)
+                if stored["id"] == doc["id"]:
+                    return stored
+        return doc
+
+    def _deliver_for(self, op: Op) -> str:
+        key = op_key(op)
+        loop = self.sync_loop
+        if loop is not None and loop.running:
+            # The loop delivers (one pusher per process; concurrent waited writes
+            # share its push); a refusal is then found in the refused log below.
+            if not loop.deliver_pass(self.wait_seconds):
+                return QUEUED
+            if isinstance(loop.last_error, RelayUnavailable):
+                self.last_sync_error = loop.last_error
+        else:
+            try:
+                report = self.deliver(timeout=self.wait_seconds)
+            except RelayUnavailable as exc:
+                self.last_sync_error = exc
+                return QUEUED
+            for refused in report.refused:
+                if refused.key == key:
+                    raise refused.error()
+        if any(op_key(self.mirror.op_of(c)) == key for c in self.mirror.outbox()):
+            return QUEUED
+        # Another delivery (the sync loop, another process on this mirror) may have
+        # taken the operation out of the outbox first, and refused it on replay:
+        # "delivered" only when the relay really holds it.
+        relay = self.mirror.relay_main()
+        if relay is not None and not op.already_applied(self.mirror.view(relay)):
+            mine = [r for r in self.mirror.refused() if r.key == key]
+            if mine:
+                raise mine[-1].error()
+            raise StateChanged(f"{op.op_name} on thread {op.thread_id} did not reach the relay",
+                               hint="Re-read the thread (view_thread) and decide again.",
+                               thread_id=op.thread_id)
+        return DELIVERED
+
+    def handoff(self, *, to: str, intent: str, summary: str,
+                artifacts: list[dict[str, Any]] | None = None, question: str | None = None,
+                proposed_action: dict[str, Any] | None = None,
+                metadata: dict[str, Any] | None = None, idempotency_key: str | None = None,
+                mode: str | None = None) -> WriteResult:
+        check_handle(to, "to")
+        key = idempotency_key or new_key()
+        tid = thread_id_for(self.handle, key)
+        meta = dict(metadata or {})
+        meta["client_idempotency_key"] = key
+        if question is not None:
+            meta["question"] = question
+        doc: dict[str, Any] = {
+            "format_version": layout.FORMAT_VERSION, "kind": "handoff", "thread_id": tid,
+            "sender": self.handle, "recipient": to, "intent": intent, "summary": summary,
+            "artifacts": artifacts or [], "metadata": meta, "idempotency_key": key,
+            "created_at": now_iso(),
+        }
+        if question is not None:
+            doc["question"] = question
+        if proposed_action is not None:
+            doc["proposed_action"] = proposed_action
+        _check_input("handoff", doc)
+        existing = self.mirror.view().thread(tid) if self.mirror.main() else None
+        if existing is not None:
+            if _same_handoff(existing.handoff, doc):
+                delivered = not any(op_key(self.mirror.op_of(c)) == f"handoff:{tid}"
+                                    for c in self.mirror.outbox())
+                return WriteResult(Op("handoff", existing.handoff, tid), None,
+                                   DELIVERED if delivered else QUEUED, tid, existing.handoff,
+                                   repeated=True)
+            raise DuplicateIdempotencyKey(
+                f"idempotency key {key!r} was already used for thread {tid} with a different "
+                "payload", hint="Use a new key for a new handoff.", thread_id=tid)
+        return self.write(Op("handoff", doc, tid), mode=mode)
+
+    def send_message(self, thread_id: str, body: str, *, payload: dict[str, Any] | None = None,
+                     mode: str | None = None, suggested_diff: str | None = None) -> WriteResult:
+        tid = check_thread_id(thread_id)
+        doc: dict[str, Any] = {
+            "format_version": layout.FORMAT_VERSION, "kind": "message", "thread_id": tid,
+            "id": new_message_id(), "sequence_no": 1, "from": self.handle,
+            "type": "draft" if suggested_diff is not None else "message", "body": body,
+            "idempotency_key": new_key(), "created_at": now_iso(),
+        }
+        if payload is not None:
+            doc["payload"] = payload
+        if suggested_diff is not None:
+            doc["suggested_diff"] = suggested_diff
+        _check_input("message", doc)
+        return self.write(Op("message", doc, tid), mode=mode)
+
+    def draft_proposed_action(self, thread_id: str, suggested_diff: str, note: str, *,
+                              mode: str | None = None) -> WriteResult:
+        return self.send_message(thread_id, note, suggested_diff=suggested_diff, mode=mode)
+
+    def _transition(self, kind: str, thread_id: str, fields: dict[str, Any],
+                    mode: str | None) -> WriteResult:
+        tid = check_thread_id(thread_id)
+        doc: dict[str, Any] = {"format_version": layout.FORMAT_VERSION, "kind": kind,
+                               "thread_id": tid, "by": self.handle, **fields, "at": now_iso()}
+        _check_input(kind, doc)
+        return self.write(Op(kind, doc, tid), mode=mode)
+
+    def accept(self, thread_id: str, *, session_id: str, mode: str | None = None) -> WriteResult:
+        return self._transition("accept", thread_id, {"accepted_by_session": session_id}, mode)
+
+    def complete(self, thread_id: str, *, result_summary: str,
+                 artifacts: list[dict[str, Any]] | None = None,
+                 mode: str | None = None) -> WriteResult:
+        return self._transition("complete", thread_id, {"result_summary": result_summary,
+                                                        "artifacts": artifacts or []}, mode)
+
+    def cancel(self, thread_id: str, *, reason: str | None = None,
+               mode: str | None = None) -> WriteResult:
+        return self._transition("cancel", thread_id, {"reason": reason} if reason else {}, mode)
+
+
+def _input_error(exc: SchemaError) -> InvalidArgument:
+    message = re.sub(r"^commit [0-9a-f]{12} \S+: ", "", exc.message)
+    return InvalidArgument(message, field=str(exc.data.get("field", "")),
+                           rule=str(exc.data.get("rule", "schema")))
+
+
+def _check_input(kind: str, doc: dict[str, Any]) -> None:
+    """The document the caller is writing: a field that breaks its shape is a bad
+    argument (invalid_argument), not a broken relay file (format_error)."""
+    try:
+        schema.validate(kind, doc)
+    except SchemaError as exc:
+        raise _input_error(exc) from None
+
+
+def _same_handoff(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    strip = ("created_at",)
+    return {k: v for k, v in a.items() if k not in strip} == \
+        {k: v for k, v in b.items() if k not in strip}
+
+
+def _key_thread(key: str, messages: list[dict[str, Any]], docs: dict[str, Any], tid: str) -> bool:
+    kind, _, rest = key.partition(":")
+    if kind == "message":
+        return any(m["id"] == rest for m in messages)
+    return rest == tid
+
+
+__all__ = ["ACCEPTED", "CANCELLED", "COMPLETED", "DELIVERED", "PENDING", "QUEUED",
+           "RelayClient", "ThreadView", "WriteResult"]

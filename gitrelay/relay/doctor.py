@@ -1,0 +1,237 @@
+"""`gitrelay doctor`: check a person's setup and say how to fix each problem.
+
+Each check is a :class:`Check` (ok, note or problem, with the fix); the command
+line prints them (``gitrelay doctor``, ``--json``). A companion of :mod:`gitrelay.cli.main`:
+it reads the config, the relay, its gate, the trust file and the local index, and
+changes nothing but what a fetch brings.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitrelay.core.errors import IndexLost, RelayError
+from gitrelay.core.gitcli import hermetic_env
+from gitrelay.core.rules import commit_seq
+from gitrelay.relay.admin import RELAY_GC_AUTO
+from gitrelay.relay.client import RelayClient
+from gitrelay.relay.history import queued
+from gitrelay.relay.inbox import check_inbox
+from gitrelay.relay.trust import TrustRules, load_trust
+from gitrelay.relay.trustedit import judge_all
+from gitrelay.store.config import config_path, load_user_config
+
+
+@dataclass
+class Check:
+    """One line of the report: what was checked, how it stands, and the fix."""
+
+    name: str
+    level: str  # ok | note | problem
+    detail: str
+    fix: str = ""
+
+
+def trust_typo_checks(client: RelayClient | None, rules: TrustRules) -> list[Check]:
+    """A note for trusted handles nobody registered on this relay: a typo trusts nobody."""
+    if client is None or client.mirror.main() is None:
+        return []
+    judged = judge_all(rules, [str(p["handle"]) for p in client.teammates()], client.handle)
+    strangers = sorted(j["handle"] for j in judged
+                       if j["registered"] is False and j["reason"] == "listed")
+    if not strangers:
+        return []
+    return [Check("trust", "note", f"listed but not registered on {client.relay_url}: "
+                  f"{', '.join(strangers)}", "a typo trusts nobody: `gitrelay trust remove "
+                  "HANDLE`, then `gitrelay trust add` the right one (or they have not "
+                  "joined yet)")]
+
+
+# From this many threads closed ARCHIVE_HINT_DAYS ago or more still in main's tree,
+# doctor suggests `gitrelay archive`.
+ARCHIVE_HINT_THREADS = 200
+ARCHIVE_HINT_DAYS = 14
+
+
+def archive_checks(client: RelayClient) -> list[Check]:
+    """A note when many closed threads are still in main's tree (each push reads them)."""
+    closed = client.archivable(older_than=ARCHIVE_HINT_DAYS * 86400.0)
+    if len(closed) < ARCHIVE_HINT_THREADS:
+        return []
+    return [Check("archive", "note", f"{len(closed)} threads closed {ARCHIVE_HINT_DAYS} days "
+                  "ago or more are still in main's tree, and every push reads them all",
+                  "gitrelay archive (daily, from any one machine; docs/deploying.md)")]
+
+
+def gate_checks(relay_url: str) -> list[Check]:
+    path = Path(relay_url[len("file://"):] if relay_url.startswith("file://") else relay_url)
+    if ("://" in relay_url and not relay_url.startswith("file://")) or re.match(
+            r"^[\w.-]+@[\w.-]+:", relay_url) or not (path / "HEAD").exists():
+        return [Check("gate", "note", "the relay is remote: its hooks cannot be inspected "
+                      "from here",
+                      "make sure the gate is deployed (docs/deploying.md); where the host "
+                      f"runs no hooks (GitHub.com), run `gitrelay verify {relay_url}` "
+                      "regularly")]
+    hook = path / "hooks" / "pre-receive"
+    reinstall = (f"{sys.executable} -c \"from pathlib import Path; from gitrelay.relay.admin "
+                 f"import install_hook; install_hook(Path('{path}'))\"")
+    if not hook.exists():
+        return [Check("gate", "problem", f"{hook} is missing: pushes are not checked",
+                      reinstall)]
+    if not os.access(hook, os.X_OK):
+        return [Check("gate", "problem", f"{hook} is not executable", f"chmod +x {hook}")]
+    try:
+        text = hook.read_text(errors="replace")
+    except OSError as exc:
+        return [Check("gate", "problem", f"cannot read {hook}: {exc.strerror}")]
+    if "gitrelay.hook.gate" not in text:
+        return [Check("gate", "problem", f"{hook} does not run gitrelay.hook.gate", reinstall)]
+    env = hermetic_env({"GIT_DIR": str(path)})
+    try:
+        proc = subprocess.run([str(hook)], input=b"", capture_output=True, cwd=path, env=env,
+                              timeout=30, check=False)
+    except OSError as exc:
+        return [Check("gate", "problem", f"{hook} cannot start: {exc.strerror}", reinstall)]
+    if proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip().splitlines()
+        return [Check("gate", "problem", f"{hook} fails to run: "
+                      f"{err[-1] if err else 'exit ' + str(proc.returncode)}", reinstall)]
+    return [Check("gate", "ok", f"{hook} runs gitrelay.hook.gate"), *housekeeping_checks(path)]
+
+
+# git's own threshold when gc.auto is not set.
+GIT_GC_AUTO_DEFAULT = 6700
+
+
+def housekeeping_checks(relay: Path) -> list[Check]:
+    """A note when a local relay packs pushed objects later than `gitrelay init` sets it
+    to, or never: receive-pack reads loose objects more slowly on every push."""
+    proc = subprocess.run(["git", "--git-dir", str(relay), "config", "--get", "gc.auto"],
+                          capture_output=True, text=True, check=False)
+    try:
+        value = int(proc.stdout.strip()) if proc.returncode == 0 else GIT_GC_AUTO_DEFAULT
+    except ValueError:
+        return []  # git itself will say what is wrong with the setting
+    if 0 < value <= RELAY_GC_AUTO:
+        return []
+    detail = ("git never packs the relay's pushed objects (gc.auto 0)" if value <= 0 else
+              f"git packs the relay's pushed objects only once about {value:,} are loose")
+    return [Check("packing", "note", f"{detail}; pushes read loose ones more slowly",
+                  f"git --git-dir {relay} config gc.auto {RELAY_GC_AUTO} "
+                  "(docs/deploying.md, \"Keeping pushes fast\")")]
+
+
+def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
+             flags: bool) -> list[Check]:
+    """Every check, in the order a person fixes them: git, the saved config (``flags``:
+    --relay or --as were given instead), the relay and the person's registration on it,
+    its gate, the trust file, the inbox index and the outbox. ``open_client`` opens the
+    person's client without fetching; it may raise RelayError."""
+    checks: list[Check] = []
+    git = shutil.which("git")
+    if git is None:
+        checks.append(Check("git", "problem", "the git command is not installed",
+                            "install git 2.30 or newer"))
+        return checks
+    version = subprocess.run([git, "--version"], capture_output=True, text=True,
+                             check=False).stdout.strip()
+    checks.append(Check("git", "ok", version))
+
+    try:
+        cfg = load_user_config()
+    except RelayError as exc:
+        cfg = None
+        checks.append(Check("config", "problem", exc.message, exc.hint))
+    else:
+        if cfg is not None:
+            checks.append(Check("config", "ok", f"{config_path()}: {cfg.handle} on {cfg.relay}"))
+        elif flags:
+            checks.append(Check("config", "note", f"no {config_path()}; using the flags"))
+        else:
+            checks.append(Check("config", "problem", f"no {config_path()}: gitrelay does "
+                                "not know who you are or which relay to use",
+                                "gitrelay join RELAY_URL --as you@team --name \"Your Name\" "
+                                "--role ROLE"))
+
+    client = None
+    try:
+        client = open_client()
+    except RelayError as exc:
+        checks.append(Check("relay", "problem", exc.message, exc.hint))
+    if client is not None:
+        try:
+            report = client.syncer.fetch()
+            main = client.mirror.relay_main()
+            seq = commit_seq(client.mirror.objects.commit(main)) if main else 0
+            checks.append(Check("relay", "ok", f"{client.relay_url} is reachable "
+                                f"(last operation #{seq}, {report.fetched} new)"))
+            if report.verify_problem:
+                checks.append(Check("history", "problem", f"a commit on the relay breaks the "
+                                    f"rules: {report.verify_problem}",
+                                    f"run `gitrelay verify {client.relay_url}`; the gate is "
+                                    "missing or was bypassed on the server"))
+            profile = client.mirror.view().profile(client.handle)
+            if profile is None:
+                checks.append(Check("registered", "problem", f"{client.handle} is not "
+                                    "registered on the relay",
+                                    f"gitrelay join {client.relay_url} --as {client.handle} "
+                                    "--name \"Your Name\" --role ROLE"))
+            else:
+                checks.append(Check("registered", "ok", f"{profile['handle']}: "
+                                    f"{profile['name']} ({profile['role']})"))
+            checks += archive_checks(client)
+        except RelayError as exc:
+            client_ok = client.mirror.main() is not None
+            checks.append(Check("relay", "problem", f"cannot fetch: {exc.message}",
+                                "check the URL (`gitrelay whoami`) and your access: "
+                                f"git ls-remote {client.relay_url}"
+                                + ("; until then your local copy is used" if client_ok
+                                   else "")))
+        checks += gate_checks(client.relay_url)
+
+    try:
+        rules = load_trust(trust_path)
+    except RelayError as exc:
+        checks.append(Check("trust", "problem", exc.message, exc.hint or
+                            f"fix {trust_path} (docs/trust.md)"))
+    else:
+        if trust_path.exists():
+            checks.append(Check("trust", "ok", f"{trust_path}: {len(rules.teammates)} "
+                                f"teammate(s) listed, {len(rules.blocked)} blocked, unknown "
+                                f"senders: {rules.unknown_teammates.policy}"))
+            checks += trust_typo_checks(client, rules)
+        else:
+            checks.append(Check("trust", "note", f"no {trust_path}: the strict defaults apply, "
+                                "so nobody's handoffs are accepted until you list them",
+                                "list each teammate you trust with `gitrelay trust add "
+                                "HANDLE` (docs/trust.md)"))
+
+    if client is not None and client.mirror.main() is not None:
+        try:
+            page = check_inbox(client, limit=1)
+            checks.append(Check("index", "ok", "the inbox index answers"
+                                + (" (it was rebuilt just now)" if page.index_rebuilt else "")))
+        except NotImplementedError:
+            checks.append(Check("index", "note", "this build has no inbox index yet"))
+        except IndexLost as exc:
+            checks.append(Check("index", "problem", exc.message, "gitrelay reindex"))
+        except RelayError as exc:
+            checks.append(Check("index", "problem", exc.message,
+                                exc.hint or "gitrelay reindex"))
+        pending = queued(client.mirror)
+        if pending:
+            checks.append(Check("outbox", "note", f"{len(pending)} operation(s) queued, "
+                                "not yet on the relay",
+                                "gitrelay status --deliver (and see why with gitrelay status)"))
+        refused = client.mirror.refused()
+        if refused:
+            checks.append(Check("refused", "note", f"{len(refused)} operation(s) were refused "
+                                "by the relay", "gitrelay status shows which and why"))
+    return checks

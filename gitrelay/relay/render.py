@@ -1,0 +1,321 @@
+"""Text for people: tables, conversations, history lines and progress.
+
+Everything a teammate wrote passes through :func:`clean` before it reaches a
+terminal: escape sequences, other control characters and bidirectional
+overrides are shown as visible escapes (``\\x1b``), so a hostile teammate can
+neither colour, move, hide nor reorder what the reader sees. Agents get
+teammate text inside provenance fences instead (:mod:`gitrelay.relay.provenance`);
+people get it cleaned, unwrapped, as plain text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+from gitrelay.core.terminal import char_class
+
+if TYPE_CHECKING:
+    from gitrelay.relay.client import ThreadView
+    from gitrelay.relay.history import HistoryEntry
+
+# gitrelay.core.terminal's set: tabs and newlines kept by clean(), escaped by one_line().
+_UNSAFE = re.compile(char_class(keep="\t\n"))
+_UNSAFE_WITH_NEWLINES = re.compile(char_class())
+SHORT_ID = 10
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def clean(text: object) -> str:
+    """``text`` safe for a terminal, newlines and tabs kept.
+
+    Carriage returns are shown too: a bare ``\\r`` would let a line overwrite
+    itself.
+    """
+    value = text if isinstance(text, str) else str(text)
+    return _UNSAFE.sub(_visible, value.replace("\r\n", "\n"))
+
+
+def one_line(text: object, limit: int | None = None) -> str:
+    """``text`` cleaned, whitespace runs (newlines included) folded to one space,
+    clipped to ``limit`` display columns with an ellipsis."""
+    value = text if isinstance(text, str) else str(text)
+    value = re.sub(r"[\t\n\r\x0b\x0c]+", " ", value)
+    value = _UNSAFE_WITH_NEWLINES.sub(_visible, value).strip()
+    value = re.sub(r" {2,}", " ", value)
+    return clip(value, limit) if limit is not None else value
+
+
+def width(text: str) -> int:
+    """Display columns of ``text`` (wide East Asian characters take two, marks none)."""
+    cols = 0
+    for ch in text:
+        if unicodedata.combining(ch):
+            continue
+        cols += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return cols
+
+
+def clip(text: str, limit: int) -> str:
+    if width(text) <= limit:
+        return text
+    out, cols = [], 0
+    for ch in text:
+        w = width(ch)
+        if cols + w > limit - 1:
+            break
+        out.append(ch)
+        cols += w
+    return "".join(out) + "…"
+
+
+def pad(text: str, cols: int) -> str:
+    return text + " " * max(cols - width(text), 0)
+
+
+def short_id(thread_id: str | None, n: int = SHORT_ID) -> str:
+    return (thread_id or "-")[:n]
+
+
+def when(stamp: object) -> str:
+    """An ISO 8601 UTC time as ``2026-05-01 09:14Z`` (minutes are enough to read)."""
+    text = str(stamp or "")
+    if len(text) >= 16 and text[10] == "T":
+        return f"{text[:10]} {text[11:16]}Z"
+    return one_line(text)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *,
+          max_widths: Mapping[int, int] | None = None) -> str:
+    """Left-aligned columns separated by two spaces; cells are cleaned and clipped.
+
+    The last column is not padded. ``max_widths`` maps a column index to its
+    widest allowed cell.
+    """
+    limits = dict(max_widths or {})
+    body = [[one_line(cell, limits.get(i)) for i, cell in enumerate(row)] for row in rows]
+    cols = [width(h) for h in headers]
+    for row in body:
+        for i, cell in enumerate(row):
+            cols[i] = max(cols[i], width(cell))
+    lines = []
+    for row in [list(headers), *body]:
+        cells = [pad(cell, cols[i]) if i < len(row) - 1 else cell for i, cell in enumerate(row)]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=True, default=str)
+
+
+def indent(text: str, prefix: str = "    ") -> str:
+    return "\n".join(prefix + line if line else prefix.rstrip() for line in text.split("\n"))
+
+
+# --- people -------------------------------------------------------------------
+
+
+def person(handle: str, profiles: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """``Bob Chen <bob@acme>`` when the profile is known, else the handle."""
+    profile = (profiles or {}).get(handle.casefold())
+    if profile:
+        return f"{one_line(profile['name'], 60)} <{one_line(handle)}>"
+    return one_line(handle)
+
+
+# --- artifacts ----------------------------------------------------------------
+
+
+def artifact(art: Mapping[str, Any]) -> str:
+    """One artifact as a heading line, with its body (a diff, a contract) below."""
+    kind = str(art.get("type"))
+    if kind == "file_diff":
+        return f"diff of {one_line(art['path'])}:\n{indent(clean(art['diff']).rstrip())}"
+    if kind == "file_ref":
+        text = f"file {one_line(art['path'])}"
+        lines = art.get("lines")
+        if lines:
+            text += f" lines {lines[0]}-{lines[-1]}" if len(lines) > 1 else f" line {lines[0]}"
+        if art.get("git_sha"):
+            text += f" at {one_line(art['git_sha'])}"
+        return text
+    if kind == "test_command":
+        text = f"test: {one_line(art['command'])}"
+        if art.get("cwd"):
+            text += f"   (in {one_line(art['cwd'])})"
+        return text
+    if kind == "api_contract":
+        parts = ["API contract"]
+        if art.get("schema_url"):
+            parts.append(one_line(art["schema_url"]))
+        text = " ".join(parts)
+        if "inline" in art:
+            text += ":\n" + indent(clean(json.dumps(art["inline"], indent=2, sort_keys=True,
+                                                    ensure_ascii=False)))
+        return text
+    if kind == "link":
+        text = f"link {one_line(art['url'])}"
+        if art.get("title"):
+            text += f"  {one_line(art['title'])}"
+        return text
+    return f"{one_line(kind)}: {one_line(json.dumps(art, sort_keys=True))}"
+
+
+def artifacts(arts: Sequence[Mapping[str, Any]], prefix: str = "  - ") -> list[str]:
+    out = []
+    for art in arts:
+        first, _, rest = artifact(art).partition("\n")
+        out.append(prefix + first)
+        if rest:
+            out.append(indent(rest, " " * len(prefix)))
+    return out
+
+
+# --- a thread as a conversation -------------------------------------------------
+
+
+def conversation(view: ThreadView, me: str,
+                 profiles: Mapping[str, Mapping[str, Any]] | None = None,
+                 trust_note: str | None = None, *, acceptable: bool = True) -> str:
+    """One thread for a person to read: who, what, then every event in order.
+
+    ``acceptable`` False (the reader's trust rules refuse the sender) leaves
+    accepting out of the suggested next steps.
+    """
+    h = view.handoff
+    mine = view.sender.casefold() == me.casefold()
+    lines = [
+        f"Thread {view.thread_id}   {view.status.upper()}",
+        f"  {person(view.sender, profiles)} → {person(view.recipient, profiles)}"
+        f"   intent: {one_line(h['intent'])}   sent {when(h['created_at'])}",
+    ]
+    if trust_note:
+        lines.append(f"  trust: {one_line(trust_note)}")
+    if view.undelivered:
+        lines.append(f"  {len(view.undelivered)} of your operation(s) here are queued, "
+                     "not yet on the relay (see `gitrelay status`)")
+    for refused in view.refused:
+        lines.append(f"  refused: your {one_line(refused.kind)} at {when(refused.at)}: "
+                     f"{one_line(refused.name)} ({refused.code}): {one_line(refused.message)}")
+    lines += ["", "Summary:", indent(clean(h["summary"]).rstrip())]
+    if h.get("question"):
+        lines += ["", "Question:", indent(clean(h["question"]).rstrip())]
+    action = h.get("proposed_action")
+    if action:
+        lines += ["", "Proposed action:", indent(clean(action["description"]).rstrip()),
+                  "  target files: " + (", ".join(one_line(p) for p in action["target_files"])
+                                        or "(none)"),
+                  "  rationale:", indent(clean(action["rationale"]).rstrip(), "    ")]
+        if action.get("suggested_diff"):
+            lines += ["  suggested diff:", indent(clean(action["suggested_diff"]).rstrip(),
+                                                  "    ")]
+    if h.get("artifacts"):
+        lines += ["", "Artifacts:", *artifacts(h["artifacts"])]
+    events: list[tuple[str, int, list[str]]] = []
+    for m in view.messages:
+        kind = "drafted a diff" if m.get("type") == "draft" else "wrote"
+        block = [f"#{m['sequence_no']}  {when(m['created_at'])}  "
+                 f"{one_line(m['from'])} {kind}:", indent(clean(m["body"]).rstrip())]
+        if m.get("suggested_diff"):
+            block += ["    suggested diff:", indent(clean(m["suggested_diff"]).rstrip(),
+                                                     "      ")]
+        if m.get("payload"):
+            block.append("    payload: " + one_line(json.dumps(m["payload"], sort_keys=True,
+                                                               ensure_ascii=False), 200))
+        events.append((str(m["created_at"]), 1, block))
+    if view.accept:
+        events.append((str(view.accept["at"]), 0, [
+            f"--  {when(view.accept['at'])}  accepted by {one_line(view.accept['by'])}"]))
+    if view.complete:
+        block = [f"--  {when(view.complete['at'])}  completed by "
+                 f"{one_line(view.complete['by'])}:",
+                 indent(clean(view.complete["result_summary"]).rstrip())]
+        if view.complete.get("artifacts"):
+            block += artifacts(view.complete["artifacts"], "    - ")
+        events.append((str(view.complete["at"]), 2, block))
+    if view.cancel:
+        reason = view.cancel.get("reason")
+        events.append((str(view.cancel["at"]), 2, [
+            f"--  {when(view.cancel['at'])}  cancelled by {one_line(view.cancel['by'])}"
+            + (f": {one_line(reason)}" if reason else "")]))
+    if events:
+        lines.append("")
+        for _, _, block in sorted(events, key=lambda e: (e[0], e[1])):
+            lines += block
+    if view.status in ("pending", "accepted"):
+        lines.append("")
+        lines.append("Next: " + _next_step(view, mine, acceptable))
+    return "\n".join(lines)
+
+
+def _next_step(view: ThreadView, mine: bool, acceptable: bool) -> str:
+    sid = short_id(view.thread_id)
+    if mine:
+        if view.status == "pending":
+            return (f"wait for {view.recipient} to accept, `gitrelay reply {sid} TEXT`, "
+                    f"or `gitrelay cancel {sid}`")
+        return f"`gitrelay reply {sid} TEXT` while {view.recipient} works on it"
+    if view.status == "pending":
+        if not acceptable:
+            return (f"nothing until your trust file lets you accept from {view.sender} "
+                    f"(`gitrelay reply {sid} TEXT` answers without accepting)")
+        return f"`gitrelay accept {sid}` or `gitrelay reply {sid} TEXT`"
+    action = view.handoff.get("proposed_action") or {}
+    if view.handoff.get("intent") == "propose_action" and not action.get("suggested_diff"):
+        return (f"`gitrelay draft {sid} DIFF` (a diff for the sender to review), "
+                f"`gitrelay reply {sid} TEXT` or `gitrelay complete {sid} --summary TEXT`")
+    return f"`gitrelay reply {sid} TEXT` or `gitrelay complete {sid} --summary TEXT`"
+
+
+# --- history --------------------------------------------------------------------
+
+
+def history_line(entry: HistoryEntry, limit: int = 100) -> str:
+    """``seq  time  thread  op  text``: one operation of the relay's history."""
+    mark = "  [queued, not on the relay yet]" if entry.queued else ""
+    return (f"{entry.seq:>5}  {when(entry.at)}  {pad(short_id(entry.thread_id), SHORT_ID)}  "
+            f"{pad(entry.op, 8)}  {one_line(entry.text, limit)}{mark}")
+
+
+# --- progress -------------------------------------------------------------------
+
+
+class Progress:
+    """A one-line status on a terminal; silent when the stream is not a terminal."""
+
+    def __init__(self, stream: TextIO | None = None, *, enabled: bool | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        if enabled is None:
+            isatty = getattr(self.stream, "isatty", None)
+            enabled = bool(isatty and isatty())
+        self.enabled = enabled
+        self._shown = False
+
+    def update(self, text: str) -> None:
+        if not self.enabled:
+            return
+        self.stream.write("\r\x1b[K" + one_line(text, 100))
+        self.stream.flush()
+        self._shown = True
+
+    def __call__(self, text: str) -> None:
+        self.update(text)
+
+    def done(self, text: str | None = None) -> None:
+        if not self.enabled:
+            return
+        if self._shown:
+            self.stream.write("\r\x1b[K")
+        if text:
+            self.stream.write(one_line(text) + "\n")
+        self.stream.flush()
+        self._shown = False

@@ -1,0 +1,352 @@
+"""Fetch and push between a mirror and the relay, through the ``git`` CLI.
+
+``fetch`` brings the relay's refs into a quarantine namespace, checks every
+new commit with the gate's rules (verify-on-read: on a host without hooks a
+forged commit stops the mirror at the last valid one), then moves the
+mirror's ``refs/relay/*`` and replays the outbox if the relay moved.
+
+``deliver`` pushes the whole outbox in one atomic push (group commit: every
+queued operation of every local process goes in one fetch–replay–push
+cycle). A non-fast-forward refusal means another writer won: fetch, replay,
+retry with bounded backoff and jitter. A gate refusal names the commit and
+rule: that operation is dropped and recorded, the rest retried. When the
+relay is unreachable the outbox stays as it is.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gitrelay.core import faults, layout
+from gitrelay.core.errors import (
+    REFUSAL_PREFIX,
+    GateRefused,
+    RelayError,
+    RelayUnavailable,
+    error_for_rule,
+)
+from gitrelay.core.gitcli import hermetic_env, run_git
+from gitrelay.core.objects import ZERO_OID
+from gitrelay.core.ops import now_iso
+from gitrelay.core.rules import RelayView, check_inbox_commit, commit_seq
+from gitrelay.store.mirror import (
+    FETCHED_MAIN,
+    FETCHED_USERS,
+    RELAY_MAIN,
+    RELAY_USERS,
+    Mirror,
+    Refused,
+)
+from gitrelay.sync.parallel import first_invalid
+
+MAX_ATTEMPTS = 30
+_REFUSAL_RE = re.compile(re.escape(REFUSAL_PREFIX) +
+                         r" (\S+?)(?: at ([0-9a-f]{12}))?: \[([\w-]+)\] (.*)$")
+
+InboxMerger = Callable[[Mirror, str | None, str], str | None]
+# From this many fetched commits on, the fetch says how many it checks (a first fetch
+# of a long history takes a while; a person joining should know why).
+PROGRESS_FROM = 1000
+
+
+@dataclass
+class SyncReport:
+    fetched: int = 0
+    delivered: int = 0
+    refused: list[Refused] = field(default_factory=list)
+    attempts: int = 0
+    verify_problem: str | None = None
+
+
+def take_remote_inbox(mirror: Mirror, local: str | None, remote: str) -> str | None:
+    return remote
+
+
+class Syncer:
+    def __init__(self, mirror: Mirror, url: str, *, env: dict[str, str] | None = None,
+                 inbox_merger: InboxMerger = take_remote_inbox,
+                 progress: Callable[[str], None] | None = None) -> None:
+        """``progress``, if given, hears what a long fetch is doing, for a person to read."""
+        self.mirror = mirror
+        self.url = url
+        self.env = hermetic_env(env)
+        self.inbox_merger = inbox_merger
+        self.progress = progress
+
+    # --- fetch ------------------------------------------------------------------
+
+    def _git(self, *args: str, timeout: float = 120.0) -> tuple[int, str, str]:
+        proc = run_git(list(args), git_dir=self.mirror.path, env=self.env, timeout=timeout)
+        return proc.returncode, proc.stdout.decode(errors="replace"), \
+            proc.stderr.decode(errors="replace")
+
+    def fetch(self) -> SyncReport:
+        with self.mirror.sync_lock:
+            return self._fetch()
+
+    def _fetch(self) -> SyncReport:
+        report = SyncReport()
+        code, _, err = self._git("fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+                                 "--prune", self.url,
+                                 f"+{layout.MAIN_REF}:{FETCHED_MAIN}",
+                                 f"+{layout.USERS_REF_PREFIX}*:{FETCHED_USERS}*")
+        if code != 0:
+            self.mirror.update_sync_state(last_error=_last_line(err), last_error_at=time.time())
+            raise RelayUnavailable(f"cannot fetch from {self.url}: {_last_line(err)}",
+                                   hint="Check the relay URL and your access to it.")
+        store = self.mirror.store
+        fetched = store.ref(FETCHED_MAIN)
+        if fetched is None:
+            raise RelayUnavailable(f"{self.url} has no main branch: it is not a gitrelay relay",
+                                   hint="Create one with `gitrelay init`.")
+        old = self.mirror.relay_main()
+        new, problem, valid = self._verify_main(old, fetched)
+        report.verify_problem = problem
+        if new == ZERO_OID:
+            # Not even the root commit is valid: there is nothing to show or build on.
+            self.mirror.update_sync_state(verify_problem=problem, last_error=problem,
+                                          last_error_at=time.time())
+            raise RelayUnavailable(f"{self.url} is not a valid gitrelay relay: {problem}",
+                                   hint="Check the relay URL; `gitrelay verify` lists every "
+                                        "problem.")
+        if new != old:
+            report.fetched = valid
+            with self.mirror.refs_locked():
+                local = self.mirror.main()
+                if local is None:
+                    store.set_ref(layout.MAIN_REF, new, "gitrelay: first fetch")
+                elif not store.is_ancestor(new, local):
+                    report.refused += self.mirror.rebase_outbox(old, new)
+                store.set_ref(RELAY_MAIN, new, "gitrelay: fetch")
+        self._take_user_refs(new)
+        self.mirror.update_sync_state(last_fetch=time.time(), verify_problem=problem,
+                                      last_error=None)
+        return report
+
+    def _verify_main(self, old: str | None, fetched: str) -> tuple[str, str | None, int]:
+        """The newest fetched commit whose history is valid, the first problem, and how
+        many fetched commits are valid."""
+        mirror = self.mirror
+        if old is not None and not mirror.store.is_ancestor(old, fetched):
+            return old, (f"the relay's main ({fetched[:12]}) does not descend from the last "
+                         f"verified main ({old[:12]}): its history was rewritten; "
+                         "staying at the verified state"), 0
+        commits = mirror.commits_between(old, fetched)
+        if self.progress is not None and len(commits) >= PROGRESS_FROM:
+            self.progress(f"checking {len(commits):,} operations from the relay against the "
+                          "gate's rules…")
+        objs = mirror.objects
+        # A long run (a first fetch checks the whole history) is checked on
+        # several processes at once; the answer is the same.
+        invalid = first_invalid(mirror.path, objs, commits, objs.commit(old) if old else None)
+        if invalid is not None:
+            last = commits[invalid.index - 1].oid if invalid.index else old
+            return last or ZERO_OID, (f"commit {commits[invalid.index].oid[:12]} breaks rule "
+                                      f"{invalid.rule}: {invalid.message}; this client stops "
+                                      f"at {(last or 'nothing')[:12]}"), invalid.index
+        return (commits[-1].oid if commits else fetched), None, len(commits)
+
+    def _take_user_refs(self, main_tip: str) -> None:
+        store = self.mirror.store
+        fetched = store.refs(FETCHED_USERS)
+        tip_commit = self.mirror.objects.commit(main_tip)
+        view = RelayView(self.mirror.objects, tip_commit.tree)
+        main_seq = commit_seq(tip_commit)
+        known = store.refs(RELAY_USERS)
+        for name, oid in fetched.items():
+            rel = name[len(FETCHED_USERS):]
+            target = RELAY_USERS + rel
+            owner = layout.inbox_ref_owner(layout.USERS_REF_PREFIX + rel)
+            if owner is None or known.get(target) == oid:
+                continue
+            old = known.get(target)
+            try:
+                if old is not None and not store.is_ancestor(old, oid):
+                    continue
+                for commit in self.mirror.commits_between(old, oid):
+                    check_inbox_commit(self.mirror.objects, commit, owner, main_seq, view,
+                                       verify_signature=_signature_checker())
+            except RelayError:
+                continue
+            store.set_ref(target, oid, "gitrelay: fetch")
+        mine = layout.inbox_ref(self.mirror.handle)
+        remote = store.ref(RELAY_USERS + self.mirror.handle + "/" + layout.INBOX_REF_LEAF)
+        local = store.ref(mine)
+        if remote is not None and local != remote and (
+                local is None or not store.is_ancestor(remote, local)):
+            with self.mirror.refs_locked():
+                merged = self.inbox_merger(self.mirror, store.ref(mine), remote)
+                if merged is not None:
+                    store.set_ref(mine, merged, "gitrelay: merge inbox state")
+
+    # --- push -------------------------------------------------------------------
+
+    def deliver(self, *, max_attempts: int = MAX_ATTEMPTS, deadline: float | None = None
+                ) -> SyncReport:
+        """Push everything queued until the outbox is empty.
+
+        The first push is optimistic (no fetch before it: when nobody else
+        wrote, one push is all it costs); when the relay moved, git refuses it
+        on the client side without sending anything, and we fetch, replay and
+        retry — at once the first time, then with backoff and jitter.
+        """
+        with self.mirror.sync_lock:
+            report = SyncReport()
+            if self.mirror.relay_main() is None:
+                report = self._fetch()
+            for attempt in range(1, max_attempts + 1):
+                report.attempts = attempt
+                pushed = self._push_once(report)
+                if pushed:
+                    return report
+                if deadline is not None and time.monotonic() > deadline:
+                    return report
+                if attempt > 1:
+                    time.sleep(min(0.25, 0.004 * 2 ** min(attempt, 8))
+                               * random.uniform(0.5, 1.5))
+                fetched = self._fetch()
+                report.refused += fetched.refused
+                report.fetched += fetched.fetched
+                if fetched.verify_problem:
+                    # Our copy stops at the last valid commit, so the relay's main
+                    # can never be a fast-forward of it: retrying cannot help.
+                    raise RelayUnavailable(
+                        f"the relay holds an invalid commit: {fetched.verify_problem}",
+                        hint="Your operations stay queued until the relay is repaired "
+                             "(see `gitrelay verify`).")
+            raise RelayUnavailable(f"could not deliver to {self.url} after {max_attempts} "
+                                   "attempts (too many concurrent writers?)",
+                                   hint="Your operations are queued and will be retried.")
+
+    def _drop_inbox_state(self, remote: str | None, commit: str | None,
+                          error: RelayError) -> Refused:
+        """The gate refused our inbox ref: go back to the relay's copy, and say so."""
+        mirror, store = self.mirror, self.mirror.store
+        mine = layout.inbox_ref(mirror.handle)
+        with mirror.refs_locked():
+            state = store.ref(mine)
+            if remote is not None:
+                store.set_ref(mine, remote, "gitrelay: inbox state refused")
+            else:
+                store.delete_ref(mine)
+        return mirror.record(_inbox_refusal(mirror.handle, state, commit, error))
+
+    def _crash_during(self, push: tuple[str, ...]) -> None:
+        """Crash tests: start the push, then die while it is in flight."""
+        import subprocess
+
+        subprocess.Popen(["git", "--git-dir", str(self.mirror.path), *push], env=self.env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.01)
+        faults.point("during_push")
+
+    def _push_once(self, report: SyncReport) -> bool:
+        mirror, store = self.mirror, self.mirror.store
+        mirror.flush()  # git pushes the ref and the object store, not the journal
+        local = store.ref(layout.MAIN_REF)
+        relay = mirror.relay_main()
+        mine = layout.inbox_ref(mirror.handle)
+        local_inbox = store.ref(mine)
+        remote_inbox = store.ref(RELAY_USERS + mirror.handle + "/" + layout.INBOX_REF_LEAF)
+        specs = []
+        if local is not None and local != relay:
+            specs.append(f"{layout.MAIN_REF}:{layout.MAIN_REF}")
+        if local_inbox is not None and local_inbox != remote_inbox:
+            specs.append(f"{mine}:{mine}")
+        if not specs:
+            return True
+        queued = len(mirror.commits_between(relay, local)) if local else 0
+        push = ("push", "--atomic", "--porcelain", "--quiet", self.url, *specs)
+        if faults.armed("during_push"):
+            self._crash_during(push)
+        code, out, err = self._git(*push)
+        if code == 0:
+            faults.point("after_push")
+            if local is not None and local != relay:
+                store.set_ref(RELAY_MAIN, local, "gitrelay: delivered")
+            if local_inbox is not None:
+                store.set_ref(RELAY_USERS + mirror.handle + "/" + layout.INBOX_REF_LEAF,
+                              local_inbox, "gitrelay: delivered")
+            report.delivered += queued
+            # The relay took a fast-forward of our verified main: it is valid again.
+            mirror.update_sync_state(last_push=time.time(), last_error=None,
+                                     verify_problem=None)
+            return mirror.main() == local and store.ref(mine) == local_inbox
+        refusals = [m for m in (_REFUSAL_RE.search(line) for line in err.splitlines()) if m]
+        if refusals:
+            for match in refusals:
+                ref, commit, rule, message = match.groups()
+                error = error_for_rule(rule, message.strip())  # git pads "remote:" lines
+                if ref == mine:
+                    report.refused.append(self._drop_inbox_state(remote_inbox, commit, error))
+                    continue
+                dropped = mirror.drop_from_outbox(commit or "", _as_gate_error(error))
+                if dropped is not None:
+                    report.refused.append(dropped)
+            return False
+        if "[rejected]" in out or "non-fast-forward" in out or "fetch first" in out:
+            return False
+        if "[remote rejected]" in out:
+            if "hook declined" in out:
+                raise GateRefused(f"{self.url} refused the push: {_last_line(err or out)}",
+                                  hint="The relay's hook is not a gitrelay gate, or it failed; "
+                                       "run `gitrelay doctor`.", rule="gate")
+            # Another push moved the ref between our hook run and our ref update
+            # ("failed to update ref", "cannot lock ref"): the same as non-fast-forward.
+            return False
+        mirror.update_sync_state(last_error=_last_line(err or out), last_error_at=time.time())
+        raise RelayUnavailable(f"cannot push to {self.url}: {_last_line(err or out)}",
+                               hint="Your operations are queued and will be retried.")
+
+
+def probe(url: str, env: dict[str, str] | None = None) -> None:
+    """Raise RelayUnavailable unless ``url`` answers as a relay (it has a main branch).
+
+    Run before a first fetch creates the local mirror, so that a mistyped or
+    unreachable URL leaves nothing behind in ``$GITRELAY_HOME``.
+    """
+    proc = run_git(["ls-remote", "--heads", url, layout.MAIN_REF], env=hermetic_env(env),
+                   timeout=60.0)
+    if proc.returncode != 0:
+        raise RelayUnavailable(f"cannot fetch from {url}: "
+                               f"{_last_line(proc.stderr.decode(errors='replace'))}",
+                               hint="Check the relay URL and your access to it.")
+    if not proc.stdout.strip():
+        raise RelayUnavailable(f"{url} has no main branch: it is not a gitrelay relay",
+                               hint="Create one with `gitrelay init`.")
+
+
+def _inbox_refusal(handle: str, state: str | None, commit: str | None,
+                   error: RelayError) -> Refused:
+    rule = str(error.data.get("rule", error.name))
+    return Refused(f"inbox:{state or commit or ''}", "inbox", None, handle, rule, error.name,
+                   error.code, f"your inbox state (acknowledgements and claims) at "
+                   f"{(commit or (state or '')[:12]) or 'its tip'} was refused: {error.message}; "
+                   "it was reset to the relay's copy", now_iso(), {"commit": state or ""})
+
+
+def _as_gate_error(error: RelayError) -> RelayError:
+    if isinstance(error, GateRefused) or type(error) is not RelayError:
+        return error
+    return GateRefused(error.message, rule=error.data.get("rule", "gate"))
+
+
+def _signature_checker() -> Callable[..., str | None]:
+    from gitrelay.core.signing import verify_commit_signature
+
+    return verify_commit_signature
+
+
+def _last_line(text: str) -> str:
+    """git's reason: its first ``fatal:``/``error:`` line (what follows is advice such as
+    "...and the repository exists."), else the last line."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    for line in lines:
+        for prefix in ("fatal: ", "error: "):
+            if line.startswith(prefix):
+                return line[len(prefix):]
+    return lines[-1] if lines else "unknown error"

@@ -1,0 +1,242 @@
+"""``gitrelay verify``: the gate's rules over a relay's whole history.
+
+For hosts where no hook can be installed (and to audit one where it can),
+this runs the very rules the pre-receive gate runs — :func:`rules.check_commit`
+on every commit of ``main`` from the root commit, :func:`rules.check_inbox_commit`
+on every commit of every per-user ref — and lists every ref outside the
+relay's namespaces. A local relay is read in place through one
+``git cat-file --batch``; any other URL is first cloned (``git clone
+--mirror``, so every ref comes along) into a temporary directory that is
+removed afterwards.
+
+Each commit of ``main`` is judged against the state its parent left, so every
+forged commit is reported, not only the first; the report also says up to
+which commit ``main`` is valid (what verify-on-read clients stop at).
+
+What a snapshot cannot show: a ref that was rewound or deleted (the gate
+refuses both; the relay's reflog, if the host keeps one, records them) and
+who pushed (the pusher rule needs the server's word, which only the gate has).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gitrelay.core import layout
+from gitrelay.core.errors import ConfigError, InvalidArgument, RelayError, RelayUnavailable
+from gitrelay.core.gitcli import CatFile, hermetic_env, run_git
+from gitrelay.core.objects import Commit, Objects
+from gitrelay.core.rules import RelayView, check_inbox_commit, commit_seq
+from gitrelay.sync.parallel import invalid_commits
+
+# Refs a hosting service makes itself (pull/merge requests, pipelines): not pushed
+# by teammates, so not the relay's business.
+HOST_REF_PREFIXES = ("refs/pull/", "refs/merge-requests/", "refs/keep-around/",
+                     "refs/pipelines/", "refs/environments/")
+MAX_PROBLEMS = 200
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One rule broken: by ``commit`` (a full id; empty for a ref-level problem) on ``ref``."""
+
+    commit: str
+    rule: str
+    message: str
+    ref: str = layout.MAIN_REF
+
+    def line(self) -> str:
+        at = f" at {self.commit[:12]}" if self.commit else ""
+        return f"{self.ref}{at}: [{self.rule}] {self.message}"
+
+
+@dataclass
+class VerifyReport:
+    """What :func:`verify_relay` found. ``checked`` counts the commits checked."""
+
+    relay: str
+    checked: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    refs: dict[str, int] = field(default_factory=dict)
+    valid_until: str | None = None  # the last commit of main before its first problem
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def add(self, problem: Problem) -> None:
+        if problem in self.problems:
+            return
+        if len(self.problems) >= MAX_PROBLEMS:
+            self.truncated = True
+            return
+        self.problems.append(problem)
+
+    def text(self) -> str:
+        lines = [f"gitrelay verify: {self.relay}"]
+        for ref, count in self.refs.items():
+            lines.append(f"  {ref}: {count} commit{'s' if count != 1 else ''} checked")
+        where = f"{self.checked} commit{'s' if self.checked != 1 else ''} on " \
+                f"{len(self.refs)} ref{'s' if len(self.refs) != 1 else ''}"
+        if self.ok:
+            lines.append(f"OK: {where} follow the relay's rules.")
+            return "\n".join(lines)
+        lines.append(f"PROBLEMS: {len(self.problems)}{'+' if self.truncated else ''} in {where}:")
+        lines += [f"  {p.line()}" for p in self.problems]
+        main_problems = [p for p in self.problems if p.ref == layout.MAIN_REF]
+        if main_problems and self.valid_until:
+            lines.append(f"main is valid up to {self.valid_until[:12]}; clients stop there "
+                         "(verify-on-read) until the relay is repaired.")
+        lines.append("Rules: docs/gate-rules.md.")
+        return "\n".join(lines)
+
+
+def verify_relay(relay_url_or_path: str | None) -> VerifyReport:
+    """Check a relay's whole history against the gate's rules.
+
+    ``None`` means the configured relay (``gitrelay join``), else the embedded
+    default relay if there is one. Raises RelayUnavailable when the relay
+    cannot be read, ConfigError when none is configured.
+    """
+    relay = relay_url_or_path if relay_url_or_path is not None else _configured_relay()
+    if not relay or relay.startswith("-"):
+        raise InvalidArgument(f"{relay!r} is not a relay path or URL", field="relay")
+    git_dir = _local_git_dir(relay)
+    if git_dir is not None:
+        return _verify_git_dir(relay, git_dir)
+    with tempfile.TemporaryDirectory(prefix="gitrelay-verify-") as tmp:
+        clone = Path(tmp) / "relay.git"
+        proc = run_git(["clone", "--mirror", "--quiet", "--", relay, str(clone)],
+                       env=hermetic_env())
+        if proc.returncode != 0:
+            raise RelayUnavailable(f"cannot clone {relay}: {_last_line(proc.stderr)}",
+                                   hint="Check the relay URL and your access to it.")
+        return _verify_git_dir(relay, clone)
+
+
+def _configured_relay() -> str:
+    from gitrelay.store.config import default_relay_path, load_user_config
+
+    cfg = load_user_config()
+    if cfg is not None:
+        return cfg.relay
+    default = default_relay_path()
+    if (default / "HEAD").exists():
+        return str(default)
+    raise ConfigError("no relay to verify: pass RELAY or run `gitrelay join` first",
+                      hint="For example: gitrelay verify /srv/git/relay.git")
+
+
+def _local_git_dir(relay: str) -> Path | None:
+    """The git directory of a relay given as a local path, or None for a URL."""
+    if "://" in relay:
+        return None
+    path = Path(relay).expanduser()
+    if not path.exists():
+        if ":" in relay.split("/", 1)[0]:
+            return None  # scp-like user@host:path
+        raise RelayUnavailable(f"there is no relay at {relay}", hint="Check the path.")
+    if (path / "HEAD").is_file() and (path / "objects").is_dir():
+        return path
+    proc = run_git(["-C", str(path), "rev-parse", "--absolute-git-dir"], env=hermetic_env())
+    if proc.returncode != 0:
+        raise RelayUnavailable(f"{relay} is not a git repository")
+    return Path(proc.stdout.decode().strip())
+
+
+def _verify_git_dir(relay: str, git_dir: Path) -> VerifyReport:
+    env = hermetic_env()
+    proc = run_git(["for-each-ref", "--format=%(refname) %(objectname)"], git_dir=git_dir,
+                   env=env)
+    if proc.returncode != 0:
+        raise RelayUnavailable(f"cannot list the refs of {relay}: {_last_line(proc.stderr)}")
+    refs: dict[str, str] = {}
+    for line in proc.stdout.decode(errors="surrogateescape").splitlines():
+        name, _, oid = line.rpartition(" ")
+        if name and not name.startswith(HOST_REF_PREFIXES):
+            refs[name] = oid
+    report = VerifyReport(relay)
+    with CatFile(git_dir, env=env) as source:
+        objs = Objects(source)
+        main_tip = refs.get(layout.MAIN_REF)
+        tip_commit = _verify_main(git_dir, objs, main_tip, report) if main_tip else None
+        if main_tip is None:
+            report.add(Problem("", "layout", f"the relay has no {layout.MAIN_REF}"))
+        for name in sorted(refs):
+            if name == layout.MAIN_REF:
+                continue
+            owner = layout.inbox_ref_owner(name)
+            if owner is None:
+                report.add(Problem("", "ref-namespace", f"{name} is outside the relay's ref "
+                                   f"namespaces ({layout.MAIN_REF}, {layout.USERS_REF_PREFIX}"
+                                   f"<handle>/{layout.INBOX_REF_LEAF})", name))
+            elif tip_commit is not None:
+                _verify_inbox(objs, name, owner, refs[name], tip_commit, report)
+    return report
+
+
+def _chain(objs: Objects, tip: str) -> list[Commit]:
+    """Commits from the root to ``tip`` by first parents, oldest first."""
+    out: list[Commit] = []
+    oid: str | None = tip
+    while oid:
+        commit = objs.commit(oid)
+        out.append(commit)
+        oid = commit.parents[0] if commit.parents else None
+    out.reverse()
+    return out
+
+
+def _verify_main(git_dir: Path, objs: Objects, tip: str, report: VerifyReport
+                 ) -> Commit | None:
+    try:
+        commits = _chain(objs, tip)
+    except (KeyError, ValueError) as exc:
+        report.add(Problem(tip, "objects", f"cannot read the history of main: {exc}"))
+        return None
+    report.refs[layout.MAIN_REF] = len(commits)
+    report.checked += len(commits)
+    # Each commit against its parent, whether or not the parent broke a rule; a long
+    # history on several processes (gitrelay.sync.parallel).
+    invalid = invalid_commits(git_dir, objs, commits, None, limit=MAX_PROBLEMS + 1)
+    for found in invalid:
+        report.add(Problem(commits[found.index].oid, found.rule, found.message))
+    first = invalid[0].index if invalid else len(commits)
+    if first:
+        report.valid_until = commits[first - 1].oid
+    return commits[-1]
+
+
+def _verify_inbox(objs: Objects, ref: str, owner: str, tip: str, main_tip: Commit,
+                  report: VerifyReport) -> None:
+    try:
+        commits = _chain(objs, tip)
+        main_seq = commit_seq(main_tip)
+        view = RelayView(objs, main_tip.tree)
+    except (KeyError, ValueError, RelayError) as exc:
+        report.add(Problem(tip, "objects", f"cannot read {ref}: {exc}", ref))
+        return
+    report.refs[ref] = len(commits)
+    for commit in commits:
+        report.checked += 1
+        try:
+            check_inbox_commit(objs, commit, owner, main_seq, view,
+                               verify_signature=_verify_signature)
+        except RelayError as exc:
+            report.add(Problem(str(exc.data.get("commit") or commit.oid),
+                               str(exc.data.get("rule", exc.name)), exc.message, ref))
+
+
+def _verify_signature(commit: Commit, actor: str, keys: list[str]) -> str | None:
+    # Imported only for relays that require signatures.
+    from gitrelay.core.signing import verify_commit_signature
+
+    return verify_commit_signature(commit, actor, keys)
+
+
+def _last_line(data: bytes) -> str:
+    lines = [ln.strip() for ln in data.decode(errors="replace").splitlines() if ln.strip()]
+    return lines[-1] if lines else "unknown error"
