@@ -40,7 +40,7 @@ def example_dir() -> Path:
     configured = os.environ.get(EXAMPLE_ENV)
     if configured:
         return Path(configured)
-    return Path(__file__).resolve().parent.parent / "example-repo"
+    return Path(__file__).resolve().parents[2] / "example-repo"
 
 
 @dataclass
