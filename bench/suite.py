@@ -862,10 +862,10 @@ async def _sdk_session(stack: contextlib.AsyncExitStack, command: list[str], env
 
 
 def bench_sdkpath(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
-    """Queue-mode handoff_to_teammate and the check-in after the cursor, each through the
-    TypeScript and the Python SDK's client, on servers of this tree (the SDK's public API)
-    and of FAST_PATH_REF (quick calls answered on the wire), all on the same relay and
-    homes, interleaved call by call."""
+    """Queue-mode handoff_to_teammate, the check-in after the cursor and the default inbox
+    page, each through the TypeScript and the Python SDK's client, on servers of this tree
+    (the SDK's public API) and of FAST_PATH_REF (quick calls answered on the wire), all on
+    the same relay and homes, interleaved call by call."""
     from bench.ts_host import HostUnavailable, TsClient, ensure_sdk
 
     sec = "SDK public API against the wire fast path"
@@ -889,11 +889,14 @@ def bench_sdkpath(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any])
              "bob@acme": trust_file(homes["bob@acme"], ["alice@acme"])}
     paths, kinds = ("public", "fast"), ("ts", "py")
     combos = [(p, c) for p in paths for c in kinds]
-    samples: dict[str, list[float]] = {f"{call}:{p}:{c}": [] for call in ("handoff", "checkin")
+    samples: dict[str, list[float]] = {f"{call}:{p}:{c}": []
+                                       for call in ("handoff", "checkin", "page")
                                        for p, c in combos}
+    page_items = 0
     n, warm = max(sizes.reps // 2, 3), sizes.warmup
 
     async def body() -> None:
+        nonlocal page_items
         Call = Callable[[str, dict[str, Any]], Awaitable[tuple[float, dict[str, Any]]]]
         clients: dict[tuple[str, str, str], Call] = {}
         with (ws.root / "sdkpath-servers.log").open("w") as errlog:
@@ -926,12 +929,14 @@ def bench_sdkpath(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any])
                         if i >= warm:
                             samples[f"handoff:{p}:{c}"].append(t)
                 _, page = await clients[("bob@acme", "public", "py")]("check_inbox", {})
+                page_items = len(page.get("items") or [])
                 after = {"after": int(page.get("cursor") or 0)}
                 for i in range(warm + sizes.read_reps):
                     for p, c in combos:
-                        t, _ = await clients[("bob@acme", p, c)]("check_inbox", after)
-                        if i >= warm:
-                            samples[f"checkin:{p}:{c}"].append(t)
+                        for call, args in (("checkin", after), ("page", {})):
+                            t, _ = await clients[("bob@acme", p, c)]("check_inbox", args)
+                            if i >= warm:
+                                samples[f"{call}:{p}:{c}"].append(t)
 
     run_async(body)
     shared["sdkpath"] = {k: summary(v) for k, v in samples.items()}
@@ -939,7 +944,8 @@ def bench_sdkpath(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any])
     wsec = f"{sec} ({info.messages:,} messages, queue mode; fast path: {ref})"
     client_name = {"ts": "TypeScript client", "py": "Python SDK client"}
     for call, what in (("handoff", "handoff_to_teammate"),
-                       ("checkin", "check_inbox after the cursor")):
+                       ("checkin", "check_inbox after the cursor"),
+                       ("page", f"check_inbox, default page ({page_items} items)")):
         for c in kinds:
             public, fast = samples[f"{call}:public:{c}"], samples[f"{call}:fast:{c}"]
             figs.append(ms_figure(wsec, f"{what}, {client_name[c]}, public API", public,
