@@ -316,7 +316,9 @@ def _served(fn: Callable[..., Any]) -> Callable[..., Awaitable[CallToolResult]]:
 
 
 class RelayMCPServer(MCPServer["ServerState"]):
-    """MCPServer whose tool errors start with the gitrelay error's name and code."""
+    """The SDK's MCPServer, through its public methods only: tools registered with
+    :meth:`relay_tool`, arguments the SDK would let through refused with a coded error,
+    and tool and prompt errors that start with the gitrelay error's name and code."""
 
     _input_schemas: dict[str, dict[str, Any]] | None = None
 
