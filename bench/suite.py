@@ -48,6 +48,9 @@ PY = sys.executable
 # through the in-process client and the Python SDK's client are reported beside them: the
 # Python client's walk of every result against the output schema is part of those figures.
 AGENT_GOAL_MS = 5.0
+# An agent-visible write through the SDK's public API: at most 0.35 times the 20-50 ms the
+# peer's writes take through the Python SDK's client (the sdkpath section).
+SDK_PATH_LIMIT_MS = 8.0
 ELSEWHERE = "the <= 5 ms goal is judged through the hosts' client (host clients section)"
 
 
@@ -616,9 +619,7 @@ async def _stdio_session(stack: contextlib.AsyncExitStack, relay: Path, home: Pa
 
 def bench_stdio(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
     """Queue-mode writes and check_inbox as an agent's host makes them: one `gitrelay mcp`
-    process per teammate, the SDK's stdio client in this process. Then the server's
-    stdio transport (asyncio pipes) against the SDK's own (``GITRELAY_STDIO=sdk``:
-    every line read and written in a worker thread), interleaved on the same call."""
+    process per teammate, the SDK's stdio client in this process."""
     size = sizes.write_relay
     relay, info = ws.relay(size)
     homes = {h: ws.fresh(f"home-stdio-{h.split('@')[0]}") for h in ("alice@acme", "bob@acme")}
@@ -628,8 +629,8 @@ def bench_stdio(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
     trust = {"alice@acme": trust_file(homes["alice@acme"], ["bob@acme"]),
              "bob@acme": trust_file(homes["bob@acme"], ["alice@acme"])}
     n, warm = max(sizes.reps // 2, 3), sizes.warmup  # each call waits for both loops to settle
-    samples: dict[str, list[float]] = {k: [] for k in ("handoff", "send", "accept", "check_inbox",
-                                                       "transport:pipes", "transport:sdk")}
+    samples: dict[str, list[float]] = {k: [] for k in ("handoff", "send", "accept",
+                                                       "check_inbox")}
 
     def quiet() -> None:
         settle_servers(relay, outboxes)
@@ -637,10 +638,8 @@ def bench_stdio(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
     async def body() -> None:
         with (ws.root / "stdio-servers.log").open("w") as errlog:
             async with contextlib.AsyncExitStack() as stack:
-                ca, cb, cb_sdk = [
-                    await _stdio_session(stack, relay, homes[h], h, trust[h], errlog, **env)
-                    for h, env in (("alice@acme", {}), ("bob@acme", {}),
-                                   ("bob@acme", {"GITRELAY_STDIO": "sdk"}))]
+                ca, cb = [await _stdio_session(stack, relay, homes[h], h, trust[h], errlog)
+                          for h in ("alice@acme", "bob@acme")]
                 threads: list[str] = []
                 for i in range(warm + n):
                     t_h, out = await timed(ca, "handoff_to_teammate", {
@@ -665,13 +664,10 @@ def bench_stdio(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
                 after = {"after": int(page.get("cursor") or 0)}
                 for i in range(warm + sizes.read_reps):
                     t_p, _ = await timed(cb, "check_inbox", after)
-                    t_k, _ = await timed(cb_sdk, "check_inbox", after)
                     if i >= warm:
-                        samples["transport:pipes"].append(t_p)
-                        samples["transport:sdk"].append(t_k)
+                        samples["check_inbox"].append(t_p)
 
     run_async(body)
-    samples["check_inbox"] = samples["transport:pipes"]
     sec = f"over stdio ({size[0]:,} threads / {info.messages:,} messages)"
     figs = [ms_figure(sec, f"{tool}, queue mode", samples[key],
                       note="the SDK's Python client; " + ELSEWHERE if tool == "send_message"
@@ -679,11 +675,6 @@ def bench_stdio(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
             for tool, key in (("send_message", "send"), ("handoff_to_teammate", "handoff"),
                               ("accept_handoff", "accept"))]
     figs.append(ms_figure(sec, "check_inbox after the cursor", samples["check_inbox"]))
-    figs.append(ms_figure(sec, "the same, server on the SDK's stdio transport",
-                          samples["transport:sdk"], note="GITRELAY_STDIO=sdk"))
-    figs.append(ratio_figure(sec, "asyncio pipes / SDK stdio transport",
-                             samples["transport:pipes"], samples["transport:sdk"], limit=None,
-                             note="same server, same call, interleaved"))
     return figs
 
 
@@ -835,6 +826,134 @@ def _host_writes(ws: Workspace, sizes: Sizes, sdk_dir: Path, errlog: Any
 
     run_async(body)
     return samples, info.messages
+
+
+# --- 1d. the SDK's public API against the former fast path ------------------------------------
+
+# The last commit whose server answered quick tool calls on the wire, with its own copy of the
+# SDK's dispatch, asyncio pipes and answers sent as encoded: the path this tree replaced by the
+# SDK's public API. GITRELAY_BENCH_FAST_PATH names another commit to compare against.
+FAST_PATH_REF = "5d05b30"
+
+
+def _tree_at(ref: str, into: Path) -> Path:
+    """The gitrelay package of commit ``ref``, exported under ``into`` (a directory that a
+    server started there imports gitrelay from)."""
+    if not (into / "gitrelay").is_dir():
+        into.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "gitrelay"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+async def _sdk_session(stack: contextlib.AsyncExitStack, command: list[str], env: dict[str, str],
+                       cwd: Path, errlog: Any) -> Any:
+    """An initialized Python SDK client session on a server process."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=PY, args=command, env=env, cwd=str(cwd))
+    read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+    session = await stack.enter_async_context(ClientSession(read, write, read_timeout_seconds=60))
+    await session.initialize()
+    await session.list_tools()
+    return session
+
+
+def bench_sdkpath(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
+    """Queue-mode handoff_to_teammate, the check-in after the cursor and the default inbox
+    page, each through the TypeScript and the Python SDK's client, on servers of this tree
+    (the SDK's public API) and of FAST_PATH_REF (quick calls answered on the wire), all on
+    the same relay and homes, interleaved call by call."""
+    from bench.ts_host import HostUnavailable, TsClient, ensure_sdk
+
+    sec = "SDK public API against the wire fast path"
+    ref = os.environ.get("GITRELAY_BENCH_FAST_PATH", FAST_PATH_REF)
+    try:
+        sdk_dir, _ = ensure_sdk(relaygen.CACHE_DIR / "ts-client", log)
+    except HostUnavailable as exc:
+        return [unavailable(sec, "TypeScript client figures", str(exc))]
+    try:
+        trees = {"public": ROOT, "fast": _tree_at(ref, ws.root / f"tree-{ref}")}
+    except (subprocess.CalledProcessError, OSError) as exc:
+        return [unavailable(sec, f"the fast path of {ref}", f"cannot export {ref}: {exc}")]
+    size = sizes.write_relay
+    relay, info = ws.relay(size)
+    handles = ("alice@acme", "bob@acme")
+    homes = {h: ws.fresh(f"home-sdkpath-{h.split('@')[0]}") for h in handles}
+    for h, home in homes.items():
+        seed_user(relay, size, home, h, ws)
+    outboxes = [client_for(relay, home, h) for h, home in homes.items()]
+    trust = {"alice@acme": trust_file(homes["alice@acme"], ["bob@acme"]),
+             "bob@acme": trust_file(homes["bob@acme"], ["alice@acme"])}
+    paths, kinds = ("public", "fast"), ("ts", "py")
+    combos = [(p, c) for p in paths for c in kinds]
+    samples: dict[str, list[float]] = {f"{call}:{p}:{c}": []
+                                       for call in ("handoff", "checkin", "page")
+                                       for p, c in combos}
+    page_items = 0
+    n, warm = max(sizes.reps // 2, 3), sizes.warmup
+
+    async def body() -> None:
+        nonlocal page_items
+        Call = Callable[[str, dict[str, Any]], Awaitable[tuple[float, dict[str, Any]]]]
+        clients: dict[tuple[str, str, str], Call] = {}
+        with (ws.root / "sdkpath-servers.log").open("w") as errlog:
+            async with contextlib.AsyncExitStack() as stack:
+                for h in handles:
+                    command = _mcp_command(relay, h, trust[h])
+                    for p in paths:
+                        env = {**os.environ, "GITRELAY_HOME": str(homes[h]),
+                               "PYTHONPATH": str(trees[p])}
+                        session = await _sdk_session(stack, command, env, trees[p], errlog)
+                        ts = TsClient(sdk_dir, PY, command, env, trees[p], errlog)
+                        stack.callback(ts.close)
+
+                        async def ts_call(tool: str, args: dict[str, Any], ts: Any = ts
+                                          ) -> tuple[float, dict[str, Any]]:
+                            return ts.call(tool, args)  # type: ignore[no-any-return]
+
+                        async def py_call(tool: str, args: dict[str, Any], s: Any = session
+                                          ) -> tuple[float, dict[str, Any]]:
+                            return await timed(s, tool, args)
+
+                        clients[(h, p, "ts")], clients[(h, p, "py")] = ts_call, py_call
+                for i in range(warm + n):
+                    for p, c in combos:
+                        t, _ = await clients[("alice@acme", p, c)]("handoff_to_teammate", {
+                            "to": "bob@acme", "intent": "inform",
+                            "summary": f"handoff {i} ({p}, {c}): the nightly export is slower "
+                                       "since the index change; numbers attached."})
+                        settle_servers(relay, outboxes)
+                        if i >= warm:
+                            samples[f"handoff:{p}:{c}"].append(t)
+                _, page = await clients[("bob@acme", "public", "py")]("check_inbox", {})
+                page_items = len(page.get("items") or [])
+                after = {"after": int(page.get("cursor") or 0)}
+                for i in range(warm + sizes.read_reps):
+                    for p, c in combos:
+                        for call, args in (("checkin", after), ("page", {})):
+                            t, _ = await clients[("bob@acme", p, c)]("check_inbox", args)
+                            if i >= warm:
+                                samples[f"{call}:{p}:{c}"].append(t)
+
+    run_async(body)
+    shared["sdkpath"] = {k: summary(v) for k, v in samples.items()}
+    figs: list[Figure] = []
+    wsec = f"{sec} ({info.messages:,} messages, queue mode; fast path: {ref})"
+    client_name = {"ts": "TypeScript client", "py": "Python SDK client"}
+    for call, what in (("handoff", "handoff_to_teammate"),
+                       ("checkin", "check_inbox after the cursor"),
+                       ("page", f"check_inbox, default page ({page_items} items)")):
+        for c in kinds:
+            public, fast = samples[f"{call}:public:{c}"], samples[f"{call}:fast:{c}"]
+            figs.append(ms_figure(wsec, f"{what}, {client_name[c]}, public API", public,
+                                  limit=SDK_PATH_LIMIT_MS if call == "handoff" else None))
+            figs.append(ms_figure(wsec, f"{what}, {client_name[c]}, wire fast path", fast))
+            figs.append(ratio_figure(wsec, f"{what}, {client_name[c]}, public / fast", public,
+                                     fast, limit=None, note="same relay, interleaved"))
+    return figs
 
 
 # --- 2. gate cost against relay size ----------------------------------------------------------
@@ -1590,7 +1709,7 @@ def _ours_beside_peer(ws: Workspace, sizes: Sizes) -> dict[str, list[float]]:
 
 
 # Sections that install a peer or a client into the cache (a network download the first time).
-THROWAWAY_INSTALLS = ("peer", "host")
+THROWAWAY_INSTALLS = ("peer", "host", "sdkpath")
 
 
 def _installed_already(section: str) -> bool:
@@ -1605,6 +1724,7 @@ SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list
     ("writes", bench_writes),
     ("stdio", bench_stdio),
     ("host", bench_host),
+    ("sdkpath", bench_sdkpath),
     ("gate", bench_gate),
     ("reads", bench_reads),
     ("inbox", bench_inbox),

@@ -12,6 +12,7 @@ import random
 import re
 import subprocess
 import threading
+import types
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel
 
 from gitrelay.core.errors import ERRORS_BY_NAME, ConfigError, RelayError, StateChanged
 from gitrelay.mcp.present import present_inbox
@@ -30,6 +32,17 @@ from gitrelay.mcp.server import (
     _HeldKicks,
     build_server,
     open_state,
+)
+from gitrelay.mcp.tool_models import (
+    AcceptOut,
+    CancelOut,
+    ClaimOut,
+    CompleteOut,
+    HandoffOut,
+    InboxOut,
+    SentMessageOut,
+    TeammatesOut,
+    ThreadOut,
 )
 from gitrelay.relay import admin, inbox
 from gitrelay.relay.client import RelayClient
@@ -207,6 +220,12 @@ def handoff_args(**extra: Any) -> dict[str, Any]:
 
 WRITE_TOOLS = {"handoff_to_teammate", "accept_handoff", "send_message", "complete_handoff",
                "cancel_handoff", "draft_proposed_action"}
+OUTPUT_MODELS: dict[str, type[BaseModel]] = {
+    "handoff_to_teammate": HandoffOut, "accept_handoff": AcceptOut,
+    "send_message": SentMessageOut, "complete_handoff": CompleteOut,
+    "cancel_handoff": CancelOut, "draft_proposed_action": SentMessageOut,
+    "check_inbox": InboxOut, "claim_inbox_item": ClaimOut, "view_thread": ThreadOut,
+    "list_teammates": TeammatesOut}
 
 
 def test_every_tool_is_listed_with_the_reference_fields_and_hints(agent: AgentFactory) -> None:
@@ -315,15 +334,17 @@ def test_published_output_schemas_refuse_what_the_output_models_refuse(
             await keep(b, "list_teammates", {})
 
     run(body)
-    tools = alice.server()._tool_manager
-    assert set(answers) == WRITE_TOOLS | {"check_inbox", "claim_inbox_item", "view_thread",
-                                          "list_teammates"}
+
+    async def published() -> dict[str, Any]:
+        async with Client(alice.server()) as c:
+            return {t.name: t.output_schema for t in (await c.list_tools()).tools}
+
+    schemas = anyio.run(published)
+    assert set(answers) == set(OUTPUT_MODELS) == set(schemas)
     for name, outs in answers.items():
-        tool = tools.get_tool(name)
-        assert tool is not None and tool.fn_metadata.output_model is not None
-        full = tool.fn_metadata.output_model.model_json_schema(mode="serialization")
-        lean = tool.fn_metadata.output_schema
-        assert lean == lean_output_schema(full), name
+        full = OUTPUT_MODELS[name].model_json_schema(mode="serialization")
+        lean = schemas[name]
+        assert lean is not None and lean == lean_output_schema(full), name
         assert "$ref" not in json.dumps(lean) and "$defs" not in lean, name
         full_check = jsonschema.Draft202012Validator(full)
         lean_check = jsonschema.Draft202012Validator(lean)
@@ -1468,8 +1489,8 @@ def test_queued_writes_and_fresh_reads_run_on_the_event_loop_the_rest_on_a_threa
 
 def test_a_queued_write_kicks_the_sync_loop_once_its_answer_has_left_the_call(
         agent: AgentFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """In-process there is no pipe to wait for: the kick comes on the event loop's next
-    turn, once the call has returned its answer (not while the answer is being built)."""
+    """The kick comes a moment (ANSWER_GRACE_SECONDS) after the call has returned its
+    answer, time for the transport to write it: not while the answer is being built."""
     agent("bob@acme", isolated=True)
     alice = agent("alice@acme", isolated=True, background=True, writes="queue")
     events: list[str] = []
@@ -1495,10 +1516,30 @@ def test_a_queued_write_kicks_the_sync_loop_once_its_answer_has_left_the_call(
     async def body() -> None:
         async with Client(server) as a:
             await ok(a, "handoff_to_teammate", handoff_args(summary="kick after answer"))
-            await anyio.sleep(0.05)
+            with anyio.fail_after(30):
+                while "kick" not in events:
+                    await anyio.sleep(0.005)
 
     run(body)
     assert events == ["returned", "kick"]
+
+
+def test_a_write_queued_while_answering_is_kicked_only_once_the_answer_is_out() -> None:
+    kicked: list[str] = []
+    client = types.SimpleNamespace(on_written=kicked.append)
+    kicks = _HeldKicks(client)  # type: ignore[arg-type]
+    after: list[object] = []
+    with kicks.holding(after.append):
+        client.on_written("op-1")
+        assert kicked == []
+    assert kicked == [] and len(after) == 1  # built, not yet written
+    after[0]()  # type: ignore[operator]
+    assert kicked == ["op-1"]
+    with kicks.holding(lambda kick: kick()):  # a transport that runs it at once
+        client.on_written("op-2")
+    assert kicked == ["op-1", "op-2"]
+    client.on_written("op-3")  # outside any call: at once
+    assert kicked[-1] == "op-3"
 
 
 def test_refusals_of_calls_answered_on_the_event_loop_are_the_same_coded_errors(

@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
+import inspect
 import json
 import logging
-import os
 import re
 import threading
 import typing
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypeVar
 from urllib.parse import quote
 
 import anyio.to_thread
@@ -38,21 +38,24 @@ from mcp.server.mcpserver.exceptions import (
     ToolError,
     UnexpectedToolError,
 )
-from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolResult,
-    ErrorData,
     GetPromptResult,
     InputRequiredResult,
-    JSONRPCRequest,
-    TextContent,
     ToolAnnotations,
 )
-from mcp_types.methods import serialize_server_result
-from pydantic import Field, ValidationError
+from pydantic import (
+    BaseModel,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    TypeAdapter,
+    ValidationError,
+)
+from pydantic_core import core_schema
 
 from gitrelay.core import layout
 from gitrelay.core.errors import (
@@ -69,9 +72,8 @@ from gitrelay.core.errors import (
 from gitrelay.core.ids import is_key, same_handle
 from gitrelay.core.schema import SchemaError
 from gitrelay.mcp import prompts
-from gitrelay.mcp.answers import Answer, AnswerMemo, answer_of, encoding, send_encoded, with_encoded
+from gitrelay.mcp.answers import AnswerMemo, answer_of
 from gitrelay.mcp.output_schema import lean_output_schema
-from gitrelay.mcp.pipes import stdio_pipes
 from gitrelay.mcp.present import (
     present_accept,
     present_claim,
@@ -103,7 +105,6 @@ from gitrelay.mcp.tool_models import (
     ThreadRef,
     Worker,
 )
-from gitrelay.mcp.wire import line_streams
 from gitrelay.relay import inbox
 from gitrelay.relay.admin import ensure_default_relay, join
 from gitrelay.relay.client import DELIVERED, RelayClient, ThreadView, WriteResult
@@ -118,7 +119,6 @@ log = logging.getLogger("gitrelay.mcp")
 
 MAX_WAIT_SECONDS = 60.0
 DEFAULT_ROLE = "teammate"
-STDIO_ENV = "GITRELAY_STDIO"  # "sdk": serve stdio on the MCP SDK's own transport
 
 INSTRUCTIONS = """\
 gitrelay hands work between teammates' coding agents through the team's git relay.
@@ -197,71 +197,29 @@ def _error_text(tool: str, exc: ToolError) -> str:
     return str(exc)
 
 
-def _is_text(annotation: Any) -> bool:
-    """``str`` or ``str | None`` (each possibly ``Annotated``)."""
-    args = [typing.get_args(a)[0] if typing.get_origin(a) is Annotated else a
-            for a in (typing.get_args(annotation) or (annotation,))]
-    return str in args and set(args) <= {str, type(None)}
+class _Nullable:
+    """``Annotated`` metadata: the value may also be null.
+
+    The SDK decodes a string argument that parses as JSON unless the parameter is
+    exactly ``str`` (for agents that send a list or an object as JSON text), so an
+    optional text declared ``str | None`` would lose a reason of ``null`` and refuse a
+    question of ``{"a": 1}``. Declared ``OrNone[str]`` (``str`` with this), the same
+    parameter takes null, publishes the same schema and keeps text exactly as sent."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler
+                                     ) -> core_schema.CoreSchema:
+        return core_schema.nullable_schema(handler(source))
 
 
-class _TextAsSent(FuncMetadata):
-    """The SDK's argument pre-parsing, minus text parameters.
+if TYPE_CHECKING:
+    _T = TypeVar("_T")
+    OrNone: TypeAlias = _T | None
+else:
+    class OrNone:
+        """``OrNone[Text]``: an optional text kept as sent (:class:`_Nullable`)."""
 
-    The SDK turns a string argument that parses as JSON into that value unless the
-    parameter is exactly ``str``, so an optional text (``reason``, ``note``,
-    ``question``, ``session_id``...) of ``null`` was silently dropped and one of
-    ``{"a": 1}`` or ``true`` refused. Text is kept exactly as the caller sent it.
-    """
-
-    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
-        parsed = super().pre_parse_json(data)
-        for name, info in self.arg_model.model_fields.items():
-            key = info.alias or name
-            if isinstance(data.get(key), str) and _is_text(info.annotation):
-                parsed[key] = data[key]
-        return parsed
-
-
-class _CompactText(_TextAsSent):
-    """A result's text content as compact JSON instead of the SDK's indented dump
-    (:func:`gitrelay.mcp.answers.answer_of`).
-
-    A result of exactly the declared output model was validated when it was built,
-    and an :class:`~gitrelay.mcp.answers.Answer` was built from one, so neither is
-    checked against the model again; any other result goes the SDK's way.
-    """
-
-    def convert_result(self, result: Any) -> CallToolResult | InputRequiredResult:
-        if type(result) is Answer:
-            return result
-        model = self.output_model
-        if model is None or self.output_schema is None or self.wrap_output \
-                or type(result) is not model:
-            return super().convert_result(result)
-        return answer_of(result)
-
-
-class _ToolCalls(_CompactText):
-    """Calls a tool's body on the event loop when it cannot wait on anything slow.
-
-    The SDK runs every synchronous tool on a worker thread; the hop there and
-    back costs about 0.6 ms, an eighth of a queued write. A call that fetches,
-    waits for the gate or long-polls still gets its thread, so the server
-    keeps reading requests meanwhile (:meth:`ServerState.answers_inline`).
-    """
-
-    async def call_fn(self, fn: Callable[..., Any], fn_is_async: bool,
-                      arguments: dict[str, Any],
-                      arguments_to_pass_directly: dict[str, Any] | None = None) -> Any:
-        kwargs = arguments | (arguments_to_pass_directly or {})
-        ctx = kwargs.get("ctx")
-        # A call answered on the wire was found quick just before (answer_directly).
-        direct = _DIRECT_STATE.get() is not None
-        state = state_of(ctx if isinstance(ctx, Context) else None)
-        if not fn_is_async and state is not None \
-                and (direct or state.answers_inline(fn.__name__, kwargs)):
-            return fn(**kwargs)
-        return await super().call_fn(fn, fn_is_async, arguments, arguments_to_pass_directly)
+        def __class_getitem__(cls, inner: Any) -> Any:
+            return Annotated[inner, _Nullable()]
 
 
 def _argument_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
@@ -283,36 +241,26 @@ def _argument_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str 
     return None
 
 
-def _next_turn(fn: Callable[[], None]) -> None:
-    asyncio.get_running_loop().call_soon(fn)
+# How long after a tool's answer has left the call the sync loop may start delivering the
+# writes it queued: time for the SDK's stdio transport to write the answer (through a
+# worker thread) before a push competes with it for the interpreter.
+ANSWER_GRACE_SECONDS = 0.01
 
 
-# The state of a call answered on the wire (RelayMCPServer.answer_directly), which has
-# no SDK request context to carry it.
-_DIRECT_STATE: ContextVar[ServerState | None] = ContextVar("gitrelay_direct_state", default=None)
+def _after_answer(fn: Callable[[], None]) -> None:
+    asyncio.get_running_loop().call_later(ANSWER_GRACE_SECONDS, fn)
 
 
 def state_of(ctx: Context[ServerState, Any] | None) -> ServerState | None:
-    """The session's state: the one a call answered on the wire runs with, else the
-    lifespan context of the SDK's request."""
-    direct = _DIRECT_STATE.get()
-    if direct is not None:
-        return direct
+    """The session's state: the lifespan context of the SDK's request."""
     if ctx is None:
         return None
     state = ctx.request_context.lifespan_context
     return state if isinstance(state, ServerState) else None
 
 
-# Protocol versions whose tools/call result has every member an answer built here has
-# (structuredContent came in 2025-06-18) and nothing the SDK adds to it: the versions
-# negotiated by the initialize handshake from 2025-06-18 on.
-DIRECT_VERSIONS = frozenset({"2025-06-18", "2025-11-25"})
-
-
 class _Holder:
-    """The running state, for resources (which get no Context) and calls answered
-    on the wire."""
+    """The running state, for resources (which get no Context)."""
 
     state: ServerState | None = None
 
@@ -322,89 +270,98 @@ class _Holder:
         return self.state
 
 
-class RelayMCPServer(MCPServer["ServerState"]):
-    """MCPServer whose tool errors start with the gitrelay error's name and code."""
+def _published(model: type[BaseModel]) -> type[BaseModel]:
+    """``model`` under the output schema the server publishes for it: the model's own
+    schema made cheap to check (:func:`gitrelay.mcp.output_schema.lean_output_schema`)."""
+    schema = lean_output_schema(TypeAdapter(model).json_schema())
 
-    def add_tool(self, fn: Callable[..., Any], name: str | None = None,
-                 *args: Any, **kwargs: Any) -> None:
-        super().add_tool(fn, name, *args, **kwargs)
-        tool = self._tool_manager.get_tool(name or fn.__name__)
-        assert tool is not None
-        meta = tool.fn_metadata
-        schema = meta.output_schema
-        tool.fn_metadata = _ToolCalls(arg_model=meta.arg_model,
-                                       output_schema=lean_output_schema(schema) if schema else None,
-                                       output_model=meta.output_model,
-                                       wrap_output=meta.wrap_output)
+    def published_schema(cls: type[BaseModel], core: core_schema.CoreSchema,
+                         handler: GetJsonSchemaHandler) -> dict[str, Any]:
+        return schema
+
+    return type(model.__name__, (model,), {
+        "__get_pydantic_json_schema__": classmethod(published_schema),
+        "__module__": __name__, "__doc__": model.__doc__})
+
+
+def _served(fn: Callable[..., Any]) -> Callable[..., Awaitable[CallToolResult]]:
+    """A tool body as the SDK calls it: ``fn``'s parameters, a result of its output model.
+
+    The body runs on the event loop when the call only reads and writes this
+    machine's copy (:meth:`ServerState.answers_inline`), else on a worker thread, so
+    that the server keeps reading requests while a call fetches, waits for the gate or
+    long-polls. Its output model becomes the answer: the structured content and the
+    same JSON as compact text (:func:`gitrelay.mcp.answers.answer_of`)."""
+    signature = inspect.signature(fn, eval_str=True)
+    declared = signature.return_annotation
+    if typing.get_origin(declared) is Annotated:  # Annotated[CallToolResult, Model]
+        declared = typing.get_args(declared)[1]
+    returns = Annotated[CallToolResult, _published(declared)]
+
+    @functools.wraps(fn)
+    async def call(**kwargs: Any) -> CallToolResult:
+        ctx = kwargs.get("ctx")
+        state = state_of(ctx if isinstance(ctx, Context) else None)
+        if state is not None and state.answers_inline(fn.__name__, kwargs):
+            result = fn(**kwargs)
+        else:
+            result = await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+        return result if isinstance(result, CallToolResult) else answer_of(result)
+
+    call.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        return_annotation=returns)
+    call.__annotations__ = {**typing.get_type_hints(fn, include_extras=True),
+                            "return": returns}
+    return call
+
+
+class RelayMCPServer(MCPServer["ServerState"]):
+    """The SDK's MCPServer, through its public methods only: tools registered with
+    :meth:`relay_tool`, arguments the SDK would let through refused with a coded error,
+    and tool and prompt errors that start with the gitrelay error's name and code."""
+
+    _input_schemas: dict[str, dict[str, Any]] | None = None
+
+    def relay_tool(self, annotations: ToolAnnotations) -> Callable[[Callable[..., Any]],
+                                                                  Callable[..., Any]]:
+        """Registers a tool body (see :func:`_served`)."""
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.add_tool(_served(fn), annotations=annotations)
+            return fn
+        return register
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[ServerState, Any] | None = None
                         ) -> CallToolResult | InputRequiredResult:
-        tool = self._tool_manager.get_tool(name)
-        problem = _argument_problem(tool.parameters, arguments) if tool is not None else None
+        if self._input_schemas is None:
+            self._input_schemas = {t.name: t.input_schema for t in await self.list_tools()}
+        schema = self._input_schemas.get(name)
+        problem = _argument_problem(schema, arguments) if schema is not None else None
         if problem:
             raise ToolError(f"invalid_argument ({INVALID_PARAMS}): invalid arguments for {name}: "
                             f"{problem}. Fix them (see the tool's input schema) and call "
                             "again; nothing was written.")
         state = state_of(context)
-        held = state.answering(self._after_answer or _next_turn) if state is not None \
-            else nullcontext()
+        held = state.answering(_after_answer) if state is not None else nullcontext()
         try:
             with held:
                 return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             raise ToolError(_error_text(name, exc)) from None
 
-    holder: _Holder | None = None
-
-    async def answer_directly(self, request: JSONRPCRequest, version: str
-                              ) -> dict[str, Any] | ErrorData | None:
-        """The result of a ``tools/call`` that answers from this machine's copy alone
-        (:meth:`ServerState.answers_inline`), called here on the wire instead of through
-        the SDK's dispatch: the same :meth:`call_tool`, the same result, without the
-        SDK's tasks, streams and middleware around it, most of a quick call's time.
-        ``None`` for any other request, which the SDK answers: another method, another
-        protocol version, parameters beyond the name and arguments (``_meta``: progress,
-        a task), a tool that may wait on the relay."""
-        params = request.params
-        if request.method != "tools/call" or version not in DIRECT_VERSIONS \
-                or not isinstance(params, dict) or not set(params) <= {"name", "arguments"}:
-            return None
-        name, arguments = params.get("name"), params.get("arguments") or {}
-        state = self.holder.state if self.holder is not None else None
-        if state is None or not isinstance(name, str) or not isinstance(arguments, dict) \
-                or not state.answers_inline(name, arguments):
-            return None
-        reset = _DIRECT_STATE.set(state)
-        try:
-            with encoding() as slot:
-                try:
-                    result = await self.call_tool(name, arguments)
-                except MCPError as exc:
-                    return exc.error
-                except Exception as exc:  # answered as the SDK answers it
-                    result = CallToolResult(content=[TextContent(type="text", text=str(exc))],
-                                            is_error=True)
-                # The SDK's own sieve of a result for the negotiated version.
-                dumped = serialize_server_result("tools/call", version, result.model_dump(
-                    by_alias=True, mode="json", exclude_none=True))
-                out: dict[str, Any] = with_encoded(dumped, slot)
-                return out
-        finally:
-            _DIRECT_STATE.reset(reset)
-
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
                          context: Context[ServerState, Any] | None = None
                          ) -> GetPromptResult | InputRequiredResult:
         """The SDK's, but a wrong name or argument is an invalid-params error that says
         which, not an internal error."""
-        prompt = self._prompt_manager.get_prompt(name)
+        prompts_now = {p.name: p for p in await self.list_prompts()}
+        prompt = prompts_now.get(name)
         if prompt is None:
-            known = ", ".join(p.name for p in self._prompt_manager.list_prompts())
+            known = ", ".join(prompts_now)
             raise MCPError(INVALID_PARAMS, f"invalid_argument ({INVALID_PARAMS}): no prompt "
                                            f"named {name!r}; the prompts are {known}")
         given = set(arguments or {})
-        wanted = {a.name: a.required for a in prompt.arguments or []}
+        wanted = {a.name: bool(a.required) for a in prompt.arguments or []}
         missing = sorted(a for a, required in wanted.items() if required and a not in given)
         unknown = sorted(given - set(wanted))
         if missing or unknown:
@@ -413,31 +370,6 @@ class RelayMCPServer(MCPServer["ServerState"]):
             raise MCPError(INVALID_PARAMS, f"invalid_argument ({INVALID_PARAMS}): invalid "
                                            f"arguments for prompt {name}: {problem}")
         return await super().get_prompt(name, arguments, context)
-
-    # Set while serving on pipes: runs a callable once the answers so far are written.
-    # Other transports (the SDK's stdio, an in-process client) run it on the event
-    # loop's next turn, once the answer has left the call.
-    _after_answer: Callable[[Callable[[], None]], None] | None = None
-
-    async def run_stdio_async(self) -> None:
-        """stdio on asyncio pipes (:mod:`gitrelay.mcp.pipes`), not the SDK's file threads,
-        unless ``GITRELAY_STDIO=sdk`` asks for the SDK's own transport."""
-        if os.environ.get(STDIO_ENV) == "sdk":
-            await super().run_stdio_async()
-            return
-        async with stdio_pipes() as pipes:
-            if pipes is None:
-                await super().run_stdio_async()
-                return
-            self._after_answer = pipes.stdout.after_flush
-            lowlevel = self._lowlevel_server
-            lowlevel.middleware.append(send_encoded)
-            try:
-                async with line_streams(pipes, self.answer_directly) as (read, write):
-                    await lowlevel.run(read, write, lowlevel.create_initialization_options())
-            finally:
-                lowlevel.middleware.remove(send_encoded)
-                self._after_answer = None
 
 
 # --- state ---------------------------------------------------------------------------------
@@ -495,8 +427,8 @@ class ServerState:
                   ) -> AbstractContextManager[None]:
         """Around one tool call: the sync loop starts delivering its writes once the
         answer is built, not while it is (both would compete for the interpreter);
-        given ``after_answer`` (the pipes' flush, else the event loop's next turn),
-        once the answer is written or has left the call."""
+        given ``after_answer`` (:func:`_after_answer`), once the answer has left the
+        call and had time to be written."""
         if self._kicks is None:
             return nullcontext()
         return self._kicks.holding(after_answer)
@@ -716,14 +648,13 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
 
     server = RelayMCPServer("gitrelay", instructions=INSTRUCTIONS, lifespan=lifespan,
                             log_level="WARNING")
-    server.holder = holder
 
     def st(ctx: Ctx) -> ServerState:
         state = state_of(ctx)
         assert state is not None
         return state
 
-    @server.tool(annotations=WRITE)
+    @server.relay_tool(annotations=WRITE)
     def handoff_to_teammate(
         to: Handle,
         intent: Annotated[Intent, Field(description=(
@@ -736,13 +667,13 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         artifacts: Annotated[list[Artifact] | None, Field(description=(
             "Structured attachments: file_diff, file_ref, test_command, api_contract, "
             "link."))] = None,
-        question: Annotated[Text | None, Field(description=(
+        question: Annotated[OrNone[Text], Field(description=(
             "The question, with intent ask_question."))] = None,
         proposed_action: Annotated[ProposedAction | None, Field(description=(
             "Required with intent propose_action, refused otherwise."))] = None,
         metadata: Annotated[dict[str, Any] | None, Field(description=(
             "Free-form key/values stored with the handoff (ticket ids, sprint...)."))] = None,
-        idempotency_key: Annotated[IdempotencyKey | None, Field(description=(
+        idempotency_key: Annotated[OrNone[IdempotencyKey], Field(description=(
             "Only to retry a handoff whose answer you did not get: the same key and "
             "content return the original thread instead of a second one. Generated "
             "when omitted."))] = None,
@@ -784,18 +715,18 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
                           idempotency_key=str(doc["idempotency_key"]),
                           repeated=result.repeated, delivery=result.delivery)
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
+    @server.relay_tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
                                              idempotentHint=True, openWorldHint=False))
     def check_inbox(
         ctx: Ctx,
         status: Annotated[list[Status] | None, Field(description=(
             "Only threads in these statuses; default pending and accepted."))] = None,
-        since: Annotated[str | None, Field(description=(
+        since: Annotated[OrNone[str], Field(description=(
             "ISO 8601 time: only threads created or updated after it."))] = None,
         limit: Annotated[int, Field(ge=1, le=200, description="Items per page.")] = 50,
         after: Annotated[int | None, Field(ge=0, description=(
             "The cursor from a previous check_inbox: only items after it."))] = None,
-        cursor: Annotated[str | None, Field(description=(
+        cursor: Annotated[OrNone[str], Field(description=(
             "next_cursor from the previous call: the next page."))] = None,
         unread_only: Annotated[bool, Field(description=(
             "Only items you have not acknowledged."))] = False,
@@ -803,7 +734,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
             "Mark every item up to this seq handled (after acting on them)."))] = None,
         ack_items: Annotated[list[AckItem] | None, Field(description=(
             "Mark just these items handled, each with the seq check_inbox showed."))] = None,
-        worker: Annotated[Worker | None, Field(description=(
+        worker: Annotated[OrNone[Worker], Field(description=(
             "This copy's name when several copies of you share one handle."))] = None,
         wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS, description=(
             "Long-poll: wait up to this long for a new item when there is none."))] = 0,
@@ -829,7 +760,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
             (page, state.me, rules),
             lambda: present_inbox_fenced(page, caller=state.me, rules=rules))
 
-    @server.tool(annotations=WRITE)
+    @server.relay_tool(annotations=WRITE)
     def claim_inbox_item(
         ctx: Ctx,
         item_id: Annotated[str, Field(min_length=1, max_length=100)],
@@ -848,11 +779,11 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
                                                     worker=worker,
                                                     lease_seconds=lease_seconds))
 
-    @server.tool(annotations=WRITE)
+    @server.relay_tool(annotations=WRITE)
     def accept_handoff(
         thread_id: ThreadArg,
         ctx: Ctx,
-        session_id: Annotated[str | None, Field(min_length=1, max_length=200, description=(
+        session_id: Annotated[OrNone[str], Field(min_length=1, max_length=200, description=(
             "This agent session, stored for audit; generated when omitted."))] = None,
         delivery: DeliveryArg = None,
     ) -> AcceptOut:
@@ -891,7 +822,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
                               accepted_at=str(result.doc["at"]), delivery=result.delivery,
                               sync_warning=_sync_warning(state.client))
 
-    @server.tool(annotations=READ)
+    @server.relay_tool(annotations=READ)
     def view_thread(thread_id: ThreadArg, ctx: Ctx) -> ThreadOut:
         """Read a whole thread without changing it.
 
@@ -901,7 +832,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         """
         return _view_out(st(ctx), thread_id)
 
-    @server.tool(annotations=WRITE)
+    @server.relay_tool(annotations=WRITE)
     def send_message(
         thread_id: ThreadArg,
         body: Annotated[Text, Field(description="The message text.")],
@@ -921,7 +852,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
             result = state.client.send_message(tid, body, payload=payload, mode=delivery)
         return _message_answer(state.client, tid, result, "message")
 
-    @server.tool(annotations=WRITE)
+    @server.relay_tool(annotations=WRITE)
     def complete_handoff(
         thread_id: ThreadArg,
         result_summary: Annotated[Text, Field(description=(
@@ -947,12 +878,12 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         return CompleteOut(thread_id=tid, status="completed",
                            completed_at=str(result.doc["at"]), delivery=result.delivery)
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True,
+    @server.relay_tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True,
                                              idempotentHint=False, openWorldHint=True))
     def cancel_handoff(
         thread_id: ThreadArg,
         ctx: Ctx,
-        reason: Annotated[Text | None, Field(description="Why, for the recipient.")] = None,
+        reason: Annotated[OrNone[Text], Field(description="Why, for the recipient.")] = None,
         delivery: DeliveryArg = None,
     ) -> CancelOut:
         """Withdraw a handoff you sent, while it is still pending.
@@ -966,7 +897,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         return CancelOut(thread_id=tid, status="cancelled",
                          cancelled_at=str(result.doc["at"]), delivery=result.delivery)
 
-    @server.tool(annotations=READ)
+    @server.relay_tool(annotations=READ)
     def list_teammates(ctx: Ctx) -> TeammatesOut:
         """List everyone registered on the relay: handle, name and role.
 
@@ -977,12 +908,12 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         rules = state.trust.current()
         return present_teammates(state.client.teammates(), caller=state.me, rules=rules)
 
-    @server.tool(annotations=WRITE)
+    @server.relay_tool(annotations=WRITE)
     def draft_proposed_action(
         thread_id: ThreadArg,
         suggested_diff: Annotated[Text, Field(description="The unified diff you drafted.")],
         ctx: Ctx,
-        note: Annotated[Text | None, Field(description=(
+        note: Annotated[OrNone[Text], Field(description=(
             "A short note for the sender about the draft."))] = None,
         delivery: DeliveryArg = None,
     ) -> SentMessageOut:
