@@ -23,7 +23,7 @@ THIRD_PARTY = {
     "store": {"pygit2", "filelock"},
     "sync": {"watchdog"},
     "relay": {"pydantic", "yaml", "watchdog"},
-    "mcp": {"mcp", "mcp_types", "anyio", "pydantic_core"},
+    "mcp": {"mcp", "anyio", "pydantic_core"},
     "demo": set(),
     "cli": set(),
 }
@@ -92,7 +92,7 @@ def test_every_third_party_import_is_a_declared_dependency():
     text = (PKG.parent / "pyproject.toml").read_text()
     declared = text.split("dependencies = [", 1)[1].split("]", 1)[0].lower().replace("_", "-")
     used = set().union(*(imports_of(p)[1] for p in modules())) - STDLIB
-    dist = {"yaml": "pyyaml", "pydantic_core": "pydantic-core", "mcp_types": "mcp-types"}
+    dist = {"yaml": "pyyaml", "pydantic_core": "pydantic-core"}
     missing = {name for name in used if f'"{dist.get(name, name)}' not in declared}
     assert not missing, f"imported but not declared in pyproject.toml: {sorted(missing)}"
 
