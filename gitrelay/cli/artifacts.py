@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,8 @@ def split_patch(text: str) -> list[tuple[str, str]]:
     return [(path, "".join(lines)) for path, lines in parts if path]
 
 
-def artifacts_from(args: argparse.Namespace) -> list[dict[str, Any]]:
+def artifacts_from(args: argparse.Namespace, limits: Mapping[str, int]) -> list[dict[str, Any]]:
+    """The artifacts the flags give, each checked against the relay's ``limits``."""
     from gitrelay.core import schema
 
     arts: list[dict[str, Any]] = []
@@ -99,7 +101,7 @@ def artifacts_from(args: argparse.Namespace) -> list[dict[str, Any]]:
     for i, art in enumerate(arts):
         try:
             schema.ARTIFACT(art, f"artifact {i + 1} ({art.get('type')})",
-                            schema.Ctx(schema.DEFAULT_LIMITS))
+                            schema.Ctx(limits))
         except RelayError as exc:
             raise InvalidArgument(exc.message, field=exc.data.get("field", "artifacts")) from None
     return arts

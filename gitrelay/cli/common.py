@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from gitrelay.core.errors import AmbiguousId, InvalidArgument
+from gitrelay.core.rules import STATUSES
 
 if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient, WriteResult
@@ -23,8 +24,6 @@ EXIT_UNAVAILABLE = 4   # the relay could not be reached and there is no local co
 EXIT_INTERNAL = 70     # a bug in gitrelay (please report it with GITRELAY_DEBUG=1 output)
 EXIT_INTERRUPTED = 130
 
-STATUSES = ("pending", "accepted", "completed", "cancelled")
-INTENTS = ("inform", "ask_question", "propose_action")
 
 
 def note(text: str) -> None:
@@ -72,8 +71,10 @@ def text_arg(value: str, what: str) -> str:
 
 def resolve(client: RelayClient, ref: str) -> str:
     """A thread id from an id or prefix; an ambiguous prefix lists its candidates."""
+    from gitrelay.relay.policy import resolve_thread
+
     try:
-        return client.resolve_thread(ref)
+        return resolve_thread(client, ref)
     except AmbiguousId as exc:
         from gitrelay.relay.render import one_line, short_id
 

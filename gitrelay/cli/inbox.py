@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from gitrelay.cli.common import (
     EXIT_OK,
-    STATUSES,
     Commands,
     note,
     open_client,
@@ -16,6 +15,7 @@ from gitrelay.cli.common import (
     statuses_arg,
     wait_seconds,
 )
+from gitrelay.core.rules import STATUSES
 
 if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Sequence
 
@@ -27,7 +26,8 @@ from gitrelay.cli.common import (
     Parser,
     common_flags,
 )
-from gitrelay.core.errors import RelayError, RelayUnavailable, with_hint
+from gitrelay.cli.wording import error_text
+from gitrelay.core.errors import RelayError, RelayUnavailable
 
 __all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "EXIT_UNAVAILABLE", "build_parser", "main"]
 
@@ -52,22 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_COMMAND_OF_TOOL = {"list_teammates": "teammates", "check_inbox": "inbox",
-                    "view_thread": "show", "handoff_to_teammate": "send",
-                    "accept_handoff": "accept", "send_message": "reply",
-                    "complete_handoff": "complete", "cancel_handoff": "cancel",
-                    "draft_proposed_action": "draft"}
-_TOOL_NAME = re.compile(r"\b(?:" + "|".join(_COMMAND_OF_TOOL) + r")\b")
-
-
-def _for_people(hint: str) -> str:
-    """``hint`` with each tool name replaced by the command that does the same."""
-    return _TOOL_NAME.sub(lambda m: f"`gitrelay {_COMMAND_OF_TOOL[m.group()]}`", hint)
-
-
 def _fail(exc: RelayError) -> int:
-    text = with_hint(f"{exc.name} ({exc.code}): {exc.message}", _for_people(exc.hint))
-    print(f"gitrelay: {text}", file=sys.stderr)
+    print(f"gitrelay: {error_text(exc)}", file=sys.stderr)
     for line in exc.data.get("details", []):
         print(f"  {line}", file=sys.stderr)
     return EXIT_UNAVAILABLE if isinstance(exc, RelayUnavailable) else EXIT_ERROR

@@ -8,6 +8,7 @@ from typing import Any
 
 from gitrelay.cli.common import EXIT_OK, Commands, note, open_client, print_json, trust_path
 from gitrelay.core.errors import RelayError, RelayUnavailable
+from gitrelay.core.vocab import DELIVERY_MODES
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -145,7 +146,7 @@ def register(commands: Commands) -> None:
             "claude mcp add gitrelay -- gitrelay mcp")
     p.add_argument("--trust", help="trust file (default: $GITRELAY_TRUST or "
                                    "~/.agentrelay/trust.yaml)")
-    p.add_argument("--writes", choices=["queue", "wait"])
+    p.add_argument("--writes", choices=DELIVERY_MODES)
     p = add("demo", _cmd_demo, "show the whole product on a throw-away relay in seconds",
             "gitrelay demo", identity=False)
     p.add_argument("--keep", action="store_true",

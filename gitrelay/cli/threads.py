@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from gitrelay.cli.artifacts import add_artifact_flags, artifacts_from, json_arg, read_file
 from gitrelay.cli.common import (
     EXIT_OK,
-    INTENTS,
     Commands,
     at_least,
     delivery_text,
@@ -22,10 +21,12 @@ from gitrelay.cli.common import (
     trust_path,
     write_json,
 )
-from gitrelay.core.errors import Forbidden, InvalidArgument, RelayError, TeammateBlocked
+from gitrelay.core.errors import InvalidArgument, RelayError
+from gitrelay.core.vocab import INTENTS
+from gitrelay.relay import policy
 
 if TYPE_CHECKING:
-    from gitrelay.relay.client import RelayClient, WriteResult
+    from gitrelay.relay.client import RelayClient, ThreadView, WriteResult
 
 
 def _thread_json(view: Any) -> dict[str, Any]:
@@ -35,37 +36,38 @@ def _thread_json(view: Any) -> dict[str, Any]:
             "refused": [r.__dict__ for r in view.refused]}
 
 
-_REFUSES = "; `gitrelay accept` refuses this thread"
-
-
-def _trust_note(args: argparse.Namespace, client: RelayClient, sender: str) -> str | None:
+def _trust_note(args: argparse.Namespace, client: RelayClient, view: ThreadView
+                ) -> tuple[str | None, bool]:
+    """How your trust file judges the sender of a thread sent to you, and whether
+    `gitrelay accept` would take it (the same decision accept makes)."""
     from gitrelay.core.ids import same_handle
-    from gitrelay.relay.trust import evaluate, load_trust
+    from gitrelay.relay.policy import accept_refusal
+    from gitrelay.relay.trust import load_trust
 
-    if same_handle(sender, client.handle):
-        return None
+    if not same_handle(view.recipient, client.handle) or same_handle(view.sender,
+                                                                      client.handle):
+        return None, True
     try:
-        decision = evaluate(load_trust(trust_path(args)), sender)
+        decision, refusal = accept_refusal(client.handle, view, load_trust(trust_path(args)))
     except RelayError as exc:
-        return f"cannot judge {sender}: {exc.message}"
-    if decision.allowed:
-        return decision.message
-    return decision.message + _REFUSES
+        return f"cannot judge {view.sender}: {exc.message}", True
+    assert decision is not None
+    if refusal is None:
+        return decision.message, True
+    return decision.message + "; `gitrelay accept` refuses this thread", False
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
+    from gitrelay.relay.policy import read_thread
     from gitrelay.relay.render import conversation
 
     client = open_client(args)
-    view = client.thread(resolve(client, args.thread))
+    view = read_thread(client, resolve(client, args.thread))
     stale_note(client)
     if args.json:
         print_json(_thread_json(view))
         return EXIT_OK
-    note, acceptable = None, True
-    if view.recipient.casefold() == client.handle.casefold():
-        note = _trust_note(args, client, view.sender)
-        acceptable = note is None or not note.endswith(_REFUSES)
+    note, acceptable = _trust_note(args, client, view)
     print(conversation(view, client.handle, client.mirror.view().profiles(), note,
                        acceptable=acceptable))
     return EXIT_OK
@@ -112,8 +114,8 @@ def _cmd_send(args: argparse.Namespace) -> int:
         if not sep or not key:
             raise InvalidArgument(f"--meta {item!r}: use KEY=VALUE", field="--meta")
         metadata[key] = value
-    arts = artifacts_from(args)
     client = open_client(args, writes="queue" if args.queue else "wait", fetch=False)
+    arts = artifacts_from(args, policy.limits(client))
     result = client.handoff(to=args.to, intent=args.intent, summary=summary, artifacts=arts,
                             question=question, proposed_action=action,
                             metadata=metadata or None, idempotency_key=args.key)
@@ -166,37 +168,27 @@ def _cmd_accept(args: argparse.Namespace) -> int:
     import uuid
 
     from gitrelay.relay.render import conversation
-    from gitrelay.relay.trust import evaluate, load_trust
+    from gitrelay.relay.trust import load_trust
 
     client = open_client(args, writes="queue" if args.queue else "wait")
-    tid = resolve(client, args.thread)
-    view = client.thread(tid)
-    if view.recipient.casefold() == client.handle.casefold():
-        decision = evaluate(load_trust(trust_path(args)), view.sender)
-        if not decision.allowed:
-            cls = TeammateBlocked if decision.reason == "blocked" else Forbidden
-            fix = (f"`gitrelay trust remove {view.sender}` unblocks them"
-                   if decision.reason == "blocked" else
-                   f"`gitrelay trust add {view.sender}` trusts them")
-            raise cls(f"not accepting thread {tid}: {decision.message}.",
-                      hint=f"Nothing was changed. If this is wrong, {fix} (docs/trust.md).",
-                      thread_id=tid, sender=view.sender)
-    session = args.session or f"cli-{uuid.uuid4().hex[:12]}"
-    result = client.accept(tid, session_id=session)
+    rules = load_trust(trust_path(args))
+    accepted = policy.accept(client, resolve(client, args.thread), rules,
+                             session_id=args.session or f"cli-{uuid.uuid4().hex[:12]}")
+    result, tid = accepted.result, accepted.before.thread_id
     if args.json:
         print_json(write_json(result, status="accepted", accepted_at=result.doc.get("at")))
         return EXIT_OK
-    print(f"accepted {tid} from {view.sender}: {delivery_text(result)}\n")
+    print(f"accepted {tid} from {accepted.before.sender}: {delivery_text(result)}\n")
     view = client.thread(tid)
     print(conversation(view, client.handle, client.mirror.view().profiles(),
-                       _trust_note(args, client, view.sender)))
+                       _trust_note(args, client, view)[0]))
     return EXIT_OK
 
 
 def _cmd_complete(args: argparse.Namespace) -> int:
     summary = text_arg(args.summary, "--summary")
-    arts = artifacts_from(args)
     client = open_client(args, writes="queue" if args.queue else "wait")
+    arts = artifacts_from(args, policy.limits(client))
     result = client.complete(resolve(client, args.thread), result_summary=summary,
                              artifacts=arts)
     if args.json:

@@ -15,6 +15,8 @@ import _json  # the C scanner behind json.loads; ``json`` itself would import ``
 
 from gitrelay.core.errors import FormatError
 from gitrelay.core.ids import handle_problem, is_key, is_thread_id, is_uuid, only
+from gitrelay.core.vocab import DEFAULT_LIMITS as DEFAULT_LIMITS  # re-exported: the gate reads it
+from gitrelay.core.vocab import INTENTS as INTENTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,17 +34,9 @@ NO_SPACE_PATTERN = r"^[^\s]+$"
 EMAIL_PATTERN = r"^[^\s@]+@[^\s@]+$"
 SSH_KEY_PATTERN = r"^(ssh-|ecdsa-|sk-)\S+ \S+"
 WORKER_PATTERN = r"^[A-Za-z0-9._-]+$"
-INTENTS = ("inform", "ask_question", "propose_action")
 MESSAGE_TYPES = ("message", "draft")
 ARTIFACT_TYPES = ("file_diff", "file_ref", "test_command", "api_contract", "link")
 
-DEFAULT_LIMITS: dict[str, int] = {
-    "max_file_bytes": 262_144,
-    "max_text_chars": 65_536,
-    "max_artifacts": 50,
-    "max_json_depth": 16,
-    "max_messages_per_thread": 10_000,
-}
 
 _DIGITS = frozenset("0123456789")
 _HEX = frozenset("0123456789abcdefABCDEF")

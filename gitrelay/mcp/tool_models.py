@@ -16,11 +16,13 @@ as the object itself only when the caller wrote it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gitrelay.core.ids import HANDLE_PATTERN
+from gitrelay.core.ids import HANDLE_MAX, HANDLE_PATTERN, KEY_PATTERN
+from gitrelay.core.rules import STATUSES
+from gitrelay.core.vocab import DELIVERIES, DELIVERY_MODES, INTENTS
 from gitrelay.relay.provenance import ProvenanceMarker
 from gitrelay.relay.trust import TrustOverlay
 
@@ -62,19 +64,29 @@ __all__ = [
 
 # --- shared field types ------------------------------------------------------------
 
-Handle = Annotated[str, Field(pattern=HANDLE_PATTERN, min_length=3, max_length=100,
+Handle = Annotated[str, Field(pattern=HANDLE_PATTERN, min_length=3, max_length=HANDLE_MAX,
                               description="A teammate handle, name@team (e.g. bob@acme).")]
 ThreadRef = Annotated[str, Field(min_length=2, max_length=26, description=(
     "A thread id as check_inbox or handoff_to_teammate returned it (26 characters); "
     "a unique prefix of one also works."))]
-Intent = Literal["inform", "ask_question", "propose_action"]
-Status = Literal["pending", "accepted", "completed", "cancelled"]
-DeliveryMode = Literal["queue", "wait"]
-Delivery = Literal["delivered", "queued"]
+# The choices come from core (gitrelay.core.vocab, the state machine's statuses);
+# a type checker sees plain text, pydantic and the input schema the choices.
+if TYPE_CHECKING:
+    Intent = str
+    Status = str
+    DeliveryMode = str
+    Delivery = str
+else:
+    Intent = Literal[INTENTS]
+    Status = Literal[STATUSES]
+    DeliveryMode = Literal[DELIVERY_MODES]
+    Delivery = Literal[DELIVERIES]
 Timestamp = Annotated[str, Field(description="ISO 8601 UTC time, e.g. 2026-05-01T09:14:32Z.")]
-Text = Annotated[str, Field(min_length=1, max_length=65_536)]
+# No maximum here: the relay's own max_text_chars (relay.json) is checked before
+# anything is written, and refused as invalid_argument naming the field.
+Text = Annotated[str, Field(min_length=1)]
 RepoPath = Annotated[str, Field(min_length=1, max_length=1024)]
-IdempotencyKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
+IdempotencyKey = Annotated[str, Field(pattern=KEY_PATTERN)]
 Worker = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")]
 Marker = Annotated[ProvenanceMarker | None, Field(description=(
     "Set by this server on every object a teammate wrote: origin, sender, trust "
