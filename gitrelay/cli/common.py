@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from gitrelay.core.errors import AmbiguousId, InvalidArgument
 from gitrelay.core.rules import STATUSES
+from gitrelay.core.vocab import WAIT_MAX
 
 if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient, WriteResult
@@ -139,8 +140,6 @@ def statuses_arg(value: str) -> list[str]:
 
 
 def wait_seconds(value: str) -> float:
-    from gitrelay.relay.inbox import WAIT_MAX
-
     try:
         seconds = float(value)
     except ValueError:

@@ -16,6 +16,7 @@ from gitrelay.cli.common import (
     wait_seconds,
 )
 from gitrelay.core.rules import STATUSES
+from gitrelay.core.vocab import INBOX_PAGE_MAX
 
 if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient
@@ -83,7 +84,7 @@ def _closed_threads_note(client: RelayClient) -> str:
     wait on completed or cancelled ones (your handoff was completed, say), if any."""
     from gitrelay.relay.inbox import check_inbox
 
-    most = 200
+    most = INBOX_PAGE_MAX
     closed = check_inbox(client, status=["completed", "cancelled"], unread_only=True,
                          limit=most).items
     if not closed:
@@ -119,7 +120,8 @@ def register(commands: Commands) -> None:
     p.add_argument("--status", type=statuses_arg, action="extend",
                    help="only these statuses (comma-separated or repeated)")
     p.add_argument("--unread", action="store_true", help="only unread items")
-    p.add_argument("--limit", type=int, default=50, help="at most this many items (1-200)")
+    p.add_argument("--limit", type=int, default=50,
+                   help=f"at most this many items (1-{INBOX_PAGE_MAX})")
     p.add_argument("--ack", action="store_true",
                    help="mark the items listed as handled: they stop showing as unread "
                         "(one with news since comes back)")

@@ -15,6 +15,11 @@ INTENTS = ("inform", "ask_question", "propose_action")
 DELIVERY_MODES = ("queue", "wait")
 DELIVERIES = ("delivered", "queued")
 
+# An inbox page, a long-poll and a claim's lease, at most.
+INBOX_PAGE_MAX = 200
+WAIT_MAX = 60.0
+LEASE_MAX = 86_400.0
+
 DEFAULT_LIMITS: dict[str, int] = {
     "max_file_bytes": 262_144,
     "max_text_chars": 65_536,

@@ -59,6 +59,7 @@ from gitrelay.core.errors import (
     RelayError,
     ThreadNotFound,
 )
+from gitrelay.core.vocab import INBOX_PAGE_MAX, LEASE_MAX, WAIT_MAX
 from gitrelay.mcp import prompts
 from gitrelay.mcp.answers import Answer, AnswerMemo, answer_of, encoding, send_encoded, with_encoded
 from gitrelay.mcp.output_schema import lean_output_schema
@@ -108,7 +109,7 @@ __all__ = ["ServerOptions", "ServerState", "build_server", "open_state", "serve"
 
 log = logging.getLogger("gitrelay.mcp")
 
-MAX_WAIT_SECONDS = 60.0
+MAX_WAIT_SECONDS = WAIT_MAX
 DEFAULT_ROLE = "teammate"
 STDIO_ENV = "GITRELAY_STDIO"  # "sdk": serve stdio on the MCP SDK's own transport
 
@@ -678,7 +679,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
             "Only threads in these statuses; default pending and accepted."))] = None,
         since: Annotated[str | None, Field(description=(
             "ISO 8601 time: only threads created or updated after it."))] = None,
-        limit: Annotated[int, Field(ge=1, le=200, description="Items per page.")] = 50,
+        limit: Annotated[int, Field(ge=1, le=INBOX_PAGE_MAX, description="Items per page.")] = 50,
         after: Annotated[int | None, Field(ge=0, description=(
             "The cursor from a previous check_inbox: only items after it."))] = None,
         cursor: Annotated[str | None, Field(description=(
@@ -721,7 +722,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         item_id: Annotated[str, Field(min_length=1, max_length=100)],
         seq: Annotated[int, Field(ge=1)],
         worker: Annotated[Worker, Field(description="This copy's name.")],
-        lease_seconds: Annotated[float | None, Field(gt=0, le=86_400, description=(
+        lease_seconds: Annotated[float | None, Field(gt=0, le=LEASE_MAX, description=(
             "How long the claim holds unless renewed (default: the inbox's lease)."))] = None,
     ) -> ClaimOut:
         """Claim an inbox item for this copy when several copies of you share one handle.
