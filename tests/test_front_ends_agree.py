@@ -30,6 +30,7 @@ from gitrelay.core.vocab import DEFAULT_LIMITS
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
+from tests.relaykit import Bench
 
 REPO = Path(__file__).resolve().parent.parent
 ALICE, BOB, CAROL, DAVE = "alice@acme", "bob@acme", "carol@acme", "dave@acme"
@@ -269,3 +270,27 @@ def test_a_refused_accept_names_the_command_or_the_trust_step_for_each_audience(
     cli, mcp = answers["a-handoff-to-nobody-registered"]
     assert cli.text.endswith("See who is with `gitrelay teammates`.")
     assert "Call list_teammates" in mcp.text
+
+
+def test_a_push_the_gate_refuses_names_neither_a_tool_nor_a_command(tmp_path: Path) -> None:
+    """A `git push` through the gate is answered with the rule and the offending commit
+    alone: whoever pushed may be neither an agent nor someone with gitrelay at hand."""
+    bench = Bench.create(tmp_path / "gate")
+    for handle in (ALICE, BOB):
+        bench.register(handle)
+    pending = bench.handoff(ALICE, BOB, "key-pending")
+    bench.land()
+    landed = bench.tip
+    attempts = {
+        "recipient_not_found": lambda: bench.handoff(ALICE, "zoe@acme", "key-zoe"),
+        "invalid_intent_payload": lambda: bench.handoff(ALICE, BOB, "key-q", question="Why?"),
+        "not_authorized_transition": lambda: bench.transition("accept", pending, ALICE),
+        "invalid_transition": lambda: bench.transition("complete", pending, BOB),
+    }
+    for rule, build in attempts.items():
+        bench.tip = landed
+        build()
+        result = bench.push_main()
+        assert result.rules == [rule], result.stderr
+        assert not [tool for tool in TOOLS if tool in result.stderr], result.stderr
+        assert "gitrelay " not in result.stderr.replace("gitrelay: ", ""), result.stderr
