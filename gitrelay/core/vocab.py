@@ -15,6 +15,17 @@ INTENTS = ("inform", "ask_question", "propose_action")
 DELIVERY_MODES = ("queue", "wait")
 DELIVERIES = ("delivered", "queued")
 
+# The longest text of a field with a fixed purpose; every other text is bounded by the
+# relay's own max_text_chars.
+PATH_CHARS = 1024
+COMMAND_CHARS = 4096
+URL_CHARS = 2048
+TITLE_CHARS = 512
+SESSION_CHARS = 200
+ITEM_ID_CHARS = 100
+WORKER_CHARS = 64
+TARGET_FILES_MAX = 1000
+
 # An inbox page, a long-poll and a claim's lease, at most.
 INBOX_PAGE_MAX = 200
 WAIT_MAX = 60.0

@@ -57,7 +57,13 @@ from gitrelay.core.errors import (
     RelayError,
     ThreadNotFound,
 )
-from gitrelay.core.vocab import INBOX_PAGE_MAX, LEASE_MAX, WAIT_MAX
+from gitrelay.core.vocab import (
+    INBOX_PAGE_MAX,
+    ITEM_ID_CHARS,
+    LEASE_MAX,
+    SESSION_CHARS,
+    WAIT_MAX,
+)
 from gitrelay.mcp import prompts
 from gitrelay.mcp.answers import Answer, AnswerMemo, answer_of, encoding, send_encoded, with_encoded
 from gitrelay.mcp.output_schema import lean_output_schema
@@ -706,7 +712,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
     @server.tool(annotations=WRITE)
     def claim_inbox_item(
         ctx: Ctx,
-        item_id: Annotated[str, Field(min_length=1, max_length=100)],
+        item_id: Annotated[str, Field(min_length=1, max_length=ITEM_ID_CHARS)],
         seq: Annotated[int, Field(ge=1)],
         worker: Annotated[Worker, Field(description="This copy's name.")],
         lease_seconds: Annotated[float | None, Field(gt=0, le=LEASE_MAX, description=(
@@ -726,8 +732,9 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
     def accept_handoff(
         thread_id: ThreadArg,
         ctx: Ctx,
-        session_id: Annotated[str | None, Field(min_length=1, max_length=200, description=(
-            "This agent session, stored for audit; generated when omitted."))] = None,
+        session_id: Annotated[str | None, Field(
+            min_length=1, max_length=SESSION_CHARS,
+            description="This agent session, stored for audit; generated when omitted.")] = None,
         delivery: DeliveryArg = None,
     ) -> AcceptOut:
         """Take on a handoff sent to you: marks it accepted and returns the whole thread.

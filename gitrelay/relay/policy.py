@@ -154,7 +154,9 @@ def check_new_handoff(client: RelayClient, doc: Mapping[str, Any]) -> None:
     """What a new handoff must be before it is written: between registered
     teammates (a newcomer may have joined since the last fetch: fetched once), with
     the question and proposed action its intent calls for (the gate's own rule)."""
-    view = client.view()
+    if client.mirror.main() is None:
+        client.refresh(max_age=0)
+    view = client.mirror.view()  # no fetch for a write, unless someone is missing here
     if any(view.profile(str(doc[role])) is None for role in ("sender", "recipient")):
         client.refresh(max_age=0)
         view = client.mirror.view()
