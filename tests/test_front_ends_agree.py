@@ -25,8 +25,11 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from gitrelay.cli.wording import next_step_text as for_people
 from gitrelay.core import layout, schema
+from gitrelay.core.errors import NEXT_STEPS, RelayError
 from gitrelay.core.vocab import DEFAULT_LIMITS
+from gitrelay.mcp.wording import next_step_text as for_agents
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
@@ -294,3 +297,13 @@ def test_a_push_the_gate_refuses_names_neither_a_tool_nor_a_command(tmp_path: Pa
         assert result.rules == [rule], result.stderr
         assert not [tool for tool in TOOLS if tool in result.stderr], result.stderr
         assert "gitrelay " not in result.stderr.replace("gitrelay: ", ""), result.stderr
+
+
+def test_every_next_step_is_worded_for_a_person_and_for_an_agent() -> None:
+    for step in NEXT_STEPS:
+        err = RelayError("refused", next_step=step, thread_id="0VKDWJ5P3R8Q2M4N6T7V9X1Z3B",
+                         sender="carol@acme")
+        person, agent = for_people(err), for_agents(err)
+        assert person and agent, step
+        assert not [tool for tool in TOOLS if tool in person], person
+        assert person != agent, step
