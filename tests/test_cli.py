@@ -23,13 +23,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gitrelay.cli.artifacts import split_patch
 from gitrelay.cli.main import (
     EXIT_ERROR,
     EXIT_INVALID,
     EXIT_UNAVAILABLE,
     build_parser,
     main,
-    split_patch,
 )
 from gitrelay.core.ids import thread_id_for
 from gitrelay.demo.example import build_example, load_example

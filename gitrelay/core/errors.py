@@ -1,9 +1,11 @@
 """One exception hierarchy for the whole package.
 
 Every error a user or an agent can provoke is a :class:`RelayError` carrying
-the JSON-RPC style code and name that users of the original relay already
-know (see ``docs/tools.md``). Entry points (CLI, MCP server, gate) turn these
-into exit codes, tool errors or hook refusals; nothing else is shown to a user.
+a JSON-RPC style code and name (see ``docs/tools.md``) and structured data: the
+rule it broke, the offending field, the thread, and what to do next as a
+:class:`NextStep` value. Entry points word them for their audience: the MCP
+server names the tool an agent calls next, the CLI the command a person runs,
+and the gate neither. Nothing else is shown to a user.
 
 This module is imported by the pre-receive gate, so it uses the standard
 library only.
@@ -19,24 +21,81 @@ if TYPE_CHECKING:
     from typing import Any, ClassVar
 
 
+class NextStep:
+    """What whoever got an error can do next, as a value (``NextStep.LIST_TEAMMATES``):
+    each front end words it for its audience, a tool to call or a command to run.
+
+    A plain class of singletons rather than an ``enum``: the gate imports this
+    module, and ``enum`` would be a good part of its start-up.
+    """
+
+    __slots__ = ("value",)
+
+    LIST_TEAMMATES: ClassVar[NextStep]       # find the right handle
+    CHECK_INBOX: ClassVar[NextStep]          # find the right thread id
+    VIEW_THREAD: ClassVar[NextStep]          # re-read the thread and decide again
+    NEW_HANDOFF: ClassVar[NextStep]          # the thread is closed: hand off anew
+    NEW_KEY: ClassVar[NextStep]              # another idempotency key for a new handoff
+    FIX_INTENT_PAYLOAD: ClassVar[NextStep]   # question/proposed_action against the intent
+    TRUST_SENDER: ClassVar[NextStep]         # the person may trust the sender
+    UNBLOCK_SENDER: ClassVar[NextStep]       # the person may unblock the sender
+    REINDEX: ClassVar[NextStep]              # rebuild the local inbox index
+    JOIN: ClassVar[NextStep]                 # register on the relay first
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"NextStep.{self.value.upper()}"
+
+
+NEXT_STEPS: tuple[NextStep, ...] = tuple(
+    NextStep(name) for name in ("list_teammates", "check_inbox", "view_thread", "new_handoff",
+                                "new_key", "fix_intent_payload", "trust_sender",
+                                "unblock_sender", "reindex", "join"))
+for _step in NEXT_STEPS:
+    setattr(NextStep, _step.value.upper(), _step)
+
+
 class RelayError(Exception):
-    """Base class: an expected failure with a code, a name and a hint."""
+    """Base class: an expected failure with a code, a name, structured data and
+    what to do next (a :class:`NextStep`, or a ``hint`` that suits every audience)."""
 
     code: ClassVar[int] = -32000
     name: ClassVar[str] = "relay_error"
 
-    def __init__(self, message: str, *, hint: str = "", **data: Any) -> None:
+    def __init__(self, message: str, *, hint: str = "", next_step: NextStep | None = None,
+                 **data: Any) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.next_step = next_step
         self.data = data
+
+    @property
+    def rule(self) -> str:
+        """The rule broken: the gate's rule name, else the error's name."""
+        return str(self.data.get("rule", self.name))
+
+    @property
+    def field(self) -> str | None:
+        value = self.data.get("field")
+        return None if value is None else str(value)
+
+    @property
+    def thread_id(self) -> str | None:
+        value = self.data.get("thread_id")
+        return None if value is None else str(value)
 
     def __str__(self) -> str:
         return with_hint(f"{self.name} ({self.code}): {self.message}", self.hint)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "name": self.name, "message": self.message,
-                "hint": self.hint, **self.data}
+        out = {"code": self.code, "name": self.name, "message": self.message,
+               "hint": self.hint, **self.data}
+        if self.next_step is not None:
+            out["next_step"] = self.next_step.value
+        return out
 
 
 def with_hint(text: str, hint: str) -> str:
@@ -182,3 +241,23 @@ def error_for_rule(rule: str, message: str, **data: Any) -> RelayError:
     cls = ERRORS_BY_NAME.get(rule) or _RULE_ERRORS.get(rule, FormatError)
     err = cls(message, rule=rule, **data)
     return err
+
+
+# The next step of an error raised without one (a refusal the gate sent back, say).
+DEFAULT_NEXT_STEP: dict[str, NextStep] = {
+    "recipient_not_found": NextStep.LIST_TEAMMATES,
+    "not_a_participant": NextStep.CHECK_INBOX,
+    "thread_not_found": NextStep.CHECK_INBOX,
+    "thread_terminal": NextStep.NEW_HANDOFF,
+    "invalid_transition": NextStep.VIEW_THREAD,
+    "not_authorized_transition": NextStep.VIEW_THREAD,
+    "state_changed": NextStep.VIEW_THREAD,
+    "duplicate_idempotency_key": NextStep.NEW_KEY,
+    "teammate_blocked": NextStep.UNBLOCK_SENDER,
+    "index_lost": NextStep.REINDEX,
+}
+
+
+def next_step_of(err: RelayError) -> NextStep | None:
+    """What to do after ``err``: its own next step, else the usual one for its name."""
+    return err.next_step or DEFAULT_NEXT_STEP.get(err.name)

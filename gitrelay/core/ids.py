@@ -7,7 +7,7 @@ validated here.
 
 from __future__ import annotations
 
-from gitrelay.core.errors import AmbiguousId, InvalidArgument, ThreadNotFound
+from gitrelay.core.errors import AmbiguousId, InvalidArgument, NextStep, ThreadNotFound
 
 # The checks below are written out by hand instead of with ``re``: importing
 # ``re`` (and ``enum`` with it) is a good part of the gate's start-up time.
@@ -115,7 +115,7 @@ def check_thread_id(value: object, field: str = "thread_id") -> str:
     if not is_thread_id(value):
         raise ThreadNotFound(
             f"{field} {value!r} is not a thread id (26 characters of 0-9A-Z without I, L, O, U).",
-            hint="Use a thread_id returned by check_inbox or handoff_to_teammate.",
+            next_step=NextStep.CHECK_INBOX,
             field=field,
         )
     assert isinstance(value, str)

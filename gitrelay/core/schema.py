@@ -15,6 +15,18 @@ import _json  # the C scanner behind json.loads; ``json`` itself would import ``
 
 from gitrelay.core.errors import FormatError
 from gitrelay.core.ids import handle_problem, is_key, is_thread_id, is_uuid, only
+from gitrelay.core.vocab import (
+    COMMAND_CHARS,
+    ITEM_ID_CHARS,
+    PATH_CHARS,
+    SESSION_CHARS,
+    TARGET_FILES_MAX,
+    TITLE_CHARS,
+    URL_CHARS,
+    WORKER_CHARS,
+)
+from gitrelay.core.vocab import DEFAULT_LIMITS as DEFAULT_LIMITS  # re-exported: the gate reads it
+from gitrelay.core.vocab import INTENTS as INTENTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,17 +44,9 @@ NO_SPACE_PATTERN = r"^[^\s]+$"
 EMAIL_PATTERN = r"^[^\s@]+@[^\s@]+$"
 SSH_KEY_PATTERN = r"^(ssh-|ecdsa-|sk-)\S+ \S+"
 WORKER_PATTERN = r"^[A-Za-z0-9._-]+$"
-INTENTS = ("inform", "ask_question", "propose_action")
 MESSAGE_TYPES = ("message", "draft")
 ARTIFACT_TYPES = ("file_diff", "file_ref", "test_command", "api_contract", "link")
 
-DEFAULT_LIMITS: dict[str, int] = {
-    "max_file_bytes": 262_144,
-    "max_text_chars": 65_536,
-    "max_artifacts": 50,
-    "max_json_depth": 16,
-    "max_messages_per_thread": 10_000,
-}
 
 _DIGITS = frozenset("0123456789")
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -431,18 +435,18 @@ def tagged(tag: str, shapes: dict[str, Shape]) -> Check:
 
 # --- the files ---------------------------------------------------------------
 
-_path = text(max_chars=1024)
+_path = text(max_chars=PATH_CHARS)
 ARTIFACT = tagged("type", {
     "file_diff": Shape({"type": const("file_diff"), "path": _path, "diff": text()}),
     "file_ref": Shape({"type": const("file_ref"), "path": _path},
                       {"git_sha": text(max_chars=64, pattern=GIT_SHA_PATTERN, test=_git_sha),
                        "lines": array(integer(minimum=1), min_items=1, max_items=2)}),
-    "test_command": Shape({"type": const("test_command"), "command": text(max_chars=4096)},
-                          {"cwd": text(max_chars=1024)}),
+    "test_command": Shape({"type": const("test_command"), "command": text(max_chars=COMMAND_CHARS)},
+                          {"cwd": _path}),
     "api_contract": Shape({"type": const("api_contract")},
-                          {"schema_url": text(max_chars=2048), "inline": free_object()}),
-    "link": Shape({"type": const("link"), "url": text(max_chars=2048)},
-                  {"title": text(max_chars=512)}),
+                          {"schema_url": text(max_chars=URL_CHARS), "inline": free_object()}),
+    "link": Shape({"type": const("link"), "url": text(max_chars=URL_CHARS)},
+                  {"title": text(max_chars=TITLE_CHARS)}),
 })
 ARTIFACTS = array(ARTIFACT, max_items="max_artifacts")
 _version = const(1)
@@ -451,7 +455,8 @@ _tid = predicate(is_thread_id, "a thread id")
 _key = predicate(is_key, "1-128 characters of A-Z a-z 0-9 . _ : -")
 
 PROPOSED_ACTION = Shape(
-    {"description": text(), "target_files": array(_path, max_items=1000), "rationale": text()},
+    {"description": text(), "target_files": array(_path, max_items=TARGET_FILES_MAX),
+     "rationale": text()},
     {"suggested_diff": text()},
 )
 
@@ -488,7 +493,7 @@ SHAPES: dict[str, Shape] = {
     }, {"payload": free_object(), "suggested_diff": text()}),
     "accept": Shape({
         "format_version": _version, "kind": const("accept"), "thread_id": _tid, "by": handle(),
-        "accepted_by_session": text(max_chars=200), "at": timestamp(),
+        "accepted_by_session": text(max_chars=SESSION_CHARS), "at": timestamp(),
     }),
     "complete": Shape({
         "format_version": _version, "kind": const("complete"), "thread_id": _tid,
@@ -512,10 +517,11 @@ SHAPES: dict[str, Shape] = {
     "inbox": Shape({
         "format_version": _version, "kind": const("inbox"), "handle": handle(),
         "acked_up_to": integer(minimum=0),
-        "acked": array(Shape({"item_id": text(max_chars=100), "seq": integer(minimum=1)}),
+        "acked": array(Shape({"item_id": text(max_chars=ITEM_ID_CHARS), "seq": integer(minimum=1)}),
                        max_items=10_000),
-        "claims": array(Shape({"item_id": text(max_chars=100), "seq": integer(minimum=1),
-                               "worker": text(max_chars=64, pattern=WORKER_PATTERN, test=_worker),
+        "claims": array(Shape({"item_id": text(max_chars=ITEM_ID_CHARS), "seq": integer(minimum=1),
+                               "worker": text(max_chars=WORKER_CHARS, pattern=WORKER_PATTERN,
+                                              test=_worker),
                                "expires_at": timestamp()}), max_items=10_000),
         "updated_at": timestamp(),
     }),

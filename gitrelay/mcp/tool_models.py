@@ -16,11 +16,25 @@ as the object itself only when the caller wrote it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gitrelay.core.ids import HANDLE_PATTERN
+from gitrelay.core.ids import HANDLE_MAX, HANDLE_PATTERN, KEY_PATTERN
+from gitrelay.core.rules import STATUSES
+from gitrelay.core.schema import WORKER_PATTERN
+from gitrelay.core.vocab import (
+    COMMAND_CHARS,
+    DELIVERIES,
+    DELIVERY_MODES,
+    INTENTS,
+    ITEM_ID_CHARS,
+    PATH_CHARS,
+    TARGET_FILES_MAX,
+    TITLE_CHARS,
+    URL_CHARS,
+    WORKER_CHARS,
+)
 from gitrelay.relay.provenance import ProvenanceMarker
 from gitrelay.relay.trust import TrustOverlay
 
@@ -62,20 +76,30 @@ __all__ = [
 
 # --- shared field types ------------------------------------------------------------
 
-Handle = Annotated[str, Field(pattern=HANDLE_PATTERN, min_length=3, max_length=100,
+Handle = Annotated[str, Field(pattern=HANDLE_PATTERN, min_length=3, max_length=HANDLE_MAX,
                               description="A teammate handle, name@team (e.g. bob@acme).")]
 ThreadRef = Annotated[str, Field(min_length=2, max_length=26, description=(
     "A thread id as check_inbox or handoff_to_teammate returned it (26 characters); "
     "a unique prefix of one also works."))]
-Intent = Literal["inform", "ask_question", "propose_action"]
-Status = Literal["pending", "accepted", "completed", "cancelled"]
-DeliveryMode = Literal["queue", "wait"]
-Delivery = Literal["delivered", "queued"]
+# The choices come from core (gitrelay.core.vocab, the state machine's statuses);
+# a type checker sees plain text, pydantic and the input schema the choices.
+if TYPE_CHECKING:
+    Intent = str
+    Status = str
+    DeliveryMode = str
+    Delivery = str
+else:
+    Intent = Literal[INTENTS]
+    Status = Literal[STATUSES]
+    DeliveryMode = Literal[DELIVERY_MODES]
+    Delivery = Literal[DELIVERIES]
 Timestamp = Annotated[str, Field(description="ISO 8601 UTC time, e.g. 2026-05-01T09:14:32Z.")]
-Text = Annotated[str, Field(min_length=1, max_length=65_536)]
-RepoPath = Annotated[str, Field(min_length=1, max_length=1024)]
-IdempotencyKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
-Worker = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")]
+# No maximum here: the relay's own max_text_chars (relay.json) is checked before
+# anything is written, and refused as invalid_argument naming the field.
+Text = Annotated[str, Field(min_length=1)]
+RepoPath = Annotated[str, Field(min_length=1, max_length=PATH_CHARS)]
+IdempotencyKey = Annotated[str, Field(pattern=KEY_PATTERN)]
+Worker = Annotated[str, Field(pattern=WORKER_PATTERN, min_length=1, max_length=WORKER_CHARS)]
 Marker = Annotated[ProvenanceMarker | None, Field(description=(
     "Set by this server on every object a teammate wrote: origin, sender, trust "
     "(untrusted), policy (data-only) and this response's fence token. Absent on what "
@@ -123,20 +147,20 @@ class TestCommand(_In):
     __test__ = False  # not a pytest test class
 
     type: Literal["test_command"]
-    command: Annotated[str, Field(min_length=1, max_length=4096)]
+    command: Annotated[str, Field(min_length=1, max_length=COMMAND_CHARS)]
     cwd: RepoPath | None = None
 
 
 class ApiContract(_In):
     type: Literal["api_contract"]
-    schema_url: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
+    schema_url: Annotated[str, Field(min_length=1, max_length=URL_CHARS)] | None = None
     inline: dict[str, Any] | None = None
 
 
 class Link(_In):
     type: Literal["link"]
-    url: Annotated[str, Field(min_length=1, max_length=2048)]
-    title: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    url: Annotated[str, Field(min_length=1, max_length=URL_CHARS)]
+    title: Annotated[str, Field(min_length=1, max_length=TITLE_CHARS)] | None = None
 
 
 Artifact = Annotated[FileDiff | FileRef | TestCommand | ApiContract | Link,
@@ -145,13 +169,13 @@ Artifact = Annotated[FileDiff | FileRef | TestCommand | ApiContract | Link,
 
 class ProposedAction(_In):
     description: Text
-    target_files: Annotated[list[RepoPath], Field(max_length=1000)]
+    target_files: Annotated[list[RepoPath], Field(max_length=TARGET_FILES_MAX)]
     rationale: Text
     suggested_diff: Text | None = None
 
 
 class AckItem(_In):
-    item_id: Annotated[str, Field(min_length=1, max_length=100)]
+    item_id: Annotated[str, Field(min_length=1, max_length=ITEM_ID_CHARS)]
     seq: Annotated[int, Field(ge=1)]
 
 

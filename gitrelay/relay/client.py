@@ -16,7 +16,6 @@ points' job.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from gitrelay.core.errors import (
     ConfigError,
     DuplicateIdempotencyKey,
     InvalidArgument,
+    NextStep,
     RelayError,
     RelayUnavailable,
     StateChanged,
@@ -55,7 +55,15 @@ from gitrelay.core.rules import (
     thread_files,
 )
 from gitrelay.core.schema import SchemaError
+from gitrelay.core.vocab import DELIVERY_MODES
 from gitrelay.relay.admin import ensure_default_relay
+from gitrelay.relay.policy import (
+    check_new_handoff,
+    handoff_key,
+    input_error,
+    limits,
+    written_from_arguments,
+)
 from gitrelay.store.config import UserConfig, default_relay_path, load_user_config, mirror_path
 from gitrelay.store.mirror import Mirror, Refused, Written, op_key
 from gitrelay.store.recovery import mirror_problem, salvage_outbox, set_aside
@@ -285,7 +293,7 @@ class RelayClient:
         found = thread_files(view.objs, view.tree, tid)
         if found is None:
             raise ThreadNotFound(f"thread {tid} does not exist on the relay",
-                                 hint="Check the id with check_inbox.", thread_id=tid)
+                                 next_step=NextStep.CHECK_INBOX, thread_id=tid)
         entries = found[1]
         docs: dict[str, dict[str, Any]] = {}
         messages = []
@@ -365,8 +373,9 @@ class RelayClient:
     def write(self, op: Op, *, mode: str | None = None) -> WriteResult:
         """Check, commit to the outbox, and deliver according to ``mode``."""
         mode = mode or self.writes
-        if mode not in ("queue", "wait"):
-            raise InvalidArgument(f"delivery mode {mode!r} must be queue or wait", field="mode")
+        if mode not in DELIVERY_MODES:
+            raise InvalidArgument(f"delivery mode {mode!r} must be one of "
+                                  f"{', '.join(DELIVERY_MODES)}", field="mode")
         if self.mirror.main() is None:
             self.refresh(max_age=0)
         try:
@@ -374,8 +383,10 @@ class RelayClient:
         except SchemaError as exc:
             # The relay's files were verified when fetched: a shape or size refusal
             # here (a relay limit, say) is about the caller's own document.
-            raise _input_error(exc) from None
+            raise input_error(exc) from None
         except RelayError as exc:
+            if op.thread_id is not None:
+                exc.data.setdefault("thread_id", op.thread_id)  # what the refusal is about
             if exc.data.get("rule", exc.name) not in _STALE_RULES:
                 raise
             before = self.mirror.relay_main()
@@ -383,6 +394,8 @@ class RelayClient:
             try:
                 written = self.mirror.append(op)
             except RelayError as again:
+                if op.thread_id is not None:
+                    again.data.setdefault("thread_id", op.thread_id)
                 # A copy without the thread decided nothing: the fresh refusal
                 # (e.g. not_authorized_transition) is the answer, not a lost race.
                 if self.mirror.relay_main() == before or op.thread_id is None \
@@ -392,8 +405,7 @@ class RelayClient:
                 # The copy this call started from was stale and a change that
                 # arrived meanwhile makes the operation illegal: a lost race.
                 raise StateChanged(f"{op.op_name} on thread {op.thread_id}: {again.message}",
-                                   hint="Someone changed the thread meanwhile; re-read it "
-                                        "(view_thread) and decide again.",
+                                   next_step=NextStep.VIEW_THREAD,
                                    rule=str(again.data.get("rule", again.name)),
                                    thread_id=op.thread_id) from again
         delivery = QUEUED
@@ -451,9 +463,15 @@ class RelayClient:
             if mine:
                 raise mine[-1].error()
             raise StateChanged(f"{op.op_name} on thread {op.thread_id} did not reach the relay",
-                               hint="Re-read the thread (view_thread) and decide again.",
+                               next_step=NextStep.VIEW_THREAD,
                                thread_id=op.thread_id)
         return DELIVERED
+
+    def _check_input(self, kind: str, doc: dict[str, Any]) -> None:
+        """The caller's document, against the relay's own limits: a field that breaks
+        its shape is a bad argument (invalid_argument), not a broken relay file."""
+        with written_from_arguments():
+            schema.validate(kind, doc, limits(self))
 
     def handoff(self, *, to: str, intent: str, summary: str,
                 artifacts: list[dict[str, Any]] | None = None, question: str | None = None,
@@ -461,7 +479,7 @@ class RelayClient:
                 metadata: dict[str, Any] | None = None, idempotency_key: str | None = None,
                 mode: str | None = None) -> WriteResult:
         check_handle(to, "to")
-        key = idempotency_key or new_key()
+        key = handoff_key(idempotency_key, metadata) or new_key()
         tid = thread_id_for(self.handle, key)
         meta = dict(metadata or {})
         meta["client_idempotency_key"] = key
@@ -477,7 +495,7 @@ class RelayClient:
             doc["question"] = question
         if proposed_action is not None:
             doc["proposed_action"] = proposed_action
-        _check_input("handoff", doc)
+        self._check_input("handoff", doc)
         existing = self.mirror.view().thread(tid) if self.mirror.main() else None
         if existing is not None:
             if _same_handoff(existing.handoff, doc):
@@ -488,7 +506,8 @@ class RelayClient:
                                    repeated=True)
             raise DuplicateIdempotencyKey(
                 f"idempotency key {key!r} was already used for thread {tid} with a different "
-                "payload", hint="Use a new key for a new handoff.", thread_id=tid)
+                "payload", next_step=NextStep.NEW_KEY, thread_id=tid, field="idempotency_key")
+        check_new_handoff(self, doc)
         return self.write(Op("handoff", doc, tid), mode=mode)
 
     def send_message(self, thread_id: str, body: str, *, payload: dict[str, Any] | None = None,
@@ -504,19 +523,26 @@ class RelayClient:
             doc["payload"] = payload
         if suggested_diff is not None:
             doc["suggested_diff"] = suggested_diff
-        _check_input("message", doc)
+        self._check_input("message", doc)
         return self.write(Op("message", doc, tid), mode=mode)
 
     def draft_proposed_action(self, thread_id: str, suggested_diff: str, note: str, *,
                               mode: str | None = None) -> WriteResult:
-        return self.send_message(thread_id, note, suggested_diff=suggested_diff, mode=mode)
+        try:
+            return self.send_message(thread_id, note, suggested_diff=suggested_diff, mode=mode)
+        except InvalidArgument as exc:
+            if exc.field != "body":
+                raise
+            # The note is the draft message's body: name it as the caller gave it.
+            raise InvalidArgument(exc.message.replace("body", "note", 1),
+                                  **{**exc.data, "field": "note"}) from None
 
     def _transition(self, kind: str, thread_id: str, fields: dict[str, Any],
                     mode: str | None) -> WriteResult:
         tid = check_thread_id(thread_id)
         doc: dict[str, Any] = {"format_version": layout.FORMAT_VERSION, "kind": kind,
                                "thread_id": tid, "by": self.handle, **fields, "at": now_iso()}
-        _check_input(kind, doc)
+        self._check_input(kind, doc)
         return self.write(Op(kind, doc, tid), mode=mode)
 
     def accept(self, thread_id: str, *, session_id: str, mode: str | None = None) -> WriteResult:
@@ -533,19 +559,6 @@ class RelayClient:
         return self._transition("cancel", thread_id, {"reason": reason} if reason else {}, mode)
 
 
-def _input_error(exc: SchemaError) -> InvalidArgument:
-    message = re.sub(r"^commit [0-9a-f]{12} \S+: ", "", exc.message)
-    return InvalidArgument(message, field=str(exc.data.get("field", "")),
-                           rule=str(exc.data.get("rule", "schema")))
-
-
-def _check_input(kind: str, doc: dict[str, Any]) -> None:
-    """The document the caller is writing: a field that breaks its shape is a bad
-    argument (invalid_argument), not a broken relay file (format_error)."""
-    try:
-        schema.validate(kind, doc)
-    except SchemaError as exc:
-        raise _input_error(exc) from None
 
 
 def _same_handoff(a: dict[str, Any], b: dict[str, Any]) -> bool:

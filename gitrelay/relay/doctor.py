@@ -1,7 +1,7 @@
 """`gitrelay doctor`: check a person's setup and say how to fix each problem.
 
 Each check is a :class:`Check` (ok, note or problem, with the fix); the command
-line prints them (``gitrelay doctor``, ``--json``). A companion of :mod:`gitrelay.cli.main`:
+line prints them (``gitrelay doctor``, ``--json``). A companion of :mod:`gitrelay.cli.admin`:
 it reads the config, the relay, its gate, the trust file and the local index, and
 changes nothing but what a fetch brings.
 """

@@ -38,6 +38,7 @@ from gitrelay.core.errors import (
 from gitrelay.core.ids import check_worker, same_handle
 from gitrelay.core.ops import now_iso
 from gitrelay.core.rules import STATUSES, commit_seq
+from gitrelay.core.vocab import INBOX_PAGE_MAX, LEASE_MAX, WAIT_MAX
 from gitrelay.relay.index import (
     PREVIEW_CHARS,
     REFUSED,
@@ -70,10 +71,8 @@ if TYPE_CHECKING:
 
 KINDS = ("assignment", "reply", "task_update", "proposal_review", "refused")
 DEFAULT_STATUSES = ("pending", "accepted")
-LIMIT_MAX = 200
+LIMIT_MAX = INBOX_PAGE_MAX
 LEASE_SECONDS = 600.0       # a claim's default lease: 10 minutes
-LEASE_MAX = 86_400.0
-WAIT_MAX = 60.0             # the longest long-poll
 POLL_SECONDS = 0.5          # how often a long-poll without a sync loop fetches
 MAX_ACKED = 5_000           # single acks kept before the cursor is moved up under them
 ACK_ITEMS_MAX = 1_000

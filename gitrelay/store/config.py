@@ -17,9 +17,10 @@ from typing import Any
 
 from gitrelay.core.errors import ConfigError
 from gitrelay.core.ids import check_handle
+from gitrelay.core.vocab import DELIVERY_MODES
 
 CONFIG_VERSION = 1
-WRITE_MODES = ("queue", "wait")
+WRITE_MODES = DELIVERY_MODES
 
 
 def home() -> Path:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gitrelay.core import faults, layout, schema
-from gitrelay.core.errors import RelayError, RelayUnavailable, StateChanged
+from gitrelay.core.errors import NextStep, RelayError, RelayUnavailable, StateChanged
 from gitrelay.core.objects import Commit, Objects
 from gitrelay.core.ops import Op, archive_moves, archive_op, now_iso, op_from_file
 from gitrelay.core.rules import RelayView, archive_base, archived_threads, check_commit, commit_seq
@@ -390,7 +390,7 @@ class Mirror:
                 rule = str(exc.data.get("rule", exc.name))
                 error = exc if not lost_race else StateChanged(
                     f"{op.op_name} on {op.thread_id or op.doc.get('handle')} lost a race: "
-                    f"{exc.message}", hint="Re-read the thread (view_thread) and retry.")
+                    f"{exc.message}", next_step=NextStep.VIEW_THREAD)
                 refused.append(self.record_refused(op, error, rule=rule))
         self.store.set_ref(layout.MAIN_REF, base, "gitrelay: replay outbox")
         return refused

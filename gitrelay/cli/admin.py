@@ -1,0 +1,204 @@
+"""Looking after a relay: ``verify``, ``archive``, ``status``, ``doctor`` and ``reindex``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from gitrelay.cli.common import (
+    EXIT_INVALID,
+    EXIT_OK,
+    Commands,
+    at_least,
+    delivery_text,
+    note,
+    open_client,
+    print_json,
+    stale_note,
+    trust_path,
+)
+from gitrelay.core.errors import RelayUnavailable
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from gitrelay.relay.render import Progress
+    from gitrelay.sync.verify import verify_relay
+
+    relay = getattr(args, "relay", None)
+    progress = Progress()
+    progress.update(f"verifying {relay or 'your relay'}: every commit against the rules…")
+    try:
+        report = verify_relay(relay)
+    finally:
+        progress.done()
+    print(report.text())
+    return EXIT_OK if report.ok else EXIT_INVALID
+
+
+
+def _cmd_archive(args: argparse.Namespace) -> int:
+    from gitrelay.core import rules
+
+    client = open_client(args, writes="queue" if args.queue else "wait")
+    found = client.archivable(older_than=args.older_than * 86400.0, limit=args.limit)
+    ids = [tid for _, tid, _ in found]
+    per_op = rules.ARCHIVE_MAX_THREADS
+    ops = -(-len(ids) // per_op)  # the gate takes at most per_op threads at once
+    if args.dry_run or not ids:
+        if args.json:
+            print_json({"archived": [], "would_archive": ids, "delivery": None})
+        elif not ids:
+            print(f"nothing to archive: no thread in main's tree was closed "
+                  f"{args.older_than:g} days ago or more")
+        else:
+            for at, tid, status in found:
+                print(f"{tid}  {status:9}  closed {at[:10]}")
+            print(f"{len(ids)} closed thread(s) would be archived"
+                  + (f", in {ops} operations of at most {per_op:,}" if ops > 1 else ""))
+        return EXIT_OK
+    archived: list[str] = []
+    for start in range(0, len(ids), per_op):
+        batch = ids[start:start + per_op]
+        result = client.archive(batch)
+        archived += list(result.doc.get("threads", batch))
+    if args.json:
+        print_json({"archived": sorted(archived), "would_archive": [],
+               "delivery": result.delivery})
+        return EXIT_OK
+    print(f"archived {len(archived)} closed thread(s)"
+          + (f" in {ops} operations" if ops > 1 else "")
+          + f", closed {found[0][0][:10]} to {found[-1][0][:10]}: {delivery_text(result)}")
+    return EXIT_OK
+
+
+
+def _ago(stamp: float | None) -> str:
+    if not stamp:
+        return "never"
+    from gitrelay.relay.render import when
+
+    seconds = max(time.time() - float(stamp), 0)
+    if seconds < 90:
+        rel = f"{seconds:.0f} s ago"
+    elif seconds < 5400:
+        rel = f"{seconds / 60:.0f} min ago"
+    elif seconds < 172800:
+        rel = f"{seconds / 3600:.0f} h ago"
+    else:
+        rel = f"{seconds / 86400:.0f} days ago"
+    return f"{when(time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(float(stamp))))} ({rel})"
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from gitrelay.relay.history import queued
+    from gitrelay.relay.render import history_line, one_line, when
+
+    client = open_client(args, fetch=False)
+    mirror = client.mirror
+    if args.deliver and mirror.main() is not None:
+        try:
+            report = client.deliver(timeout=client.wait_seconds * 6)
+        except RelayUnavailable as exc:
+            note(f"could not deliver: {exc.message}")
+        else:
+            note(f"delivered {report.delivered} operation(s), {len(report.refused)} refused")
+    state = mirror.sync_state()
+    pending = queued(mirror) if mirror.main() is not None else []
+    refused = mirror.refused()
+    if args.json:
+        print_json({"relay": client.relay_url, "handle": client.handle,
+               "queued": [e.to_dict() for e in pending], "sync": state,
+               "refused": [r.__dict__ for r in refused]})
+        return EXIT_OK
+    print(f"relay        {client.relay_url}")
+    print(f"you          {client.handle}")
+    print(f"last fetch   {_ago(state.get('last_fetch'))}")
+    print(f"last push    {_ago(state.get('last_push'))}")
+    if state.get("last_error"):
+        print(f"last error   {one_line(state['last_error'], 120)}, "
+              f"{_ago(state.get('last_error_at'))}")
+    if state.get("verify_problem"):
+        print(f"verify       {one_line(state['verify_problem'], 120)}")
+    if pending:
+        print(f"\nqueued: {len(pending)} operation(s) in your outbox, not yet on the relay, "
+              f"the oldest since {when(pending[0].at)}:")
+        for entry in pending:
+            print("  " + history_line(entry))
+        print("  They are delivered with your next write; `gitrelay status --deliver` "
+              "delivers them now.")
+    else:
+        print("\nqueued: nothing, your outbox is empty")
+    if refused:
+        shown = refused[-args.refused:]
+        print(f"\nrefused: {len(refused)} operation(s) the relay refused"
+              + (f" (the last {len(shown)})" if len(shown) < len(refused) else "") + ":")
+        for r in shown:
+            print(f"  {when(r.at)}  {r.kind} {(r.thread_id or '-')[:10]}  "
+                  f"{one_line(r.name)} ({r.code}): {one_line(r.message, 140)}")
+    return EXIT_OK
+
+
+def _cmd_reindex(args: argparse.Namespace) -> int:
+    from gitrelay.relay.inbox import reindex
+    from gitrelay.relay.render import Progress
+
+    client = open_client(args)
+    progress = Progress()
+    progress.update("rebuilding the inbox index from the relay's history…")
+    try:
+        report = reindex(client)
+    finally:
+        progress.done()
+    stale_note(client)
+    print(report.text())
+    return EXIT_OK
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from gitrelay.relay.doctor import diagnose
+    from gitrelay.relay.render import one_line, pad
+
+    checks = diagnose(lambda: open_client(args, fetch=False), trust_path(args),
+                      flags=bool(getattr(args, "relay", None) or getattr(args, "handle", None)))
+    problems = [c for c in checks if c.level == "problem"]
+    if args.json:
+        print_json({"ok": not problems, "checks": [dataclasses.asdict(c) for c in checks]})
+    else:
+        labels = {"ok": "ok", "note": "note", "problem": "PROBLEM"}
+        for c in checks:
+            print(f"{pad(labels[c.level], 8)} {pad(c.name, 11)} {one_line(c.detail)}")
+            if c.fix and c.level != "ok":
+                print(f"{'':20} fix: {one_line(c.fix)}")
+        print(f"\n{len(problems)} problem(s) found." if problems else "\nNo problems found.")
+    return EXIT_INVALID if problems else EXIT_OK
+
+
+
+def register(commands: Commands) -> None:
+    add = commands.add
+    p = add("verify", _cmd_verify, "check a relay's whole history against the rules",
+            "gitrelay verify ssh://git.acme.dev/relay.git")
+    p.add_argument("relay", nargs="?", default=argparse.SUPPRESS, metavar="RELAY_URL")
+    p = add("archive", _cmd_archive, "move closed threads out of main's tree, so pushes "
+            "stay fast as the relay grows (they read the same afterwards)",
+            "gitrelay archive --older-than 14\ngitrelay archive --dry-run", json_flag=True,
+            write=True)
+    p.add_argument("--older-than", type=at_least(0), default=14, metavar="DAYS",
+                   help="only threads completed or cancelled at least this many days ago "
+                        "(default 14)")
+    p.add_argument("--limit", type=at_least(1), default=None, metavar="N",
+                   help="at most this many threads, oldest first (default: every one; "
+                        "in operations of at most 1000)")
+    p.add_argument("--dry-run", action="store_true", help="list them; archive nothing")
+    p = add("status", _cmd_status, "what is queued in your outbox, the last sync, and what "
+            "the relay refused", "gitrelay status --deliver", json_flag=True)
+    p.add_argument("--deliver", action="store_true", help="deliver the outbox now")
+    p.add_argument("--refused", type=at_least(1), default=10, metavar="N",
+                   help="show the last N refused operations (default 10)")
+    p = add("doctor", _cmd_doctor, "check your setup and say how to fix each problem",
+            "gitrelay doctor", json_flag=True)
+    p.add_argument("--trust", help="trust file to check")
+    add("reindex", _cmd_reindex, "rebuild your local inbox index from the relay's history "
+        "(it is derived: this never loses anything)", "gitrelay reindex")

@@ -1,0 +1,135 @@
+"""Trust: ``trust`` lists, adds, blocks or removes teammates in your trust file."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gitrelay.cli.common import (
+    EXIT_OK,
+    Commands,
+    note,
+    open_client,
+    print_json,
+    stale_note,
+    trust_path,
+)
+from gitrelay.core.errors import InvalidArgument, RelayError
+
+
+def _cmd_trust(args: argparse.Namespace) -> int:
+    from gitrelay.relay import trustedit
+
+    path = trust_path(args)
+    if args.action == "show":
+        if args.teammate:
+            raise InvalidArgument("`gitrelay trust` lists everyone; give a handle only with "
+                                  "add, block or remove", field="HANDLE")
+        return _show_trust(args, path)
+    if not args.teammate:
+        raise InvalidArgument(f"`gitrelay trust {args.action}` needs a handle, e.g. "
+                              f"`gitrelay trust {args.action} alice@acme`", field="HANDLE")
+    if args.action != "add" and (args.auto_read is not None or args.auto_test is not None
+                                 or args.write or args.approve):
+        raise InvalidArgument("--auto-read, --auto-test, --write and --approve go with "
+                              "`gitrelay trust add`", field=args.action)
+    if args.action == "add":
+        edit = trustedit.trust(path, args.teammate, auto_read=args.auto_read,
+                               auto_test=args.auto_test, write_paths=args.write,
+                               approve=args.approve)
+    elif args.action == "block":
+        edit = trustedit.block(path, args.teammate)
+    else:
+        edit = trustedit.forget(path, args.teammate)
+    if not edit.changed:
+        print(f"{edit.path}: {edit.done}")
+        return EXIT_OK
+    print(f"{'created' if edit.created else 'updated'} {edit.path}: {edit.done}")
+    if edit.backup is not None:
+        note(f"the file had comments, which a rewrite cannot keep: the previous file is "
+              f"{edit.backup}")
+    if args.action == "add":
+        _unregistered_note(args, args.teammate)
+    return EXIT_OK
+
+
+def _unregistered_note(args: argparse.Namespace, handle: str) -> None:
+    """Say so when a handle just trusted is not (yet) registered on your relay: a typo
+    would otherwise trust nobody, silently."""
+    from gitrelay.store.config import load_user_config
+
+    if getattr(args, "relay", None) is None and load_user_config() is None:
+        return  # not joined anywhere yet: nobody to compare with
+    try:
+        client = open_client(args, fetch=False)
+        known = client.teammate(handle) is not None
+    except RelayError:
+        return
+    if not known:
+        note(f"{handle} is not registered on {client.relay_url} (yet); `gitrelay teammates` "
+              "lists who is")
+
+
+def _show_trust(args: argparse.Namespace, path: Path) -> int:
+    from gitrelay.relay.render import table
+    from gitrelay.relay.trust import load_trust
+    from gitrelay.relay.trustedit import judge_all
+
+    rules = load_trust(path)
+    try:
+        client = open_client(args)
+    except RelayError as exc:
+        # Trust is the person's own, relay or not: without one, judge what the file names.
+        note(f"{exc.message}; listing only the handles your trust file names")
+        judged = judge_all(rules, None, "")
+    else:
+        judged = judge_all(rules, [str(p["handle"]) for p in client.teammates()],
+                           client.handle)
+        stale_note(client)
+    if args.json:
+        print_json({"trust_file": str(path), "source": rules.source,
+               "unknown_teammates": rules.unknown_teammates.policy, "teammates": judged})
+        return EXIT_OK
+    rows = []
+    for j in judged:
+        o = j["trust_overlay"]
+        row = [j["handle"] + (" (not registered)" if j["registered"] is False else ""),
+               j["reason"].replace("_", " ")]
+        rows.append(row + (["yes" if o["auto_read"] else "no", "yes" if o["auto_test"] else "no",
+                            ", ".join(o["auto_write_paths"]) or "-",
+                            ", ".join(o["require_approval"]) or "-"]
+                           if j["allowed"] else ["", "", "", ""]))
+    policy = rules.unknown_teammates.policy
+    print(f"trust file         {rules.source}")
+    print(f"unknown teammates  {policy} (" + ("their work is refused)" if policy == "reject"
+                                              else "accepted with the defaults)"))
+    if rows:
+        print()
+        print(table(["HANDLE", "TRUST", "AUTO_READ", "AUTO_TEST", "WRITE PATHS",
+                     "NEEDS APPROVAL"], rows, max_widths={4: 40}))
+    return EXIT_OK
+
+
+
+def register(commands: Commands) -> None:
+    add = commands.add
+    p = add("trust", _cmd_trust, "whose work your agent accepts: list your trust file's "
+            "judgement of each teammate, or trust, block or remove one",
+            "gitrelay trust\ngitrelay trust add alice@acme --auto-test --write docs/\n"
+            "gitrelay trust block mallory@external", json_flag=True)
+    p.add_argument("action", nargs="?", default="show", metavar="ACTION",
+                   choices=["show", "add", "block", "remove"],
+                   help="show (the default), add, block or remove")
+    p.add_argument("teammate", nargs="?", metavar="HANDLE", help="the teammate, e.g. alice@acme")
+    p.add_argument("--trust", help="trust file (default: $GITRELAY_TRUST or "
+                                   "~/.agentrelay/trust.yaml)")
+    p.add_argument("--auto-read", action=argparse.BooleanOptionalAction,
+                   help="your agent may read their work without asking (add)")
+    p.add_argument("--auto-test", action=argparse.BooleanOptionalAction,
+                   help="your agent may run their test commands without asking (add)")
+    p.add_argument("--write", action="append", metavar="PATH",
+                   help="a path your agent may write without asking, 'dir/' or 'dir/file'; "
+                        "repeatable, replaces the entry's list (add)")
+    p.add_argument("--approve", action="append", metavar="TOOL",
+                   help="a tool that always needs your approval, e.g. Bash; repeatable, "
+                        "replaces the entry's list (add)")

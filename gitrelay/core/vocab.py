@@ -1,0 +1,40 @@
+"""The words and numbers both front ends offer, defined once.
+
+The MCP server's input models and the ``gitrelay`` command line take their
+choices (intents, delivery modes) and limits from here, and so does the gate's
+schema (:mod:`gitrelay.core.schema`); a thread's statuses are the state
+machine's (:data:`gitrelay.core.rules.STATUSES`). A relay may set its own limits
+in ``relay.json``; these are the defaults a new relay is created with, and every
+check of a write uses the relay's own.
+"""
+
+from __future__ import annotations
+
+INTENTS = ("inform", "ask_question", "propose_action")
+# How a write is delivered (the client's ``writes`` mode), and where it went.
+DELIVERY_MODES = ("queue", "wait")
+DELIVERIES = ("delivered", "queued")
+
+# The longest text of a field with a fixed purpose; every other text is bounded by the
+# relay's own max_text_chars.
+PATH_CHARS = 1024
+COMMAND_CHARS = 4096
+URL_CHARS = 2048
+TITLE_CHARS = 512
+SESSION_CHARS = 200
+ITEM_ID_CHARS = 100
+WORKER_CHARS = 64
+TARGET_FILES_MAX = 1000
+
+# An inbox page, a long-poll and a claim's lease, at most.
+INBOX_PAGE_MAX = 200
+WAIT_MAX = 60.0
+LEASE_MAX = 86_400.0
+
+DEFAULT_LIMITS: dict[str, int] = {
+    "max_file_bytes": 262_144,
+    "max_text_chars": 65_536,
+    "max_artifacts": 50,
+    "max_json_depth": 16,
+    "max_messages_per_thread": 10_000,
+}

@@ -1,0 +1,206 @@
+"""Every decision a user of either front end gets, made once.
+
+The MCP server and the ``gitrelay`` command line both call these: which thread a
+prefix names (fetching once when the local copy does not have it), who may
+accept a handoff after the trust file, what a new handoff must carry for its
+intent, how an idempotency key given twice is reconciled, and a document that
+breaks the format as a bad argument. Each raises a typed error from
+:mod:`gitrelay.core.errors` with its rule, field, thread and next step as data;
+the front ends only word it. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gitrelay.core.errors import (
+    Forbidden,
+    InvalidArgument,
+    NextStep,
+    NotAParticipant,
+    NotAuthorizedTransition,
+    RecipientNotFound,
+    RelayError,
+    TeammateBlocked,
+    ThreadNotFound,
+)
+from gitrelay.core.ids import is_key, same_handle
+from gitrelay.core.rules import RelayView, check_handoff
+from gitrelay.core.schema import SchemaError
+from gitrelay.core.vocab import DEFAULT_LIMITS
+
+if TYPE_CHECKING:
+    from gitrelay.relay.client import RelayClient, ThreadView, WriteResult
+    from gitrelay.relay.trust import TrustDecision, TrustRules
+
+__all__ = ["Accepted", "accept", "accept_refusal", "check_accept", "check_new_handoff",
+           "handoff_key", "input_error", "limits", "participant_view", "read_thread",
+           "resolve_thread", "written_from_arguments"]
+
+
+# --- which thread ---------------------------------------------------------------------
+
+
+def resolve_thread(client: RelayClient, ref: str) -> str:
+    """The full thread id an id or a unique prefix names; a thread the local copy
+    does not have yet may have arrived since the last fetch, so one fetch first."""
+    try:
+        return client.resolve_thread(ref)
+    except ThreadNotFound:
+        client.refresh(max_age=0)
+        return client.resolve_thread(ref)
+
+
+def read_thread(client: RelayClient, tid: str) -> ThreadView:
+    """Thread ``tid`` as of the local copy, fetched once if the copy lacks it."""
+    try:
+        return client.thread(tid)
+    except ThreadNotFound:
+        client.refresh(max_age=0)
+        return client.thread(tid)
+
+
+def participant_view(client: RelayClient, ref: str) -> ThreadView:
+    """The thread ``ref`` names, for its sender or recipient only."""
+    view = read_thread(client, resolve_thread(client, ref))
+    me = client.handle
+    if not (same_handle(me, view.sender) or same_handle(me, view.recipient)):
+        raise NotAParticipant(f"{me} is neither the sender ({view.sender}) nor the "
+                              f"recipient ({view.recipient}) of thread {view.thread_id}",
+                              thread_id=view.thread_id, field="thread_id",
+                              next_step=NextStep.CHECK_INBOX)
+    return view
+
+
+# --- accepting ------------------------------------------------------------------------
+
+
+def accept_refusal(me: str, view: ThreadView, rules: TrustRules
+                   ) -> tuple[TrustDecision | None, RelayError | None]:
+    """How the trust file judges the sender of ``view`` for ``me`` (None when ``me``
+    sent it), and the error accepting it would raise, if any."""
+    from gitrelay.relay.trust import evaluate  # pydantic: not for every command's start
+
+    tid = view.thread_id
+    if same_handle(me, view.sender):
+        return None, NotAuthorizedTransition(
+            f"only the recipient ({view.recipient}) can accept thread {tid}; you sent it",
+            thread_id=tid, field="by", rule="not_authorized_transition")
+    decision = evaluate(rules, view.sender)
+    where = rules.source
+    data: dict[str, Any] = {"thread_id": tid, "sender": view.sender, "field": "sender",
+                            "rule": "trust"}
+    if decision.reason == "blocked":
+        return decision, TeammateBlocked(
+            f"{view.sender} is blocked in your trust file ({where}); thread {tid} was not "
+            "accepted", next_step=NextStep.UNBLOCK_SENDER, **data)
+    if not decision.allowed:
+        return decision, Forbidden(
+            f"{view.sender} is not listed in your trust file ({where}) and unknown "
+            f"teammates are rejected; thread {tid} was not accepted",
+            next_step=NextStep.TRUST_SENDER, **data)
+    return decision, None
+
+
+def check_accept(me: str, view: ThreadView, rules: TrustRules) -> TrustDecision:
+    """The trust decision that lets ``me`` accept ``view``, or the refusal raised."""
+    decision, refusal = accept_refusal(me, view, rules)
+    if refusal is not None:
+        raise refusal
+    assert decision is not None
+    return decision
+
+
+@dataclass
+class Accepted:
+    before: ThreadView        # the thread as it was judged
+    decision: TrustDecision   # the trust file's judgement of its sender
+    result: WriteResult
+
+
+def accept(client: RelayClient, ref: str, rules: TrustRules, *, session_id: str,
+           mode: str | None = None) -> Accepted:
+    """Accept the handoff ``ref`` names, after the caller's trust rules."""
+    view = participant_view(client, ref)
+    decision = check_accept(client.handle, view, rules)
+    result = client.accept(view.thread_id, session_id=session_id, mode=mode)
+    return Accepted(view, decision, result)
+
+
+# --- a new handoff --------------------------------------------------------------------
+
+
+def handoff_key(idempotency_key: str | None, metadata: Mapping[str, Any] | None) -> str | None:
+    """The one idempotency key of a handoff: given as the key, or planted in its
+    metadata as ``client_idempotency_key`` (as a retry of an earlier handoff carries
+    it); both given must agree."""
+    planted = (metadata or {}).get("client_idempotency_key")
+    if planted is None:
+        return idempotency_key
+    if not is_key(planted):
+        raise InvalidArgument("metadata.client_idempotency_key must be 1-128 characters "
+                              "of A-Z a-z 0-9 . _ : -", field="metadata")
+    if idempotency_key is not None and planted != idempotency_key:
+        raise InvalidArgument("metadata.client_idempotency_key and idempotency_key differ; "
+                              "pass the key once", field="idempotency_key")
+    return str(planted)
+
+
+def check_new_handoff(client: RelayClient, doc: Mapping[str, Any]) -> None:
+    """What a new handoff must be before it is written: between registered
+    teammates (a newcomer may have joined since the last fetch: fetched once), with
+    the question and proposed action its intent calls for (the gate's own rule)."""
+    if client.mirror.main() is None:
+        client.refresh(max_age=0)
+    view = client.mirror.view()  # no fetch for a write, unless someone is missing here
+    if any(view.profile(str(doc[role])) is None for role in ("sender", "recipient")):
+        client.refresh(max_age=0)
+        view = client.mirror.view()
+    for role, step in (("sender", NextStep.JOIN), ("recipient", NextStep.LIST_TEAMMATES)):
+        if view.profile(str(doc[role])) is None:
+            raise RecipientNotFound(f"{role} {doc[role]} is not a registered teammate",
+                                    field="to" if role == "recipient" else role,
+                                    rule="recipient_not_found", next_step=step)
+    try:
+        check_handoff(view, doc, commit_label="handoff")
+    except RelayError as exc:
+        if exc.next_step is None and exc.name == "invalid_intent_payload":
+            exc.next_step = NextStep.FIX_INTENT_PAYLOAD
+        raise
+
+
+# --- the caller's documents -------------------------------------------------------------
+
+
+def limits(client: RelayClient) -> Mapping[str, int]:
+    """The relay's own limits (``relay.json``), or the defaults before the first fetch."""
+    if client.mirror.main() is None:
+        return DEFAULT_LIMITS
+    view: RelayView = client.mirror.view()
+    return view.limits
+
+
+_COMMIT_LABEL = re.compile(r"^commit [0-9a-f]{12}(?: \S+)?: ")
+
+
+def input_error(exc: SchemaError) -> InvalidArgument:
+    """A document the caller is writing that breaks the format: a bad argument
+    (invalid_argument), not a broken relay file (format_error). The message names no
+    commit: the local one it was checked in is never kept."""
+    return InvalidArgument(_COMMIT_LABEL.sub("", exc.message),
+                           field=str(exc.data.get("field", "")),
+                           rule=str(exc.data.get("rule", "schema")))
+
+
+@contextmanager
+def written_from_arguments() -> Iterator[None]:
+    """Around checking or writing the caller's document: a format refusal is about
+    the caller's input (:func:`input_error`)."""
+    try:
+        yield
+    except SchemaError as exc:
+        raise input_error(exc) from None
