@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from gitrelay.core import layout, schema
+from gitrelay.core.commits import commit_seq
 from gitrelay.core.ids import new_key, thread_id_for
 from gitrelay.core.ops import Op, now_iso
-from gitrelay.core.rules import commit_seq
 from gitrelay.store.mirror import Mirror
 
 Signer = Callable[[bytes], str]

@@ -27,9 +27,11 @@ from typing import Any
 import pygit2
 
 from gitrelay.core import layout, schema
+from gitrelay.core.archive import archive_base
+from gitrelay.core.commits import commit_seq
 from gitrelay.core.ids import thread_id_for
 from gitrelay.core.objects import MODE_BLOB, MODE_TREE, Commit, Objects
-from gitrelay.core.rules import RelayView, archive_base, commit_seq, thread_files
+from gitrelay.core.view import RelayView, thread_files
 from gitrelay.hook.gate import REFUSAL_PREFIX
 from gitrelay.relay import admin
 from gitrelay.store.gitstore import Pygit2Source

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from gitrelay.core import layout, schema
+from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import RelayError
 from gitrelay.core.ops import archive_op
-from gitrelay.core.rules import commit_seq
 from gitrelay.relay.client import RelayClient, ThreadView
 from gitrelay.relay.history import history
 from gitrelay.relay.inbox import check_inbox, reindex

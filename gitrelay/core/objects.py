@@ -9,7 +9,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Protocol
+    from typing import Any, Protocol
 
 ZERO_OID = "0" * 40
 MODE_TREE = "40000"
@@ -141,6 +141,19 @@ def parse_commit(oid: str, data: bytes) -> Commit:
     payload = b"\n".join(payload_lines) + b"\n\n" + body
     return Commit(oid, tree, parents, author, committer, message, signature, payload,
                   parse_trailers(message))
+
+
+# Parses keyed by the ids of the objects they were read from (an object id names
+# its content, so a parse is good for any view of any repository) are kept in
+# caches of at most this many.
+PARSED_MAX = 64
+
+
+def remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    """Keep ``value`` under ``key`` in a cache of parses, emptied when full."""
+    if len(cache) >= PARSED_MAX:
+        cache.clear()
+    cache[key] = value
 
 
 class UnreadBlob(bytes):

@@ -6,7 +6,7 @@ it is already there (a retried or replayed delivery), and how to describe
 itself in a commit. The outbox replays ops with these when the relay moved.
 The archive operation adds no single file: :func:`archive_moves` says which
 threads it moves on a given state (``mirror.archive_commit`` builds its trees).
-Pure: no I/O beyond the :class:`~gitrelay.core.rules.RelayView` it is given.
+Pure: no I/O beyond the :class:`~gitrelay.core.view.RelayView` it is given.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitrelay.core import layout, schema
+from gitrelay.core.archive import archive_marker
 from gitrelay.core.errors import ThreadNotFound
-from gitrelay.core.rules import RelayView, archive_marker, thread_files
 from gitrelay.core.terminal import char_class
+from gitrelay.core.view import RelayView, thread_files
 
 SUBJECT_MAX = 72
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gitrelay.core import layout, schema
+from gitrelay.core.archive import snapshot_tree
 from gitrelay.core.errors import (
     ConfigError,
     DuplicateIdempotencyKey,
@@ -43,18 +44,16 @@ from gitrelay.core.ids import (
     thread_id_for,
 )
 from gitrelay.core.ops import Op, archive_moves, archive_op, closed_threads, now_iso
-from gitrelay.core.rules import (
+from gitrelay.core.schema import SchemaError
+from gitrelay.core.threads import (
     ACCEPTED,
     CANCELLED,
     COMPLETED,
     PENDING,
-    RelayView,
     ThreadState,
-    snapshot_tree,
     status_from_names,
-    thread_files,
 )
-from gitrelay.core.schema import SchemaError
+from gitrelay.core.view import RelayView, thread_files
 from gitrelay.relay.admin import ensure_default_relay
 from gitrelay.store.config import UserConfig, default_relay_path, load_user_config, mirror_path
 from gitrelay.store.mirror import Mirror, Refused, Written, op_key

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gitrelay.core import faults, layout
+from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import (
     REFUSAL_PREFIX,
     GateRefused,
@@ -32,7 +33,8 @@ from gitrelay.core.errors import (
 from gitrelay.core.gitcli import hermetic_env, run_git
 from gitrelay.core.objects import ZERO_OID
 from gitrelay.core.ops import now_iso
-from gitrelay.core.rules import RelayView, check_inbox_commit, commit_seq
+from gitrelay.core.rules import check_inbox_commit
+from gitrelay.core.view import RelayView
 from gitrelay.store.mirror import (
     FETCHED_MAIN,
     FETCHED_USERS,

@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitrelay.core import layout
+from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import ConfigError, InvalidArgument, RelayError, RelayUnavailable
 from gitrelay.core.gitcli import CatFile, hermetic_env, run_git
 from gitrelay.core.objects import Commit, Objects
-from gitrelay.core.rules import RelayView, check_inbox_commit, commit_seq
+from gitrelay.core.rules import check_inbox_commit
+from gitrelay.core.view import RelayView
 from gitrelay.sync.parallel import invalid_commits
 
 # Refs a hosting service makes itself (pull/merge requests, pipelines): not pushed
