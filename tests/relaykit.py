@@ -421,9 +421,8 @@ class Bench:
                 snapshot_parents: Sequence[str] | None = None,
                 snapshot_message: str | None = None, snapshot_file: bool = False,
                 swap: str | None = None, keep_empty: bool = False, sign: Any = None) -> str:
-        """An archive operation: each thread's directory (or an earlier release's
-        marker) leaves main's tree for the snapshot that ``archive.json`` names, the
-        commit's second parent.
+        """An archive operation: each thread's directory leaves main's tree for the
+        snapshot that ``archive.json`` names, the commit's second parent.
 
         To break it: ``hold`` (the threads the snapshot gains, default
         ``thread_ids``), ``keep_dirs``, ``set_fields`` (archive.json's fields),
@@ -450,9 +449,9 @@ class Bench:
             ([before] if before else []) if snapshot_parents is None else snapshot_parents,
             snapshot_message or layout.snapshot_message(len(thread_ids), total), author=by)
         for tid in [] if keep_dirs else thread_ids:
-            for path in (layout.shard(tid), layout.archived_path(tid)):
-                if objs.entry(tree, path) is not None:
-                    tree = self.forge.remove(tree, path.split("/"), prune=not keep_empty)
+            if objs.entry(tree, layout.shard(tid)) is not None:
+                tree = self.forge.remove(tree, layout.shard(tid).split("/"),
+                                         prune=not keep_empty)
         if index:
             doc = {"format_version": 1, "kind": "archive", "snapshot": snapshot,
                    "threads": total, "by": by, "archived_at": "2026-05-02T09:00:00Z",
@@ -466,34 +465,25 @@ class Bench:
         self.tip = oid
         return oid
 
-    def archive_markers(self, thread_ids: Sequence[str], by: str, *, base: str | None = None,
-                        set_fields: Mapping[str, Any] | None = None, keep_dirs: bool = False,
-                        markers: bool = True, sign: Any = None) -> str:
-        """An archive operation of an earlier release: each thread's directory
-        replaced by a marker beside it.
-
-        ``set_fields`` overrides marker fields; ``keep_dirs`` / ``markers`` leave
-        out one half of the move; ``sign`` as for :meth:`build`.
-        """
+    def archive_retired_form(self, thread_ids: Sequence[str], by: str, *,
+                             base: str | None = None) -> str:
+        """An archive operation in the retired marker form, which no relay may hold:
+        one parent, each thread's directory replaced by a ``<id>.archived.json``
+        marker beside it naming the directory's tree."""
         base = base or self.tip
         tree = self.commit(base).tree
-        objs = self.objects
         for tid in thread_ids:
-            entry = objs.entry(tree, layout.shard(tid))
-            state = self.view(base).thread(tid)
+            entry = self.objects.entry(tree, layout.shard(tid))
+            assert entry is not None
             doc = {"format_version": 1, "kind": "archived", "thread_id": tid,
-                   "status": state.status if state else "completed",
-                   "tree": entry.oid if entry else "0" * 40, "by": by,
-                   "archived_at": "2026-05-02T09:00:00Z", **(set_fields or {})}
-            if not keep_dirs and entry is not None:
-                tree = self.forge.remove(tree, layout.shard(tid).split("/"))
-            if markers:
-                tree = self.forge.put(tree, layout.archived_path(tid).split("/"), MODE_BLOB,
-                                      self.forge.blob(schema.dumps(doc)))
-        signer = self.signers.get(by) if sign is None else (sign or None)
+                   "status": "completed", "tree": entry.oid, "by": by,
+                   "archived_at": "2026-05-02T09:00:00Z"}
+            tree = self.forge.remove(tree, layout.shard(tid).split("/"))
+            tree = self.forge.put(tree, f"{layout.shard(tid)}.archived.json".split("/"),
+                                  MODE_BLOB, self.forge.blob(schema.dumps(doc)))
         oid = self.forge.commit(tree, [base], commit_message(layout.OP_ARCHIVE, by,
                                                              self.seq(base) + 1),
-                                author=by, sign=signer)
+                                author=by, sign=self.signers.get(by))
         self.tip = oid
         return oid
 
@@ -764,12 +754,9 @@ class CaseBuilder:
                 archive_sign = False
             elif "sign_as" in step:
                 archive_sign = bench.signers[step["sign_as"]]
-            if step.get("markers"):
-                return bench.archive_markers(
-                    [self.tid(t) for t in labels], step.get("by", ALICE), base=base,
-                    set_fields=self.fill(step.get("set", {}), tid),
-                    keep_dirs=bool(step.get("keep_dirs")), markers=not step.get("no_markers"),
-                    sign=archive_sign)
+            if step.get("retired_form"):
+                return bench.archive_retired_form([self.tid(t) for t in labels],
+                                                  step.get("by", ALICE), base=base)
             parents = step.get("snapshot_parents")
             return bench.archive(
                 [self.tid(t) for t in labels], step.get("by", ALICE), base=base,

@@ -62,32 +62,16 @@ def snapshot_tree(objs: Objects, tree: str) -> str | None:
     return found
 
 
-def archive_marker(objs: Objects, tree: str, thread_id: str) -> dict[str, Any] | None:
-    """The marker of a thread an earlier release archived in ``tree``, or None."""
-    data = objs.read_path(tree, layout.archived_path(thread_id))
-    return None if data is None else schema.load("archived", data)
-
-
 def archived_threads(objs: Objects, commit: Commit) -> tuple[list[str], str, str]:
-    """What an archive operation's commit archived: the thread ids, by whom, when.
-
-    Reads either form: a snapshot commit as second parent, or (an earlier
-    release's) markers added beside the directories.
-    """
-    if len(commit.parents) > 1:
-        index = archive_index(objs, commit.tree)
-        if index is None:
-            return [], "", ""
-        moved = sorted(snapshot_additions(objs, objs.commit(commit.parents[1]), commit))
-        return moved, str(index["by"]), str(index["archived_at"])
-    parent_tree = objs.commit(commit.parents[0]).tree if commit.parents else None
-    markers = [schema.load("archived", objs.blob(ch.new.oid))
-               for ch in diff_trees(objs, parent_tree, commit.tree)
-               if ch.new is not None and ch.path.endswith(layout.ARCHIVED_SUFFIX)]
-    if not markers:
+    """What an archive operation's commit archived: the thread ids, by whom, when
+    (nothing for a commit without a snapshot as its second parent)."""
+    if len(commit.parents) < 2:
         return [], "", ""
-    return (sorted(str(m["thread_id"]) for m in markers), str(markers[0]["by"]),
-            str(markers[0]["archived_at"]))
+    index = archive_index(objs, commit.tree)
+    if index is None:
+        return [], "", ""
+    moved = sorted(snapshot_additions(objs, objs.commit(commit.parents[1]), commit))
+    return moved, str(index["by"]), str(index["archived_at"])
 
 
 
@@ -96,13 +80,11 @@ ARCHIVE_MAX_THREADS = 1000
 
 
 def check_archive(view: RelayView, commit: Commit, parent: Commit, seq: int,
-                   pusher: Pusher | None, verify_signature: SignatureCheck | None) -> Operation:
+                  pusher: Pusher | None, verify_signature: SignatureCheck | None) -> Operation:
     """An archive operation: closed threads' directories leave main's tree.
 
     The commit's second parent is the archive snapshot: the previous snapshot's
     tree plus exactly the directories that left, and ``archive.json`` names it.
-    A commit with one parent is the form of earlier releases (a marker beside
-    each directory), still read and accepted so their relays stay valid.
     """
     short = commit.oid[:12]
     actor = commit.trailers.get(layout.TRAILER_ACTOR, "")
@@ -112,10 +94,11 @@ def check_archive(view: RelayView, commit: Commit, parent: Commit, seq: int,
                      commit=commit.oid, field=layout.TRAILER_THREAD)
     check_author(commit, actor)
     check_identity(view, commit, actor, pusher, verify_signature=verify_signature)
-    if len(commit.parents) == 1:
-        tids = _check_marker_archive(view, commit, parent, actor)
-    else:
-        tids = _check_snapshot_archive(view, commit, parent, actor)
+    if len(commit.parents) != 2:
+        raise refuse("archive", f"commit {short} is an archive operation without a "
+                     "snapshot: its second parent is the archive snapshot the threads move to",
+                     commit=commit.oid, field="snapshot")
+    tids = _check_snapshot_archive(view, commit, parent, actor)
     return Operation(layout.OP_ARCHIVE, seq, actor, "", {"threads": tids, "by": actor},
                      None, commit.oid)
 
@@ -203,9 +186,8 @@ def _check_snapshot_archive(view: RelayView, commit: Commit, parent: Commit,
 
 def _left_threads(objs: Objects, path: str, entry: TreeEntry | None
                   ) -> dict[str, str] | None:
-    """The threads whose directories (or markers of an earlier release) the removal of
-    ``entry`` at ``path`` takes out of main's tree, with their directories' trees;
-    None when it takes anything else out."""
+    """The threads whose directories the removal of ``entry`` at ``path`` takes out of
+    main's tree, with their directories' trees; None when it takes anything else out."""
     parts = path.split("/")
     if entry is None or parts[0] != layout.THREADS_DIR:
         return None
@@ -213,11 +195,6 @@ def _left_threads(objs: Objects, path: str, entry: TreeEntry | None
         tid = layout.thread_dir_id(path)
         if tid is not None and entry.is_tree:
             return {tid: entry.oid}
-        ref = layout.classify(path)
-        if ref is not None and ref.kind == "archived" and ref.thread_id \
-                and entry.mode == MODE_BLOB:
-            marker = schema.load("archived", objs.blob(entry.oid))
-            return {ref.thread_id: str(marker["tree"])}
         return None
     if not entry.is_tree or len(parts) > 4:
         return None
@@ -271,48 +248,10 @@ def snapshot_additions(objs: Objects, snap: Commit, commit: Commit) -> dict[str,
     return out
 
 
-def _check_marker_archive(view: RelayView, commit: Commit, parent: Commit,
-                          actor: str) -> list[str]:
-    """An earlier release's archive: each directory replaced by a marker beside it."""
-    objs = view.objs
-    short = commit.oid[:12]
-    removed: dict[str, str] = {}
-    markers: dict[str, TreeEntry] = {}
-    for ch in diff_trees(objs, parent.tree, commit.tree):
-        tid = layout.thread_dir_id(ch.path)
-        ref = layout.classify(ch.path)
-        if tid is not None and ch.old is not None and ch.old.is_tree and ch.new is None:
-            removed[tid] = ch.old.oid
-        elif ref is not None and ref.kind == "archived" and ch.old is None \
-                and ch.new is not None and ch.new.mode == MODE_BLOB and ref.thread_id:
-            markers[ref.thread_id] = ch.new
-        else:
-            what = "adds" if ch.old is None else "deletes" if ch.new is None else "changes"
-            raise refuse("archive", f"commit {short} {what} {ch.path}; an archive operation "
-                         "only replaces closed threads' directories with their markers",
-                         commit=commit.oid, field=ch.path)
-    _check_count(commit, len(markers), "archives nothing")
-    for tid in sorted(removed.keys() | markers.keys()):
-        path = layout.archived_path(tid)
-        if tid not in markers:
-            raise refuse("archive", f"commit {short} removes thread {tid} without adding its "
-                         f"marker {path}", commit=commit.oid, field=layout.shard(tid))
-        if tid not in removed:
-            raise refuse("archive", f"commit {short} adds {path} but keeps the thread's "
-                         "directory, or the thread does not exist", commit=commit.oid,
-                         field=path)
-        state = _closed_thread(view, commit, tid, path)
-        doc = load_written("archived", objs.blob(markers[tid].oid), view.limits, commit,
-                            f"commit {short} {path}")
-        _check_archive_doc(commit, path, doc, (("thread_id", tid), ("tree", removed[tid]),
-                                               ("status", state.status)), actor)
-    return sorted(markers)
-
-
 def _check_archive_doc(commit: Commit, path: str, doc: Mapping[str, Any],
                        wants: tuple[tuple[str, object], ...], actor: str) -> None:
-    """An archive document (``archive.json``, or a marker) holds exactly the values
-    ``wants`` names and was written by the operation's actor."""
+    """``archive.json`` holds exactly the values ``wants`` names and was written by
+    the operation's actor."""
     short = commit.oid[:12]
     for name, want in wants:
         if doc[name] != want:

@@ -151,7 +151,7 @@ def _check_commit(objs: Objects, commit: Commit, parent: Commit | None,
     if ref.kind == "config":
         raise refuse("append-only", f"commit {short} adds {path}; only the first commit may",
                      commit=commit.oid, field=path)
-    if ref.kind in ("archived", "archive"):
+    if ref.kind == "archive":
         raise refuse("archive", f"commit {short} adds {path} without archiving a thread; only "
                      f"a {layout.TRAILER_OP}: {layout.OP_ARCHIVE} commit writes it",
                      commit=commit.oid, field=path)
@@ -212,8 +212,7 @@ def _check_thread_op(view: RelayView, commit: Commit, ref: layout.FileRef,
     state = view.thread(tid)
     if ref.kind == "handoff":
         check_handoff(view, doc, commit_label=f"commit {short}", commit=commit.oid)
-        if state is not None or view.objs.entry(view.tree, layout.shard(tid)) is not None \
-                or view.objs.entry(view.tree, layout.archived_path(tid)) is not None:
+        if state is not None or view.objs.entry(view.tree, layout.shard(tid)) is not None:
             raise refuse("thread-exists", f"commit {short}: thread {tid} already exists "
                          "(its idempotency key was used before)", commit=commit.oid,
                          field="thread_id")

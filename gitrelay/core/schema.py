@@ -498,12 +498,6 @@ SHAPES: dict[str, Shape] = {
         "format_version": _version, "kind": const("cancel"), "thread_id": _tid, "by": handle(),
         "at": timestamp(),
     }, {"reason": text()}),
-    "archived": Shape({
-        "format_version": _version, "kind": const("archived"), "thread_id": _tid,
-        "status": enum("completed", "cancelled"),
-        "tree": _object_id,
-        "by": handle(), "archived_at": timestamp(),
-    }),
     "archive": Shape({
         "format_version": _version, "kind": const("archive"),
         "snapshot": _object_id,
@@ -523,7 +517,7 @@ SHAPES: dict[str, Shape] = {
 
 # Which file field names the operation's author, per kind.
 AUTHOR_FIELD = {"profile": "handle", "handoff": "sender", "message": "from", "accept": "by",
-                "complete": "by", "cancel": "by", "archived": "by", "archive": "by",
+                "complete": "by", "cancel": "by", "archive": "by",
                 "inbox": "handle"}
 
 

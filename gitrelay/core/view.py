@@ -6,7 +6,7 @@ Standard library only: the gate imports this module.
 from __future__ import annotations
 
 from gitrelay.core import layout, schema
-from gitrelay.core.archive import archive_marker, snapshot_tree
+from gitrelay.core.archive import snapshot_tree
 from gitrelay.core.errors import error_for_rule as refuse
 from gitrelay.core.objects import Objects, TreeEntry, remember
 from gitrelay.core.threads import ThreadState, last_sequence, status_from_names
@@ -135,8 +135,8 @@ def thread_files(objs: Objects, tree: str, thread_id: str
     """A thread's directory in the relay tree ``tree``: its tree id and entries.
 
     An archived thread's directory is no longer in the tree: it lies at the
-    same path in the archive snapshot that ``archive.json`` names (or, archived
-    by an earlier release, a marker beside it names it), so it reads the same.
+    same path in the archive snapshot that ``archive.json`` names, so it reads
+    the same.
     """
     entry = objs.entry(tree, layout.shard(thread_id))
     if entry is not None and entry.is_tree:
@@ -146,8 +146,5 @@ def thread_files(objs: Objects, tree: str, thread_id: str
         entry = objs.entry(snap, layout.shard(thread_id))
         if entry is not None and entry.is_tree:
             return entry.oid, objs.tree(entry.oid)
-    marker = archive_marker(objs, tree, thread_id)
-    if marker is None:
-        return None
-    return marker["tree"], objs.tree(marker["tree"])
+    return None
 

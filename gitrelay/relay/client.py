@@ -263,14 +263,12 @@ class RelayClient:
         for tree in (view.tree, snapshot) if snapshot else (view.tree,):
             if len(ref) >= 2:
                 shard = f"{layout.THREADS_DIR}/{ref[0]}/{ref[1]}"
-                candidates |= {e.name.removesuffix(layout.ARCHIVED_SUFFIX)
-                               for e in view.objs.list_dir(tree, shard) or []}
+                candidates |= {e.name for e in view.objs.list_dir(tree, shard) or []}
                 continue
             for c0 in view.objs.list_dir(tree, layout.THREADS_DIR) or []:
                 if c0.name.startswith(ref[:1]):
                     for c1 in view.objs.tree(c0.oid):
-                        candidates |= {e.name.removesuffix(layout.ARCHIVED_SUFFIX)
-                                       for e in view.objs.tree(c1.oid)}
+                        candidates |= {e.name for e in view.objs.tree(c1.oid)}
         return resolve_prefix(ref, sorted(candidates))
 
     def thread(self, thread_id: str) -> ThreadView:
