@@ -63,6 +63,13 @@ def check_identity(view: RelayView, commit: Commit, actor: str, pusher: Pusher |
                      f"authenticated pusher {pusher.username!r} ({pusher.env}); "
                      f"{actor}'s server usernames are {profile.get('usernames', [])}",
                      commit=commit.oid, field="actor")
+    elif registering is not None:
+        others = [u for u in registering.get("usernames", []) if u != pusher.username]
+        if others:
+            raise refuse("registration", f"commit {commit.oid[:12]}: {actor}'s profile "
+                         f"claims the server username {others[0]!r}, but the pusher is "
+                         f"{pusher.username!r} ({pusher.env}); a registration claims only "
+                         "the pusher's own username", commit=commit.oid, field="usernames")
     if config.get("require_signatures"):
         keys = list(profile.get("signing_keys", []))
         problem = "commit is not signed" if commit.signature is None else None
