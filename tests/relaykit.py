@@ -231,11 +231,14 @@ class Forge:
         return self.tree(out)
 
     def commit(self, tree: str, parents: Sequence[str], message: str, *, author: str = "",
-               when: int = WHEN, sign: Any = None) -> str:
+               when: int = WHEN, sign: Any = None, name: str = "", committer: str = "") -> str:
+        """``author`` is the email (and the name, unless ``name`` is given); ``committer``
+        a whole ``Name <email>`` (default: the author's)."""
         who = author or "gitrelay-test"
-        ident = f"{who} <{who}> {when} +0000"
+        ident = f"{name or who} <{who}> {when} +0000"
+        by = f"{committer} {when} +0000" if committer else ident
         head = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
-        content = f"{head}author {ident}\ncommitter {ident}\n\n{message}"
+        content = f"{head}author {ident}\ncommitter {by}\n\n{message}"
         if sign is None:
             return self.write("commit", content.encode())
         return str(self.repo.create_commit_with_signature(content, sign(content.encode()),
@@ -243,6 +246,23 @@ class Forge:
 
     def resolve(self, rev: str) -> str:
         return str(self.repo.revparse_single(rev).id)
+
+    def with_header_line(self, oid: str, line: str, *, before: str = "author") -> str:
+        """Commit ``oid`` rewritten with the raw header ``line`` inserted before its first
+        ``before`` header, as ``git hash-object -t commit --literally`` takes it."""
+        _, data = self.repo.odb.read(oid)
+        head, _, body = bytes(data).partition(b"\n\n")
+        lines = head.split(b"\n")
+        at = next(i for i, ln in enumerate(lines) if ln.startswith(before.encode() + b" "))
+        lines.insert(at, line.encode())
+        return self.write("commit", b"\n".join(lines) + b"\n\n" + body)
+
+    def nested_tree(self, depth: int) -> str:
+        """A tree ``depth`` directories deep (``d/d/.../d/f.json``), built inside out."""
+        tree = self.tree([(MODE_BLOB, "f.json", self.blob(b"{}\n"))])
+        for _ in range(depth):
+            tree = self.tree([(MODE_TREE, "d", tree)])
+        return tree
 
 
 # --- a relay and its work repo --------------------------------------------------------------
@@ -309,6 +329,10 @@ class Bench:
                                        author="gitrelay")
             git("update-ref", MAIN, root_commit, git_dir=relay)
             admin.install_hook(relay)
+        # `gitrelay init` has git check every pushed object (receive.fsckObjects), which
+        # refuses malformed trees and commits before the gate runs; hosts without it
+        # exist, so these relays leave every refusal to the gate.
+        git("config", "receive.fsckObjects", "false", git_dir=relay)
         shutil.copytree(relay, root / "work.git", ignore=shutil.ignore_patterns("hooks"))
         return cls(root)
 
@@ -375,7 +399,7 @@ class Bench:
               trailers: Mapping[str, str | None] | None = None, message: str | None = None,
               extra: Sequence[tuple[str, bytes, str]] = (), base: str | None = None,
               parents: Sequence[str] | None = None, sign: Any = None, author: str = "",
-              advance: bool = True) -> str:
+              author_name: str = "", committer: str = "", advance: bool = True) -> str:
         """Commit one operation file (plus ``extra`` files) on ``base`` (default: the tip).
 
         ``sign``: None signs with the actor's key when the bench has one, False never.
@@ -399,7 +423,8 @@ class Bench:
             msg = with_trailers(msg, trailers)
         signer = self.signers.get(actor) if sign is None else (sign or None)  # False: unsigned
         oid = self.forge.commit(tree, list(parents) if parents is not None else [base], msg,
-                                author=author or actor, sign=signer)
+                                author=author or actor, sign=signer, name=author_name,
+                                committer=committer)
         if advance:
             self.tip = oid
         return oid
@@ -838,11 +863,28 @@ class CaseBuilder:
         elif "sign_as" in step:
             sign = bench.signers[step["sign_as"]]
         parents = [base, bench.forge.resolve(step["merge"])] if "merge" in step else None
+        if "subject_repeat" in step:
+            text, times = step["subject_repeat"]
+            message = commit_message(op_name(kind, doc), actor, seq, thread,
+                                     subject=str(text) * int(times))
         oid = bench.build(kind, doc, path=path, data=data, mode=str(step.get("mode", MODE_BLOB)),
                           message=message, extra=extra, base=base, parents=parents, sign=sign,
-                          author=str(step.get("author", "")))
+                          author=str(step.get("author", "")),
+                          author_name=str(step.get("author_name", "")),
+                          committer=str(step.get("committer", "")))
         if "entry" in step:
             oid = self.add_entry(oid, step["entry"], tid, base)
+        if "deep" in step:  # a directory nested that many levels, added beside the file
+            commit = bench.commit(oid)
+            tree = bench.forge.put(commit.tree, [layout.THREADS_DIR, "deep"], MODE_TREE,
+                                   bench.forge.nested_tree(int(step["deep"])))
+            oid = bench.forge.commit(tree, commit.parents, commit.message, author=actor)
+            bench.tip = oid
+        if "header" in step:  # a raw header line, e.g. one git fsck refuses
+            oid = bench.forge.with_header_line(oid, self.fill(str(step["header"]["line"]), tid),
+                                               before=str(step["header"].get("before",
+                                                                             "author")))
+            bench.tip = oid
         if op == "handoff" and "label" in step:
             bench.threads[step["label"]] = str(doc["thread_id"])
         return oid

@@ -58,8 +58,19 @@ def check_trailer_repeats(commit: Commit) -> None:
                          "each gitrelay trailer appears once", commit=commit.oid, field=name)
 
 
+# A commit message is at most this many bytes (UTF-8): a gitrelay message is a
+# subject of at most a hundred-odd characters and four trailers.
+MAX_MESSAGE_BYTES = 8192
+
+
 def check_message_text(commit: Commit) -> None:
-    """No control or bidi/format character in the message: ``git log`` prints it raw."""
+    """A message of at most MAX_MESSAGE_BYTES, with no control or bidi/format
+    character: ``git log`` prints it raw."""
+    size = len(commit.message.encode("utf-8", "surrogateescape"))
+    if size > MAX_MESSAGE_BYTES:
+        raise refuse("commit-message", f"commit {commit.oid[:12]}'s message is {size:,} "
+                     f"bytes, over the limit of {MAX_MESSAGE_BYTES:,}", commit=commit.oid,
+                     field="message")
     bad = first_unsafe(commit.message, keep="\n\t")
     if bad is not None:
         raise refuse("commit-message", f"commit {commit.oid[:12]}'s message holds the control "
@@ -67,13 +78,30 @@ def check_message_text(commit: Commit) -> None:
                      "reader's terminal as it is", commit=commit.oid, field="message")
 
 
+def _person(ident: str) -> tuple[str, str]:
+    """The name and email of an ``author``/``committer`` value."""
+    name, _, rest = ident.partition("<")
+    return name.rstrip(" "), rest.partition(">")[0]
+
+
 def check_author(commit: Commit, actor: str) -> None:
-    """The commit's author is its actor: ``git log`` shows the author, not the trailer."""
-    email = commit.author.rpartition("<")[2].partition(">")[0]
+    """The commit's author and committer are its actor, by name and by email: ``git
+    log`` shows them, not the trailer, so they are fixed to the actor's handle."""
+    short = commit.oid[:12]
+    name, email = _person(commit.author)
     if not same_handle(email, actor):
-        raise refuse("actor", f"commit {commit.oid[:12]} is authored by {email!r}, but its "
+        raise refuse("actor", f"commit {short} is authored by {email!r}, but its "
                      f"operation is by {actor}; the author's email is the actor's handle",
                      commit=commit.oid, field="author")
+    if name != email:
+        raise refuse("actor", f"commit {short}'s author name is {name[:80]!r}; the author's "
+                     f"name is the actor's handle, {email}, as its email is",
+                     commit=commit.oid, field="author")
+    if _person(commit.committer) != (name, email):
+        who = "{} <{}>".format(*_person(commit.committer))
+        raise refuse("actor", f"commit {short} is committed by {who[:120]!r}; the "
+                     f"committer is the author, {name} <{email}>", commit=commit.oid,
+                     field="committer")
 
 
 def object_error(commit: Commit, exc: Exception) -> RelayError:

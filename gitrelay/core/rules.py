@@ -27,6 +27,7 @@ from gitrelay.core.commits import (
     load_written,
     object_error,
 )
+from gitrelay.core.errors import RelayError
 from gitrelay.core.errors import error_for_rule as refuse
 from gitrelay.core.identity import check_identity, check_registration
 from gitrelay.core.ids import same_handle
@@ -121,6 +122,11 @@ def check_commit(objs: Objects, commit: Commit, parent: Commit | None, *,
         return _check_commit(objs, commit, parent, pusher, verify_signature)
     except (KeyError, ValueError) as exc:
         raise object_error(commit, exc) from None
+    except RelayError as exc:
+        if "commit" not in exc.data:  # found below the commit (a tree): name it
+            exc.data["commit"] = commit.oid
+            exc.message = f"commit {commit.oid[:12]}: {exc.message}"
+        raise
 
 
 
@@ -236,6 +242,11 @@ def check_inbox_commit(objs: Objects, commit: Commit, owner: str, main_seq: int,
                                    verify_signature)
     except (KeyError, ValueError) as exc:
         raise object_error(commit, exc) from None
+    except RelayError as exc:
+        if "commit" not in exc.data:  # found below the commit (a tree): name it
+            exc.data["commit"] = commit.oid
+            exc.message = f"commit {commit.oid[:12]}: {exc.message}"
+        raise
 
 
 def _check_inbox_commit(objs: Objects, commit: Commit, owner: str, main_seq: int,

@@ -154,6 +154,14 @@ def _loads(text: str) -> Any:
         doc, end = _scan(text, start)
     except StopIteration as err:
         raise _json_error("Expecting value", text, err.value) from None
+    except SystemError:
+        # The C scanner reports most syntax errors with json.decoder's JSONDecodeError,
+        # which it looks up among the loaded modules without importing it; unloaded,
+        # the lookup fails as a SystemError. Load it (a broken file only) and scan
+        # again: the same call now raises JSONDecodeError with its usual wording.
+        import json.decoder  # noqa: F401
+
+        doc, end = _scan(text, start)
     rest = text[end:]
     if rest.lstrip(_JSON_SPACE):
         raise _json_error("Extra data", text, end + len(rest) - len(rest.lstrip(_JSON_SPACE)))

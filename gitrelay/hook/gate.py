@@ -109,7 +109,8 @@ def check_updates(objs: Objects, updates: list[tuple[str, str, str]],
         except RelayError as exc:
             refusals.append(Refusal(ref, str(exc.data.get("commit", "")),
                                     str(exc.data.get("rule", exc.name)), exc.message))
-        except (KeyError, ValueError) as exc:
+        except (KeyError, ValueError, RecursionError) as exc:
+            # Fail closed with a rule, never a traceback.
             refusals.append(Refusal(ref, new, "objects", f"unreadable object: {exc}"))
     return refusals
 
