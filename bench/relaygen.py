@@ -47,9 +47,9 @@ from pathlib import Path
 from typing import Any
 
 from gitrelay.core import layout, schema
+from gitrelay.core.archive import ARCHIVE_MAX_THREADS
 from gitrelay.core.ids import thread_id_for
 from gitrelay.core.ops import Op
-from gitrelay.core.rules import ARCHIVE_MAX_THREADS
 from gitrelay.relay.admin import install_hook, relay_config
 
 # Bump when the generated history changes, so stale cache entries are not reused.
@@ -495,8 +495,10 @@ def archive_closed(path: Path, by: str = "alice@acme") -> int:
     """Archive every closed thread of the relay at ``path``, as `gitrelay archive`
     would: one operation per ARCHIVE_MAX_THREADS threads, each checked with the
     gate's rules. Returns how many threads were archived."""
+    from gitrelay.core.commits import commit_seq
     from gitrelay.core.ops import archive_op, closed_threads
-    from gitrelay.core.rules import RelayView, check_commit, commit_seq
+    from gitrelay.core.rules import check_commit
+    from gitrelay.core.view import RelayView
     from gitrelay.store.gitstore import Store
     from gitrelay.store.mirror import archive_commit
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from gitrelay.core import layout, schema
+from gitrelay.core.commits import commit_seq
 from gitrelay.core.ids import new_key, thread_id_for
 from gitrelay.core.ops import Op, now_iso
-from gitrelay.core.rules import commit_seq
 from gitrelay.store.mirror import Mirror
 
 Signer = Callable[[bytes], str]
@@ -158,3 +158,44 @@ def ref_of(repo: Path, ref: str = layout.MAIN_REF) -> str | None:
     proc = subprocess.run(["git", "--git-dir", str(repo), "rev-parse", "--verify", "--quiet",
                            ref], capture_output=True, text=True, check=False)
     return proc.stdout.strip() or None
+
+
+def with_header_line(mirror: Mirror, oid: str, line: str, *, before: str = "author") -> str:
+    """Commit ``oid`` again with the raw header ``line`` inserted before its first
+    ``before`` header, written with ``git hash-object --literally`` (which, unlike the
+    plain command, takes a header git fsck refuses)."""
+    raw = subprocess.run(["git", "--git-dir", str(mirror.path), "cat-file", "commit", oid],
+                         capture_output=True, check=True).stdout
+    head, _, body = raw.partition(b"\n\n")
+    lines = head.split(b"\n")
+    at = next(i for i, ln in enumerate(lines) if ln.startswith(before.encode() + b" "))
+    lines.insert(at, line.encode())
+    proc = subprocess.run(["git", "--git-dir", str(mirror.path), "hash-object", "-t", "commit",
+                           "-w", "--literally", "--stdin"],
+                          input=b"\n".join(lines) + b"\n\n" + body, capture_output=True,
+                          check=True)
+    return proc.stdout.decode().strip()
+
+
+def with_deep_tree(mirror: Mirror, oid: str, depth: int) -> str:
+    """Commit ``oid`` again with ``threads/deep/d/d/…/f.json``, ``depth`` directories deep,
+    added to its tree (built inside out with ``git mktree``)."""
+    def git(*args: str, data: bytes = b"") -> str:
+        return subprocess.run(["git", "--git-dir", str(mirror.path), *args], input=data,
+                              capture_output=True, check=True).stdout.decode().strip()
+
+    tree = git("mktree", data=f"100644 blob {git('hash-object', '-w', '--stdin', data=b'{}')}"
+               "\tf.json\n".encode())
+    for _ in range(depth):
+        tree = git("mktree", data=f"040000 tree {tree}\td\n".encode())
+    threads = git("rev-parse", f"{oid}:{layout.THREADS_DIR}")
+    listing = git("cat-file", "-p", threads).encode() + f"\n040000 tree {tree}\tdeep\n".encode()
+    new_threads = git("mktree", data=listing)
+    root = git("cat-file", "-p", f"{oid}^{{tree}}").encode()
+    root = root.replace(f"tree {threads}\t{layout.THREADS_DIR}".encode(),
+                        f"tree {new_threads}\t{layout.THREADS_DIR}".encode())
+    new_root = git("mktree", data=root)
+    commit = mirror.objects.commit(oid)
+    return mirror.store.commit(tree=new_root, parents=commit.parents, message=commit.message,
+                               author=commit.author.partition(" <")[0],
+                               email=commit.author.partition(" <")[0])

@@ -27,9 +27,11 @@ from typing import Any
 import pygit2
 
 from gitrelay.core import layout, schema
+from gitrelay.core.archive import archive_base
+from gitrelay.core.commits import commit_seq
 from gitrelay.core.ids import thread_id_for
 from gitrelay.core.objects import MODE_BLOB, MODE_TREE, Commit, Objects
-from gitrelay.core.rules import RelayView, archive_base, commit_seq, thread_files
+from gitrelay.core.view import RelayView, thread_files
 from gitrelay.hook.gate import REFUSAL_PREFIX
 from gitrelay.relay import admin
 from gitrelay.store.gitstore import Pygit2Source
@@ -229,11 +231,14 @@ class Forge:
         return self.tree(out)
 
     def commit(self, tree: str, parents: Sequence[str], message: str, *, author: str = "",
-               when: int = WHEN, sign: Any = None) -> str:
+               when: int = WHEN, sign: Any = None, name: str = "", committer: str = "") -> str:
+        """``author`` is the email (and the name, unless ``name`` is given); ``committer``
+        a whole ``Name <email>`` (default: the author's)."""
         who = author or "gitrelay-test"
-        ident = f"{who} <{who}> {when} +0000"
+        ident = f"{name or who} <{who}> {when} +0000"
+        by = f"{committer} {when} +0000" if committer else ident
         head = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
-        content = f"{head}author {ident}\ncommitter {ident}\n\n{message}"
+        content = f"{head}author {ident}\ncommitter {by}\n\n{message}"
         if sign is None:
             return self.write("commit", content.encode())
         return str(self.repo.create_commit_with_signature(content, sign(content.encode()),
@@ -241,6 +246,23 @@ class Forge:
 
     def resolve(self, rev: str) -> str:
         return str(self.repo.revparse_single(rev).id)
+
+    def with_header_line(self, oid: str, line: str, *, before: str = "author") -> str:
+        """Commit ``oid`` rewritten with the raw header ``line`` inserted before its first
+        ``before`` header, as ``git hash-object -t commit --literally`` takes it."""
+        _, data = self.repo.odb.read(oid)
+        head, _, body = bytes(data).partition(b"\n\n")
+        lines = head.split(b"\n")
+        at = next(i for i, ln in enumerate(lines) if ln.startswith(before.encode() + b" "))
+        lines.insert(at, line.encode())
+        return self.write("commit", b"\n".join(lines) + b"\n\n" + body)
+
+    def nested_tree(self, depth: int) -> str:
+        """A tree ``depth`` directories deep (``d/d/.../d/f.json``), built inside out."""
+        tree = self.tree([(MODE_BLOB, "f.json", self.blob(b"{}\n"))])
+        for _ in range(depth):
+            tree = self.tree([(MODE_TREE, "d", tree)])
+        return tree
 
 
 # --- a relay and its work repo --------------------------------------------------------------
@@ -307,6 +329,10 @@ class Bench:
                                        author="gitrelay")
             git("update-ref", MAIN, root_commit, git_dir=relay)
             admin.install_hook(relay)
+        # `gitrelay init` has git check every pushed object (receive.fsckObjects), which
+        # refuses malformed trees and commits before the gate runs; hosts without it
+        # exist, so these relays leave every refusal to the gate.
+        git("config", "receive.fsckObjects", "false", git_dir=relay)
         shutil.copytree(relay, root / "work.git", ignore=shutil.ignore_patterns("hooks"))
         return cls(root)
 
@@ -373,7 +399,7 @@ class Bench:
               trailers: Mapping[str, str | None] | None = None, message: str | None = None,
               extra: Sequence[tuple[str, bytes, str]] = (), base: str | None = None,
               parents: Sequence[str] | None = None, sign: Any = None, author: str = "",
-              advance: bool = True) -> str:
+              author_name: str = "", committer: str = "", advance: bool = True) -> str:
         """Commit one operation file (plus ``extra`` files) on ``base`` (default: the tip).
 
         ``sign``: None signs with the actor's key when the bench has one, False never.
@@ -397,7 +423,8 @@ class Bench:
             msg = with_trailers(msg, trailers)
         signer = self.signers.get(actor) if sign is None else (sign or None)  # False: unsigned
         oid = self.forge.commit(tree, list(parents) if parents is not None else [base], msg,
-                                author=author or actor, sign=signer)
+                                author=author or actor, sign=signer, name=author_name,
+                                committer=committer)
         if advance:
             self.tip = oid
         return oid
@@ -419,9 +446,8 @@ class Bench:
                 snapshot_parents: Sequence[str] | None = None,
                 snapshot_message: str | None = None, snapshot_file: bool = False,
                 swap: str | None = None, keep_empty: bool = False, sign: Any = None) -> str:
-        """An archive operation: each thread's directory (or an earlier release's
-        marker) leaves main's tree for the snapshot that ``archive.json`` names, the
-        commit's second parent.
+        """An archive operation: each thread's directory leaves main's tree for the
+        snapshot that ``archive.json`` names, the commit's second parent.
 
         To break it: ``hold`` (the threads the snapshot gains, default
         ``thread_ids``), ``keep_dirs``, ``set_fields`` (archive.json's fields),
@@ -448,9 +474,9 @@ class Bench:
             ([before] if before else []) if snapshot_parents is None else snapshot_parents,
             snapshot_message or layout.snapshot_message(len(thread_ids), total), author=by)
         for tid in [] if keep_dirs else thread_ids:
-            for path in (layout.shard(tid), layout.archived_path(tid)):
-                if objs.entry(tree, path) is not None:
-                    tree = self.forge.remove(tree, path.split("/"), prune=not keep_empty)
+            if objs.entry(tree, layout.shard(tid)) is not None:
+                tree = self.forge.remove(tree, layout.shard(tid).split("/"),
+                                         prune=not keep_empty)
         if index:
             doc = {"format_version": 1, "kind": "archive", "snapshot": snapshot,
                    "threads": total, "by": by, "archived_at": "2026-05-02T09:00:00Z",
@@ -464,34 +490,25 @@ class Bench:
         self.tip = oid
         return oid
 
-    def archive_markers(self, thread_ids: Sequence[str], by: str, *, base: str | None = None,
-                        set_fields: Mapping[str, Any] | None = None, keep_dirs: bool = False,
-                        markers: bool = True, sign: Any = None) -> str:
-        """An archive operation of an earlier release: each thread's directory
-        replaced by a marker beside it.
-
-        ``set_fields`` overrides marker fields; ``keep_dirs`` / ``markers`` leave
-        out one half of the move; ``sign`` as for :meth:`build`.
-        """
+    def archive_retired_form(self, thread_ids: Sequence[str], by: str, *,
+                             base: str | None = None) -> str:
+        """An archive operation in the retired marker form, which no relay may hold:
+        one parent, each thread's directory replaced by a ``<id>.archived.json``
+        marker beside it naming the directory's tree."""
         base = base or self.tip
         tree = self.commit(base).tree
-        objs = self.objects
         for tid in thread_ids:
-            entry = objs.entry(tree, layout.shard(tid))
-            state = self.view(base).thread(tid)
+            entry = self.objects.entry(tree, layout.shard(tid))
+            assert entry is not None
             doc = {"format_version": 1, "kind": "archived", "thread_id": tid,
-                   "status": state.status if state else "completed",
-                   "tree": entry.oid if entry else "0" * 40, "by": by,
-                   "archived_at": "2026-05-02T09:00:00Z", **(set_fields or {})}
-            if not keep_dirs and entry is not None:
-                tree = self.forge.remove(tree, layout.shard(tid).split("/"))
-            if markers:
-                tree = self.forge.put(tree, layout.archived_path(tid).split("/"), MODE_BLOB,
-                                      self.forge.blob(schema.dumps(doc)))
-        signer = self.signers.get(by) if sign is None else (sign or None)
+                   "status": "completed", "tree": entry.oid, "by": by,
+                   "archived_at": "2026-05-02T09:00:00Z"}
+            tree = self.forge.remove(tree, layout.shard(tid).split("/"))
+            tree = self.forge.put(tree, f"{layout.shard(tid)}.archived.json".split("/"),
+                                  MODE_BLOB, self.forge.blob(schema.dumps(doc)))
         oid = self.forge.commit(tree, [base], commit_message(layout.OP_ARCHIVE, by,
                                                              self.seq(base) + 1),
-                                author=by, sign=signer)
+                                author=by, sign=self.signers.get(by))
         self.tip = oid
         return oid
 
@@ -762,12 +779,9 @@ class CaseBuilder:
                 archive_sign = False
             elif "sign_as" in step:
                 archive_sign = bench.signers[step["sign_as"]]
-            if step.get("markers"):
-                return bench.archive_markers(
-                    [self.tid(t) for t in labels], step.get("by", ALICE), base=base,
-                    set_fields=self.fill(step.get("set", {}), tid),
-                    keep_dirs=bool(step.get("keep_dirs")), markers=not step.get("no_markers"),
-                    sign=archive_sign)
+            if step.get("retired_form"):
+                return bench.archive_retired_form([self.tid(t) for t in labels],
+                                                  step.get("by", ALICE), base=base)
             parents = step.get("snapshot_parents")
             return bench.archive(
                 [self.tid(t) for t in labels], step.get("by", ALICE), base=base,
@@ -849,11 +863,28 @@ class CaseBuilder:
         elif "sign_as" in step:
             sign = bench.signers[step["sign_as"]]
         parents = [base, bench.forge.resolve(step["merge"])] if "merge" in step else None
+        if "subject_repeat" in step:
+            text, times = step["subject_repeat"]
+            message = commit_message(op_name(kind, doc), actor, seq, thread,
+                                     subject=str(text) * int(times))
         oid = bench.build(kind, doc, path=path, data=data, mode=str(step.get("mode", MODE_BLOB)),
                           message=message, extra=extra, base=base, parents=parents, sign=sign,
-                          author=str(step.get("author", "")))
+                          author=str(step.get("author", "")),
+                          author_name=str(step.get("author_name", "")),
+                          committer=str(step.get("committer", "")))
         if "entry" in step:
             oid = self.add_entry(oid, step["entry"], tid, base)
+        if "deep" in step:  # a directory nested that many levels, added beside the file
+            commit = bench.commit(oid)
+            tree = bench.forge.put(commit.tree, [layout.THREADS_DIR, "deep"], MODE_TREE,
+                                   bench.forge.nested_tree(int(step["deep"])))
+            oid = bench.forge.commit(tree, commit.parents, commit.message, author=actor)
+            bench.tip = oid
+        if "header" in step:  # a raw header line, e.g. one git fsck refuses
+            oid = bench.forge.with_header_line(oid, self.fill(str(step["header"]["line"]), tid),
+                                               before=str(step["header"].get("before",
+                                                                             "author")))
+            bench.tip = oid
         if op == "handoff" and "label" in step:
             bench.threads[step["label"]] = str(doc["thread_id"])
         return oid

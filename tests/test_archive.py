@@ -7,8 +7,7 @@ THEN main's tip no longer holds the closed threads' directories, the archive
 snapshot (the operation's second parent, named by archive.json) holds them
 at the same paths, the threads read the same for everyone, nothing more can
 be added to them, their ids stay taken, a concurrent or replayed archive
-lands once, and threads an earlier release archived with markers move into
-the snapshot too.
+lands once; the retired marker form is refused.
 """
 
 from __future__ import annotations
@@ -22,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from gitrelay.core import layout, schema
+from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import RelayError
 from gitrelay.core.ops import archive_op
-from gitrelay.core.rules import commit_seq
 from gitrelay.relay.client import RelayClient, ThreadView
 from gitrelay.relay.history import history
 from gitrelay.relay.inbox import check_inbox, reindex
@@ -200,61 +199,32 @@ def test_verify_and_a_rebuilt_inbox_index_agree_after_archiving(
     assert items() == before
 
 
-def archive_with_markers(client: RelayClient, relay: Path, tids: list[str]) -> None:
-    """Archive ``tids`` the way an earlier release did (a marker beside each directory,
-    one parent), pushed through the gate."""
-    mirror = client.mirror
+def test_an_archive_in_the_retired_marker_form_is_refused_by_the_gate(
+        team: dict[str, RelayClient], threads: dict[str, str], relay: Path) -> None:
+    """The marker form (a ``<id>.archived.json`` file beside each removed directory,
+    one parent) was replaced by the snapshot: a push in that form is refused and the
+    relay stays as it was."""
+    alice = team["alice"]
+    mirror = alice.mirror
     base = mirror.main()
     assert base is not None
-    view = client.view()
-    markers = {}
-    for tid in tids:
-        entry = view.objs.entry(view.tree, layout.shard(tid))
-        state = view.thread(tid)
-        assert entry is not None and state is not None
-        markers[tid] = {"format_version": 1, "kind": "archived", "thread_id": tid,
-                        "status": state.status, "tree": entry.oid, "by": client.handle,
-                        "archived_at": "2026-06-01T08:00:00Z"}
-    tree = mirror.store.tree_edit(view.tree, [layout.shard(t) for t in tids],
-                                  {layout.archived_path(t): schema.dumps(m)
-                                   for t, m in markers.items()})
-    op = archive_op(client.handle, tids, "2026-06-01T08:00:00Z")
+    view = alice.view()
+    tid = threads["completed"]
+    entry = view.objs.entry(view.tree, layout.shard(tid))
+    assert entry is not None
+    marker = {"format_version": 1, "kind": "archived", "thread_id": tid,
+              "status": "completed", "tree": entry.oid, "by": alice.handle,
+              "archived_at": "2026-06-01T08:00:00Z"}
+    tree = mirror.store.tree_edit(view.tree, [layout.shard(tid)],
+                                  {f"{layout.shard(tid)}.archived.json": schema.dumps(marker)})
+    op = archive_op(alice.handle, [tid], "2026-06-01T08:00:00Z")
     seq = commit_seq(mirror.objects.commit(base)) + 1
     oid = mirror.store.commit(tree=tree, parents=[base], message=op.message(op.doc, seq),
-                              author=client.handle, email=client.handle)
-    subprocess.run(["git", "--git-dir", str(mirror.path), "push", "-q", str(relay),
-                    f"{oid}:refs/heads/main"], check=True, capture_output=True)
-
-
-def test_threads_an_earlier_release_archived_read_the_same_and_move_to_the_snapshot(
-        team: dict[str, RelayClient], threads: dict[str, str], relay: Path) -> None:
-    """A relay archived with markers keeps working as it is, and the next archive moves
-    the marked threads into the snapshot with the newly closed ones, as a new user
-    upgrading would see it."""
-    alice, bob = team["alice"], team["bob"]
-    before = {name: bob.thread(tid) for name, tid in threads.items()}
-    archive_with_markers(alice, relay, [threads["completed"]])
-    assert layout.archived_path(threads["completed"]) in tree_paths(relay)
-    for c in team.values():
-        c.refresh(max_age=0)
-    same_thread(bob.thread(threads["completed"]), before["completed"])
-    # Its id stays taken under the marker too.
-    with pytest.raises(RelayError) as dup:
-        alice.handoff(to="bob@acme", intent="inform", summary="something else",
-                      idempotency_key="key-completed")
-    assert dup.value.name == "duplicate_idempotency_key"
-    found = sorted(tid for _, tid, _ in bob.archivable(older_than=0))
-    assert found == sorted([threads["completed"], threads["cancelled"]])
-    assert bob.archive(found).delivery == "delivered"
-    assert not any(p.endswith(layout.ARCHIVED_SUFFIX) for p in tree_paths(relay))
-    assert set(snapshot_dirs(relay)) == set(found)
-    assert snapshot_dirs(relay)[threads["completed"]] == \
-        json.loads(git(relay, "show", f"main~1:{layout.archived_path(threads['completed'])}")
-                   )["tree"]
-    alice.refresh(max_age=0)
-    for name, tid in threads.items():
-        same_thread(alice.thread(tid), before[name])
-    report = verify.verify_relay(str(relay))
-    assert report.ok, report.text()
-    assert [e.text for e in history(alice.mirror, limit=2)] == [
-        "bob@acme archived 2 closed threads", "alice@acme archived 1 closed thread"]
+                              author=alice.handle, email=alice.handle)
+    before = git(relay, "rev-parse", "main")
+    pushed = subprocess.run(["git", "--git-dir", str(mirror.path), "push", "-q", str(relay),
+                             f"{oid}:refs/heads/main"], capture_output=True, text=True,
+                            check=False)
+    assert pushed.returncode != 0
+    assert "[archive]" in pushed.stderr and "without a snapshot" in pushed.stderr, pushed.stderr
+    assert git(relay, "rev-parse", "main") == before

@@ -126,8 +126,8 @@ def client_rule(bench: Bench, built: Built) -> str | None:
     """The first rule the client's check (through pygit2, as Mirror.build runs it) names."""
     parent = bench.commit(bench.forge.resolve(layout.MAIN_REF))
     for oid in built.commits:
-        commit = bench.commit(oid)
         try:
+            commit = bench.commit(oid)  # a commit git fsck refuses does not even parse
             check_commit(bench.objects, commit, parent, verify_signature=verify_commit_signature)
         except RelayError as exc:
             return str(exc.data.get("rule", exc.name))

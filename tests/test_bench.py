@@ -167,39 +167,6 @@ def test_the_typescript_client_says_why_it_cannot_run_without_node(tmp_path, mon
     assert not (tmp_path / "sdk").exists()
 
 
-def test_the_archive_layout_experiment_puts_a_marker_for_every_archived_thread(tmp_path):
-    """The experiment's earlier-release layout has one marker per thread the snapshot
-    holds, naming its directory, and pushes through the gate land on all three relays
-    it compares."""
-    from bench import archive_layouts
-
-    source, info, _ = relaygen.cached(*suite.QUICK.big_relay, aged=True)
-    relay = relaygen.clone_relay(source, tmp_path / "aged.git")
-
-    def files(rev: str) -> dict[str, str]:
-        listing = git(relay, "ls-tree", "-r", "-t", rev).splitlines()
-        return {line.split("\t")[1]: line.split()[2] for line in listing}
-
-    before = files("main")
-    snapshot = files(json.loads(git(relay, "show", "main:archive.json"))["snapshot"])
-    held = {p.rsplit("/", 1)[1]: oid for p, oid in snapshot.items() if p.count("/") == 3}
-    assert len(held) == info.archived > 0
-    assert not any(p.endswith(layout.ARCHIVED_SUFFIX) for p in before)
-    archive_layouts.scatter_markers(relay)
-    after = files("main")
-    markers = {p: json.loads(git(relay, "cat-file", "blob", oid))
-               for p, oid in after.items() if p.endswith(layout.ARCHIVED_SUFFIX)}
-    assert {m["thread_id"]: m["tree"] for m in markers.values()} == held
-    assert all(p == layout.archived_path(m["thread_id"]) for p, m in markers.items())
-    # The open threads' files stay as they were.
-    assert {p: o for p, o in after.items() if p.count("/") >= 4} == \
-        {p: o for p, o in before.items() if p.count("/") >= 4}
-    assert "archive.json" not in after
-    result = archive_layouts.run(quick=True, rounds=1, workdir=tmp_path / "work")
-    assert set(result["relays"]) == {"empty", "aged", "markers"}
-    assert result["relays"]["markers"]["tip_blobs"] > result["relays"]["aged"]["tip_blobs"]
-
-
 def test_the_housekeeping_experiment_measures_loose_and_packed_states(tmp_path):
     from bench import housekeeping
 

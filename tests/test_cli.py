@@ -944,10 +944,10 @@ def test_reading_from_an_unreachable_relay_uses_the_local_copy_and_says_so(peopl
 def test_archive_splits_many_threads_into_operations_the_gate_takes(people, acme,
                                                                     monkeypatch):
     """More closed threads than one operation may carry go in several operations."""
-    from gitrelay.core import rules
+    from gitrelay.core import archive
 
     bob = people["bob"]
-    monkeypatch.setattr(rules, "ARCHIVE_MAX_THREADS", 1)
+    monkeypatch.setattr(archive, "ARCHIVE_MAX_THREADS", 1)
     listed = bob("archive", "--older-than", "0", "--dry-run")
     assert "2 closed thread(s) would be archived, in 2 operations of at most 1" in listed.out
     done = bob("archive", "--older-than", "0")

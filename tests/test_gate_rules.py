@@ -252,6 +252,14 @@ def objects(bench: Bench, legal: bool) -> Push:
     return [f"+{bench.commit(bench.tip).tree}:{MAIN}"], None
 
 
+def commit_header(bench: Bench, legal: bool) -> Push:
+    """A commit's header is what git fsck takes: nothing unknown before the author."""
+    bench.message(bench.threads["pending"], BOB)
+    if not legal:
+        bench.tip = bench.forge.with_header_line(bench.tip, "x-note hello")
+    return main_push(bench)
+
+
 def archive(bench: Bench, legal: bool) -> Push:
     """Closed threads are archived; an open one is not."""
     bench.archive([bench.threads["completed" if legal else "accepted"]], ALICE)
@@ -289,6 +297,7 @@ RULES: dict[str, tuple[Callable[[Bench, bool], Push], str]] = {
     "cursor": (cursor, "default"),
     "objects": (objects, "default"),
     "archive": (archive, "default"),
+    "commit-header": (commit_header, "default"),
 }
 
 

@@ -229,6 +229,36 @@ def test_a_newcomer_cannot_take_a_registered_handle_or_username(served: ServedRe
     assert handoff.delivery == "delivered"
 
 
+def test_a_registration_claims_only_the_pushers_own_username(served: ServedRelay,
+                                                             alice: RelayClient,
+                                                             bob: RelayClient) -> None:
+    """mallory may not register with dana's username beside her own (dana would join
+    to find mallory writing as her), nor trent with erin's (erin would be locked out)."""
+    for user in ("mallory", "trent", "dana"):
+        served.server.add_user(user)
+    mallory = served.client("mallory", "mallory@acme")
+    mallory.refresh(max_age=0)
+    before = served.ref()
+    attempts = [("mallory@acme", ["mallory", "dana"], "registration",
+                 "mallory@acme's profile claims the server username 'dana', but the pusher "
+                 "is 'mallory'"),
+                ("dana@acme", ["mallory", "dana"], "registration",
+                 "dana@acme's profile claims the server username 'dana', but the pusher is "
+                 "'mallory'"),
+                ("erin@acme", ["erin"], "pusher",
+                 "actor erin@acme is not the authenticated pusher 'mallory'")]
+    for handle, usernames, rule, reason in attempts:
+        oid = forge(mallory.mirror, profile_op(handle, usernames=usernames))
+        refused(served.push_as("mallory", mallory.mirror, oid), rule, oid[:12], reason)
+    assert served.ref() == before
+    # The real dana joins, as a new user would, with her own username.
+    served.monkeypatch.setenv("GITRELAY_HOME", str(served.tmp / "home-dana"))
+    admin.join(served.url("dana"), "dana@acme", name="Dana Kim", role="design",
+               usernames=["dana"], env=served.env("dana"), save=False)
+    bob.refresh(max_age=0)
+    assert bob.teammate("dana@acme")["usernames"] == ["dana"]  # type: ignore[index]
+
+
 def test_a_push_without_an_authenticated_pusher_is_refused(served: ServedRelay,
                                                            alice: RelayClient,
                                                            bob: RelayClient) -> None:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from gitrelay.core import rules
+from gitrelay.core import view as relay_view
 from gitrelay.core.objects import Objects
-from gitrelay.core.rules import RelayView
+from gitrelay.core.view import RelayView
 from gitrelay.relay.client import RelayClient
 
 
@@ -60,8 +60,8 @@ def test_one_profile_is_read_without_the_rest_of_the_team(
         team: dict[str, RelayClient], monkeypatch: pytest.MonkeyPatch) -> None:
     """The gate starts afresh on every push: looking up an operation's actor must not
     read every teammate's profile (nor may it answer differently from profiles())."""
-    monkeypatch.setattr(rules, "_PROFILE_SETS", {})
-    monkeypatch.setattr(rules, "_PROFILES", {})
+    monkeypatch.setattr(relay_view, "_PROFILE_SETS", {})
+    monkeypatch.setattr(relay_view, "_PROFILES", {})
     mirror = team["alice"].mirror
     tip = mirror.main()
     assert tip is not None

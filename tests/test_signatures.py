@@ -298,7 +298,9 @@ def test_a_key_line_cannot_smuggle_an_allowed_signers_entry(keys: dict[str, Path
     """A registered 'key' carrying a second line must not let another key sign."""
     mallory = public_key(keys["mallory"])
     smuggled = f"{public_key(keys['alice'])} x\n* namespaces=\"git\" {mallory}"
-    payload = b"tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\n\nhello\n"
+    payload = (b"tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\n"
+               b"author alice@acme <alice@acme> 1700000000 +0000\n"
+               b"committer alice@acme <alice@acme> 1700000000 +0000\n\nhello\n")
     commit = parse_commit("0" * 40, payload)
     commit.signature = signing.sign(payload, str(keys["mallory"]))
     commit.signed_payload = payload

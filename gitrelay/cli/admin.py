@@ -37,12 +37,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_archive(args: argparse.Namespace) -> int:
-    from gitrelay.core import rules
+    from gitrelay.core import archive
 
     client = open_client(args, writes="queue" if args.queue else "wait")
     found = client.archivable(older_than=args.older_than * 86400.0, limit=args.limit)
     ids = [tid for _, tid, _ in found]
-    per_op = rules.ARCHIVE_MAX_THREADS
+    per_op = archive.ARCHIVE_MAX_THREADS
     ops = -(-len(ids) // per_op)  # the gate takes at most per_op threads at once
     if args.dry_run or not ids:
         if args.json:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from gitrelay.core.errors import AmbiguousId, InvalidArgument
-from gitrelay.core.rules import STATUSES
+from gitrelay.core.threads import STATUSES
 from gitrelay.core.vocab import WAIT_MAX
 
 if TYPE_CHECKING:

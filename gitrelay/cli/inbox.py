@@ -15,7 +15,7 @@ from gitrelay.cli.common import (
     statuses_arg,
     wait_seconds,
 )
-from gitrelay.core.rules import STATUSES
+from gitrelay.core.threads import STATUSES
 from gitrelay.core.vocab import INBOX_PAGE_MAX
 
 if TYPE_CHECKING:

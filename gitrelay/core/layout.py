@@ -17,8 +17,6 @@ HANDOFF_FILE = "handoff.json"
 TRANSITION_FILES = {"accept": "accept.json", "complete": "complete.json", "cancel": "cancel.json"}
 INBOX_FILE = "inbox.json"
 ARCHIVE_PATH = "archive.json"  # names the snapshot commit holding the archived threads
-# threads/<c0>/<c1>/<id>.archived.json: a thread archived by an earlier release (a marker)
-ARCHIVED_SUFFIX = ".archived.json"
 MESSAGE_DIGITS = 6
 _DIGITS = frozenset("0123456789")  # ASCII only: str.isdigit() also takes "٣"
 
@@ -55,11 +53,6 @@ def shard(thread_id: str) -> str:
 
 def handoff_path(thread_id: str) -> str:
     return f"{shard(thread_id)}/{HANDOFF_FILE}"
-
-
-def archived_path(thread_id: str) -> str:
-    """Where a marker of an earlier release lies: beside the directory it replaced."""
-    return f"{shard(thread_id)}{ARCHIVED_SUFFIX}"
 
 
 def snapshot_message(added: int, total: int) -> str:
@@ -137,11 +130,6 @@ def classify(path: str) -> FileRef | None:
     if parts[0] == TEAMMATES_DIR and len(parts) == 3 and parts[2] == PROFILE_FILE:
         if handle_problem(parts[1]) is None:
             return FileRef("profile", handle=parts[1])
-        return None
-    if parts[0] == THREADS_DIR and len(parts) == 4 and parts[3].endswith(ARCHIVED_SUFFIX):
-        tid = parts[3][:-len(ARCHIVED_SUFFIX)]
-        if thread_dir_id(f"{THREADS_DIR}/{parts[1]}/{parts[2]}/{tid}") == tid:
-            return FileRef("archived", thread_id=tid)
         return None
     if parts[0] != THREADS_DIR or len(parts) != 5:
         return None

@@ -7,9 +7,11 @@ rules see exactly the same commits, trees and blobs on both sides.
 
 from __future__ import annotations
 
+from gitrelay.core.errors import RelayError, error_for_rule
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Protocol
+    from typing import Any, Protocol
 
 ZERO_OID = "0" * 40
 MODE_TREE = "40000"
@@ -109,38 +111,128 @@ def parse_trailers(message: str) -> dict[str, str]:
     return dict(trailer_pairs(message))
 
 
+# A commit object (headers, signature and message) is read only up to this size:
+# a gitrelay commit is a few hundred bytes, a signed one under 2 KiB.
+MAX_COMMIT_BYTES = 65536
+_HEX = frozenset("0123456789abcdef")
+
+
+def _is_oid(value: bytes) -> bool:
+    return len(value) in (40, 64) and all(chr(c) in _HEX for c in value)
+
+
+def ident_problem(value: bytes) -> str | None:
+    """Why an ``author``/``committer`` value is not ``Name <email> <seconds> <+hhmm>``
+    as ``git fsck`` reads it, or None."""
+    lt = value.find(b"<")
+    gt = value.find(b">")
+    if lt < 0 or gt < lt:
+        return "has no <email>"
+    if lt == 0 or value[lt - 1:lt] != b" ":
+        return "has no space before its <email>"
+    if b"<" in value[lt + 1:] or b">" in value[gt + 1:] or b">" in value[:lt]:
+        return "has more than one <email>"
+    when, _, zone = value[gt + 1:].removeprefix(b" ").partition(b" ")
+    if value[gt + 1:gt + 2] != b" " or not when.isdigit() or (len(when) > 1
+                                                              and when[:1] == b"0"):
+        return "has no valid date after its <email>"
+    if len(zone) != 5 or zone[:1] not in (b"+", b"-") or not zone[1:].isdigit():
+        return "has no valid time zone"
+    return None
+
+
 def parse_commit(oid: str, data: bytes) -> Commit:
-    head, _, body = data.partition(b"\n\n")
+    """A commit object parsed as ``git fsck`` checks one; refuses (rule
+    ``commit-header``) any other header shape.
+
+    In order: exactly one ``tree``, then the ``parent`` lines, then exactly one
+    ``author`` and one ``committer`` (each ``Name <email> <seconds> <zone>``);
+    then only other headers (``encoding``, ``gpgsig``, ...), never a second
+    ``tree``, ``parent``, ``author`` or ``committer``. Git, libgit2 and this
+    parser then all read the same tree, parents and identities.
+    """
+    head, sep, body = data.partition(b"\n\n")
+    lines = head.split(b"\n")
+    problem = None
+    if b"\0" in head:
+        problem = "holds a NUL byte in its header"
+    elif not sep and data.endswith(b"\n"):
+        lines = lines[:-1]
     tree = ""
     parents: list[str] = []
     author = committer = ""
     sig_lines: list[bytes] = []
     payload_lines: list[bytes] = []
     in_sig = False
-    for line in head.split(b"\n"):
-        if in_sig and line.startswith(b" "):
-            sig_lines.append(line[1:])
+    stage = 0  # 0: tree next, 1: parents or author, 2: committer next, 3: other headers
+    for line in lines:
+        if problem:
+            break
+        if stage == 3 and line.startswith(b" "):  # a header's continuation line
+            if in_sig:
+                sig_lines.append(line[1:])
+            else:
+                payload_lines.append(line)
             continue
         in_sig = False
-        key, _, value = line.partition(b" ")
-        if key == b"gpgsig":
+        key, space, value = line.partition(b" ")
+        if stage == 0:
+            if key != b"tree" or not _is_oid(value):
+                problem = "does not start with a valid tree line"
+            tree, stage = value.decode("ascii", "replace"), 1
+        elif stage == 1 and key == b"parent":
+            if not _is_oid(value):
+                problem = "has a malformed parent line"
+            parents.append(value.decode("ascii", "replace"))
+        elif stage == 1:
+            if key == b"tree":
+                problem = "has a second tree line"
+            elif key != b"author":
+                problem = (f"has {key.decode('utf-8', 'replace')[:40]!r} where the author "
+                           "belongs (right after the tree and parent lines)")
+            elif (why := ident_problem(value)) is not None:
+                problem = f"has an author that {why}"
+            author, stage = value.decode("utf-8", "replace"), 2
+        elif stage == 2:
+            if key != b"committer":
+                problem = "has no committer line right after its one author line"
+            elif (why := ident_problem(value)) is not None:
+                problem = f"has a committer that {why}"
+            committer, stage = value.decode("utf-8", "replace"), 3
+        elif key in (b"tree", b"parent", b"author", b"committer") or not space or not key:
+            problem = (f"has a second {key.decode('utf-8', 'replace')[:40]!r} header"
+                       if key in (b"tree", b"parent", b"author", b"committer")
+                       else "has a malformed header line")
+        elif key == b"gpgsig":
             in_sig = True
             sig_lines.append(value)
             continue
         payload_lines.append(line)
-        if key == b"tree":
-            tree = value.decode()
-        elif key == b"parent":
-            parents.append(value.decode())
-        elif key == b"author":
-            author = value.decode("utf-8", "replace")
-        elif key == b"committer":
-            committer = value.decode("utf-8", "replace")
+    if problem is None and stage < 3:
+        problem = "ends before its " + ("tree" if stage == 0 else "author" if stage == 1
+                                        else "committer") + " line"
+    if problem is not None:
+        raise error_for_rule("commit-header", f"commit {oid[:12]} {problem}; a commit has "
+                             "one tree, its parents, one author and one committer, in that "
+                             "order, as git fsck requires", commit=oid)
     message = body.decode("utf-8", "replace")
     signature = b"\n".join(sig_lines).decode() if sig_lines else None
     payload = b"\n".join(payload_lines) + b"\n\n" + body
     return Commit(oid, tree, parents, author, committer, message, signature, payload,
                   parse_trailers(message))
+
+
+# Parses keyed by the ids of the objects they were read from (an object id names
+# its content, so a parse is good for any view of any repository) are kept in
+# caches of at most this many.
+PARSED_MAX = 64
+
+
+def remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    """Keep ``value`` under ``key`` in a cache of parses, emptied when full."""
+    if len(cache) >= PARSED_MAX:
+        cache.clear()
+    cache[key] = value
 
 
 class UnreadBlob(bytes):
@@ -195,9 +287,22 @@ class Objects:
         """The parsed commit (shared: callers must not change it)."""
         cached = self._commits.get(oid)
         if cached is None:
-            kind, data = self.raw(oid)
+            read_within = getattr(self.source, "read_within", None)
+            if read_within is None:
+                kind, data = self.raw(oid)
+                size = len(data)
+            else:  # a commit over the limit is refused unread
+                found = read_within(oid, MAX_COMMIT_BYTES)
+                if found is None:
+                    raise KeyError(oid)
+                kind, data, size = found
             if kind != "commit":
                 raise ValueError(f"{oid} is a {kind}, not a commit")
+            if data is None or size > MAX_COMMIT_BYTES:
+                raise error_for_rule("commit-message", f"commit {oid[:12]} is {size:,} "
+                                     f"bytes, over the limit of {MAX_COMMIT_BYTES:,} for a "
+                                     "commit (headers, signature and message)", commit=oid,
+                                     field="message")
             cached = parse_commit(oid, data)
             if len(self._commits) > 4096:
                 self._commits.clear()
@@ -297,32 +402,128 @@ def tree_problem(entries: list[TreeEntry]) -> str | None:
     return None
 
 
+# No directory of the relay layout lies deeper than threads/<c0>/<c1>/<thread_id>.
+MAX_TREE_PARTS = 4
+
+
+class _Walk:
+    """One step of :func:`diff_trees`: diff two trees, emit a change, or end an added
+    directory (a change of its own when nothing was found inside it)."""
+
+    __slots__ = ("change", "end", "new", "old", "prefix", "start")
+
+    def __init__(self, old: str | None = None, new: str = "", prefix: str = "", *,
+                 change: Change | None = None, end: TreeEntry | None = None,
+                 start: list[int] | None = None) -> None:
+        self.old, self.new, self.prefix = old, new, prefix
+        self.change, self.end = change, end
+        self.start = start if start is not None else [0]
+
+
 def diff_trees(objs: Objects, old_tree: str | None, new_tree: str,
                prefix: str = "") -> list[Change]:
     """Paths that differ, descending only into subtrees whose ids differ.
 
     An added empty directory is a change whose ``new`` is a tree (``path``
-    ends with ``/``). Raises ValueError for a malformed new tree.
+    ends with ``/``). Raises ValueError for a malformed new tree, and a
+    ``layout`` refusal for a changed directory deeper than the relay layout
+    has (MAX_TREE_PARTS), before reading it. The walk keeps its own stack, so
+    no tree, however deep, can exhaust Python's.
     """
-    listing = objs.tree(new_tree)
-    if new_tree not in objs.sound_trees:
-        problem = tree_problem(listing)
-        if problem:
-            raise ValueError(f"tree {prefix or '/'} ({new_tree[:12]}) {problem}")
-        objs.sound_trees.add(new_tree)
-    old_entries = {e.name: e for e in objs.tree(old_tree)} if old_tree else {}
-    new_entries = {e.name: e for e in listing}
     changes: list[Change] = []
-    for name in sorted(old_entries.keys() | new_entries.keys()):
-        a, b = old_entries.get(name), new_entries.get(name)
-        if a and b and a.oid == b.oid and a.mode == b.mode:
+    stack = [_Walk(old_tree, new_tree, prefix)]
+    while stack:
+        step = stack.pop()
+        if step.change is not None:
+            changes.append(step.change)
             continue
-        path = f"{prefix}{name}"
-        if a and b and a.is_tree and b.is_tree:
-            changes.extend(diff_trees(objs, a.oid, b.oid, path + "/"))
-        elif b and b.is_tree and a is None:
-            added = diff_trees(objs, None, b.oid, path + "/")
-            changes.extend(added or [Change(path + "/", None, b)])
-        else:
-            changes.append(Change(path, a, b))
+        if step.end is not None:
+            if len(changes) == step.start[0]:
+                changes.append(Change(step.prefix + "/", None, step.end))
+            continue
+        step.start[0] = len(changes)
+        listing = objs.tree(step.new)
+        if step.new not in objs.sound_trees:
+            problem = tree_problem(listing)
+            if problem:
+                raise ValueError(f"tree {step.prefix or '/'} ({step.new[:12]}) {problem}")
+            objs.sound_trees.add(step.new)
+        old_entries = {e.name: e for e in objs.tree(step.old)} if step.old else {}
+        new_entries = {e.name: e for e in listing}
+        todo: list[_Walk] = []
+        for name in sorted(old_entries.keys() | new_entries.keys()):
+            a, b = old_entries.get(name), new_entries.get(name)
+            if a and b and a.oid == b.oid and a.mode == b.mode:
+                continue
+            path = f"{step.prefix}{name}"
+            if b is not None and b.is_tree and (a is None or a.is_tree):
+                if path.count("/") + 1 > MAX_TREE_PARTS:
+                    raise error_for_rule("layout", f"the directory {path[:200]!r} lies "
+                                         "deeper than the relay layout has "
+                                         f"({MAX_TREE_PARTS} levels)", field=path[:200])
+                if a is not None:
+                    todo.append(_Walk(a.oid, b.oid, path + "/"))
+                else:
+                    start = [0]
+                    todo.append(_Walk(None, b.oid, path + "/", start=start))
+                    todo.append(_Walk(prefix=path, end=b, start=start))
+            else:
+                todo.append(_Walk(change=Change(path, a, b)))
+        stack.extend(reversed(todo))
     return changes
+
+
+class Chain:
+    """First-parent commits up to a tip, oldest first, read as far as they parse.
+
+    ``commits`` are the commits older than ``bad``, the oldest commit of the
+    walk that cannot be parsed (with ``problem``, the refusal saying why), or
+    all of them when every one parses. ``reached`` is False when the walk was
+    to stop at a commit and reached the root without meeting it.
+    """
+
+    def __init__(self, commits: list[Commit], bad: str | None, problem: Exception | None,
+                 reached: bool) -> None:
+        self.commits = commits
+        self.bad = bad
+        self.problem = problem
+        self.reached = reached
+
+
+def first_parent_chain(objs: Objects, tip: str, stop: str | None = None) -> Chain:
+    """The commits after ``stop`` (exclusive; None: from the root) up to ``tip``.
+
+    A commit that does not parse (a malformed header, over the size limit, not
+    a commit) ends nothing: the walk goes on through the first ``parent`` line
+    of its header, so the commits before the oldest such commit are still
+    found, and a reader can stop at the last of them. A missing object raises
+    KeyError.
+    """
+    out: list[Commit] = []
+    bad: str | None = None
+    problem: Exception | None = None
+    oid: str | None = tip
+    while oid is not None and oid != stop:
+        try:
+            commit = objs.commit(oid)
+        except (RelayError, ValueError) as exc:
+            out.clear()
+            bad, problem = oid, exc
+            oid = _first_parent_line(objs, oid)
+            continue
+        out.append(commit)
+        oid = commit.parents[0] if commit.parents else None
+    out.reverse()
+    return Chain(out, bad, problem, reached=stop is None or oid == stop)
+
+
+def _first_parent_line(objs: Objects, oid: str) -> str | None:
+    """The first ``parent`` of a commit read from its raw header, however malformed."""
+    kind, data = objs.raw(oid)
+    if kind != "commit":
+        return None
+    for line in data.partition(b"\n\n")[0].split(b"\n"):
+        key, _, value = line.partition(b" ")
+        if key == b"parent" and _is_oid(value):
+            return value.decode()
+    return None

@@ -6,7 +6,7 @@ it is already there (a retried or replayed delivery), and how to describe
 itself in a commit. The outbox replays ops with these when the relay moved.
 The archive operation adds no single file: :func:`archive_moves` says which
 threads it moves on a given state (``mirror.archive_commit`` builds its trees).
-Pure: no I/O beyond the :class:`~gitrelay.core.rules.RelayView` it is given.
+Pure: no I/O beyond the :class:`~gitrelay.core.view.RelayView` it is given.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 
 from gitrelay.core import layout, schema
 from gitrelay.core.errors import ThreadNotFound
-from gitrelay.core.rules import RelayView, archive_marker, thread_files
 from gitrelay.core.terminal import char_class
+from gitrelay.core.view import RelayView, thread_files
 
 SUBJECT_MAX = 72
 
@@ -144,30 +144,22 @@ def archive_op(by: str, thread_ids: list[str], at: str | None = None) -> Op:
 
 def archive_moves(view: RelayView, doc: dict[str, Any]) -> dict[str, tuple[str, str]]:
     """The threads an archive operation moves out of main's tree on top of ``view``, by
-    thread id: the path that leaves the tree (the directory, or an earlier release's
-    marker) and the directory's tree.
+    thread id: the path that leaves the tree (the directory) and the directory's tree.
 
-    Threads archived meanwhile (by someone else) are left out; a thread an
-    earlier release archived (a marker in main's tree) moves too. The rules
-    refuse any that is not closed.
+    Threads archived meanwhile (by someone else) are left out. The rules refuse
+    any that is not closed.
     """
     out: dict[str, tuple[str, str]] = {}
     for tid in doc["threads"]:
         entry = view.objs.entry(view.tree, layout.shard(tid))
-        if entry is not None and entry.is_tree:
-            if view.thread(tid) is not None:
-                out[tid] = (layout.shard(tid), entry.oid)
-            continue
-        marker = archive_marker(view.objs, view.tree, tid)
-        if marker is not None:
-            out[tid] = (layout.archived_path(tid), str(marker["tree"]))
+        if entry is not None and entry.is_tree and view.thread(tid) is not None:
+            out[tid] = (layout.shard(tid), entry.oid)
     return out
 
 
 def closed_threads(view: RelayView, closed_before: float) -> list[tuple[str, str, str]]:
     """Threads in ``view``'s tree closed at ``closed_before`` (unix time) or earlier:
-    ``(closed_at, thread_id, status)``, oldest first. A thread an earlier release
-    archived with a marker in the tree counts too (archiving moves it on).
+    ``(closed_at, thread_id, status)``, oldest first.
 
     Reads every thread directory of the tree: a maintenance scan.
     """
@@ -176,12 +168,9 @@ def closed_threads(view: RelayView, closed_before: float) -> list[tuple[str, str
     for c0 in objs.list_dir(view.tree, layout.THREADS_DIR) or []:
         for c1 in objs.tree(c0.oid) if c0.is_tree else []:
             for e in objs.tree(c1.oid) if c1.is_tree else []:
-                tid, directory = e.name, e.oid
                 if not e.is_tree:
-                    if not e.name.endswith(layout.ARCHIVED_SUFFIX):
-                        continue
-                    tid = e.name.removesuffix(layout.ARCHIVED_SUFFIX)
-                    directory = str(json.loads(objs.blob(e.oid))["tree"])
+                    continue
+                tid, directory = e.name, e.oid
                 names = {x.name: x for x in objs.tree(directory)}
                 for kind, status in (("complete", "completed"), ("cancel", "cancelled")):
                     closing = names.get(layout.TRANSITION_FILES[kind])

@@ -158,6 +158,14 @@ def _loads(text: str) -> Any:
         doc, end = _scan(text, start)
     except StopIteration as err:
         raise _json_error("Expecting value", text, err.value) from None
+    except SystemError:
+        # The C scanner reports most syntax errors with json.decoder's JSONDecodeError,
+        # which it looks up among the loaded modules without importing it; unloaded,
+        # the lookup fails as a SystemError. Load it (a broken file only) and scan
+        # again: the same call now raises JSONDecodeError with its usual wording.
+        import json.decoder  # noqa: F401
+
+        doc, end = _scan(text, start)
     rest = text[end:]
     if rest.lstrip(_JSON_SPACE):
         raise _json_error("Extra data", text, end + len(rest) - len(rest.lstrip(_JSON_SPACE)))
@@ -503,12 +511,6 @@ SHAPES: dict[str, Shape] = {
         "format_version": _version, "kind": const("cancel"), "thread_id": _tid, "by": handle(),
         "at": timestamp(),
     }, {"reason": text()}),
-    "archived": Shape({
-        "format_version": _version, "kind": const("archived"), "thread_id": _tid,
-        "status": enum("completed", "cancelled"),
-        "tree": _object_id,
-        "by": handle(), "archived_at": timestamp(),
-    }),
     "archive": Shape({
         "format_version": _version, "kind": const("archive"),
         "snapshot": _object_id,
@@ -529,7 +531,7 @@ SHAPES: dict[str, Shape] = {
 
 # Which file field names the operation's author, per kind.
 AUTHOR_FIELD = {"profile": "handle", "handoff": "sender", "message": "from", "accept": "by",
-                "complete": "by", "cancel": "by", "archived": "by", "archive": "by",
+                "complete": "by", "cancel": "by", "archive": "by",
                 "inbox": "handle"}
 
 

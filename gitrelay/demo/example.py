@@ -25,7 +25,7 @@ from typing import Any
 from gitrelay.core import schema
 from gitrelay.core.errors import ConfigError, InvalidArgument
 from gitrelay.core.ids import check_handle, is_key, thread_id_for
-from gitrelay.core.rules import STATUSES
+from gitrelay.core.threads import STATUSES
 from gitrelay.relay.admin import init_relay, join
 from gitrelay.relay.client import RelayClient
 

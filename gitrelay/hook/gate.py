@@ -18,17 +18,14 @@ import posix
 import sys
 
 from gitrelay.core import layout
+from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import REFUSAL_PREFIX, RelayError, error_for_rule
 from gitrelay.core.gitcli import CatFile
+from gitrelay.core.identity import find_pusher
 from gitrelay.core.objects import ZERO_OID, Commit, Objects
-from gitrelay.core.rules import (
-    RelayView,
-    check_commit,
-    check_inbox_commit,
-    commit_seq,
-    find_pusher,
-)
+from gitrelay.core.rules import check_commit, check_inbox_commit
 from gitrelay.core.schema import DEFAULT_LIMITS
+from gitrelay.core.view import RelayView
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,7 +33,7 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
 if TYPE_CHECKING:
-    from gitrelay.core.rules import SignatureCheck
+    from gitrelay.core.identity import SignatureCheck
 
 MAX_WALK = 1_000_000
 
@@ -112,7 +109,8 @@ def check_updates(objs: Objects, updates: list[tuple[str, str, str]],
         except RelayError as exc:
             refusals.append(Refusal(ref, str(exc.data.get("commit", "")),
                                     str(exc.data.get("rule", exc.name)), exc.message))
-        except (KeyError, ValueError) as exc:
+        except (KeyError, ValueError, RecursionError) as exc:
+            # Fail closed with a rule, never a traceback.
             refusals.append(Refusal(ref, new, "objects", f"unreadable object: {exc}"))
     return refusals
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gitrelay.core.ids import HANDLE_MAX, HANDLE_PATTERN, KEY_PATTERN
-from gitrelay.core.rules import STATUSES
 from gitrelay.core.schema import WORKER_PATTERN
+from gitrelay.core.threads import STATUSES
 from gitrelay.core.vocab import (
     COMMAND_CHARS,
     DELIVERIES,

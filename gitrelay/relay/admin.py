@@ -79,6 +79,7 @@ def init_relay(path: Path, *, name: str | None = None, web_url_template: str | N
     cfg["receive.denyNonFastForwards"] = True
     cfg["receive.denyDeletes"] = True
     cfg["core.logAllRefUpdates"] = True
+    cfg["receive.fsckObjects"] = True  # git refuses malformed objects before the gate runs
     # Pushes leave their objects loose, and receive-pack's connectivity check reads loose
     # trees more slowly than packed ones; git's default waits for ~6,700 of them before
     # packing (docs/deploying.md, "Keeping pushes fast").

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gitrelay.core import layout, schema
+from gitrelay.core.archive import snapshot_tree
 from gitrelay.core.errors import (
     ConfigError,
     DuplicateIdempotencyKey,
@@ -43,18 +44,16 @@ from gitrelay.core.ids import (
     thread_id_for,
 )
 from gitrelay.core.ops import Op, archive_moves, archive_op, closed_threads, now_iso
-from gitrelay.core.rules import (
+from gitrelay.core.schema import SchemaError
+from gitrelay.core.threads import (
     ACCEPTED,
     CANCELLED,
     COMPLETED,
     PENDING,
-    RelayView,
     ThreadState,
-    snapshot_tree,
     status_from_names,
-    thread_files,
 )
-from gitrelay.core.schema import SchemaError
+from gitrelay.core.view import RelayView, thread_files
 from gitrelay.core.vocab import DELIVERY_MODES
 from gitrelay.relay.admin import ensure_default_relay
 from gitrelay.relay.policy import (
@@ -272,14 +271,12 @@ class RelayClient:
         for tree in (view.tree, snapshot) if snapshot else (view.tree,):
             if len(ref) >= 2:
                 shard = f"{layout.THREADS_DIR}/{ref[0]}/{ref[1]}"
-                candidates |= {e.name.removesuffix(layout.ARCHIVED_SUFFIX)
-                               for e in view.objs.list_dir(tree, shard) or []}
+                candidates |= {e.name for e in view.objs.list_dir(tree, shard) or []}
                 continue
             for c0 in view.objs.list_dir(tree, layout.THREADS_DIR) or []:
                 if c0.name.startswith(ref[:1]):
                     for c1 in view.objs.tree(c0.oid):
-                        candidates |= {e.name.removesuffix(layout.ARCHIVED_SUFFIX)
-                                       for e in view.objs.tree(c1.oid)}
+                        candidates |= {e.name for e in view.objs.tree(c1.oid)}
         return resolve_prefix(ref, sorted(candidates))
 
     def thread(self, thread_id: str) -> ThreadView:

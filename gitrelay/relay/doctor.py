@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import IndexLost, RelayError
 from gitrelay.core.gitcli import hermetic_env
-from gitrelay.core.rules import commit_seq
 from gitrelay.relay.admin import RELAY_GC_AUTO
 from gitrelay.relay.client import RelayClient
 from gitrelay.relay.history import queued

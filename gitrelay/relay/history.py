@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitrelay.core import layout
+from gitrelay.core.archive import archived_threads
 from gitrelay.core.errors import RelayError
 from gitrelay.core.objects import Commit, diff_trees
-from gitrelay.core.rules import archived_threads
 from gitrelay.store.mirror import Mirror
 
 

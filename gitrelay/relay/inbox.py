@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import (
     Forbidden,
     IndexLost,
@@ -37,7 +38,7 @@ from gitrelay.core.errors import (
 )
 from gitrelay.core.ids import check_worker, same_handle
 from gitrelay.core.ops import now_iso
-from gitrelay.core.rules import STATUSES, commit_seq
+from gitrelay.core.threads import STATUSES
 from gitrelay.core.vocab import INBOX_PAGE_MAX, LEASE_MAX, WAIT_MAX
 from gitrelay.relay.index import (
     PREVIEW_CHARS,

@@ -41,10 +41,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitrelay.core import layout
+from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import IndexLost
 from gitrelay.core.gitcli import hermetic_env, stream_git
 from gitrelay.core.objects import Commit, Objects, diff_trees
-from gitrelay.core.rules import ACCEPTED, CANCELLED, COMPLETED, PENDING, commit_seq
+from gitrelay.core.threads import ACCEPTED, CANCELLED, COMPLETED, PENDING
 from gitrelay.store.mirror import Mirror
 from gitrelay.sync.inboxstate import time_us
 

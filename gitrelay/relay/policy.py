@@ -29,8 +29,9 @@ from gitrelay.core.errors import (
     ThreadNotFound,
 )
 from gitrelay.core.ids import is_key, same_handle
-from gitrelay.core.rules import RelayView, check_handoff
 from gitrelay.core.schema import SchemaError
+from gitrelay.core.threads import check_handoff
+from gitrelay.core.view import RelayView
 from gitrelay.core.vocab import DEFAULT_LIMITS
 
 if TYPE_CHECKING:

@@ -125,9 +125,16 @@ class Store:
         return out
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        """Whether ``ancestor`` is in the history of ``descendant``; ValueError when a
+        commit between them cannot be parsed (libgit2 refuses what git fsck would)."""
         if ancestor == descendant:
             return True
-        return bool(self.repo.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor)))
+        try:
+            return bool(self.repo.descendant_of(pygit2.Oid(hex=descendant),
+                                                pygit2.Oid(hex=ancestor)))
+        except pygit2.GitError as exc:
+            raise ValueError(f"cannot read the history between {ancestor[:12]} and "
+                             f"{descendant[:12]}: {exc}") from None
 
     def has(self, oid: str) -> bool:
         return oid in self.repo

@@ -31,11 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from gitrelay.core import faults, layout, schema
+from gitrelay.core.archive import archive_base, archived_threads
+from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import NextStep, RelayError, RelayUnavailable, StateChanged
 from gitrelay.core.objects import Commit, Objects
 from gitrelay.core.ops import Op, archive_moves, archive_op, now_iso, op_from_file
-from gitrelay.core.rules import RelayView, archive_base, archived_threads, check_commit, commit_seq
+from gitrelay.core.rules import check_commit
 from gitrelay.core.signing import verify_commit_signature
+from gitrelay.core.view import RelayView
 from gitrelay.store import journal
 from gitrelay.store.gitstore import Store
 from gitrelay.store.locks import FileMutex, LockTimeout

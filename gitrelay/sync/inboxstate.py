@@ -19,9 +19,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gitrelay.core import layout, schema
+from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import RelayError, RelayUnavailable
 from gitrelay.core.ops import now_iso
-from gitrelay.core.rules import RelayView, check_inbox_commit, commit_seq
+from gitrelay.core.rules import check_inbox_commit
+from gitrelay.core.view import RelayView
 from gitrelay.store.mirror import RELAY_USERS, Mirror
 
 ACKED_LIMIT = 10_000        # the format's bound on single acks

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gitrelay.core import faults, layout
+from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import (
     REFUSAL_PREFIX,
     GateRefused,
@@ -30,9 +31,10 @@ from gitrelay.core.errors import (
     error_for_rule,
 )
 from gitrelay.core.gitcli import hermetic_env, run_git
-from gitrelay.core.objects import ZERO_OID
+from gitrelay.core.objects import ZERO_OID, first_parent_chain
 from gitrelay.core.ops import now_iso
-from gitrelay.core.rules import RelayView, check_inbox_commit, commit_seq
+from gitrelay.core.rules import check_inbox_commit
+from gitrelay.core.view import RelayView
 from gitrelay.store.mirror import (
     FETCHED_MAIN,
     FETCHED_USERS,
@@ -131,11 +133,14 @@ class Syncer:
         """The newest fetched commit whose history is valid, the first problem, and how
         many fetched commits are valid."""
         mirror = self.mirror
-        if old is not None and not mirror.store.is_ancestor(old, fetched):
-            return old, (f"the relay's main ({fetched[:12]}) does not descend from the last "
-                         f"verified main ({old[:12]}): its history was rewritten; "
-                         "staying at the verified state"), 0
-        commits = mirror.commits_between(old, fetched)
+        # Our own walk, not libgit2's: a commit libgit2 cannot parse (a hook-less relay
+        # takes anything) is a verify problem like any other, never a crash.
+        chain = first_parent_chain(mirror.objects, fetched, old)
+        if not chain.reached:
+            return old or ZERO_OID, (f"the relay's main ({fetched[:12]}) does not descend "
+                                     f"from the last verified main ({(old or '')[:12]}): its "
+                                     "history was rewritten; staying at the verified state"), 0
+        commits = chain.commits
         if self.progress is not None and len(commits) >= PROGRESS_FROM:
             self.progress(f"checking {len(commits):,} operations from the relay against the "
                           "gate's rules…")
@@ -148,6 +153,15 @@ class Syncer:
             return last or ZERO_OID, (f"commit {commits[invalid.index].oid[:12]} breaks rule "
                                       f"{invalid.rule}: {invalid.message}; this client stops "
                                       f"at {(last or 'nothing')[:12]}"), invalid.index
+        if chain.bad is not None:
+            last = commits[-1].oid if commits else old
+            problem = chain.problem
+            rule = problem.data.get("rule", "objects") if isinstance(problem, RelayError) \
+                else "objects"
+            what = problem.message if isinstance(problem, RelayError) else str(problem)
+            return last or ZERO_OID, (f"commit {chain.bad[:12]} breaks rule {rule}: {what}; "
+                                      f"this client stops at {(last or 'nothing')[:12]}"), \
+                len(commits)
         return (commits[-1].oid if commits else fetched), None, len(commits)
 
     def _take_user_refs(self, main_tip: str) -> None:
@@ -170,7 +184,7 @@ class Syncer:
                 for commit in self.mirror.commits_between(old, oid):
                     check_inbox_commit(self.mirror.objects, commit, owner, main_seq, view,
                                        verify_signature=_signature_checker())
-            except RelayError:
+            except (RelayError, ValueError, KeyError):
                 continue
             store.set_ref(target, oid, "gitrelay: fetch")
         mine = layout.inbox_ref(self.mirror.handle)

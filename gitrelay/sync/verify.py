@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitrelay.core import layout
+from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import ConfigError, InvalidArgument, RelayError, RelayUnavailable
 from gitrelay.core.gitcli import CatFile, hermetic_env, run_git
-from gitrelay.core.objects import Commit, Objects
-from gitrelay.core.rules import RelayView, check_inbox_commit, commit_seq
+from gitrelay.core.objects import Commit, Objects, first_parent_chain
+from gitrelay.core.rules import check_inbox_commit
+from gitrelay.core.view import RelayView
 from gitrelay.sync.parallel import invalid_commits
 
 # Refs a hosting service makes itself (pull/merge requests, pipelines): not pushed
@@ -178,42 +180,49 @@ def _verify_git_dir(relay: str, git_dir: Path) -> VerifyReport:
     return report
 
 
-def _chain(objs: Objects, tip: str) -> list[Commit]:
-    """Commits from the root to ``tip`` by first parents, oldest first."""
-    out: list[Commit] = []
-    oid: str | None = tip
-    while oid:
-        commit = objs.commit(oid)
-        out.append(commit)
-        oid = commit.parents[0] if commit.parents else None
-    out.reverse()
-    return out
+def _chain(objs: Objects, tip: str, ref: str, report: VerifyReport) -> list[Commit]:
+    """Commits from the root to ``tip`` by first parents, oldest first, up to the first
+    that cannot be parsed, which is a problem of ``report``."""
+    chain = first_parent_chain(objs, tip)
+    if chain.bad is not None:
+        problem = chain.problem
+        if isinstance(problem, RelayError):
+            report.add(Problem(chain.bad, str(problem.data.get("rule", problem.name)),
+                               problem.message, ref))
+        else:
+            report.add(Problem(chain.bad, "objects", f"commit {chain.bad[:12]} cannot be "
+                               f"read: {problem}", ref))
+    return chain.commits
 
 
 def _verify_main(git_dir: Path, objs: Objects, tip: str, report: VerifyReport
                  ) -> Commit | None:
+    unparsed = VerifyReport(report.relay)
     try:
-        commits = _chain(objs, tip)
+        commits = _chain(objs, tip, layout.MAIN_REF, unparsed)
     except (KeyError, ValueError) as exc:
         report.add(Problem(tip, "objects", f"cannot read the history of main: {exc}"))
         return None
-    report.refs[layout.MAIN_REF] = len(commits)
-    report.checked += len(commits)
+    report.refs[layout.MAIN_REF] = len(commits) + len(unparsed.problems)
+    report.checked += len(commits) + len(unparsed.problems)
     # Each commit against its parent, whether or not the parent broke a rule; a long
     # history on several processes (gitrelay.sync.parallel).
     invalid = invalid_commits(git_dir, objs, commits, None, limit=MAX_PROBLEMS + 1)
     for found in invalid:
         report.add(Problem(commits[found.index].oid, found.rule, found.message))
+    for problem in unparsed.problems:  # newer than every commit above
+        report.add(problem)
     first = invalid[0].index if invalid else len(commits)
     if first:
         report.valid_until = commits[first - 1].oid
-    return commits[-1]
+    # The inbox refs are checked against the newest commit the history reaches.
+    return commits[-1] if commits else None
 
 
 def _verify_inbox(objs: Objects, ref: str, owner: str, tip: str, main_tip: Commit,
                   report: VerifyReport) -> None:
     try:
-        commits = _chain(objs, tip)
+        commits = _chain(objs, tip, ref, report)
         main_seq = commit_seq(main_tip)
         view = RelayView(objs, main_tip.tree)
     except (KeyError, ValueError, RelayError) as exc:

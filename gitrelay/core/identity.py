@@ -1,0 +1,112 @@
+"""Who may write: the pusher the server names, signatures, and registration.
+
+Standard library only: the gate imports this module.
+"""
+
+from __future__ import annotations
+
+from gitrelay.core.errors import error_for_rule as refuse
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
+    from gitrelay.core.objects import Commit
+    from gitrelay.core.view import RelayView
+
+class Pusher:
+    """Who the server says pushed: the env variable and the username in it.
+
+    ``username == ""`` is a push the gate checked that no server vouched for.
+    The rules get ``pusher=None`` only away from the gate (the client's own
+    check, verify-on-read), where nobody can know who will push or who pushed.
+    """
+
+    def __init__(self, env: str, username: str) -> None:
+        self.env = env
+        self.username = username
+
+
+def find_pusher(config: Mapping[str, Any], environ: Mapping[str, str]) -> Pusher:
+    """The pusher named by the first variable of ``pusher_env`` that is set; at the gate."""
+    for name in config.get("pusher_env", []):
+        value = environ.get(name, "").strip()
+        if value:
+            return Pusher(name, value)
+    return Pusher("", "")
+
+
+if TYPE_CHECKING:
+    SignatureCheck = Callable[[Commit, str, list[str]], str | None]
+
+
+def check_identity(view: RelayView, commit: Commit, actor: str, pusher: Pusher | None,
+                   *, registering: dict[str, Any] | None = None,
+                   verify_signature: SignatureCheck | None = None) -> None:
+    """The pusher and signature rules for an operation by ``actor``."""
+    config = view.config
+    profile = registering if registering is not None else view.profile(actor)
+    if profile is None:
+        raise refuse("recipient_not_found", f"commit {commit.oid[:12]}: actor {actor} is not a "
+                     "registered teammate", commit=commit.oid, field="actor")
+    if pusher is None:
+        pass  # not at the gate: the pusher is unknown here
+    elif not pusher.username:
+        if config.get("require_pusher"):
+            raise refuse("pusher", f"commit {commit.oid[:12]}: this relay requires an "
+                         "authenticated pusher and the server supplied none "
+                         f"(looked in {', '.join(config['pusher_env']) or 'no variables'})",
+                         commit=commit.oid)
+    elif pusher.username not in profile.get("usernames", []):
+        raise refuse("pusher", f"commit {commit.oid[:12]}: actor {actor} is not the "
+                     f"authenticated pusher {pusher.username!r} ({pusher.env}); "
+                     f"{actor}'s server usernames are {profile.get('usernames', [])}",
+                     commit=commit.oid, field="actor")
+    elif registering is not None:
+        others = [u for u in registering.get("usernames", []) if u != pusher.username]
+        if others:
+            raise refuse("registration", f"commit {commit.oid[:12]}: {actor}'s profile "
+                         f"claims the server username {others[0]!r}, but the pusher is "
+                         f"{pusher.username!r} ({pusher.env}); a registration claims only "
+                         "the pusher's own username", commit=commit.oid, field="usernames")
+    if config.get("require_signatures"):
+        keys = list(profile.get("signing_keys", []))
+        problem = "commit is not signed" if commit.signature is None else None
+        if problem is None:
+            check = verify_signature
+            if check is None:
+                # Imported here, not at the top: only relays that require signatures
+                # pay for it, and the gate's start-up stays small.
+                from gitrelay.core.signing import verify_commit_signature
+
+                check = verify_commit_signature
+            if not keys:
+                problem = f"{actor} has no registered signing key"
+            else:
+                problem = check(commit, actor, keys)
+        if problem:
+            raise refuse("signature", f"commit {commit.oid[:12]}: {problem}; this relay "
+                         "requires every operation to be signed by its actor's registered key",
+                         commit=commit.oid)
+
+
+
+def check_registration(view: RelayView, commit: Commit, doc: Mapping[str, Any],
+                       handle: str) -> None:
+    short = commit.oid[:12]
+    if doc["handle"] != handle:
+        raise refuse("layout", f"commit {short}: profile of {doc['handle']} stored under "
+                     f"teammates/{handle}", commit=commit.oid, field="handle")
+    existing = view.profile(handle)
+    if existing is not None:
+        raise refuse("registration", f"commit {short}: {existing['handle']} is already "
+                     "registered (handles are unique, ignoring case); a profile is never "
+                     "replaced", commit=commit.oid, field="handle")
+    taken = {u: p["handle"] for p in view.profiles().values() for u in p.get("usernames", [])}
+    for username in doc.get("usernames", []):
+        if username in taken:
+            raise refuse("registration", f"commit {short}: server username {username!r} "
+                         f"already belongs to {taken[username]}", commit=commit.oid,
+                         field="usernames")
+

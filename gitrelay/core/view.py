@@ -1,0 +1,150 @@
+"""The relay's read model: its state at one tree, as the rules read it.
+
+Standard library only: the gate imports this module.
+"""
+
+from __future__ import annotations
+
+from gitrelay.core import layout, schema
+from gitrelay.core.archive import snapshot_tree
+from gitrelay.core.errors import error_for_rule as refuse
+from gitrelay.core.objects import Objects, TreeEntry, remember
+from gitrelay.core.threads import ThreadState, last_sequence, status_from_names
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+# Parsed ``relay.json`` and profile sets, keyed by the ids of the objects they were
+# read from: an object id names its content, so a parse is good for any view of
+# any repository. Every operation is checked against the team's twelve-odd
+# profiles; without this each check would parse them all again.
+_CONFIGS: dict[str, dict[str, Any]] = {}
+_PROFILE_SETS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+_PROFILES: dict[tuple[str, str, str], dict[str, Any] | None] = {}
+
+
+class RelayView:
+    """Read access to the relay's state at one tree, with small caches.
+
+    ``config`` and ``profiles()`` are shared between views of trees holding the
+    same ``relay.json`` blob and ``teammates`` tree; treat them as read-only.
+    """
+
+    def __init__(self, objs: Objects, tree: str) -> None:
+        self.objs = objs
+        self.tree = tree
+        self._config: dict[str, Any] | None = None
+        self._config_oid = ""
+        self._profiles: dict[str, dict[str, Any]] | None = None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        if self._config is None:
+            entry = self.objs.entry(self.tree, layout.CONFIG_PATH)
+            if entry is None or entry.is_tree:
+                raise refuse("layout", f"the relay has no {layout.CONFIG_PATH}")
+            cached = _CONFIGS.get(entry.oid)
+            if cached is None:
+                cached = schema.load("config", self.objs.blob(entry.oid))
+                remember(_CONFIGS, entry.oid, cached)
+            self._config, self._config_oid = cached, entry.oid
+        return self._config
+
+    @property
+    def limits(self) -> Mapping[str, int]:
+        limits: Mapping[str, int] = self.config["limits"]
+        return limits
+
+    def _teammates(self) -> tuple[str, str] | None:
+        """The ``teammates`` tree's id and the ``relay.json`` blob's (whose limits the
+        profiles are read with), or None when the relay has no teammates yet."""
+        _ = self.config  # read first: it sets _config_oid
+        entry = self.objs.entry(self.tree, layout.TEAMMATES_DIR)
+        if entry is None or not entry.is_tree:
+            return None
+        return entry.oid, self._config_oid
+
+    def profiles(self) -> dict[str, dict[str, Any]]:
+        """Every registered teammate, keyed by casefolded handle."""
+        if self._profiles is None:
+            key = self._teammates()
+            if key is None:
+                self._profiles = {}
+                return self._profiles
+            cached = _PROFILE_SETS.get(key)
+            if cached is None:
+                cached = {}
+                for e in self.objs.tree(key[0]):
+                    found = self._read_profile(e.name)
+                    if found is not None:
+                        cached[e.name.casefold()] = found
+                remember(_PROFILE_SETS, key, cached)
+            self._profiles = cached
+        return self._profiles
+
+    def profile(self, handle: str) -> dict[str, Any] | None:
+        """One teammate's profile (handles compare ignoring case), or None.
+
+        Reads that teammate's file alone unless every profile is at hand: the
+        gate runs once per push in a new process, where reading the whole
+        team's profiles for the one or two an operation names was most of its
+        object reads.
+        """
+        if self._profiles is not None:
+            return self._profiles.get(handle.casefold())
+        key = self._teammates()
+        if key is None:
+            return None
+        folded = handle.casefold()
+        whole = _PROFILE_SETS.get(key)
+        if whole is not None:
+            self._profiles = whole
+            return whole.get(folded)
+        one = (*key, folded)
+        if one in _PROFILES:
+            return _PROFILES[one]
+        found = None
+        for e in self.objs.tree(key[0]):
+            if e.name.casefold() == folded:  # the last of equal names, as in profiles()
+                found = self._read_profile(e.name) or found
+        remember(_PROFILES, one, found)
+        return found
+
+    def _read_profile(self, name: str) -> dict[str, Any] | None:
+        data = self.objs.read_path(self.tree, layout.profile_path(name))
+        return None if data is None else schema.load("profile", data, self.limits)
+
+    def thread(self, thread_id: str) -> ThreadState | None:
+        found = thread_files(self.objs, self.tree, thread_id)
+        if found is None:
+            return None
+        dir_oid, entries = found
+        names = {e.name for e in entries}
+        data = self.objs.read_path(dir_oid, layout.HANDOFF_FILE)
+        if data is None:
+            return None
+        handoff = schema.load("handoff", data, self.limits)
+        return ThreadState(thread_id, handoff, status_from_names(names), last_sequence(names),
+                           names)
+
+
+def thread_files(objs: Objects, tree: str, thread_id: str
+                 ) -> tuple[str, list[TreeEntry]] | None:
+    """A thread's directory in the relay tree ``tree``: its tree id and entries.
+
+    An archived thread's directory is no longer in the tree: it lies at the
+    same path in the archive snapshot that ``archive.json`` names, so it reads
+    the same.
+    """
+    entry = objs.entry(tree, layout.shard(thread_id))
+    if entry is not None and entry.is_tree:
+        return entry.oid, objs.tree(entry.oid)
+    snap = snapshot_tree(objs, tree)
+    if snap is not None:
+        entry = objs.entry(snap, layout.shard(thread_id))
+        if entry is not None and entry.is_tree:
+            return entry.oid, objs.tree(entry.oid)
+    return None
+
