@@ -10,6 +10,7 @@ import pytest
 
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
+from tests.relaykit import RelayTemplates
 
 pytest_plugins = ["tests.servers.conftest_plugin"]
 
@@ -34,6 +35,12 @@ def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 def relay(tmp_path: Path) -> Path:
     """A fresh bare relay with the gate installed."""
     return admin.init_relay(tmp_path / "relay.git", name="acme")
+
+
+@pytest.fixture(scope="session")
+def relays(tmp_path_factory: pytest.TempPathFactory) -> RelayTemplates:
+    """``relays(kind, dest)``: a copy of a standard relay of that kind (built once)."""
+    return RelayTemplates(tmp_path_factory.mktemp("relay-templates"))
 
 
 TEAM = {

@@ -11,10 +11,9 @@ import textwrap
 import types
 from pathlib import Path
 
-from test_mcp_stdio import REPO, hermetic_env
-
 from gitrelay.mcp.pipes import stdio_pipes
 from gitrelay.mcp.server import _HeldKicks
+from tests.mcpkit import REPO, answers_of, hermetic_env
 
 # A line echo over stdio_pipes that also starts a child writing to its stdout:
 # the child's words must reach stderr, never the wire.
@@ -80,10 +79,6 @@ def joined_alice(relay: Path, tmp_path: Path) -> dict[str, str]:
                     "--name", "Alice", "--role", "dev"], env=env, cwd=REPO, check=True,
                    capture_output=True, timeout=60)
     return env
-
-
-def answers_of(stdout: bytes) -> dict[object, dict[str, object]]:
-    return {a["id"]: a for a in map(json.loads, stdout.decode().splitlines()) if "id" in a}
 
 
 def test_every_request_piped_in_is_answered_before_the_server_exits(relay: Path,

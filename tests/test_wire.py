@@ -26,9 +26,6 @@ from mcp.types import (
     JSONRPCResponse,
 )
 from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
-from test_answers import RULES, page_of
-from test_mcp_stdio import REPO, hermetic_env
-from test_pipes import answers_of
 
 from gitrelay.mcp.answers import MARK, AnswerMemo, RawJSON, answer_of, send_encoded
 from gitrelay.mcp.pipes import stdio_pipes
@@ -36,6 +33,7 @@ from gitrelay.mcp.present import present_inbox_fenced
 from gitrelay.mcp.tool_models import Person
 from gitrelay.mcp.wire import encode, line_streams
 from gitrelay.relay.client import RelayClient
+from tests.mcpkit import REPO, RULES, answers_of, hermetic_env, page_of
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
