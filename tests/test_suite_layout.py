@@ -49,3 +49,9 @@ def test_the_check_catches_a_test_module_imported_by_another(tmp_path):
                      "import tests.gitcli\nfrom tests import test_trust\n")
     assert sorted(n for n in imported_modules(probe) if is_test_module(n)) == \
         ["test_wire", "tests.test_cli", "tests.test_trust"]
+
+
+def test_every_module_named_slow_exists():
+    from tests.conftest import SLOW_MODULES
+
+    assert {p.stem for p in TESTS.glob("test_*.py")} >= SLOW_MODULES
