@@ -1,10 +1,12 @@
 # gitrelay: the two quick-start commands are `make demo` and `make test`.
+# `make check` is the fast tier for editing: lint, type check, and the tests not marked
+# slow or servers (under two minutes on two cores).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench bench-quick clean
+.PHONY: demo test check lint typecheck unit unit-fast bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,18 +18,29 @@ demo: $(STAMP)
 	$(VENV)/bin/gitrelay demo
 
 lint: $(STAMP)
+	@echo "== lint: ruff"
 	$(VENV)/bin/ruff check gitrelay tests bench
 
 typecheck: $(STAMP)
+	@echo "== type check: mypy --strict"
 	$(VENV)/bin/mypy
 
+# One line per test file as it runs, then the slowest tests.
 unit: $(STAMP)
-	$(VENV)/bin/pytest -q
+	@echo "== tests: every test file, real git servers included where installed"
+	$(VENV)/bin/pytest --durations=10
+
+unit-fast: $(STAMP)
+	@echo "== tests: the fast tier (not slow, not servers)"
+	$(VENV)/bin/pytest -m "not slow and not servers"
 
 bench-quick: $(STAMP)
+	@echo "== benchmark: python -m bench --quick"
 	$(PY) -m bench --quick --out bench/results/quick.json
 
 test: lint typecheck unit bench-quick
+
+check: lint typecheck unit-fast
 
 bench: $(STAMP)
 	$(PY) -m bench --out bench/results/full.json

@@ -10,8 +10,25 @@ import pytest
 
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
+from tests.relaykit import RelayTemplates
 
 pytest_plugins = ["tests.servers.conftest_plugin"]
+
+# Test modules that take tens of seconds or more (real `gitrelay mcp` processes, the
+# CLI end to end, generated relays, property and model runs, crash rounds). They are
+# marked ``slow``: `make check` leaves them out, `make test` runs everything.
+SLOW_MODULES = frozenset({
+    "test_bad_tool_input", "test_bench", "test_cli", "test_crashes", "test_demo",
+    "test_example_repo", "test_gate_property", "test_inbox", "test_index", "test_injection",
+    "test_mcp_stdio", "test_mcp_tools", "test_mcp_ts_client", "test_model_stateful",
+    "test_parallel", "test_pipes", "test_wire",
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.stem in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
@@ -34,6 +51,12 @@ def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 def relay(tmp_path: Path) -> Path:
     """A fresh bare relay with the gate installed."""
     return admin.init_relay(tmp_path / "relay.git", name="acme")
+
+
+@pytest.fixture(scope="session")
+def relays(tmp_path_factory: pytest.TempPathFactory) -> RelayTemplates:
+    """``relays(kind, dest)``: a copy of a standard relay of that kind (built once)."""
+    return RelayTemplates(tmp_path_factory.mktemp("relay-templates"))
 
 
 TEAM = {

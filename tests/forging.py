@@ -1,23 +1,39 @@
-"""Building relay commits by hand, the way an impostor would: no client-side
-checks, any author, any signer, any parent. Used by the identity, signature
-and verify-on-read tests to push what the real client never would.
+"""Forging: building relay commits by hand, the way an impostor would.
+
+Two levels, one kit. :func:`forge` and friends write an operation's file on a
+client's mirror with the usual message and trailers but no client-side checks:
+any author, any signer, any parent (the identity, signature and verify-on-read
+tests). :class:`Forge` writes raw git objects with no validation of names,
+modes or order at all (the gate tests, through :mod:`tests.relaykit`).
+Pushing goes through :mod:`tests.gitcli`.
 """
 
 from __future__ import annotations
 
 import subprocess
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import pygit2
 
 from gitrelay.core import layout, schema
 from gitrelay.core.commits import commit_seq
 from gitrelay.core.ids import new_key, thread_id_for
+from gitrelay.core.objects import MODE_BLOB, MODE_TREE, Objects
 from gitrelay.core.ops import Op, now_iso
+from gitrelay.store.gitstore import Pygit2Source
 from gitrelay.store.mirror import Mirror
+from tests.gitcli import push, ref_of
+
+__all__ = ["Forge", "forge", "forge_file", "forge_inbox", "handoff_op", "inbox_doc", "keygen",
+           "message_op", "profile_op", "public_key", "push", "ref_of", "tamper",
+           "transition_op"]
 
 Signer = Callable[[bytes], str]
+STAMP = "2026-05-01T09:14:32Z"
+WHEN = 1_777_000_000
 
 
 def keygen(path: Path, comment: str) -> Path:
@@ -78,10 +94,11 @@ def profile_op(handle: str, *, usernames: list[str] | None = None,
     return Op("profile", schema.validate("profile", doc), handle=handle)
 
 
-def inbox_doc(owner: str, acked_up_to: int = 0) -> dict[str, Any]:
-    return schema.validate("inbox", {
-        "format_version": 1, "kind": "inbox", "handle": owner, "acked_up_to": acked_up_to,
-        "acked": [], "claims": [], "updated_at": now_iso()})
+def inbox_doc(handle: str, acked_up_to: int = 0, **fields: Any) -> dict[str, Any]:
+    doc = {"format_version": 1, "kind": "inbox", "handle": handle, "acked_up_to": acked_up_to,
+           "acked": [], "claims": [], "updated_at": STAMP}
+    doc.update(fields)
+    return doc
 
 
 # --- commits ---------------------------------------------------------------------------
@@ -143,21 +160,110 @@ def tamper(mirror: Mirror, oid: str, *, tree: str) -> str:
     return proc.stdout.decode().strip()
 
 
-# --- git CLI -----------------------------------------------------------------------------
+# --- raw objects ----------------------------------------------------------------------------
 
 
-def push(git_dir: Path, url: str, oid: str, ref: str = layout.MAIN_REF, *,
-         env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``git push`` of one commit to ``ref``, as the owner of ``env`` would."""
-    return subprocess.run(["git", "--git-dir", str(git_dir), "push", "--porcelain", url,
-                           f"{oid}:{ref}"], capture_output=True, text=True, timeout=60,
-                          env=dict(env) if env is not None else None, check=False)
+def _tree_sort_key(entry: tuple[str, bytes, str]) -> bytes:
+    mode, name, _ = entry
+    return name + b"/" if mode == MODE_TREE else name
 
 
-def ref_of(repo: Path, ref: str = layout.MAIN_REF) -> str | None:
-    proc = subprocess.run(["git", "--git-dir", str(repo), "rev-parse", "--verify", "--quiet",
-                           ref], capture_output=True, text=True, check=False)
-    return proc.stdout.strip() or None
+class Forge:
+    """Raw git objects written straight into a repository's object database."""
+
+    def __init__(self, git_dir: Path) -> None:
+        self.repo = pygit2.Repository(str(git_dir))
+        self.objects = Objects(Pygit2Source(self.repo))
+
+    def write(self, kind: str, data: bytes) -> str:
+        types = {"blob": pygit2.enums.ObjectType.BLOB, "tree": pygit2.enums.ObjectType.TREE,
+                 "commit": pygit2.enums.ObjectType.COMMIT, "tag": pygit2.enums.ObjectType.TAG}
+        return str(self.repo.odb.write(types[kind], data))
+
+    def blob(self, data: bytes) -> str:
+        return self.write("blob", data)
+
+    def entries(self, tree: str | None) -> list[tuple[str, bytes, str]]:
+        if tree is None:
+            return []
+        _, data = self.repo.odb.read(tree)
+        out = []
+        pos = 0
+        while pos < len(data):
+            space = data.index(b" ", pos)
+            nul = data.index(b"\x00", space)
+            out.append((data[pos:space].decode(), bytes(data[space + 1:nul]),
+                        bytes(data[nul + 1:nul + 21]).hex()))
+            pos = nul + 21
+        return out
+
+    def tree(self, entries: Iterable[tuple[str, bytes | str, str]], *, sort: bool = True) -> str:
+        """A tree object from raw entries: no validation of names, modes or order."""
+        items = [(m, n.encode() if isinstance(n, str) else n, o) for m, n, o in entries]
+        if sort:
+            items.sort(key=_tree_sort_key)
+        raw = b"".join(m.encode() + b" " + n + b"\x00" + bytes.fromhex(o) for m, n, o in items)
+        return self.write("tree", raw)
+
+    def put(self, tree: str | None, parts: Sequence[bytes | str], mode: str, oid: str) -> str:
+        """``tree`` with the entry at ``parts`` set (subtrees created as needed)."""
+        name = parts[0].encode() if isinstance(parts[0], str) else parts[0]
+        entries = [e for e in self.entries(tree) if e[1] != name]
+        if len(parts) == 1:
+            entries.append((mode, name, oid))
+        else:
+            sub = next((o for m, n, o in self.entries(tree) if n == name and m == MODE_TREE),
+                       None)
+            entries.append((MODE_TREE, name, self.put(sub, parts[1:], mode, oid)))
+        return self.tree(entries)
+
+    def remove(self, tree: str, parts: Sequence[str], *, prune: bool = False) -> str:
+        name = parts[0].encode()
+        entries = self.entries(tree)
+        if len(parts) == 1:
+            return self.tree([e for e in entries if e[1] != name])
+        out = []
+        for m, n, o in entries:
+            if n == name:
+                o = self.remove(o, parts[1:], prune=prune)
+                if prune and not self.entries(o):
+                    continue  # a directory left empty goes too, as clients write it
+            out.append((m, n, o))
+        return self.tree(out)
+
+    def commit(self, tree: str, parents: Sequence[str], message: str, *, author: str = "",
+               when: int = WHEN, sign: Any = None, name: str = "", committer: str = "") -> str:
+        """``author`` is the email (and the name, unless ``name`` is given); ``committer``
+        a whole ``Name <email>`` (default: the author's)."""
+        who = author or "gitrelay-test"
+        ident = f"{name or who} <{who}> {when} +0000"
+        by = f"{committer} {when} +0000" if committer else ident
+        head = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
+        content = f"{head}author {ident}\ncommitter {by}\n\n{message}"
+        if sign is None:
+            return self.write("commit", content.encode())
+        return str(self.repo.create_commit_with_signature(content, sign(content.encode()),
+                                                          "gpgsig"))
+
+    def resolve(self, rev: str) -> str:
+        return str(self.repo.revparse_single(rev).id)
+
+    def with_header_line(self, oid: str, line: str, *, before: str = "author") -> str:
+        """Commit ``oid`` rewritten with the raw header ``line`` inserted before its first
+        ``before`` header, as ``git hash-object -t commit --literally`` takes it."""
+        _, data = self.repo.odb.read(oid)
+        head, _, body = bytes(data).partition(b"\n\n")
+        lines = head.split(b"\n")
+        at = next(i for i, ln in enumerate(lines) if ln.startswith(before.encode() + b" "))
+        lines.insert(at, line.encode())
+        return self.write("commit", b"\n".join(lines) + b"\n\n" + body)
+
+    def nested_tree(self, depth: int) -> str:
+        """A tree ``depth`` directories deep (``d/d/.../d/f.json``), built inside out."""
+        tree = self.tree([(MODE_BLOB, "f.json", self.blob(b"{}\n"))])
+        for _ in range(depth):
+            tree = self.tree([(MODE_TREE, "d", tree)])
+        return tree
 
 
 def with_header_line(mirror: Mirror, oid: str, line: str, *, before: str = "author") -> str:

@@ -14,17 +14,13 @@ bench's ``tip`` moves, the relay does not); ``push`` is what the gate sees.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pygit2
+from typing import Any, ClassVar
 
 from gitrelay.core import layout, schema
 from gitrelay.core.archive import archive_base
@@ -34,46 +30,15 @@ from gitrelay.core.objects import MODE_BLOB, MODE_TREE, Commit, Objects
 from gitrelay.core.view import RelayView, thread_files
 from gitrelay.hook.gate import REFUSAL_PREFIX
 from gitrelay.relay import admin
-from gitrelay.store.gitstore import Pygit2Source
+from tests.forging import STAMP, WHEN, Forge, inbox_doc, keygen, public_key
+from tests.gitcli import git, kit_env, refs_of
 
 ALICE, BOB, CAROL, DAVE = "alice@acme", "bob@acme", "carol@acme", "dave@acme"
 TEAM = {ALICE: ("Alice Martin", "backend", "alice"), BOB: ("Bob Chen", "frontend", "bob"),
         CAROL: ("Carol Diaz", "platform", "carol")}
-STAMP = "2026-05-01T09:14:32Z"
-WHEN = 1_777_000_000
 MAIN = layout.MAIN_REF
-PUSHER_VARS = (*admin.PUSHER_ENV_DEFAULT, "GITRELAY_PUSHER")
 _REFUSAL_RE = re.compile(re.escape(REFUSAL_PREFIX) +
                          r" (\S+?)(?: at ([0-9a-f]{12}))?: \[([\w-]+)\] (.*)$")
-
-
-def kit_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A hermetic environment for git: no user/system config, no pusher identity."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("GIT_") and k not in PUSHER_VARS}
-    env.update({"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-                "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C",
-                "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
-                "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@example.invalid"})
-    if extra:
-        env.update(extra)
-    return env
-
-
-def git(*args: str, git_dir: Path | None = None, env: Mapping[str, str] | None = None,
-        check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    cmd = ["git"] + (["--git-dir", str(git_dir)] if git_dir is not None else []) + list(args)
-    proc = subprocess.run(cmd, capture_output=True, env=dict(env or kit_env()), input=input,
-                          check=False, timeout=60)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed: {proc.stderr.decode(errors='replace')}")
-    return proc
-
-
-def refs_of(repo: Path) -> dict[str, str]:
-    """Every ref of ``repo`` and its target, as ``git for-each-ref`` lists them."""
-    out = git("for-each-ref", "--format=%(refname) %(objectname)", git_dir=repo).stdout.decode()
-    return dict(line.split(" ", 1) for line in out.splitlines())
 
 
 # --- documents ------------------------------------------------------------------------------
@@ -130,13 +95,6 @@ def transition_doc(kind: str, thread_id: str, by: str, **fields: Any) -> dict[st
     return doc
 
 
-def inbox_doc(handle: str, acked_up_to: int = 0, **fields: Any) -> dict[str, Any]:
-    doc = {"format_version": 1, "kind": "inbox", "handle": handle, "acked_up_to": acked_up_to,
-           "acked": [], "claims": [], "updated_at": STAMP}
-    doc.update(fields)
-    return doc
-
-
 def commit_message(op: str, actor: str, seq: int, thread_id: str | None = None,
                    subject: str | None = None) -> str:
     lines = [subject or f"{op} by {actor}", "", f"{layout.TRAILER_OP}: {op}"]
@@ -157,112 +115,6 @@ def with_trailers(message: str, changes: Mapping[str, str | None]) -> str:
         else:
             out[key] = value
     return head + "\n\n" + "\n".join(f"{k}: {v}" for k, v in out.items()) + "\n"
-
-
-# --- raw objects ----------------------------------------------------------------------------
-
-
-def _tree_sort_key(entry: tuple[str, bytes, str]) -> bytes:
-    mode, name, _ = entry
-    return name + b"/" if mode == MODE_TREE else name
-
-
-class Forge:
-    """Raw git objects written straight into a repository's object database."""
-
-    def __init__(self, git_dir: Path) -> None:
-        self.repo = pygit2.Repository(str(git_dir))
-        self.objects = Objects(Pygit2Source(self.repo))
-
-    def write(self, kind: str, data: bytes) -> str:
-        types = {"blob": pygit2.enums.ObjectType.BLOB, "tree": pygit2.enums.ObjectType.TREE,
-                 "commit": pygit2.enums.ObjectType.COMMIT, "tag": pygit2.enums.ObjectType.TAG}
-        return str(self.repo.odb.write(types[kind], data))
-
-    def blob(self, data: bytes) -> str:
-        return self.write("blob", data)
-
-    def entries(self, tree: str | None) -> list[tuple[str, bytes, str]]:
-        if tree is None:
-            return []
-        _, data = self.repo.odb.read(tree)
-        out = []
-        pos = 0
-        while pos < len(data):
-            space = data.index(b" ", pos)
-            nul = data.index(b"\x00", space)
-            out.append((data[pos:space].decode(), bytes(data[space + 1:nul]),
-                        bytes(data[nul + 1:nul + 21]).hex()))
-            pos = nul + 21
-        return out
-
-    def tree(self, entries: Iterable[tuple[str, bytes | str, str]], *, sort: bool = True) -> str:
-        """A tree object from raw entries: no validation of names, modes or order."""
-        items = [(m, n.encode() if isinstance(n, str) else n, o) for m, n, o in entries]
-        if sort:
-            items.sort(key=_tree_sort_key)
-        raw = b"".join(m.encode() + b" " + n + b"\x00" + bytes.fromhex(o) for m, n, o in items)
-        return self.write("tree", raw)
-
-    def put(self, tree: str | None, parts: Sequence[bytes | str], mode: str, oid: str) -> str:
-        """``tree`` with the entry at ``parts`` set (subtrees created as needed)."""
-        name = parts[0].encode() if isinstance(parts[0], str) else parts[0]
-        entries = [e for e in self.entries(tree) if e[1] != name]
-        if len(parts) == 1:
-            entries.append((mode, name, oid))
-        else:
-            sub = next((o for m, n, o in self.entries(tree) if n == name and m == MODE_TREE),
-                       None)
-            entries.append((MODE_TREE, name, self.put(sub, parts[1:], mode, oid)))
-        return self.tree(entries)
-
-    def remove(self, tree: str, parts: Sequence[str], *, prune: bool = False) -> str:
-        name = parts[0].encode()
-        entries = self.entries(tree)
-        if len(parts) == 1:
-            return self.tree([e for e in entries if e[1] != name])
-        out = []
-        for m, n, o in entries:
-            if n == name:
-                o = self.remove(o, parts[1:], prune=prune)
-                if prune and not self.entries(o):
-                    continue  # a directory left empty goes too, as clients write it
-            out.append((m, n, o))
-        return self.tree(out)
-
-    def commit(self, tree: str, parents: Sequence[str], message: str, *, author: str = "",
-               when: int = WHEN, sign: Any = None, name: str = "", committer: str = "") -> str:
-        """``author`` is the email (and the name, unless ``name`` is given); ``committer``
-        a whole ``Name <email>`` (default: the author's)."""
-        who = author or "gitrelay-test"
-        ident = f"{name or who} <{who}> {when} +0000"
-        by = f"{committer} {when} +0000" if committer else ident
-        head = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
-        content = f"{head}author {ident}\ncommitter {by}\n\n{message}"
-        if sign is None:
-            return self.write("commit", content.encode())
-        return str(self.repo.create_commit_with_signature(content, sign(content.encode()),
-                                                          "gpgsig"))
-
-    def resolve(self, rev: str) -> str:
-        return str(self.repo.revparse_single(rev).id)
-
-    def with_header_line(self, oid: str, line: str, *, before: str = "author") -> str:
-        """Commit ``oid`` rewritten with the raw header ``line`` inserted before its first
-        ``before`` header, as ``git hash-object -t commit --literally`` takes it."""
-        _, data = self.repo.odb.read(oid)
-        head, _, body = bytes(data).partition(b"\n\n")
-        lines = head.split(b"\n")
-        at = next(i for i, ln in enumerate(lines) if ln.startswith(before.encode() + b" "))
-        lines.insert(at, line.encode())
-        return self.write("commit", b"\n".join(lines) + b"\n\n" + body)
-
-    def nested_tree(self, depth: int) -> str:
-        """A tree ``depth`` directories deep (``d/d/.../d/f.json``), built inside out."""
-        tree = self.tree([(MODE_BLOB, "f.json", self.blob(b"{}\n"))])
-        for _ in range(depth):
-            tree = self.tree([(MODE_TREE, "d", tree)])
-        return tree
 
 
 # --- a relay and its work repo --------------------------------------------------------------
@@ -599,18 +451,7 @@ def make_signers(keys: Mapping[str, Path]) -> dict[str, Any]:
 
 def make_keys(directory: Path, handles: Iterable[str]) -> dict[str, Path]:
     """An ed25519 key pair per handle (``ssh-keygen``), for signed relays."""
-    directory.mkdir(parents=True, exist_ok=True)
-    keys = {}
-    for handle in handles:
-        key = directory / handle.split("@")[0]
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", handle, "-f",
-                        str(key)], check=True, capture_output=True, env=kit_env())
-        keys[handle] = key
-    return keys
-
-
-def public_key(key: Path) -> str:
-    return " ".join(Path(f"{key}.pub").read_text().split()[:2])
+    return {handle: keygen(directory / handle.split("@")[0], handle) for handle in handles}
 
 
 def standard_bench(root: Path, *, config: Mapping[str, Any] | None = None,
@@ -665,6 +506,46 @@ def standard_bench(root: Path, *, config: Mapping[str, Any] | None = None,
     packed = Bench(bench.root)  # reopened: the loose objects it had open are gone
     packed.signers = bench.signers
     return packed
+
+
+
+class RelayTemplates:
+    """Standard relays of each kind, built once and copied per test (``relays`` fixture).
+
+    Kinds: ``fresh`` (only relay.json), ``default``, ``require_pusher``, ``signed``
+    (every teammate has a key and signs) and ``tiny_limits`` (three messages a thread).
+    """
+
+    CONFIGS: ClassVar[dict[str, dict[str, Any]]] = {
+        "default": {},
+        "require_pusher": {"require_pusher": True},
+        "signed": {"require_signatures": True},
+        "tiny_limits": {"limits": dict(schema.DEFAULT_LIMITS, max_messages_per_thread=3)},
+    }
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.templates: dict[str, Bench] = {}
+        self.keys: dict[str, Path] = {}
+
+    def template(self, kind: str) -> Bench:
+        if kind not in self.templates:
+            if kind == "fresh":
+                self.templates[kind] = Bench.create(self.root / kind)
+            else:
+                if kind == "signed" and not self.keys:
+                    self.keys.update(make_keys(self.root / "keys", TEAM))
+                self.templates[kind] = standard_bench(
+                    self.root / kind, config=self.CONFIGS[kind] or None,
+                    keys=self.keys if kind == "signed" else None)
+        return self.templates[kind]
+
+    def __call__(self, kind: str, dest: Path) -> Bench:
+        """A copy of the ``kind`` template at ``dest``, ready to build on and push to."""
+        bench = self.template(kind).copy(dest)
+        if kind == "signed":
+            bench.signers = make_signers(self.keys)
+        return bench
 
 
 # --- declarative cases (tests/data/bad_pushes/*.yaml) ---------------------------------------

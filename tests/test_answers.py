@@ -3,27 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from gitrelay.mcp.answers import MEMO_SIZE, Answer, AnswerMemo, answer_of
 from gitrelay.mcp.present import Fenced, present_inbox_fenced
-from gitrelay.relay.inbox import InboxItem, InboxPage, Sender
+from gitrelay.relay.inbox import InboxPage
 from gitrelay.relay.provenance import extract_fenced, find_unfenced
-from gitrelay.relay.trust import TrustRules, load_trust
-
-RULES = load_trust(Path("/nonexistent/trust.yaml"))
-
-
-def page_of(*previews: str, cursor: int = 9) -> InboxPage:
-    return InboxPage(
-        items=[InboxItem(item_id=f"ibx_{i}", seq=i + 1, kind="assignment", thread_id=f"{i}" * 26,
-                         sender=Sender("alice@acme", "Alice Martin", "backend"),
-                         summary_preview=text, status="pending", unread_messages=0,
-                         created_at="2026-05-01T09:14:32Z", updated_at="2026-05-01T09:14:32Z",
-                         unread=True, thread_sender="alice@acme")
-               for i, text in enumerate(previews)],
-        next_cursor=None, cursor=cursor)
+from gitrelay.relay.trust import TrustRules
+from tests.mcpkit import RULES, page_of
 
 
 class Presenter:

@@ -28,6 +28,7 @@ from gitrelay.relay.client import RelayClient, ThreadView
 from gitrelay.relay.history import history
 from gitrelay.relay.inbox import check_inbox, reindex
 from gitrelay.sync import verify
+from tests.gitcli import git_out
 
 
 def tree_paths(relay: Path, rev: str = "main") -> list[str]:
@@ -37,20 +38,16 @@ def tree_paths(relay: Path, rev: str = "main") -> list[str]:
     return out.splitlines()
 
 
-def git(relay: Path, *args: str) -> str:
-    return subprocess.run(["git", "--git-dir", str(relay), *args], capture_output=True,
-                          text=True, check=True).stdout.strip()
-
 
 def archive_index(relay: Path) -> dict[str, object]:
-    doc: dict[str, object] = json.loads(git(relay, "show", f"main:{layout.ARCHIVE_PATH}"))
+    doc: dict[str, object] = json.loads(git_out(relay, "show", f"main:{layout.ARCHIVE_PATH}"))
     return doc
 
 
 def snapshot_dirs(relay: Path) -> dict[str, str]:
     """Thread id -> directory tree in the snapshot archive.json names."""
     snap = str(archive_index(relay)["snapshot"])
-    out = git(relay, "ls-tree", "-r", "-d", snap, "threads")
+    out = git_out(relay, "ls-tree", "-r", "-d", snap, "threads").strip()
     return {line.rsplit("/", 1)[-1]: line.split()[2] for line in out.splitlines()
             if line.count("/") == 3}
 
@@ -87,7 +84,7 @@ def test_archived_threads_leave_mains_tree_and_read_the_same(
     assert sorted(tid for _, tid, _ in found) == sorted([threads["completed"],
                                                          threads["cancelled"]])
     assert {status for _, _, status in found} == {"completed", "cancelled"}
-    dirs_before = {tid: git(relay, "rev-parse", f"main:{layout.shard(tid)}")
+    dirs_before = {tid: git_out(relay, "rev-parse", f"main:{layout.shard(tid)}").strip()
                    for tid in threads.values()}
     result = alice.archive([tid for _, tid, _ in found])
     assert result.delivery == "delivered"
@@ -95,8 +92,8 @@ def test_archived_threads_leave_mains_tree_and_read_the_same(
     index = archive_index(relay)
     assert index["threads"] == 2 and index["by"] == "alice@acme"
     # The snapshot is the operation's second parent, so the relay's history holds it.
-    assert git(relay, "rev-parse", "main^2") == index["snapshot"]
-    assert git(relay, "log", "--format=%s", "-1", str(index["snapshot"])) == \
+    assert git_out(relay, "rev-parse", "main^2").strip() == index["snapshot"]
+    assert git_out(relay, "log", "--format=%s", "-1", str(index["snapshot"])).strip() == \
         "Archive snapshot: 2 more closed threads, 2 in all"
     snapshot = snapshot_dirs(relay)
     for name in ("completed", "cancelled"):
@@ -147,7 +144,7 @@ def test_a_queued_archive_that_lost_a_race_lands_once(
     assert not alice.mirror.outbox() and not alice.mirror.refused()
     assert set(snapshot_dirs(relay)) == {threads["completed"], threads["cancelled"]}
     assert archive_index(relay)["threads"] == 2
-    ops = git(relay, "log", "--first-parent", "--format=%s", "-2", "main").splitlines()
+    ops = git_out(relay, "log", "--first-parent", "--format=%s", "-2", "main").strip().splitlines()
     assert ops == ["archive 1 closed thread by alice@acme", "archive 1 closed thread by bob@acme"]
     # Archived by someone else before a queued archive reaches the relay: nothing left
     # to do, so it counts as delivered (not refused) and adds no commit.
@@ -159,7 +156,7 @@ def test_a_queued_archive_that_lost_a_race_lands_once(
     carol.archive([closed])
     alice.deliver()
     assert not alice.mirror.outbox() and not alice.mirror.refused()
-    last = git(relay, "log", "--format=%s", "-1", "main")
+    last = git_out(relay, "log", "--format=%s", "-1", "main").strip()
     assert last == "archive 1 closed thread by carol@acme"
     # Asked to archive what is archived already: a clear refusal, nothing queued.
     with pytest.raises(RelayError) as nothing:
@@ -221,10 +218,10 @@ def test_an_archive_in_the_retired_marker_form_is_refused_by_the_gate(
     seq = commit_seq(mirror.objects.commit(base)) + 1
     oid = mirror.store.commit(tree=tree, parents=[base], message=op.message(op.doc, seq),
                               author=alice.handle, email=alice.handle)
-    before = git(relay, "rev-parse", "main")
+    before = git_out(relay, "rev-parse", "main")
     pushed = subprocess.run(["git", "--git-dir", str(mirror.path), "push", "-q", str(relay),
                              f"{oid}:refs/heads/main"], capture_output=True, text=True,
                             check=False)
     assert pushed.returncode != 0
     assert "[archive]" in pushed.stderr and "without a snapshot" in pushed.stderr, pushed.stderr
-    assert git(relay, "rev-parse", "main") == before
+    assert git_out(relay, "rev-parse", "main") == before

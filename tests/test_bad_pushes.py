@@ -10,64 +10,31 @@ hosts where verify is the only check).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from gitrelay.core import layout, schema
+from gitrelay.core import layout
 from gitrelay.core.errors import RelayError
 from gitrelay.core.rules import check_commit
 from gitrelay.core.signing import verify_commit_signature
 from gitrelay.sync.verify import verify_relay
 from tests.relaykit import (
-    TEAM,
     Bench,
     Built,
     CaseBuilder,
-    make_keys,
-    make_signers,
-    standard_bench,
 )
 
 DATA = Path(__file__).parent / "data" / "bad_pushes"
 CASES: list[dict[str, Any]] = yaml.safe_load((DATA / "cases.yaml").read_text())
-RELAYS: dict[str, dict[str, Any]] = {
-    "default": {},
-    "require_pusher": {"config": {"require_pusher": True}},
-    "signed": {"config": {"require_signatures": True}},
-    "tiny_limits": {"config": {"limits": dict(schema.DEFAULT_LIMITS,
-                                              max_messages_per_thread=3)}},
-}
 
 
 def expected(case: dict[str, Any]) -> list[str]:
     rules = case["expect"]
     return [rules] if isinstance(rules, str) else list(rules)
-
-
-@pytest.fixture(scope="module")
-def relays(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str, Path], Bench]]:
-    """A copy of the standard relay of a kind (built once per module)."""
-    root = tmp_path_factory.mktemp("bad-push-templates")
-    templates: dict[str, Bench] = {}
-    keys: dict[str, Path] = {}
-
-    def get(kind: str, dest: Path) -> Bench:
-        if kind not in templates:
-            extra = dict(RELAYS[kind])
-            if kind == "signed":
-                keys.update(make_keys(root / "keys", TEAM))
-                extra["keys"] = keys
-            templates[kind] = standard_bench(root / kind, **extra)
-        bench = templates[kind].copy(dest)
-        if kind == "signed":
-            bench.signers = make_signers(keys)
-        return bench
-
-    yield get
 
 
 def test_the_corpus_is_large_and_every_case_is_distinct() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -22,11 +21,7 @@ from gitrelay.hook.gate import check_updates
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
-
-
-def git(relay: Path, *args: str) -> str:
-    return subprocess.run(["git", "--git-dir", str(relay), *args], capture_output=True,
-                          text=True, check=True).stdout
+from tests.gitcli import git_out
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +43,10 @@ def test_the_canonical_encoder_writes_exactly_what_the_client_writes():
 
 def test_a_generated_relay_has_the_size_asked_for(generated):
     assert (generated.threads, generated.messages) == (40, 300)
-    paths = git(generated.path, "ls-tree", "-r", "--name-only", "main").splitlines()
+    paths = git_out(generated.path, "ls-tree", "-r", "--name-only", "main").splitlines()
     assert sum(p.endswith("/handoff.json") for p in paths) == 40
     assert sum("/msg-" in p for p in paths) == 300
-    commits = int(git(generated.path, "rev-list", "--count", "main"))
+    commits = int(git_out(generated.path, "rev-list", "--count", "main"))
     assert commits == generated.operations + 1  # and the root
 
 
@@ -72,7 +67,7 @@ def test_a_new_user_joins_a_generated_relay_and_writes_through_its_gate(generate
     mike = RelayClient(str(relay), "mike@acme", writes="wait")
     sent = mike.handoff(to="bob@acme", intent="inform", summary="hello from the new one")
     assert sent.delivery == "delivered"
-    assert "hello from the new one" in git(relay, "log", "-1", "--format=%s", "main")
+    assert "hello from the new one" in git_out(relay, "log", "-1", "--format=%s", "main")
     # The gate is installed: a commit that is not an operation is refused.
     clone = relaygen.clone_relay(relay, tmp_path / "stray.git")
     store = Store(clone)
@@ -97,7 +92,7 @@ def test_a_join_says_what_it_does_and_how_much_history_it_checks(generated, tmp_
 
     monkeypatch.setattr(sync, "PROGRESS_FROM", 100)
     relay = relaygen.clone_relay(generated.path, tmp_path / "copy.git")
-    commits = int(git(relay, "rev-list", "--count", "main"))
+    commits = int(git_out(relay, "rev-list", "--count", "main"))
     said: list[str] = []
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "mike"))
     admin.join(str(relay), "mike@acme", name="Mike Rowe", role="backend", save=False,
@@ -116,18 +111,18 @@ def test_a_join_says_what_it_does_and_how_much_history_it_checks(generated, tmp_
 
 
 def test_the_copy_of_a_relay_is_independent_of_its_source(generated, tmp_path, monkeypatch):
-    before = git(generated.path, "rev-parse", "main")
+    before = git_out(generated.path, "rev-parse", "main")
     relay = relaygen.clone_relay(generated.path, tmp_path / "copy.git")
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))
     admin.join(str(relay), "mallory@acme", name="Mal", role="qa", save=False)
-    assert git(relay, "rev-parse", "main") != before
-    assert git(generated.path, "rev-parse", "main") == before
+    assert git_out(relay, "rev-parse", "main") != before
+    assert git_out(generated.path, "rev-parse", "main") == before
 
 
 def test_the_sample_threads_are_the_recipients_threads(generated):
     tid = generated.sample_thread("bob@acme", 5)
     assert tid is not None
-    doc = json.loads(git(generated.path, "show", f"main:{layout.handoff_path(tid)}"))
+    doc = json.loads(git_out(generated.path, "show", f"main:{layout.handoff_path(tid)}"))
     assert doc["recipient"] == "bob@acme"
 
 

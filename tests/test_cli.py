@@ -485,33 +485,48 @@ def test_a_proposed_action_without_a_diff_gets_a_draft_from_the_command_line(peo
     one_error_line(alice("draft", tid[:6], "-", stdin=diff), "forbidden", -32002)
 
 
+INBOX_WAIT_SAYING_WHEN = """
+import sys
+import gitrelay.relay.inbox as inbox
+from gitrelay.cli.main import main
+check_inbox = inbox.check_inbox
+
+def saying_when(*args, **kwargs):
+    if kwargs.get("wait_seconds"):
+        print("polling", file=sys.stderr, flush=True)
+    return check_inbox(*args, **kwargs)
+
+inbox.check_inbox = saying_when
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 def test_inbox_wait_returns_when_something_arrives(people):
     """As a person would leave `gitrelay inbox --wait 60` running in a terminal pane:
     it returns as soon as Alice's handoff is on the relay, listing only that."""
     alice, bob = people["alice"], people["bob"]
     quiet = bob("inbox", "--wait", "0.5")
     assert quiet.code == 0 and quiet.out.startswith("Nothing new in 0.5 s (cursor ")
-    waiting = subprocess.Popen([sys.executable, "-m", "gitrelay", "inbox", "--wait", "60",
-                                "--json"], env=bob.env(), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    sent: list[str] = []
+    # Bob's command takes its cursor when it starts; it says on stderr when it has
+    # and its long-poll begins (the one line this wrapper adds), so Alice sends then.
+    waiting = subprocess.Popen([sys.executable, "-c", INBOX_WAIT_SAYING_WHEN, "inbox",
+                                "--wait", "60", "--json"], env=bob.env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        # Bob's command takes its cursor when it starts, which this test cannot see:
-        # Alice sends one handoff a second until it has returned.
-        while waiting.poll() is None and len(sent) < 20:
-            run = alice("send", "bob@acme", "--intent", "inform", "--json",
-                        "--summary", f"Wait for me ({len(sent)})")
-            assert run.code == 0, run.err
-            sent.append(run.json["thread_id"])  # type: ignore[index]
-            time.sleep(1.0)
-        out, err = waiting.communicate(timeout=60)
+        assert waiting.stderr is not None
+        assert waiting.stderr.readline() == "polling\n"
+        run = alice("send", "bob@acme", "--intent", "inform", "--json",
+                    "--summary", "Wait for me")
+        assert run.code == 0, run.err
+        started = time.monotonic()
+        out, err = waiting.communicate(timeout=90)
     finally:
         waiting.kill()
     assert waiting.returncode == 0, err
     items = json.loads(out)["items"]
-    assert items and {i["kind"] for i in items} == {"assignment"}
-    assert {i["thread_id"] for i in items} <= set(sent)
-    assert len(sent) < 20  # it woke up: it did not sit out its 60 s
+    assert [(i["kind"], i["thread_id"]) for i in items] == \
+        [("assignment", run.json["thread_id"])]  # type: ignore[index]
+    assert time.monotonic() - started < 55  # it woke up: it did not sit out its 60 s
 
 
 # --- trust at accept --------------------------------------------------------------------

@@ -122,9 +122,45 @@ def check(ran: Ran) -> None:
         assert ran.code == EXIT_INVALID, where
     else:
         assert ran.code == 0, where
-        if shown:
-            firsts = {text.split()[0] for text in (ran.out, ran.err) if text.split()}
-            assert shown[0].split()[0] in firsts, where
+    assert_output_as_documented(ex, ran, where)
+
+
+# What differs from one run of the examples to the next: the date and time the example
+# relay was built at, how long ago and how long something took, and the hash in a
+# mirror's folder name.
+VOLATILE = [(re.compile(r"\d{4}-\d\d-\d\d(?:[ T]\d\d:\d\d(?::\d\d(?:\.\d+)?)?Z)?"), "<when>"),
+            (re.compile(r"\(\d+ s ago\)"), "(<n> s ago)"),
+            (re.compile(r"\bin \d+(?:\.\d+)? s\b"), "in <n> s"),
+            (re.compile(r"(mirrors/[\w.-]+-)[0-9a-f]{12}(\.git)"), r"\1<hash>\2")]
+
+
+def normalized(line: str, home: str = "") -> str:
+    if home:
+        line = line.replace(home, "/home/bob")
+    for pattern, stands_for in VOLATILE:
+        line = pattern.sub(stands_for, line)
+    return line.rstrip()
+
+
+def assert_output_as_documented(ex: Example, ran: Ran, where: str) -> None:
+    """Every line the docs show is a line of the output (stdout, then stderr), in the
+    documented order within each stream; a documented line cut with "…" matches an output
+    line that starts with what it shows. Blank lines are not compared."""
+    home = os.environ.get("HOME", "")
+    streams = [[normalized(ln, home) for ln in text.splitlines() if ln.strip()]
+               for text in (ran.out, ran.err)]
+    positions = [0, 0]
+    for shown in (normalized(ln) for ln in ex.expected if ln.strip()):
+        cut = shown.endswith("…")
+        for n, lines in enumerate(streams):
+            found = next((i for i in range(positions[n], len(lines)) if lines[i] == shown or (
+                cut and lines[i].startswith(shown[:-1]))), None)
+            if found is not None:
+                positions[n] = found + 1
+                break
+        else:
+            raise AssertionError(f"the docs show a line the output does not have, or not "
+                                 f"in that order:\n  {shown}\n{where}")
 
 
 # --- coverage -------------------------------------------------------------------------
@@ -203,3 +239,18 @@ def test_every_example_in_docs_cli_md_runs_as_documented(bobs_machine):
             check(run_example(ex, bobs_machine))
             ran += 1
     assert ran >= 25
+
+
+def test_the_output_check_compares_whole_lines_not_first_words():
+    ex = Example("gitrelay status", expected=["relay        /home/bob/relays/acme.git",
+                                              "last fetch   2026-12-01 08:24Z (0 s ago)",
+                                              "queued: nothing, your outbox…"])
+    same = Ran(ex, 0, "relay        /home/bob/relays/acme.git\n"
+                      "last fetch   2026-12-05 10:02Z (3 s ago)\n"
+                      "queued: nothing, your outbox is empty\n", "")
+    assert_output_as_documented(ex, same, "")
+    for wrong in ("relay        /home/bob/relays/other.git\n",  # same first word
+                  "queued: nothing, your outbox is empty\nrelay        /home/bob/relays/acme.git\n"
+                  "last fetch   2026-12-05 10:02Z (3 s ago)\n"):  # out of order
+        with pytest.raises(AssertionError):
+            assert_output_as_documented(ex, Ran(ex, 0, wrong, ""), "")

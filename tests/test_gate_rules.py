@@ -10,7 +10,7 @@ differs from it only in what the rule is about goes through.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +24,13 @@ from tests.relaykit import (
     DAVE,
     MAIN,
     SAMPLE_DIFF,
-    TEAM,
     Bench,
     commit_message,
     handoff_doc,
     inbox_doc,
-    make_keys,
-    make_signers,
     message_doc,
     nested,
     profile_doc,
-    standard_bench,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -299,23 +295,6 @@ RULES: dict[str, tuple[Callable[[Bench, bool], Push], str]] = {
     "archive": (archive, "default"),
     "commit-header": (commit_header, "default"),
 }
-
-
-@pytest.fixture(scope="module")
-def relays(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str, Path], Bench]]:
-    root = tmp_path_factory.mktemp("rule-templates")
-    keys = make_keys(root / "keys", TEAM)
-    templates = {"default": standard_bench(root / "default"),
-                 "signed": standard_bench(root / "signed", keys=keys,
-                                          config={"require_signatures": True})}
-
-    def get(kind: str, dest: Path) -> Bench:
-        bench = templates[kind].copy(dest)
-        if kind == "signed":
-            bench.signers = make_signers(keys)
-        return bench
-
-    yield get
 
 
 @pytest.mark.parametrize("rule", list(RULES))

@@ -23,7 +23,8 @@ from gitrelay.core.gitcli import SKIP_CHUNK, CatFile
 from gitrelay.core.objects import ZERO_OID, Objects, UnreadBlob
 from gitrelay.core.schema import SchemaError
 from gitrelay.hook import gate
-from tests.relaykit import ALICE, BOB, MAIN, Bench, kit_env, message_doc, standard_bench
+from tests.gitcli import kit_env
+from tests.relaykit import ALICE, BOB, MAIN, Bench, message_doc, standard_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MAX = schema.DEFAULT_LIMITS["max_file_bytes"]

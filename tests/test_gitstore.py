@@ -9,11 +9,7 @@ import pytest
 
 from gitrelay.core.objects import MODE_BLOB, TreeEntry, diff_trees, tree_problem
 from gitrelay.store.gitstore import Store
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "--git-dir", str(repo), *args], capture_output=True,
-                          text=True, check=True).stdout
+from tests.gitcli import git_out
 
 
 def test_trees_built_file_by_file_are_what_git_builds(tmp_path: Path) -> None:
@@ -27,15 +23,15 @@ def test_trees_built_file_by_file_are_what_git_builds(tmp_path: Path) -> None:
     for n, path in enumerate(paths):
         tree = store.tree_with(tree, path, f"content {n}\n".encode())
     assert tree is not None
-    listed = git(store.path, "ls-tree", "-r", "--name-only", "-z", tree).split("\0")
+    listed = git_out(store.path, "ls-tree", "-r", "--name-only", "-z", tree).split("\0")
     assert sorted(p for p in listed if p) == sorted(paths)
     # Rebuilding the same content with git's own mktree gives the same id.
     by_git = _mktree(store.path, tree)
     assert by_git == tree
     # Replacing a file keeps one entry of that name.
     again = store.tree_with(tree, "a0", b"other\n")
-    assert git(store.path, "cat-file", "-p", f"{again}:a0") == "other\n"
-    assert git(store.path, "ls-tree", "--name-only", again).split().count("a0") == 1
+    assert git_out(store.path, "cat-file", "-p", f"{again}:a0") == "other\n"
+    assert git_out(store.path, "ls-tree", "--name-only", again).split().count("a0") == 1
     commit = store.commit(tree=again, parents=[], message="m\n", author="alice@acme",
                           email="alice@acme")
     store.set_ref("refs/heads/main", commit)
@@ -46,7 +42,7 @@ def test_trees_built_file_by_file_are_what_git_builds(tmp_path: Path) -> None:
 def _mktree(repo: Path, tree: str) -> str:
     """The id git's own mktree gives the same entries, recursively."""
     lines = []
-    for line in git(repo, "ls-tree", "-z", tree).split("\0"):
+    for line in git_out(repo, "ls-tree", "-z", tree).split("\0"):
         if not line:
             continue
         meta, name = line.split("\t", 1)
@@ -93,7 +89,7 @@ def test_commits_are_laid_out_byte_for_byte_as_libgit2_writes_them(tmp_path: Pat
     assert third not in store.repo
     store.file_objects(staged)
     assert third in store.repo
-    git(store.path, "cat-file", "-e", third)
+    git_out(store.path, "cat-file", "-e", third)
 
 
 def test_trees_built_on_well_formed_trees_are_known_well_formed(tmp_path: Path) -> None:

@@ -24,7 +24,8 @@ from gitrelay.core.errors import RelayError
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.mirror import Mirror
-from tests.forging import forge, forge_inbox, handoff_op, inbox_doc, profile_op, push, ref_of
+from tests.forging import forge, forge_inbox, handoff_op, inbox_doc, profile_op
+from tests.gitcli import push, ref_of
 from tests.servers import GitServer
 
 pytestmark = pytest.mark.servers

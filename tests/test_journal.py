@@ -210,20 +210,26 @@ def test_the_refs_lock_excludes_another_process_and_times_out_with_a_clear_error
     from gitrelay.store.locks import FileMutex, LockTimeout
 
     lock = FileMutex(tmp_path / "x.lock")
-    read, write = os.pipe()
+    held_r, held_w = os.pipe()  # child -> parent: the lock is held
+    tried_r, tried_w = os.pipe()  # parent -> child: the parent has tried
     pid = os.fork()
     if pid == 0:  # the child holds the lock until the parent has tried
-        os.close(read)
+        os.close(held_r)
+        os.close(tried_w)
         lock.acquire()
-        os.write(write, b"1")
-        os.close(write)
-        import time
-        time.sleep(1.0)
+        os.write(held_w, b"1")
+        os.read(tried_r, 1)
         os._exit(0)
-    os.close(write)
-    os.read(read, 1)
-    with pytest.raises(LockTimeout):
-        lock.acquire(timeout=0.1)
+    os.close(held_w)
+    os.close(tried_r)
+    os.read(held_r, 1)
+    try:
+        with pytest.raises(LockTimeout):
+            lock.acquire(timeout=0.1)
+    finally:
+        os.write(tried_w, b"1")
+        os.close(tried_w)
+        os.close(held_r)
     os.waitpid(pid, 0)
     lock.acquire(timeout=5)  # released by the kernel when the child exited
     lock.acquire(timeout=0)  # re-entrant in the same thread

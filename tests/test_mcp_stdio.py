@@ -4,7 +4,6 @@ SDK's stdio client: the whole lifecycle of each intent, through the gate."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -20,23 +19,7 @@ from mcp.client.stdio import stdio_client
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
 from gitrelay.relay.provenance import extract_fenced, find_unfenced
-
-REPO = Path(__file__).resolve().parent.parent
-ARTIFACTS: list[dict[str, Any]] = [
-    {"type": "file_diff", "path": "src/api/users.ts", "diff": "- return users;\n+ return page;"},
-    {"type": "file_ref", "path": "openapi.yaml", "git_sha": "a1b2c3d", "lines": [42, 67]},
-    {"type": "test_command", "command": "pnpm run test -- users", "cwd": "relay/"},
-    {"type": "api_contract", "schema_url": "https://relay.acme.dev/openapi.json",
-     "inline": {"GET /users": {"response": {"items": "User[]"}}}},
-    {"type": "link", "url": "https://linear.app/acme/issue/ENG-1234", "title": "ENG-1234"},
-]
-TRUST = "version: 1\nteammates:\n  {who}: {{auto_read: true, auto_test: true}}\n"
-
-
-def hermetic_env(home: Path, **extra: str) -> dict[str, str]:
-    return {"GITRELAY_HOME": str(home), "HOME": str(home.parent / "home"),
-            "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_TERMINAL_PROMPT": "0", "PATH": os.environ["PATH"], **extra}
+from tests.mcpkit import ARTIFACTS, REPO, TRUST, hermetic_env
 
 
 def mcp_command(home: Path, *flags: str, **env: str) -> StdioServerParameters:

@@ -49,6 +49,7 @@ from gitrelay.relay.client import RelayClient
 from gitrelay.relay.inbox import InboxItem, InboxPage, Sender
 from gitrelay.relay.provenance import CLOSE_PREFIX, OPEN_PREFIX, extract_fenced, find_unfenced
 from gitrelay.relay.trust import TrustStore, load_trust
+from gitrelay.sync.loop import SyncLoop
 
 DATA = Path(__file__).parent / "data"
 TEAM: dict[str, tuple[str, str, str | None]] = {
@@ -1431,13 +1432,22 @@ def test_check_inbox_acks_reach_the_relay_and_a_bad_cursor_says_start_again(
     run(body)
 
 
-def test_check_inbox_long_polls_until_a_handoff_arrives(agent: AgentFactory) -> None:
+def test_check_inbox_long_polls_until_a_handoff_arrives(
+        agent: AgentFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """While the poll waits, the same session's other calls are answered: quick calls
     run on the server's event loop, and a long-poll must not run there."""
     alice = agent("alice@acme", isolated=True)
     bob = agent("bob@acme", isolated=True, background=True, writes="queue")
     found: list[dict[str, Any]] = []
     answered_while_waiting: list[bool] = []
+    polling = threading.Event()
+    wait_for_change = SyncLoop.wait_for_change
+
+    def waiting(loop: SyncLoop, timeout: float, since: int | None = None) -> bool:
+        polling.set()
+        return wait_for_change(loop, timeout, since)
+
+    monkeypatch.setattr(SyncLoop, "wait_for_change", waiting)
 
     async def body() -> None:
         async with Client(alice.server()) as a, Client(bob.server()) as b:
@@ -1449,7 +1459,7 @@ def test_check_inbox_long_polls_until_a_handoff_arrives(agent: AgentFactory) -> 
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(wait_for_news)
-                await anyio.sleep(0.2)  # let the poll start waiting first
+                assert await anyio.to_thread.run_sync(polling.wait, 30)  # the poll waits
                 with anyio.fail_after(10):
                     listed = await ok(b, "list_teammates")
                     page = await ok(b, "check_inbox", {"after": cursor})
@@ -1495,10 +1505,12 @@ def test_a_queued_write_kicks_the_sync_loop_once_its_answer_has_left_the_call(
     alice = agent("alice@acme", isolated=True, background=True, writes="queue")
     events: list[str] = []
     kick = _HeldKicks._kick
+    kicked = threading.Event()
 
     def spy(self: _HeldKicks, due: list[Any]) -> None:
         events.append("kick")
         kick(self, due)
+        kicked.set()
 
     monkeypatch.setattr(_HeldKicks, "_kick", spy)
 

@@ -28,8 +28,8 @@ from bench import relaygen
 from bench.ts_host import HostUnavailable, TsClient, ensure_sdk
 from gitrelay.relay import admin
 from gitrelay.relay.provenance import extract_fenced, find_unfenced
+from tests.mcpkit import ARTIFACTS, TRUST, hermetic_env
 from tests.servers import REQUIRE_ENV
-from tests.test_mcp_stdio import ARTIFACTS, TRUST, hermetic_env
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -19,7 +19,8 @@ from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
 from gitrelay.sync import parallel
-from tests.forging import forge, message_op, push, transition_op
+from tests.forging import forge, message_op, transition_op
+from tests.gitcli import push
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -21,15 +20,14 @@ from gitrelay.relay.client import RelayClient
 ROUNDS = 10 if os.environ.get("GITRELAY_SOAK") else 2
 
 RACER = textwrap.dedent("""
-    import json, os, sys, time
-    from pathlib import Path
+    import json, sys
     from gitrelay.relay.client import RelayClient
     from gitrelay.core.errors import RelayError
-    relay, handle, action, thread_id, start, count = sys.argv[1:7]
+    relay, handle, action, thread_id, count = sys.argv[1:6]
     c = RelayClient(relay, handle, writes="wait")
     c.refresh(max_age=0)
-    while not Path(start).exists():
-        time.sleep(0.001)
+    print("ready", flush=True)
+    sys.stdin.readline()  # the start: every racer is ready
     results = []
     for i in range(int(count)):
         try:
@@ -48,16 +46,20 @@ RACER = textwrap.dedent("""
 
 
 def race(relay: Path, tmp_path: Path, racers: list[tuple[str, str, str, int]]) -> list[list[str]]:
-    start = tmp_path / f"start-{time.monotonic_ns()}"
     procs = []
     for handle, action, thread_id, count in racers:
         env = dict(os.environ, GITRELAY_HOME=str(tmp_path / handle.split("@")[0]))
         procs.append(subprocess.Popen(
-            [sys.executable, "-c", RACER, str(relay), handle, action, thread_id, str(start),
-             str(count)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    time.sleep(0.5)  # let every racer import and fetch
-    start.touch()
+            [sys.executable, "-c", RACER, str(relay), handle, action, thread_id, str(count)],
+            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True))
+    for proc in procs:  # each has imported gitrelay and fetched the relay
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
     outs = []
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
     for proc in procs:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err

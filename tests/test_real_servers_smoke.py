@@ -22,6 +22,7 @@ _REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 if _REPO_ROOT not in sys.path:
     sys.path.insert(0, _REPO_ROOT)
 
+from tests.gitcli import git  # noqa: E402
 from tests.servers import (  # noqa: E402
     REQUIRE_ENV,
     SEARCH_PATH_ENV,
@@ -70,16 +71,6 @@ class Relay:
         return self.server.url("relay.git", user)
 
 
-def git(
-    *args: str, env: dict[str, str], cwd: Path | None = None, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
-    return result
-
 
 def new_work_tree(relay: Relay, user: str, name: str) -> Path:
     work = relay.tmp / name
@@ -91,7 +82,7 @@ def commit(work: Path, env: dict[str, str], text: str) -> str:
     (work / "handoff.md").write_text(text)
     git("add", "handoff.md", cwd=work, env=env)
     git("commit", "--quiet", "-m", text, cwd=work, env=env)
-    return git("rev-parse", "HEAD", cwd=work, env=env).stdout.strip()
+    return git("rev-parse", "HEAD", cwd=work, env=env).stdout.decode().strip()
 
 
 def bare_head(relay: Relay) -> str | None:
@@ -139,7 +130,7 @@ def test_alice_push_is_accepted_and_the_hook_sees_alice(relay: Relay) -> None:
 
     pushed = git("push", relay.url("alice"), "HEAD:refs/heads/main", cwd=work, env=env, check=False)
 
-    assert pushed.returncode == 0, pushed.stderr + relay.server.logs()
+    assert pushed.returncode == 0, pushed.stderr.decode() + relay.server.logs()
     assert relay.pushers == ["alice"]
     assert bare_head(relay) == head
 
@@ -156,8 +147,8 @@ def test_mallory_push_is_refused_by_the_hook(relay: Relay) -> None:
     )
 
     assert pushed.returncode != 0
-    assert REFUSAL in pushed.stderr
-    assert "pre-receive hook declined" in pushed.stderr
+    assert REFUSAL in pushed.stderr.decode()
+    assert "pre-receive hook declined" in pushed.stderr.decode()
     assert relay.pushers == ["mallory"]
     assert bare_head(relay) is None
 
@@ -177,7 +168,7 @@ def test_bad_credentials_are_refused_by_the_server(relay: Relay) -> None:
     }[relay.server.kind]
     for result in (pushed, listed):
         assert result.returncode != 0
-        assert expected in result.stderr
+        assert expected in result.stderr.decode()
     assert relay.pushers == []  # refused before any git command ran
     assert bare_head(relay) is None
 
@@ -192,12 +183,12 @@ def test_clone_and_fetch(relay: Relay) -> None:
     bob_env = relay.server.client_env("bob")
     bob = relay.tmp / "bob"
     git("clone", "--quiet", relay.url("bob"), str(bob), env=bob_env)
-    assert git("rev-parse", "HEAD", cwd=bob, env=bob_env).stdout.strip() == first
+    assert git("rev-parse", "HEAD", cwd=bob, env=bob_env).stdout.decode().strip() == first
 
     second = commit(alice, alice_env, "second handoff")
     git("push", relay.url("alice"), "HEAD:refs/heads/main", cwd=alice, env=alice_env)
     git("fetch", "--quiet", "origin", cwd=bob, env=bob_env)
-    assert git("rev-parse", "origin/main", cwd=bob, env=bob_env).stdout.strip() == second
+    assert git("rev-parse", "origin/main", cwd=bob, env=bob_env).stdout.decode().strip() == second
     assert relay.pushers == ["alice", "alice"]  # fetches do not run pre-receive
 
 

@@ -30,11 +30,10 @@ from tests.forging import (
     keygen,
     profile_op,
     public_key,
-    push,
-    ref_of,
     tamper,
     transition_op,
 )
+from tests.gitcli import push, ref_of
 
 
 @pytest.fixture(scope="module")

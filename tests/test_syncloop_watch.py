@@ -2,22 +2,63 @@
 
 from __future__ import annotations
 
-import time
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from watchdog.observers import Observer
+
+from gitrelay.sync.loop import SyncLoop
+from tests.gitcli import git
 
 
-def test_an_idle_loop_on_a_local_relay_does_not_wake_itself_by_fetching(team):
+def test_an_idle_loop_on_a_local_relay_does_not_wake_itself_by_fetching(
+        team, relay: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Each fetch reads the relay's refs; if reads woke the loop, every pass would
-    # trigger the next one and an idle server would fetch without pause.
+    # trigger the next one and an idle server would fetch without pause. Every kick
+    # the watcher gives is recorded with the file-system event behind it; a ref
+    # written after a few passes is the sentinel: the watcher delivers events in
+    # order, so once it has seen that write, it has seen every read of the passes.
+    dispatching = threading.local()
+    kicks: list[str] = []  # the path of the event behind each kick from the watcher
+    sentinel_seen = threading.Event()
+
+    def schedule(observer: Any, handler: Any, path: str, **kwargs: Any) -> Any:
+        handle = handler.on_any_event
+
+        def on_any_event(event: Any) -> None:
+            dispatching.event = event
+            try:
+                handle(event)
+            finally:
+                dispatching.event = None
+
+        handler.on_any_event = on_any_event
+        return schedule_as_usual(observer, handler, path, **kwargs)
+
+    def kick(loop: SyncLoop) -> None:
+        event = getattr(dispatching, "event", None)
+        if event is not None:
+            kicks.append(f"{event.event_type} {event.src_path} {event.dest_path}")
+            if "sentinel" in kicks[-1]:
+                sentinel_seen.set()
+        kick_as_usual(loop)
+
+    schedule_as_usual, kick_as_usual = Observer.schedule, SyncLoop.kick
+    monkeypatch.setattr(Observer, "schedule", schedule)
+    monkeypatch.setattr(SyncLoop, "kick", kick)
     alice = team["alice"]
     loop = alice.start_sync_loop()
     try:
-        loop.kick()
-        time.sleep(2.0)
-        passes = loop.passes
+        for _ in range(3):
+            assert loop.deliver_pass(30)  # a pass on an idle relay: a fetch
+        git("update-ref", "refs/heads/sentinel", "refs/heads/main", git_dir=relay)
+        assert sentinel_seen.wait(30), f"the watcher never saw the ref change: {kicks}"
     finally:
         alice.stop_sync_loop(flush=False)
-    # Adaptive interval from 0.5 s, doubling while quiet: a handful of passes at most.
-    assert passes <= 6, f"{passes} passes in 2 s: the loop keeps waking itself"
+    before = kicks[:next(i for i, k in enumerate(kicks) if "sentinel" in k)]
+    assert before == [], f"the loop's own fetches woke it: {before}"
 
 
 def test_a_teammates_push_still_wakes_the_loop(team):

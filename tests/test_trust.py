@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -546,16 +547,41 @@ def test_the_watcher_reports_changes_without_any_read(
 
 
 def test_reading_the_rules_does_not_count_as_a_change(
-    tmp_path: Path, stores: list[TrustStore]
+    tmp_path: Path, stores: list[TrustStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Each change is recorded with the file-system event behind it. A write after the
+    # reads is the sentinel: events arrive in order, so once the store has seen the
+    # write it has seen every event the reads caused.
+    writes = ("created", "modified", "moved", "closed")
+    dispatching = threading.local()
+    notice_as_usual = TrustStore._notice
+
+    def notice(store: TrustStore, event: Any) -> None:
+        dispatching.event = event
+        try:
+            notice_as_usual(store, event)
+        finally:
+            dispatching.event = None
+
+    monkeypatch.setattr(TrustStore, "_notice", notice)
     path = write(tmp_path / "trust.yaml", REJECT)
-    changes: list[None] = []
-    store = open_store(stores, path, on_change=lambda: changes.append(None))
+    changes: list[str] = []
+    written = threading.Event()
+
+    def on_change() -> None:
+        changes.append(dispatching.event.event_type)
+        if changes[-1] in writes:
+            written.set()
+
+    store = open_store(stores, path, on_change=on_change)
+    if not store.watching:
+        pytest.skip("no file-system watcher available here")
     for _ in range(5):
         store.current()
         load_trust(path)
-    time.sleep(0.2)  # a regression would show up as events; slowness only hides them
-    assert changes == []
+    write(path, REJECT + "# the sentinel\n")
+    assert written.wait(30), "the watcher never saw the write"
+    assert changes[0] in writes, f"reading the file counted as a change: {changes}"
 
 
 def test_closing_the_store_stops_the_watcher_and_is_idempotent(tmp_path: Path) -> None:

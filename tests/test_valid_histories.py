@@ -8,7 +8,7 @@ thread states, and ``gitrelay verify`` passes over the whole relay.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,44 +18,16 @@ import yaml
 from gitrelay.core import layout
 from gitrelay.relay.client import RelayClient
 from gitrelay.sync.verify import verify_relay
+from tests.gitcli import git
 from tests.relaykit import (
     ALICE,
     MAIN,
-    TEAM,
     Bench,
     CaseBuilder,
-    git,
-    make_keys,
-    make_signers,
-    standard_bench,
 )
 
 DATA = Path(__file__).parent / "data" / "bad_pushes"
 HISTORIES: list[dict[str, Any]] = yaml.safe_load((DATA / "valid_histories.yaml").read_text())
-
-
-@pytest.fixture(scope="module")
-def relays(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str, Path], Bench]]:
-    root = tmp_path_factory.mktemp("valid-templates")
-    templates: dict[str, Bench] = {}
-    keys: dict[str, Path] = {}
-
-    def get(kind: str, dest: Path) -> Bench:
-        if kind not in templates:
-            if kind == "fresh":
-                templates[kind] = Bench.create(root / kind)
-            elif kind == "signed":
-                keys.update(make_keys(root / "keys", TEAM))
-                templates[kind] = standard_bench(root / kind, keys=keys,
-                                                 config={"require_signatures": True})
-            else:
-                templates[kind] = standard_bench(root / kind)
-        bench = templates[kind].copy(dest)
-        if kind == "signed":
-            bench.signers = make_signers(keys)
-        return bench
-
-    yield get
 
 
 def test_the_valid_corpus_covers_every_operation() -> None:

@@ -32,10 +32,9 @@ from tests.forging import (
     keygen,
     message_op,
     profile_op,
-    push,
-    ref_of,
     transition_op,
 )
+from tests.gitcli import push, ref_of
 
 
 @pytest.fixture(autouse=True, params=["one process", "three processes"])

@@ -2,8 +2,8 @@
 
 The pre-receive gate must start in milliseconds, so it cannot import pydantic;
 this module is the gate's (and every client's) single definition of what a
-valid file is. ``gitrelay.models`` mirrors it as pydantic models for typed
-code, and a test keeps the two in step.
+valid file is: clients check what they write and what they read with the same
+functions (tests/test_schema_strict.py holds them to the patterns below).
 
 Parsing is strict: UTF-8 only, no duplicate keys, no NaN/Infinity, no NUL
 characters, bounded nesting and size.

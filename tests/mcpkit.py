@@ -1,0 +1,48 @@
+"""What the MCP tests share: the environment a ``gitrelay mcp`` process runs in, sample
+artifacts and trust, an inbox page built by hand, and answers read off raw stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from gitrelay.relay.inbox import InboxItem, InboxPage, Sender
+from gitrelay.relay.trust import load_trust
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS: list[dict[str, Any]] = [
+    {"type": "file_diff", "path": "src/api/users.ts", "diff": "- return users;\n+ return page;"},
+    {"type": "file_ref", "path": "openapi.yaml", "git_sha": "a1b2c3d", "lines": [42, 67]},
+    {"type": "test_command", "command": "pnpm run test -- users", "cwd": "relay/"},
+    {"type": "api_contract", "schema_url": "https://relay.acme.dev/openapi.json",
+     "inline": {"GET /users": {"response": {"items": "User[]"}}}},
+    {"type": "link", "url": "https://linear.app/acme/issue/ENG-1234", "title": "ENG-1234"},
+]
+TRUST = "version: 1\nteammates:\n  {who}: {{auto_read: true, auto_test: true}}\n"
+RULES = load_trust(Path("/nonexistent/trust.yaml"))
+
+
+def hermetic_env(home: Path, **extra: str) -> dict[str, str]:
+    """The whole environment of a ``gitrelay mcp`` (or CLI) process with its own home."""
+    return {"GITRELAY_HOME": str(home), "HOME": str(home.parent / "home"),
+            "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_TERMINAL_PROMPT": "0", "PATH": os.environ["PATH"], **extra}
+
+
+def page_of(*previews: str, cursor: int = 9) -> InboxPage:
+    """An inbox page of one pending assignment from alice per preview."""
+    return InboxPage(
+        items=[InboxItem(item_id=f"ibx_{i}", seq=i + 1, kind="assignment", thread_id=f"{i}" * 26,
+                         sender=Sender("alice@acme", "Alice Martin", "backend"),
+                         summary_preview=text, status="pending", unread_messages=0,
+                         created_at="2026-05-01T09:14:32Z", updated_at="2026-05-01T09:14:32Z",
+                         unread=True, thread_sender="alice@acme")
+               for i, text in enumerate(previews)],
+        next_cursor=None, cursor=cursor)
+
+
+def answers_of(stdout: bytes) -> dict[object, dict[str, object]]:
+    """The JSON-RPC answers in a server's raw stdout, by request id."""
+    return {a["id"]: a for a in map(json.loads, stdout.decode().splitlines()) if "id" in a}
