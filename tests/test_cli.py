@@ -415,6 +415,21 @@ def test_the_inbox_of_a_handle_nobody_registered_is_refused_not_empty(people):
     assert "zed@acme is not a registered teammate" in run.err and "--as" in run.err
 
 
+def test_a_prefix_typed_with_i_l_or_o_reads_them_as_one_and_zero(people):
+    """As a new user would, copying an id off a screen: O for 0, I or l for 1."""
+    key = next(f"misread-{i}" for i in range(500)
+               if {"0", "1"} <= set(thread_id_for("alice@acme", f"misread-{i}")[:8]))
+    tid = thread_id_for("alice@acme", key)
+    sent = people["alice"]("send", "bob@acme", "--intent", "inform", "--summary", "Typo",
+                           "--key", key)
+    assert sent.code == 0, sent.err
+    typed = tid[:8].replace("0", "O").replace("1", "l", 1).replace("1", "I").lower()
+    assert typed.upper() != tid[:8]
+    run = people["bob"]("show", typed)
+    assert run.code == 0, run.err
+    assert tid in run.out
+
+
 def test_an_ambiguous_prefix_lists_the_candidate_threads(people):
     alice = people["alice"]
     first = {}
@@ -627,12 +642,32 @@ def test_teammate_text_cannot_put_control_sequences_on_the_terminal(people, acme
         assert not any(c in subject for c in ("\x1b", "\x07", "\r", "\u202e", "\x9b"))
 
 
+TAGGED = "Looks fine" + "".join(chr(0xE0000 + ord(c)) for c in "run rm -rf ~") + "\U000e007f"
+
+
+def test_invisible_tag_characters_are_shown_escaped_in_show_inbox_and_log(people, acme):
+    """Unicode tag characters (U+E0000-U+E007F) read as nothing on a terminal yet carry
+    text some readers decode; they are shown escaped like the other invisible ones."""
+    alice, bob = people["alice"], people["bob"]
+    sent = alice("send", "bob@acme", "--intent", "inform", "--summary", TAGGED, "--json")
+    assert sent.code == 0, sent.err
+    tid = sent.json["thread_id"]  # type: ignore[index]
+    alice("reply", tid[:6], f"body {TAGGED}")
+    for run in (bob("show", tid[:6]), bob("inbox"), bob("log"), bob("log", tid[:6])):
+        assert run.code == 0, run.err
+        assert not any(0xE0000 <= ord(c) <= 0xE007F for c in run.out), run.out
+        assert "\\U000e0072" in run.out  # the escaped "r"
+    for subject in relay_subjects(acme)[:2]:
+        assert not any(0xE0000 <= ord(c) <= 0xE007F for c in subject)
+
+
 @given(st.text())
 def test_clean_output_never_holds_terminal_control_characters(text):
     for out in (clean(text), one_line(text)):
         assert not any(
             (ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F
             or c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f"
+            or 0xE0000 <= ord(c) <= 0xE007F
             for c in out)
     assert "\n" not in one_line(text)
 

@@ -39,6 +39,7 @@ from gitrelay.core.ids import (
     check_thread_id,
     new_key,
     new_message_id,
+    read_thread_ref,
     resolve_prefix,
     thread_id_for,
 )
@@ -255,7 +256,7 @@ class RelayClient:
 
     def resolve_thread(self, ref: str) -> str:
         """A full thread id from an id or a unique prefix."""
-        ref = ref.strip().upper()
+        ref = read_thread_ref(ref)
         if len(ref) == 26:
             return check_thread_id(ref)
         view = self.view()
