@@ -250,3 +250,27 @@ def test_a_push_without_an_authenticated_pusher_is_refused(served: ServedRelay,
     # The very same commit through the server, as alice, is accepted.
     assert served.push_as("alice", alice.mirror, genuine).returncode == 0
     assert served.ref() == genuine
+
+
+def test_joining_as_a_handle_someone_else_registered_is_refused(served: ServedRelay,
+                                                                 alice: RelayClient) -> None:
+    """mallory registers dana@acme on her own server account; the real dana's join
+    must not quietly make that profile hers."""
+    for user in ("mallory", "dana"):
+        served.server.add_user(user)
+    served.monkeypatch.setenv("GITRELAY_HOME", str(served.tmp / "home-mallory"))
+    admin.join(served.url("mallory"), "dana@acme", name="Dana Kim", role="design",
+               usernames=["mallory"], env=served.env("mallory"), save=False)
+    squatted = served.ref()
+
+    served.monkeypatch.setenv("GITRELAY_HOME", str(served.tmp / "home-dana"))
+    with pytest.raises(RelayError) as err:
+        admin.join(served.url("dana"), "dana@acme", name="Dana Kim", role="design",
+                   usernames=["dana"], env=served.env("dana"), save=False)
+
+    assert err.value.name == "forbidden"
+    assert err.value.message == ('dana@acme is already registered on the relay with the server '
+                                 'username(s) "mallory", not with yours ("dana"); "mallory" is '
+                                 'not yours')
+    assert "someone else took your handle" in err.value.hint
+    assert served.ref() == squatted

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import gitrelay
 from gitrelay.core import layout, schema
-from gitrelay.core.errors import ConfigError, InvalidArgument, RelayError
+from gitrelay.core.errors import ConfigError, Forbidden, InvalidArgument, RelayError
 from gitrelay.core.ids import check_handle
 from gitrelay.core.ops import Op, now_iso
+from gitrelay.core.terminal import quoted
 from gitrelay.store.config import UserConfig, mirror_path, save_user_config
 from gitrelay.store.gitstore import Store
 from gitrelay.store.mirror import Mirror
@@ -127,6 +128,39 @@ def normalize_relay_url(url: str) -> str:
     return url
 
 
+_NOT_YOURS = ("If you did not register it, someone else took your handle: do not use this "
+              "relay as it, and tell the relay's owner (docs/identity.md, \"A handle "
+              "registered by someone else\"). If you did, pass the same --username and "
+              "--signing-key as then.")
+
+
+def _check_usernames(handle: str, registered: Sequence[str], given: Sequence[str]) -> None:
+    """Refuse to take over a profile whose server usernames are not the joiner's."""
+    mine = {u.casefold() for u in given}
+    theirs = {str(u).casefold() for u in registered}
+    if mine == theirs:
+        return
+    listed = ", ".join(quoted(u) for u in registered)
+    if not mine:
+        raise Forbidden(f"{handle} is already registered on the relay with the server "
+                        f"username(s) {listed}; you gave none, so gitrelay cannot tell it "
+                        "is yours", hint="Run join again with --username <your server "
+                        "username> (each one you registered). " + _NOT_YOURS,
+                        field="usernames")
+    yours = ", ".join(quoted(u) for u in given)
+    if not theirs:
+        raise Forbidden(f"{handle} is already registered on the relay without server "
+                        f"usernames, not with yours ({yours})", hint=_NOT_YOURS,
+                        field="usernames")
+    others = [quoted(u) for u in registered if str(u).casefold() not in mine]
+    raise Forbidden(
+        f"{handle} is already registered on the relay with the server username(s) {listed}, "
+        f"not with yours ({yours})"
+        + (f"; {', '.join(others)} {'is' if len(others) == 1 else 'are'} not yours"
+           if others else ""),
+        hint=_NOT_YOURS, field="usernames")
+
+
 def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None = None,
          usernames: Sequence[str] = (), signing_key: str | None = None,
          save: bool = True, env: dict[str, str] | None = None,
@@ -169,14 +203,19 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
         raise InvalidArgument(f"{existing['handle']} is already registered (handles ignore case)")
     else:
         # Joining again (a second machine, a lost config): the profile is what it
-        # is; the local config must be able to write as it.
+        # is; the local config must be able to write as it, and it must be this
+        # person's own, not one someone else registered under their handle.
         keys = existing.get("signing_keys", [])
         if keys and not signing_key:
             raise ConfigError(f"{handle} is registered with a signing key; pass "
                               "--signing-key with that key to join again")
         if signing_key and read_public_key(signing_key) not in keys:
-            raise ConfigError(f"{signing_key} is not one of {handle}'s registered signing keys",
-                              hint="Profiles never change; see docs/identity.md on keys.")
+            raise Forbidden(
+                f"{handle} is already registered on the relay "
+                + (f"with signing key(s) that are not yours ({signing_key} is not among them)"
+                   if keys else "without a signing key, and you join with one"),
+                hint=_NOT_YOURS, field="signing_key")
+        _check_usernames(handle, existing.get("usernames", []), usernames)
         name, role, email = existing["name"], existing["role"], existing.get("email")
     cfg = UserConfig(relay=relay_url, handle=handle, name=name, role=role, email=email,
                      signing_key=signing_key)
