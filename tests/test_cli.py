@@ -415,6 +415,23 @@ def test_the_inbox_of_a_handle_nobody_registered_is_refused_not_empty(people):
     assert "zed@acme is not a registered teammate" in run.err and "--as" in run.err
 
 
+def test_joining_as_someone_else_on_a_configured_machine_asks_first(people, acme):
+    """As a new user would: alice, at her own machine, runs the join line meant for bob."""
+    alice = people["alice"]
+    line = ("join", str(acme), "--as", "bob@acme", "--name", "Bob Chen", "--role", "frontend")
+    refused = alice(*line)
+    one_error_line(refused, "invalid_argument", -32602)
+    assert "this machine's config is alice@acme's" in refused.err
+    assert "Pass --force to switch" in refused.err
+    assert alice("whoami", "--json").json["handle"] == "alice@acme"  # type: ignore[index]
+
+    switched = alice(*line, "--force")
+    assert switched.code == 0, switched.err
+    assert alice("whoami", "--json").json["handle"] == "bob@acme"  # type: ignore[index]
+    again = alice(*line)  # joining as the configured handle asks nothing
+    assert again.code == 0, again.err
+
+
 def test_a_prefix_typed_with_i_l_or_o_reads_them_as_one_and_zero(people):
     """As a new user would, copying an id off a screen: O for 0, I or l for 1."""
     key = next(f"misread-{i}" for i in range(500)

@@ -288,11 +288,13 @@ def _cmd_join(args: argparse.Namespace) -> int:
     from gitrelay.relay.admin import join
     from gitrelay.relay.render import Progress
 
+    _confirm_switch(args.handle, args.force)
     progress = Progress()
     try:
         cfg = join(args.relay, args.handle, name=args.name, role=args.role, email=args.email,
                    usernames=args.username or [], signing_key=args.signing_key,
-                   progress=lambda text: progress.update(f"joining as {args.handle}: {text}"))
+                   progress=lambda text: progress.update(f"joining as {args.handle}: {text}"),
+                   expect_tip=args.expect_tip)
         # The index now rather than in the agent's first check_inbox: on a long
         # history it takes seconds, which a tool call should not wait for.
         progress.update("indexing your inbox from the relay's history…")
@@ -313,6 +315,31 @@ def _cmd_join(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _confirm_switch(handle: str, force: bool) -> None:
+    """Joining as someone else than the configured handle switches who this machine
+    writes as: asked on a terminal, refused elsewhere, unless ``--force``."""
+    from gitrelay.core.ids import same_handle
+    from gitrelay.store.config import load_user_config
+
+    try:
+        current = load_user_config()
+    except RelayError:
+        return  # a broken config: join writes a good one
+    if current is None or same_handle(current.handle, handle) or force:
+        return
+    what = (f"this machine's config is {current.handle}'s (on {current.relay}); joining as "
+            f"{handle} switches it, and every later command and your agent then write as "
+            f"{handle}")
+    if sys.stdin.isatty() and sys.stderr.isatty():
+        print(f"gitrelay: {what}. Switch to {handle}? [y/N] ", end="", file=sys.stderr,
+              flush=True)
+        if input().strip().lower() in ("y", "yes"):
+            return
+    raise InvalidArgument(f"{what}; nothing was changed",
+                          hint="Pass --force to switch, or give the other person their own "
+                               "GITRELAY_HOME.", field="--as")
+
+
 def _index_inbox(relay: str, handle: str) -> str | None:
     """Bring the mirror's inbox index up to date; what went wrong, or None."""
     from gitrelay.relay.client import RelayClient
@@ -330,13 +357,19 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from gitrelay.sync.verify import verify_relay
 
     relay = getattr(args, "relay", None)
+    pin = args.expect_tip
+    tip_file = Path(args.tip_file).expanduser() if args.tip_file else None
+    if pin is None and tip_file is not None and tip_file.is_file():
+        pin = tip_file.read_text().strip() or None
     progress = Progress()
     progress.update(f"verifying {relay or 'your relay'}: every commit against the rules…")
     try:
-        report = verify_relay(relay)
+        report = verify_relay(relay, expect_tip=pin)
     finally:
         progress.done()
     print(report.text())
+    if report.ok and tip_file is not None and report.tip:
+        tip_file.write_text(report.tip + "\n")  # the next run's pin
     return EXIT_OK if report.ok else EXIT_INVALID
 
 
@@ -1013,9 +1046,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--email")
     p.add_argument("--username", action="append", help="your username on the git server")
     p.add_argument("--signing-key", help="SSH private key (or .pub with ssh-agent) to sign with")
+    p.add_argument("--expect-tip", metavar="COMMIT",
+                   help="a commit the relay's main must contain (from a teammate or CI)")
+    p.add_argument("--force", action="store_true",
+                   help="switch this machine's config to --as without asking")
     p = add("verify", _cmd_verify, "check a relay's whole history against the rules",
             "gitrelay verify ssh://git.acme.dev/relay.git")
     p.add_argument("relay", nargs="?", default=argparse.SUPPRESS, metavar="RELAY_URL")
+    p.add_argument("--expect-tip", metavar="COMMIT",
+                   help="a commit main must still contain (one you verified before)")
+    p.add_argument("--tip-file", metavar="PATH",
+                   help="pin to the commit in PATH if it exists; write main's commit there "
+                        "when all is well")
     p = add("mcp", _cmd_mcp, "run the MCP server on stdio (what your agent starts)",
             "claude mcp add gitrelay -- gitrelay mcp")
     p.add_argument("--trust", help="trust file (default: $GITRELAY_TRUST or "

@@ -15,7 +15,13 @@ from pathlib import Path
 
 import gitrelay
 from gitrelay.core import layout, schema
-from gitrelay.core.errors import ConfigError, Forbidden, InvalidArgument, RelayError
+from gitrelay.core.errors import (
+    ConfigError,
+    Forbidden,
+    InvalidArgument,
+    RelayError,
+    RelayUnavailable,
+)
 from gitrelay.core.ids import check_handle
 from gitrelay.core.ops import Op, now_iso
 from gitrelay.core.terminal import quoted
@@ -23,6 +29,7 @@ from gitrelay.store.config import UserConfig, mirror_path, save_user_config
 from gitrelay.store.gitstore import Store
 from gitrelay.store.mirror import Mirror
 from gitrelay.sync.push import Syncer
+from gitrelay.sync.verify import check_pin, pin_problem
 
 PUSHER_ENV_DEFAULT = ["REMOTE_USER", "GL_USER", "GITEA_PUSHER_NAME", "GL_USERNAME",
                       "GITHUB_USER_LOGIN", "GITRELAY_SSH_USER"]
@@ -164,13 +171,19 @@ def _check_usernames(handle: str, registered: Sequence[str], given: Sequence[str
 def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None = None,
          usernames: Sequence[str] = (), signing_key: str | None = None,
          save: bool = True, env: dict[str, str] | None = None,
-         progress: Callable[[str], None] | None = None) -> UserConfig:
+         progress: Callable[[str], None] | None = None,
+         expect_tip: str | None = None) -> UserConfig:
     """Make this user's mirror of ``relay_url`` and register them if needed.
 
     ``env``: extra environment for the ``git`` commands (e.g. ``GIT_SSH_COMMAND``).
     ``progress``: hears each step (fetching, checking a long history, registering).
+    ``expect_tip``: a commit the relay's (verified) main must contain, known from a
+    teammate or a CI job: a relay whose history was rewritten before this first
+    fetch is refused rather than trusted.
     """
     check_handle(handle, "--as")
+    if expect_tip is not None:
+        check_pin(expect_tip)
     if not name.strip() or not role.strip():
         raise InvalidArgument("--name and --role must not be empty")
     relay_url = normalize_relay_url(relay_url)
@@ -185,8 +198,15 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
     say(f"fetching {relay_url}…")
     try:
         syncer.fetch()
+        problem = (pin_problem(path, expect_tip, mirror.relay_main())
+                   if expect_tip is not None else None)
+        if problem is not None:
+            raise RelayUnavailable(f"{relay_url} is not the relay you pinned: {problem}",
+                                   hint="Nothing was registered. Ask the relay's owner; "
+                                        "`gitrelay verify` lists what the relay holds.",
+                                   field="expect_tip")
     except RelayError:
-        if fresh:  # a mistyped or unreachable relay leaves no empty mirror behind
+        if fresh:  # a mistyped, unreachable or unpinned relay leaves no mirror behind
             shutil.rmtree(path, ignore_errors=True)
         raise
     existing = mirror.view().profile(handle)
