@@ -16,6 +16,7 @@ points' job.
 
 from __future__ import annotations
 
+import difflib
 import re
 import sys
 import time
@@ -29,10 +30,13 @@ from gitrelay.core.errors import (
     ConfigError,
     DuplicateIdempotencyKey,
     InvalidArgument,
+    InvalidTransition,
+    RecipientNotFound,
     RelayError,
     RelayUnavailable,
     StateChanged,
     ThreadNotFound,
+    with_hint,
 )
 from gitrelay.core.ids import (
     check_handle,
@@ -67,8 +71,9 @@ FRESH_SECONDS = 2.0
 WAIT_SECONDS = 5.0
 DELIVERED, QUEUED = "delivered", "queued"
 # Refusals that a fresher copy of the relay may lift: retried once after a fetch.
-_STALE_RULES = {"recipient_not_found", "thread_not_found", "sequence", "invalid_transition",
-                "thread_terminal"}
+# Refusals a fresher copy may lift or explain. Not thread_terminal: a closed thread
+# in your own copy is closed for good, whoever closed it (no race was lost).
+_STALE_RULES = {"recipient_not_found", "thread_not_found", "sequence", "invalid_transition"}
 
 
 @dataclass
@@ -479,6 +484,20 @@ class RelayClient:
         if proposed_action is not None:
             doc["proposed_action"] = proposed_action
         _check_input("handoff", doc)
+        try:
+            return self._handoff(doc, tid, key, mode)
+        except RecipientNotFound as exc:
+            if exc.data.get("field") == "recipient":
+                handles = [str(p["handle"]) for p in self.teammates()]
+                near = difflib.get_close_matches(to, handles, n=1, cutoff=0.6) or \
+                    difflib.get_close_matches(to.casefold(), handles, n=1, cutoff=0.5)
+                if near and near[0] != to:
+                    exc.hint = with_hint(f"Did you mean {near[0]}?", exc.hint)
+                    exc.data["did_you_mean"] = near[0]
+            raise
+
+    def _handoff(self, doc: dict[str, Any], tid: str, key: str, mode: str | None
+                 ) -> WriteResult:
         existing = self.mirror.view().thread(tid) if self.mirror.main() else None
         if existing is not None:
             if _same_handoff(existing.handoff, doc):
@@ -518,7 +537,13 @@ class RelayClient:
         doc: dict[str, Any] = {"format_version": layout.FORMAT_VERSION, "kind": kind,
                                "thread_id": tid, "by": self.handle, **fields, "at": now_iso()}
         _check_input(kind, doc)
-        return self.write(Op(kind, doc, tid), mode=mode)
+        try:
+            return self.write(Op(kind, doc, tid), mode=mode)
+        except InvalidTransition as exc:
+            if kind == "complete" and exc.data.get("status") == PENDING:
+                exc.hint = with_hint("Accept it first (accept_handoff), then complete it.",
+                                     exc.hint)
+            raise
 
     def accept(self, thread_id: str, *, session_id: str, mode: str | None = None) -> WriteResult:
         return self._transition("accept", thread_id, {"accepted_by_session": session_id}, mode)
