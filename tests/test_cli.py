@@ -723,6 +723,10 @@ def test_status_shows_an_operation_that_lost_a_race(people):
     assert "state_changed (-32010)" in status.out
     assert "queued: nothing" in status.out
     assert bob("show", proposal, "--json").json["status"] == "accepted"  # type: ignore[index]
+    assert "`gitrelay status --clear-refused` forgets them" in bob("doctor").out
+    cleared = bob("status", "--clear-refused")
+    assert "forgot 1 refused operation(s)" in cleared.err
+    assert "refused:" not in cleared.out and "refused" not in bob("doctor").out
 
 
 # --- log -------------------------------------------------------------------------------------
@@ -813,6 +817,17 @@ def test_doctor_passes_a_healthy_setup(people):
     for name in ("git", "config", "relay", "registered", "gate", "trust"):
         assert any(ln.split()[:2] == ["ok", name] for ln in run.out.splitlines()), name
     assert run.out.rstrip().endswith("No problems found.")
+
+
+def test_doctor_calls_a_missing_trust_file_a_problem(people):
+    """Without a trust file every handoff sent to you is refused: not a note."""
+    bob = people["bob"]
+    bob.trust.unlink()
+    run = bob("doctor")
+    assert run.code == EXIT_INVALID, run.out
+    assert "PROBLEM  trust" in run.out and "every handoff sent to you is refused" in run.out
+    assert "gitrelay trust add" in run.out
+    assert not run.out.rstrip().endswith("No problems found.")
 
 
 def test_doctor_notes_a_local_relay_that_packs_pushed_objects_late(people, acme):

@@ -274,3 +274,22 @@ def test_joining_as_a_handle_someone_else_registered_is_refused(served: ServedRe
                                  'not yours')
     assert "someone else took your handle" in err.value.hint
     assert served.ref() == squatted
+
+
+def test_a_join_without_username_says_which_one_to_add_and_leaves_nothing_refused(
+        served: ServedRelay, alice: RelayClient) -> None:
+    """As a new user would: the join line without --username, on a relay that checks
+    the pusher."""
+    served.server.add_user("carol")
+    served.monkeypatch.setenv("GITRELAY_HOME", str(served.tmp / "home-carol"))
+    with pytest.raises(RelayError) as err:
+        admin.join(served.url("carol"), "carol@acme", name="Carol Diaz", role="platform",
+                   env=served.env("carol"), save=False)
+
+    assert err.value.data["rule"] == "pusher"
+    assert "run join again with --username carol" in err.value.hint
+    carol = served.client("carol")
+    assert carol.mirror.refused() == []  # said once, here; not in status and doctor forever
+
+    served.join("carol")  # with --username carol, as the hint says
+    assert carol.teammate("carol@acme") is not None

@@ -867,6 +867,10 @@ def _cmd_status(args: argparse.Namespace) -> int:
             _note(f"could not deliver: {exc.message}")
         else:
             _note(f"delivered {report.delivered} operation(s), {len(report.refused)} refused")
+    if args.clear_refused:
+        cleared = mirror.clear_refused()
+        _note(f"forgot {cleared} refused operation(s)" if cleared
+              else "no refused operations to forget")
     state = mirror.sync_state()
     pending = queued(mirror) if mirror.main() is not None else []
     refused = mirror.refused()
@@ -1183,6 +1187,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deliver", action="store_true", help="deliver the outbox now")
     p.add_argument("--refused", type=_at_least(1), default=10, metavar="N",
                    help="show the last N refused operations (default 10)")
+    p.add_argument("--clear-refused", action="store_true",
+                   help="forget the refused operations once you have seen them")
     p = add("doctor", _cmd_doctor, "check your setup and say how to fix each problem",
             "gitrelay doctor", json_flag=True)
     p.add_argument("--trust", help="trust file to check")

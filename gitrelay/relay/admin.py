@@ -8,6 +8,7 @@ user's mirror and registers the teammate through the gate.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -21,6 +22,7 @@ from gitrelay.core.errors import (
     InvalidArgument,
     RelayError,
     RelayUnavailable,
+    with_hint,
 )
 from gitrelay.core.ids import check_handle
 from gitrelay.core.ops import Op, now_iso
@@ -168,6 +170,23 @@ def _check_usernames(handle: str, registered: Sequence[str], given: Sequence[str
         hint=_NOT_YOURS, field="usernames")
 
 
+def _registration_error(err: RelayError, usernames: Sequence[str]) -> RelayError:
+    """The gate's refusal of a registration, with what to run instead when the relay
+    checks the pusher and the profile does not name them (a forgotten --username)."""
+    if err.data.get("rule") != "pusher" or "authenticated pusher" not in err.message:
+        return err
+    found = re.search(r"authenticated pusher ['\"]([^'\"]+)['\"]", err.message)
+    if found:
+        name = found.group(1)
+        names = " ".join(f"--username {u}" for u in [*usernames, name])
+        err.hint = with_hint(f"This relay checks who pushes, and the server knows you as "
+                             f"{name}: run join again with {names}.", err.hint)
+    elif "supplied none" not in err.message:
+        err.hint = with_hint("Run join again with --username <your server username>.",
+                             err.hint)
+    return err
+
+
 def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None = None,
          usernames: Sequence[str] = (), signing_key: str | None = None,
          save: bool = True, env: dict[str, str] | None = None,
@@ -218,7 +237,9 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
                          handle=handle))
         report = syncer.deliver()
         if report.refused:
-            raise report.refused[0].error()
+            # Said here and now; the refused log need not repeat it in status and doctor.
+            mirror.clear_refused({r.key for r in report.refused})
+            raise _registration_error(report.refused[0].error(), usernames)
     elif existing["handle"] != handle:
         raise InvalidArgument(f"{existing['handle']} is already registered (handles ignore case)")
     else:

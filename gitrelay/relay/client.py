@@ -488,12 +488,10 @@ class RelayClient:
             return self._handoff(doc, tid, key, mode)
         except RecipientNotFound as exc:
             if exc.data.get("field") == "recipient":
-                handles = [str(p["handle"]) for p in self.teammates()]
-                near = difflib.get_close_matches(to, handles, n=1, cutoff=0.6) or \
-                    difflib.get_close_matches(to.casefold(), handles, n=1, cutoff=0.5)
-                if near and near[0] != to:
-                    exc.hint = with_hint(f"Did you mean {near[0]}?", exc.hint)
-                    exc.data["did_you_mean"] = near[0]
+                near = _near_handle(to, [str(p["handle"]) for p in self.teammates()])
+                if near is not None:
+                    exc.hint = with_hint(f"Did you mean {near}?", exc.hint)
+                    exc.data["did_you_mean"] = near
             raise
 
     def _handoff(self, doc: dict[str, Any], tid: str, key: str, mode: str | None
@@ -557,6 +555,20 @@ class RelayClient:
     def cancel(self, thread_id: str, *, reason: str | None = None,
                mode: str | None = None) -> WriteResult:
         return self._transition("cancel", thread_id, {"reason": reason} if reason else {}, mode)
+
+
+def _near_handle(typed: str, handles: list[str]) -> str | None:
+    """The registered handle ``typed`` most likely meant: a close name on the same team,
+    else a close whole handle (``bob@acme.com`` for ``bob@acme``); None if none is."""
+    name, _, team = typed.casefold().partition("@")
+    by_name = {h.casefold().partition("@")[0]: h for h in handles
+               if h.casefold().partition("@")[2] == team}
+    near = difflib.get_close_matches(name, list(by_name), n=1, cutoff=0.6)
+    if near:
+        return by_name[near[0]]
+    by_handle = {h.casefold(): h for h in handles}
+    near = difflib.get_close_matches(typed.casefold(), list(by_handle), n=1, cutoff=0.8)
+    return by_handle[near[0]] if near else None
 
 
 def _input_error(exc: SchemaError) -> InvalidArgument:

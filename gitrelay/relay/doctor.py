@@ -208,8 +208,9 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
                                 f"senders: {rules.unknown_teammates.policy}"))
             checks += trust_typo_checks(client, rules)
         else:
-            checks.append(Check("trust", "note", f"no {trust_path}: the strict defaults apply, "
-                                "so nobody's handoffs are accepted until you list them",
+            checks.append(Check("trust", "problem", f"no {trust_path}: the strict defaults "
+                                "apply, so every handoff sent to you is refused until you "
+                                "list its sender",
                                 "list each teammate you trust with `gitrelay trust add "
                                 "HANDLE` (docs/trust.md)"))
 
@@ -233,5 +234,6 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
         refused = client.mirror.refused()
         if refused:
             checks.append(Check("refused", "note", f"{len(refused)} operation(s) were refused "
-                                "by the relay", "gitrelay status shows which and why"))
+                                "by the relay", "gitrelay status shows which and why; "
+                                "`gitrelay status --clear-refused` forgets them"))
     return checks
