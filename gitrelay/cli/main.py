@@ -666,6 +666,8 @@ def _cmd_whoami(args: argparse.Namespace) -> int:
         print("  not registered on this relay: run `gitrelay join RELAY --as "
               f"{client.handle} --name NAME --role ROLE`")
     print(f"  relay   {client.relay_url} ({reach})")
+    if client.last_sync_error is not None and client.last_sync_error.hint:
+        print(f"  fix     {client.last_sync_error.hint}")
     print(f"  mirror  {client.mirror.path}")
     print(f"  config  {info['config'] or 'none (flags or the embedded default relay)'}")
     print(f"  trust   {info['trust_file']}")

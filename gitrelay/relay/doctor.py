@@ -190,8 +190,10 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
         except RelayError as exc:
             client_ok = client.mirror.main() is not None
             checks.append(Check("relay", "problem", f"cannot fetch: {exc.message}",
-                                "check the URL (`gitrelay whoami`) and your access: "
-                                f"git ls-remote {client.relay_url}"
+                                # ssh's own reason has its own fix
+                                (exc.hint if exc.data.get("cause") == "ssh" else
+                                 "check the URL (`gitrelay whoami`) and your access: "
+                                 f"git ls-remote {client.relay_url}")
                                 + ("; until then your local copy is used" if client_ok
                                    else "")))
         checks += gate_checks(client.relay_url)

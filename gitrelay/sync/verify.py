@@ -26,7 +26,7 @@ from pathlib import Path
 
 from gitrelay.core import layout
 from gitrelay.core.errors import ConfigError, InvalidArgument, RelayError, RelayUnavailable
-from gitrelay.core.gitcli import CatFile, hermetic_env, run_git
+from gitrelay.core.gitcli import CatFile, git_failure, hermetic_env, run_git
 from gitrelay.core.objects import Commit, Objects
 from gitrelay.core.rules import RelayView, check_inbox_commit, commit_seq
 from gitrelay.sync.parallel import invalid_commits
@@ -120,8 +120,9 @@ def verify_relay(relay_url_or_path: str | None, *, expect_tip: str | None = None
         proc = run_git(["clone", "--mirror", "--quiet", "--", relay, str(clone)],
                        env=hermetic_env())
         if proc.returncode != 0:
-            raise RelayUnavailable(f"cannot clone {relay}: {_last_line(proc.stderr)}",
-                                   hint="Check the relay URL and your access to it.")
+            reason, fix = git_failure(proc.stderr)
+            raise RelayUnavailable(f"cannot clone {relay}: {reason}",
+                                   hint=fix or "Check the relay URL and your access to it.")
         return _pinned(_verify_git_dir(relay, clone), clone, expect_tip)
 
 
