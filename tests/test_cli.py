@@ -1008,6 +1008,22 @@ def test_reading_from_an_unreachable_relay_uses_the_local_copy_and_says_so(peopl
     assert f"Thread {IDS['04-ci-typecheck']}" in run.out
 
 
+def test_a_write_while_the_relay_is_unreachable_says_so_and_when_it_goes(people, acme,
+                                                                         tmp_path):
+    """As a new user would on a train: the reply is kept, and the line says why it is
+    not on the relay and what delivers it."""
+    bob = people["bob"]
+    moved = tmp_path / "moved.git"
+    acme.rename(moved)
+    run = bob("reply", IDS["04-ci-typecheck"][:4], "Done on my side.")
+    assert run.code == 0, run.err
+    assert "the relay is unreachable (cannot push to" in run.out
+    assert "queued in your outbox; it is delivered once the relay answers again" in run.out
+    assert "`gitrelay status --deliver`" in run.out
+    moved.rename(acme)
+    assert "delivered 1 operation(s), 0 refused" in bob("status", "--deliver").err
+
+
 def test_archive_splits_many_threads_into_operations_the_gate_takes(people, acme,
                                                                     monkeypatch):
     """More closed threads than one operation may carry go in several operations."""

@@ -84,6 +84,8 @@ class WriteResult:
     thread_id: str | None
     doc: dict[str, Any]
     repeated: bool = False
+    # Why a write meant to be delivered stayed queued: the relay could not be reached.
+    unreachable: str | None = None
 
 
 @dataclass
@@ -404,11 +406,16 @@ class RelayClient:
                                    thread_id=op.thread_id) from again
         delivery = QUEUED
         doc = written.doc
+        unreachable = None
         if mode == "wait":
+            earlier_error = self.last_sync_error
             delivery = self._deliver_for(op)
             if delivery == DELIVERED:
                 doc = self._landed(op, doc)
-        result = WriteResult(op, written, delivery, op.thread_id, doc)
+            elif self.last_sync_error is not earlier_error \
+                    and isinstance(self.last_sync_error, RelayUnavailable):
+                unreachable = self.last_sync_error.message  # this delivery's failure
+        result = WriteResult(op, written, delivery, op.thread_id, doc, unreachable=unreachable)
         if self.on_written is not None:
             self.on_written(result)
         return result
