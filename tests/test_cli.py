@@ -830,6 +830,20 @@ def test_doctor_calls_a_missing_trust_file_a_problem(people):
     assert not run.out.rstrip().endswith("No problems found.")
 
 
+def test_doctor_notes_a_relay_whose_head_is_not_main(people, acme):
+    """gitolite makes repositories with HEAD at master: a clone then checks nothing out."""
+    bob = people["bob"]
+    assert "head" not in [ln.split()[1] for ln in bob("doctor").out.splitlines()
+                          if len(ln.split()) > 1]
+    subprocess.run(["git", "--git-dir", str(acme), "symbolic-ref", "HEAD", "refs/heads/master"],
+                   check=True)
+    run = bob("doctor")
+    assert run.code == 0, run.out
+    line = next(ln for ln in run.out.splitlines() if ln.split()[:2] == ["note", "head"])
+    assert "HEAD points at a branch the relay does not have" in line
+    assert "symbolic-ref HEAD refs/heads/main" in run.out
+
+
 def test_doctor_notes_a_local_relay_that_packs_pushed_objects_late(people, acme):
     """A relay made before `gitrelay init` set gc.auto (or with plain git init): a note
     with the command that sets it, and no problem."""
