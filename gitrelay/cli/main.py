@@ -295,13 +295,17 @@ def _cmd_join(args: argparse.Namespace) -> int:
     from gitrelay.relay.admin import join
     from gitrelay.relay.render import Progress
 
-    _confirm_switch(args.handle, args.force)
     progress = Progress()
+
+    def confirm() -> None:
+        progress.done()
+        _confirm_switch(args.handle, args.force)
+
     try:
         cfg = join(args.relay, args.handle, name=args.name, role=args.role, email=args.email,
                    usernames=args.username or [], signing_key=args.signing_key,
                    progress=lambda text: progress.update(f"joining as {args.handle}: {text}"),
-                   expect_tip=args.expect_tip)
+                   expect_tip=args.expect_tip, before_write=confirm)
         # The index now rather than in the agent's first check_inbox: on a long
         # history it takes seconds, which a tool call should not wait for.
         progress.update("indexing your inbox from the relay's history…")

@@ -191,7 +191,8 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
          usernames: Sequence[str] = (), signing_key: str | None = None,
          save: bool = True, env: dict[str, str] | None = None,
          progress: Callable[[str], None] | None = None,
-         expect_tip: str | None = None) -> UserConfig:
+         expect_tip: str | None = None,
+         before_write: Callable[[], None] | None = None) -> UserConfig:
     """Make this user's mirror of ``relay_url`` and register them if needed.
 
     ``env``: extra environment for the ``git`` commands (e.g. ``GIT_SSH_COMMAND``).
@@ -199,6 +200,9 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
     ``expect_tip``: a commit the relay's (verified) main must contain, known from a
     teammate or a CI job: a relay whose history was rewritten before this first
     fetch is refused rather than trusted.
+    ``before_write``: called once the relay was read and checked, before anything is
+    registered or saved; it may raise to stop the join (the CLI asks there before
+    switching a configured machine to another handle).
     """
     check_handle(handle, "--as")
     if expect_tip is not None:
@@ -228,6 +232,13 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
         if fresh:  # a mistyped, unreachable or unpinned relay leaves no mirror behind
             shutil.rmtree(path, ignore_errors=True)
         raise
+    if before_write is not None:
+        try:
+            before_write()
+        except BaseException:
+            if fresh:
+                shutil.rmtree(path, ignore_errors=True)
+            raise
     existing = mirror.view().profile(handle)
     if existing is None:
         keys = [read_public_key(signing_key)] if signing_key else []
