@@ -29,6 +29,7 @@ from gitrelay.core.errors import ConfigError, InvalidArgument, RelayError, Relay
 from gitrelay.core.gitcli import CatFile, git_failure, hermetic_env, run_git
 from gitrelay.core.objects import Commit, Objects
 from gitrelay.core.rules import RelayView, check_inbox_commit, commit_seq
+from gitrelay.core.terminal import shown
 from gitrelay.sync.parallel import invalid_commits
 
 # Refs a hosting service makes itself (pull/merge requests, pipelines): not pushed
@@ -216,9 +217,9 @@ def _verify_git_dir(relay: str, git_dir: Path) -> VerifyReport:
                 continue
             owner = layout.inbox_ref_owner(name)
             if owner is None:
-                report.add(Problem("", "ref-namespace", f"{name} is outside the relay's ref "
+                report.add(Problem("", "ref-namespace", f"{shown(name)} is outside the relay's ref "
                                    f"namespaces ({layout.MAIN_REF}, {layout.USERS_REF_PREFIX}"
-                                   f"<handle>/{layout.INBOX_REF_LEAF})", name))
+                                   f"<handle>/{layout.INBOX_REF_LEAF})", shown(name)))
             elif tip_commit is not None:
                 _verify_inbox(objs, name, owner, refs[name], tip_commit, report)
     return report
