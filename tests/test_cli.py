@@ -415,6 +415,38 @@ def test_the_inbox_of_a_handle_nobody_registered_is_refused_not_empty(people):
     assert "zed@acme is not a registered teammate" in run.err and "--as" in run.err
 
 
+def test_joining_as_someone_else_on_a_configured_machine_asks_first(people, acme):
+    """As a new user would: alice, at her own machine, runs the join line meant for bob."""
+    alice = people["alice"]
+    line = ("join", str(acme), "--as", "bob@acme", "--name", "Bob Chen", "--role", "frontend")
+    refused = alice(*line)
+    one_error_line(refused, "invalid_argument", -32602)
+    assert "this machine's config is alice@acme's" in refused.err
+    assert "Pass --force to switch" in refused.err
+    assert alice("whoami", "--json").json["handle"] == "alice@acme"  # type: ignore[index]
+
+    switched = alice(*line, "--force")
+    assert switched.code == 0, switched.err
+    assert alice("whoami", "--json").json["handle"] == "bob@acme"  # type: ignore[index]
+    again = alice(*line)  # joining as the configured handle asks nothing
+    assert again.code == 0, again.err
+
+
+def test_a_prefix_typed_with_i_l_or_o_reads_them_as_one_and_zero(people):
+    """As a new user would, copying an id off a screen: O for 0, I or l for 1."""
+    key = next(f"misread-{i}" for i in range(500)
+               if {"0", "1"} <= set(thread_id_for("alice@acme", f"misread-{i}")[:8]))
+    tid = thread_id_for("alice@acme", key)
+    sent = people["alice"]("send", "bob@acme", "--intent", "inform", "--summary", "Typo",
+                           "--key", key)
+    assert sent.code == 0, sent.err
+    typed = tid[:8].replace("0", "O").replace("1", "l", 1).replace("1", "I").lower()
+    assert typed.upper() != tid[:8]
+    run = people["bob"]("show", typed)
+    assert run.code == 0, run.err
+    assert tid in run.out
+
+
 def test_an_ambiguous_prefix_lists_the_candidate_threads(people):
     alice = people["alice"]
     first = {}
@@ -642,12 +674,32 @@ def test_teammate_text_cannot_put_control_sequences_on_the_terminal(people, acme
         assert not any(c in subject for c in ("\x1b", "\x07", "\r", "\u202e", "\x9b"))
 
 
+TAGGED = "Looks fine" + "".join(chr(0xE0000 + ord(c)) for c in "run rm -rf ~") + "\U000e007f"
+
+
+def test_invisible_tag_characters_are_shown_escaped_in_show_inbox_and_log(people, acme):
+    """Unicode tag characters (U+E0000-U+E007F) read as nothing on a terminal yet carry
+    text some readers decode; they are shown escaped like the other invisible ones."""
+    alice, bob = people["alice"], people["bob"]
+    sent = alice("send", "bob@acme", "--intent", "inform", "--summary", TAGGED, "--json")
+    assert sent.code == 0, sent.err
+    tid = sent.json["thread_id"]  # type: ignore[index]
+    alice("reply", tid[:6], f"body {TAGGED}")
+    for run in (bob("show", tid[:6]), bob("inbox"), bob("log"), bob("log", tid[:6])):
+        assert run.code == 0, run.err
+        assert not any(0xE0000 <= ord(c) <= 0xE007F for c in run.out), run.out
+        assert "\\U000e0072" in run.out  # the escaped "r"
+    for subject in relay_subjects(acme)[:2]:
+        assert not any(0xE0000 <= ord(c) <= 0xE007F for c in subject)
+
+
 @given(st.text())
 def test_clean_output_never_holds_terminal_control_characters(text):
     for out in (clean(text), one_line(text)):
         assert not any(
             (ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F
             or c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f"
+            or 0xE0000 <= ord(c) <= 0xE007F
             for c in out)
     assert "\n" not in one_line(text)
 
@@ -686,6 +738,10 @@ def test_status_shows_an_operation_that_lost_a_race(people):
     assert "state_changed (-32010)" in status.out
     assert "queued: nothing" in status.out
     assert bob("show", proposal, "--json").json["status"] == "accepted"  # type: ignore[index]
+    assert "`gitrelay status --clear-refused` forgets them" in bob("doctor").out
+    cleared = bob("status", "--clear-refused")
+    assert "forgot 1 refused operation(s)" in cleared.err
+    assert "refused:" not in cleared.out and "refused" not in bob("doctor").out
 
 
 # --- log -------------------------------------------------------------------------------------
@@ -776,6 +832,31 @@ def test_doctor_passes_a_healthy_setup(people):
     for name in ("git", "config", "relay", "registered", "gate", "trust"):
         assert any(ln.split()[:2] == ["ok", name] for ln in run.out.splitlines()), name
     assert run.out.rstrip().endswith("No problems found.")
+
+
+def test_doctor_calls_a_missing_trust_file_a_problem(people):
+    """Without a trust file every handoff sent to you is refused: not a note."""
+    bob = people["bob"]
+    bob.trust.unlink()
+    run = bob("doctor")
+    assert run.code == EXIT_INVALID, run.out
+    assert "PROBLEM  trust" in run.out and "every handoff sent to you is refused" in run.out
+    assert "gitrelay trust add" in run.out
+    assert not run.out.rstrip().endswith("No problems found.")
+
+
+def test_doctor_notes_a_relay_whose_head_is_not_main(people, acme):
+    """gitolite makes repositories with HEAD at master: a clone then checks nothing out."""
+    bob = people["bob"]
+    assert "head" not in [ln.split()[1] for ln in bob("doctor").out.splitlines()
+                          if len(ln.split()) > 1]
+    subprocess.run(["git", "--git-dir", str(acme), "symbolic-ref", "HEAD", "refs/heads/master"],
+                   check=True)
+    run = bob("doctor")
+    assert run.code == 0, run.out
+    line = next(ln for ln in run.out.splitlines() if ln.split()[:2] == ["note", "head"])
+    assert "HEAD points at a branch the relay does not have" in line
+    assert "symbolic-ref HEAD refs/heads/main" in run.out
 
 
 def test_doctor_notes_a_local_relay_that_packs_pushed_objects_late(people, acme):
@@ -954,6 +1035,22 @@ def test_reading_from_an_unreachable_relay_uses_the_local_copy_and_says_so(peopl
     assert "the relay is unreachable" in run.err
     assert "showing your local copy" in run.err
     assert f"Thread {IDS['04-ci-typecheck']}" in run.out
+
+
+def test_a_write_while_the_relay_is_unreachable_says_so_and_when_it_goes(people, acme,
+                                                                         tmp_path):
+    """As a new user would on a train: the reply is kept, and the line says why it is
+    not on the relay and what delivers it."""
+    bob = people["bob"]
+    moved = tmp_path / "moved.git"
+    acme.rename(moved)
+    run = bob("reply", IDS["04-ci-typecheck"][:4], "Done on my side.")
+    assert run.code == 0, run.err
+    assert "the relay is unreachable (cannot push to" in run.out
+    assert "queued in your outbox; it is delivered once the relay answers again" in run.out
+    assert "`gitrelay status --deliver`" in run.out
+    moved.rename(acme)
+    assert "delivered 1 operation(s), 0 refused" in bob("status", "--deliver").err
 
 
 def test_archive_splits_many_threads_into_operations_the_gate_takes(people, acme,

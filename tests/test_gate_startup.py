@@ -93,7 +93,7 @@ def test_the_gate_refusing_a_push_still_names_the_rule(bench: Bench) -> None:
     bench.build("message", message_doc(tid, 3, BOB), data=data)
     result = bench.push_main()
     assert result.rules == ["json"], result.stderr
-    assert "duplicate key 'body'" in result.stderr
+    assert 'duplicate key "body"' in result.stderr
 
 
 # --- oversized files ------------------------------------------------------------------------

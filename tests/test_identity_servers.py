@@ -281,3 +281,46 @@ def test_a_push_without_an_authenticated_pusher_is_refused(served: ServedRelay,
     # The very same commit through the server, as alice, is accepted.
     assert served.push_as("alice", alice.mirror, genuine).returncode == 0
     assert served.ref() == genuine
+
+
+def test_joining_as_a_handle_someone_else_registered_is_refused(served: ServedRelay,
+                                                                 alice: RelayClient) -> None:
+    """mallory registers dana@acme on her own server account; the real dana's join
+    must not quietly make that profile hers."""
+    for user in ("mallory", "dana"):
+        served.server.add_user(user)
+    served.monkeypatch.setenv("GITRELAY_HOME", str(served.tmp / "home-mallory"))
+    admin.join(served.url("mallory"), "dana@acme", name="Dana Kim", role="design",
+               usernames=["mallory"], env=served.env("mallory"), save=False)
+    squatted = served.ref()
+
+    served.monkeypatch.setenv("GITRELAY_HOME", str(served.tmp / "home-dana"))
+    with pytest.raises(RelayError) as err:
+        admin.join(served.url("dana"), "dana@acme", name="Dana Kim", role="design",
+                   usernames=["dana"], env=served.env("dana"), save=False)
+
+    assert err.value.name == "forbidden"
+    assert err.value.message == ('dana@acme is already registered on the relay with the server '
+                                 'username(s) "mallory", not with yours ("dana"); "mallory" is '
+                                 'not yours')
+    assert "someone else took your handle" in err.value.hint
+    assert served.ref() == squatted
+
+
+def test_a_join_without_username_says_which_one_to_add_and_leaves_nothing_refused(
+        served: ServedRelay, alice: RelayClient) -> None:
+    """As a new user would: the join line without --username, on a relay that checks
+    the pusher."""
+    served.server.add_user("carol")
+    served.monkeypatch.setenv("GITRELAY_HOME", str(served.tmp / "home-carol"))
+    with pytest.raises(RelayError) as err:
+        admin.join(served.url("carol"), "carol@acme", name="Carol Diaz", role="platform",
+                   env=served.env("carol"), save=False)
+
+    assert err.value.data["rule"] == "pusher"
+    assert "run join again with --username carol" in err.value.hint
+    carol = served.client("carol")
+    assert carol.mirror.refused() == []  # said once, here; not in status and doctor forever
+
+    served.join("carol")  # with --username carol, as the hint says
+    assert carol.teammate("carol@acme") is not None

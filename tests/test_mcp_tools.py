@@ -1682,3 +1682,25 @@ def test_an_archived_thread_reads_the_same_through_the_tools(agent: AgentFactory
             assert "thread_terminal" in await fails(c, "accept_handoff", {"thread_id": tid})
 
     run(body)
+
+
+def test_a_message_on_a_thread_you_completed_is_thread_terminal_not_a_lost_race(
+        agent: AgentFactory) -> None:
+    """The relay moved on after bob completed the thread; his copy is behind, but a
+    closed thread in it is closed for good: nobody changed it meanwhile."""
+    alice, bob = agent("alice@acme"), agent("bob@acme", fresh_seconds=3600.0)
+
+    async def body() -> None:
+        async with Client(alice.server()) as a, Client(bob.server()) as b:
+            tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
+            bob.client.refresh(max_age=0)
+            await ok(b, "accept_handoff", {"thread_id": tid})
+            await ok(b, "complete_handoff", {"thread_id": tid, "result_summary": "Done."})
+            await ok(a, "handoff_to_teammate", handoff_args(summary="Something else"))
+            late = await fails(b, "send_message", {"thread_id": tid, "body": "one more"})
+            assert late.startswith("thread_terminal (-32007): "), late
+            typo = await fails(a, "handoff_to_teammate", handoff_args(to="bbo@acme"))
+            assert typo.startswith("recipient_not_found (-32004): ")
+            assert "Did you mean bob@acme?" in typo
+
+    run(body)

@@ -48,8 +48,9 @@ def test_a_valid_relay_passes_and_every_commit_is_counted(bench: Bench) -> None:
     assert report.refs == {MAIN: bench.seq() + 1, layout.inbox_ref(ALICE): 2}
     assert report.checked == bench.seq() + 1 + 2
     assert report.valid_until == bench.tip
-    assert report.text().splitlines()[-1] == (
-        f"OK: {report.checked} commits on 2 refs follow the relay's rules.")
+    assert report.text().splitlines()[-2:] == [
+        f"OK: {report.checked} commits on 2 refs follow the relay's rules.",
+        f"main is at {bench.tip} (what --expect-tip pins)"]
 
 
 def test_every_forged_commit_is_reported_with_its_rule_and_where_main_stops_being_valid(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from gitrelay.cli.common import (
     EXIT_INVALID,
@@ -25,13 +26,19 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from gitrelay.sync.verify import verify_relay
 
     relay = getattr(args, "relay", None)
+    pin = args.expect_tip
+    tip_file = Path(args.tip_file).expanduser() if args.tip_file else None
+    if pin is None and tip_file is not None and tip_file.is_file():
+        pin = tip_file.read_text().strip() or None
     progress = Progress()
     progress.update(f"verifying {relay or 'your relay'}: every commit against the rules…")
     try:
-        report = verify_relay(relay)
+        report = verify_relay(relay, expect_tip=pin)
     finally:
         progress.done()
     print(report.text())
+    if report.ok and tip_file is not None and report.tip:
+        tip_file.write_text(report.tip + "\n")  # the next run's pin
     return EXIT_OK if report.ok else EXIT_INVALID
 
 
@@ -102,6 +109,10 @@ def _cmd_status(args: argparse.Namespace) -> int:
             note(f"could not deliver: {exc.message}")
         else:
             note(f"delivered {report.delivered} operation(s), {len(report.refused)} refused")
+    if args.clear_refused:
+        cleared = mirror.clear_refused()
+        note(f"forgot {cleared} refused operation(s)" if cleared
+             else "no refused operations to forget")
     state = mirror.sync_state()
     pending = queued(mirror) if mirror.main() is not None else []
     refused = mirror.refused()
@@ -181,6 +192,11 @@ def register(commands: Commands) -> None:
     p = add("verify", _cmd_verify, "check a relay's whole history against the rules",
             "gitrelay verify ssh://git.acme.dev/relay.git")
     p.add_argument("relay", nargs="?", default=argparse.SUPPRESS, metavar="RELAY_URL")
+    p.add_argument("--expect-tip", metavar="COMMIT",
+                   help="a commit main must still contain (one you verified before)")
+    p.add_argument("--tip-file", metavar="PATH",
+                   help="pin to the commit in PATH if it exists; write main's commit there "
+                        "when all is well")
     p = add("archive", _cmd_archive, "move closed threads out of main's tree, so pushes "
             "stay fast as the relay grows (they read the same afterwards)",
             "gitrelay archive --older-than 14\ngitrelay archive --dry-run", json_flag=True,
@@ -197,6 +213,8 @@ def register(commands: Commands) -> None:
     p.add_argument("--deliver", action="store_true", help="deliver the outbox now")
     p.add_argument("--refused", type=at_least(1), default=10, metavar="N",
                    help="show the last N refused operations (default 10)")
+    p.add_argument("--clear-refused", action="store_true",
+                   help="forget the refused operations once you have seen them")
     p = add("doctor", _cmd_doctor, "check your setup and say how to fix each problem",
             "gitrelay doctor", json_flag=True)
     p.add_argument("--trust", help="trust file to check")

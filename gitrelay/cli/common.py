@@ -103,6 +103,13 @@ def trust_path(args: argparse.Namespace) -> Path:
 def delivery_text(result: WriteResult) -> str:
     if result.delivery == "delivered":
         return "delivered to the relay"
+    if result.unreachable:
+        from gitrelay.relay.render import one_line
+
+        return (f"the relay is unreachable ({one_line(result.unreachable, 200)}), so it is "
+                "queued in your outbox; it is delivered once the relay answers again, by "
+                "your next write, by `gitrelay status --deliver`, or within seconds by a "
+                "running `gitrelay mcp` (your agent's)")
     return ("queued in your outbox, not yet on the relay; it goes with your next write, "
             "or now with `gitrelay status --deliver`")
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 from gitrelay.cli.common import EXIT_OK, Commands, note, open_client, print_json, trust_path
-from gitrelay.core.errors import RelayError, RelayUnavailable
+from gitrelay.core.errors import InvalidArgument, RelayError, RelayUnavailable
 from gitrelay.core.vocab import DELIVERY_MODES
 
 
@@ -26,10 +27,16 @@ def _cmd_join(args: argparse.Namespace) -> int:
     from gitrelay.relay.render import Progress
 
     progress = Progress()
+
+    def confirm() -> None:
+        progress.done()
+        _confirm_switch(args.handle, args.force)
+
     try:
         cfg = join(args.relay, args.handle, name=args.name, role=args.role, email=args.email,
                    usernames=args.username or [], signing_key=args.signing_key,
-                   progress=lambda text: progress.update(f"joining as {args.handle}: {text}"))
+                   progress=lambda text: progress.update(f"joining as {args.handle}: {text}"),
+                   expect_tip=args.expect_tip, before_write=confirm)
         # The index now rather than in the agent's first check_inbox: on a long
         # history it takes seconds, which a tool call should not wait for.
         progress.update("indexing your inbox from the relay's history…")
@@ -48,6 +55,31 @@ def _cmd_join(args: argparse.Namespace) -> int:
     if index_problem is not None:
         note(f"your inbox index was not built ({index_problem}); `gitrelay inbox` builds it")
     return EXIT_OK
+
+
+def _confirm_switch(handle: str, force: bool) -> None:
+    """Joining as someone else than the configured handle switches who this machine
+    writes as: asked on a terminal, refused elsewhere, unless ``--force``."""
+    from gitrelay.core.ids import same_handle
+    from gitrelay.store.config import load_user_config
+
+    try:
+        current = load_user_config()
+    except RelayError:
+        return  # a broken config: join writes a good one
+    if current is None or same_handle(current.handle, handle) or force:
+        return
+    what = (f"this machine's config is {current.handle}'s (on {current.relay}); joining as "
+            f"{handle} switches it, and every later command and your agent then write as "
+            f"{handle}")
+    if sys.stdin.isatty() and sys.stderr.isatty():
+        print(f"gitrelay: {what}. Switch to {handle}? [y/N] ", end="", file=sys.stderr,
+              flush=True)
+        if input().strip().lower() in ("y", "yes"):
+            return
+    raise InvalidArgument(f"{what}; nothing was changed",
+                          hint="Pass --force to switch, or give the other person their own "
+                               "GITRELAY_HOME.", field="--as")
 
 
 def _index_inbox(relay: str, handle: str) -> str | None:
@@ -110,6 +142,8 @@ def _cmd_whoami(args: argparse.Namespace) -> int:
         print("  not registered on this relay: run `gitrelay join RELAY --as "
               f"{client.handle} --name NAME --role ROLE`")
     print(f"  relay   {client.relay_url} ({reach})")
+    if client.last_sync_error is not None and client.last_sync_error.hint:
+        print(f"  fix     {client.last_sync_error.hint}")
     print(f"  mirror  {client.mirror.path}")
     print(f"  config  {info['config'] or 'none (flags or the embedded default relay)'}")
     print(f"  trust   {info['trust_file']}")
@@ -139,6 +173,10 @@ def register(commands: Commands) -> None:
     p.add_argument("--email")
     p.add_argument("--username", action="append", help="your username on the git server")
     p.add_argument("--signing-key", help="SSH private key (or .pub with ssh-agent) to sign with")
+    p.add_argument("--expect-tip", metavar="COMMIT",
+                   help="a commit the relay's main must contain (from a teammate or CI)")
+    p.add_argument("--force", action="store_true",
+                   help="switch this machine's config to --as without asking")
     add("whoami", _cmd_whoami, "who you are, on which relay, with which files",
         "gitrelay whoami", json_flag=True).add_argument(
         "--trust", help="report this trust file instead of the default")

@@ -237,9 +237,19 @@ _RULE_ERRORS: dict[str, type[RelayError]] = {
 
 
 def error_for_rule(rule: str, message: str, **data: Any) -> RelayError:
-    """Build the error whose name is ``rule``, or a FormatError for format rules."""
+    """Build the error whose name is ``rule``, or a FormatError for format rules.
+
+    A rule's message and data can carry what a teammate wrote (a key, a file
+    name); whatever its builder did not quote is escaped and bounded here, so a
+    refusal stays one line of bounded length on every path it takes (the gate's
+    output, a client's sync warning, an agent's answer).
+    """
+    from gitrelay.core.terminal import one_line
+
     cls = ERRORS_BY_NAME.get(rule) or _RULE_ERRORS.get(rule, FormatError)
-    err = cls(message, rule=rule, **data)
+    safe: dict[str, Any] = {k: one_line(v, 500) if isinstance(v, str) else v
+                            for k, v in data.items()}
+    err = cls(one_line(message), rule=rule, **safe)
     return err
 
 

@@ -173,3 +173,71 @@ def stream_git(args: Sequence[str], *, git_dir: str | Path | None = None,
                                 env=dict(env) if env is not None else hermetic_env())
     except OSError:
         return None
+
+
+# ssh's own reasons, which git follows with "Could not read from remote repository."
+# (the line a person would otherwise see), and what fixes each. "{host}" is the host
+# as ssh names it, when it does.
+_SSH_REASONS: tuple[tuple[str, str], ...] = (
+    ("REMOTE HOST IDENTIFICATION HAS CHANGED",
+     "The host's ssh key changed since you last connected: ask whoever runs {host} "
+     "whether that is expected before you remove the old key (`ssh-keygen -R {host}`)"),
+    ("Host key verification failed",
+     "Your ssh does not know {host}'s host key yet, and gitrelay runs ssh with BatchMode=yes, "
+     "so it cannot ask: connect once yourself (`ssh -p PORT USER@HOST` with your relay "
+     "URL's parts), check the fingerprint with whoever runs the host and answer yes; then "
+     "run the command again"),
+    ("Connection refused",
+     "Nothing accepts ssh connections at {host}: check the host and port in the relay URL "
+     "and that the ssh server runs"),
+    ("Could not resolve hostname",
+     "Check the host name in the relay URL (and your network or VPN)"),
+    ("timed out",
+     "No answer from {host}: check your network or VPN and the port in the relay URL"),
+    ("No route to host",
+     "No route to {host}: check your network or VPN"),
+    ("Permission denied (publickey",
+     "The server refused your ssh key: check that it is loaded (`ssh-add -l`) and that "
+     "the git account on {host} has its public key"),
+)
+
+
+def git_failure(stderr: bytes | str) -> tuple[str, str]:
+    """The reason a git command failed and the fix, from its stderr.
+
+    The reason is git's first ``fatal:``/``error:`` line, preceded by ssh's own
+    line when ssh failed ("Host key verification failed.", "ssh: connect to host
+    ... Connection refused"): git alone says only "Could not read from remote
+    repository". The fix is "" when nothing more specific than the caller's own
+    advice is known.
+    """
+    text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    git_line = next((ln.split(": ", 1)[1] for ln in lines
+                     if ln.startswith(("fatal: ", "error: ")) and ": " in ln), None)
+    for needle, fix in _SSH_REASONS:
+        ssh_line = next((ln for ln in lines if needle in ln
+                         and not ln.startswith(("fatal: ", "error: "))), None)
+        if ssh_line is None:
+            continue
+        host = _ssh_host(lines) or "the relay's host"
+        reason = ssh_line.removeprefix("ssh: ")
+        if needle == "REMOTE HOST IDENTIFICATION HAS CHANGED":
+            reason = "the remote host's identification has changed"
+        if git_line and git_line not in reason:
+            reason = f"{reason} (git: {git_line})"
+        return reason, fix.format(host=host) + "."
+    return git_line or (lines[-1] if lines else "unknown error"), ""
+
+
+def _ssh_host(lines: list[str]) -> str | None:
+    """The host ssh names in its messages, if any."""
+    for line in lines:
+        for marker, end in (("connect to host ", " port "), ("host key is known for ", " "),
+                            ("Could not resolve hostname ", ":"), ("key for ", " has ")):
+            start = line.find(marker)
+            if start >= 0:
+                rest = line[start + len(marker):]
+                stop = rest.find(end)
+                return rest[:stop] if stop > 0 else rest.rstrip(".")
+    return None

@@ -62,7 +62,9 @@ def handle_problem(handle: object) -> str | None:
 def check_handle(handle: object, field: str = "handle") -> str:
     problem = handle_problem(handle)
     if problem is not None:
-        raise InvalidArgument(f"{field} {handle!r} {problem}.", field=field)
+        from gitrelay.core.terminal import quoted
+
+        raise InvalidArgument(f"{field} {quoted(handle)} {problem}.", field=field)
     assert isinstance(handle, str)
     return handle
 
@@ -155,9 +157,19 @@ def check_worker(value: object) -> str:
     return value
 
 
+# Crockford base 32 reads the letters it leaves out as the digits they look like.
+_MISREAD = str.maketrans("ILO", "110")
+
+
+def read_thread_ref(ref: str) -> str:
+    """A thread id or prefix as typed, the way Crockford base 32 reads it: any case,
+    ``I`` and ``L`` as ``1``, ``O`` as ``0``."""
+    return ref.strip().upper().translate(_MISREAD)
+
+
 def resolve_prefix(prefix: str, candidates: list[str]) -> str:
     """Resolve a short, case-insensitive thread id prefix among ``candidates``."""
-    wanted = prefix.strip().upper()
+    wanted = read_thread_ref(prefix)
     if not wanted or any(c not in CROCKFORD for c in wanted):
         raise ThreadNotFound(f"{prefix!r} is not a thread id or a prefix of one.")
     matches = sorted(c for c in candidates if c.startswith(wanted))

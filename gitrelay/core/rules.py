@@ -43,6 +43,7 @@ from gitrelay.core.objects import (
     TreeEntry,
     diff_trees,
 )
+from gitrelay.core.terminal import shown
 from gitrelay.core.threads import check_handoff, check_thread_action
 from gitrelay.core.view import RelayView
 
@@ -78,35 +79,35 @@ def _added_file(view_objs: Objects, commit: Commit,
     replaced = _replaces_operation(changes)
     for ch in changes:
         if ch.old is not None and ch.new is not None and not replaced:
-            raise refuse("append-only", f"commit {short} changes {ch.path}; relay files are "
+            raise refuse("append-only", f"commit {short} changes {shown(ch.path)}; relay files are "
                          "never changed once committed", commit=commit.oid, field=ch.path)
         if ch.new is None:
-            raise refuse("append-only", f"commit {short} deletes {ch.path}; relay files are "
+            raise refuse("append-only", f"commit {short} deletes {shown(ch.path)}; relay files are "
                          "never deleted (closed threads leave main's tree only through an "
                          "archive operation)", commit=commit.oid, field=ch.path)
     for ch in changes:
         assert ch.new is not None
         mode = ch.new.mode
         if mode == MODE_TREE:
-            raise refuse("layout", f"commit {short} adds an empty directory {ch.path}",
+            raise refuse("layout", f"commit {short} adds an empty directory {shown(ch.path)}",
                          commit=commit.oid, field=ch.path)
         if mode == MODE_LINK:
-            raise refuse("file-mode", f"commit {short} adds a symlink {ch.path}",
+            raise refuse("file-mode", f"commit {short} adds a symlink {shown(ch.path)}",
                          commit=commit.oid, field=ch.path)
         if mode == MODE_GITLINK:
-            raise refuse("file-mode", f"commit {short} adds a submodule {ch.path}",
+            raise refuse("file-mode", f"commit {short} adds a submodule {shown(ch.path)}",
                          commit=commit.oid, field=ch.path)
         if mode == MODE_EXEC:
-            raise refuse("file-mode", f"commit {short} adds an executable file {ch.path}",
+            raise refuse("file-mode", f"commit {short} adds an executable file {shown(ch.path)}",
                          commit=commit.oid, field=ch.path)
         if mode != MODE_BLOB:
-            raise refuse("file-mode", f"commit {short} adds {ch.path} with mode {mode}",
+            raise refuse("file-mode", f"commit {short} adds {shown(ch.path)} with mode {mode}",
                          commit=commit.oid, field=ch.path)
         if layout.classify(ch.path) is None:
-            raise refuse("layout", f"commit {short} adds {ch.path}, which has no place in the "
-                         "relay layout (docs/format.md)", commit=commit.oid, field=ch.path)
+            raise refuse("layout", f"commit {short} adds {shown(ch.path)}, which has no place "
+                         "in the relay layout (docs/format.md)", commit=commit.oid, field=ch.path)
     if len(changes) != 1:
-        paths = ", ".join(ch.path for ch in changes[:5]) or "nothing"
+        paths = ", ".join(shown(ch.path) for ch in changes[:5]) or "nothing"
         raise refuse("one-file-per-operation", f"commit {short} adds {len(changes)} files "
                      f"({paths}); an operation adds exactly one file", commit=commit.oid)
     entry = changes[0].new

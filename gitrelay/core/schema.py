@@ -15,6 +15,7 @@ import _json  # the C scanner behind json.loads; ``json`` itself would import ``
 
 from gitrelay.core.errors import FormatError
 from gitrelay.core.ids import handle_problem, is_key, is_thread_id, is_uuid, only
+from gitrelay.core.terminal import one_line, quoted, shown
 from gitrelay.core.vocab import (
     COMMAND_CHARS,
     ITEM_ID_CHARS,
@@ -103,7 +104,14 @@ def _worker(v: str) -> bool:
 
 
 class SchemaError(FormatError):
-    """A file that does not match its shape; ``field`` is the dotted location."""
+    """A file that does not match its shape; ``field`` is the dotted location.
+
+    Its message quotes the data it names (:func:`quoted`); what is left is kept to
+    one bounded line all the same.
+    """
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__(one_line(message), **data)
 
 
 # --- strict JSON -------------------------------------------------------------
@@ -113,7 +121,7 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise SchemaError(f"duplicate key {key!r}", rule="json", field=key)
+            raise SchemaError(f"duplicate key {quoted(key)}", rule="json", field=shown(key))
         out[key] = value
     return out
 
@@ -348,7 +356,7 @@ def handle() -> Check:
     def check(v: Any, loc: str, ctx: Ctx) -> None:
         problem = handle_problem(v)
         if problem:
-            _fail(loc, f"handle {v!r} {problem}")
+            _fail(loc, f"handle {quoted(v)} {problem}")
 
     return check
 
@@ -419,7 +427,7 @@ class Shape:
         prefix = f"{loc}." if loc else ""
         for name in v:
             if name not in self.required and name not in self.optional:
-                _fail(f"{prefix}{name}", "is not a known field")
+                _fail(f"{prefix}{shown(name)}", "is not a known field")
         for name, check in self.required.items():
             if name not in v:
                 _fail(f"{prefix}{name}", "is required")
@@ -539,7 +547,7 @@ def validate(kind: str, doc: Any, limits: Mapping[str, int] | None = None) -> di
     """Check ``doc`` against the shape of ``kind``; returns it on success."""
     if isinstance(doc, dict) and "format_version" in doc and doc["format_version"] != 1:
         raise SchemaError(
-            f"format_version {doc['format_version']!r} is not supported by this gitrelay "
+            f"format_version {shown(doc['format_version'])} is not supported by this gitrelay "
             "(it reads version 1); upgrade gitrelay", rule="format_version", field="format_version")
     SHAPES[kind](doc, "", Ctx(limits or DEFAULT_LIMITS))
     assert isinstance(doc, dict)

@@ -8,6 +8,7 @@ user's mirror and registers the teammate through the gate.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -15,13 +16,22 @@ from pathlib import Path
 
 import gitrelay
 from gitrelay.core import layout, schema
-from gitrelay.core.errors import ConfigError, InvalidArgument, RelayError
+from gitrelay.core.errors import (
+    ConfigError,
+    Forbidden,
+    InvalidArgument,
+    RelayError,
+    RelayUnavailable,
+    with_hint,
+)
 from gitrelay.core.ids import check_handle
 from gitrelay.core.ops import Op, now_iso
+from gitrelay.core.terminal import quoted
 from gitrelay.store.config import UserConfig, mirror_path, save_user_config
 from gitrelay.store.gitstore import Store
 from gitrelay.store.mirror import Mirror
 from gitrelay.sync.push import Syncer
+from gitrelay.sync.verify import check_pin, pin_problem
 
 PUSHER_ENV_DEFAULT = ["REMOTE_USER", "GL_USER", "GITEA_PUSHER_NAME", "GL_USERNAME",
                       "GITHUB_USER_LOGIN", "GITRELAY_SSH_USER"]
@@ -128,16 +138,76 @@ def normalize_relay_url(url: str) -> str:
     return url
 
 
+_NOT_YOURS = ("If you did not register it, someone else took your handle: do not use this "
+              "relay as it, and tell the relay's owner (docs/identity.md, \"A handle "
+              "registered by someone else\"). If you did, pass the same --username and "
+              "--signing-key as then.")
+
+
+def _check_usernames(handle: str, registered: Sequence[str], given: Sequence[str]) -> None:
+    """Refuse to take over a profile whose server usernames are not the joiner's."""
+    mine = {u.casefold() for u in given}
+    theirs = {str(u).casefold() for u in registered}
+    if mine == theirs:
+        return
+    listed = ", ".join(quoted(u) for u in registered)
+    if not mine:
+        raise Forbidden(f"{handle} is already registered on the relay with the server "
+                        f"username(s) {listed}; you gave none, so gitrelay cannot tell it "
+                        "is yours", hint="Run join again with --username <your server "
+                        "username> (each one you registered). " + _NOT_YOURS,
+                        field="usernames")
+    yours = ", ".join(quoted(u) for u in given)
+    if not theirs:
+        raise Forbidden(f"{handle} is already registered on the relay without server "
+                        f"usernames, not with yours ({yours})", hint=_NOT_YOURS,
+                        field="usernames")
+    others = [quoted(u) for u in registered if str(u).casefold() not in mine]
+    raise Forbidden(
+        f"{handle} is already registered on the relay with the server username(s) {listed}, "
+        f"not with yours ({yours})"
+        + (f"; {', '.join(others)} {'is' if len(others) == 1 else 'are'} not yours"
+           if others else ""),
+        hint=_NOT_YOURS, field="usernames")
+
+
+def _registration_error(err: RelayError, usernames: Sequence[str]) -> RelayError:
+    """The gate's refusal of a registration, with what to run instead when the relay
+    checks the pusher and the profile does not name them (a forgotten --username)."""
+    if err.data.get("rule") != "pusher" or "authenticated pusher" not in err.message:
+        return err
+    found = re.search(r"authenticated pusher ['\"]([^'\"]+)['\"]", err.message)
+    if found:
+        name = found.group(1)
+        names = " ".join(f"--username {u}" for u in [*usernames, name])
+        err.hint = with_hint(f"This relay checks who pushes, and the server knows you as "
+                             f"{name}: run join again with {names}.", err.hint)
+    elif "supplied none" not in err.message:
+        err.hint = with_hint("Run join again with --username <your server username>.",
+                             err.hint)
+    return err
+
+
 def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None = None,
          usernames: Sequence[str] = (), signing_key: str | None = None,
          save: bool = True, env: dict[str, str] | None = None,
-         progress: Callable[[str], None] | None = None) -> UserConfig:
+         progress: Callable[[str], None] | None = None,
+         expect_tip: str | None = None,
+         before_write: Callable[[], None] | None = None) -> UserConfig:
     """Make this user's mirror of ``relay_url`` and register them if needed.
 
     ``env``: extra environment for the ``git`` commands (e.g. ``GIT_SSH_COMMAND``).
     ``progress``: hears each step (fetching, checking a long history, registering).
+    ``expect_tip``: a commit the relay's (verified) main must contain, known from a
+    teammate or a CI job: a relay whose history was rewritten before this first
+    fetch is refused rather than trusted.
+    ``before_write``: called once the relay was read and checked, before anything is
+    registered or saved; it may raise to stop the join (the CLI asks there before
+    switching a configured machine to another handle).
     """
     check_handle(handle, "--as")
+    if expect_tip is not None:
+        check_pin(expect_tip)
     if not name.strip() or not role.strip():
         raise InvalidArgument("--name and --role must not be empty")
     relay_url = normalize_relay_url(relay_url)
@@ -152,10 +222,24 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
     say(f"fetching {relay_url}…")
     try:
         syncer.fetch()
+        problem = (pin_problem(path, expect_tip, mirror.relay_main())
+                   if expect_tip is not None else None)
+        if problem is not None:
+            raise RelayUnavailable(f"{relay_url} is not the relay you pinned: {problem}",
+                                   hint="Nothing was registered. Ask the relay's owner; "
+                                        "`gitrelay verify` lists what the relay holds.",
+                                   field="expect_tip")
     except RelayError:
-        if fresh:  # a mistyped or unreachable relay leaves no empty mirror behind
+        if fresh:  # a mistyped, unreachable or unpinned relay leaves no mirror behind
             shutil.rmtree(path, ignore_errors=True)
         raise
+    if before_write is not None:
+        try:
+            before_write()
+        except BaseException:
+            if fresh:
+                shutil.rmtree(path, ignore_errors=True)
+            raise
     existing = mirror.view().profile(handle)
     if existing is None:
         keys = [read_public_key(signing_key)] if signing_key else []
@@ -165,19 +249,26 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
                          handle=handle))
         report = syncer.deliver()
         if report.refused:
-            raise report.refused[0].error()
+            # Said here and now; the refused log need not repeat it in status and doctor.
+            mirror.clear_refused({r.key for r in report.refused})
+            raise _registration_error(report.refused[0].error(), usernames)
     elif existing["handle"] != handle:
         raise InvalidArgument(f"{existing['handle']} is already registered (handles ignore case)")
     else:
         # Joining again (a second machine, a lost config): the profile is what it
-        # is; the local config must be able to write as it.
+        # is; the local config must be able to write as it, and it must be this
+        # person's own, not one someone else registered under their handle.
         keys = existing.get("signing_keys", [])
         if keys and not signing_key:
             raise ConfigError(f"{handle} is registered with a signing key; pass "
                               "--signing-key with that key to join again")
         if signing_key and read_public_key(signing_key) not in keys:
-            raise ConfigError(f"{signing_key} is not one of {handle}'s registered signing keys",
-                              hint="Profiles never change; see docs/identity.md on keys.")
+            raise Forbidden(
+                f"{handle} is already registered on the relay "
+                + (f"with signing key(s) that are not yours ({signing_key} is not among them)"
+                   if keys else "without a signing key, and you join with one"),
+                hint=_NOT_YOURS, field="signing_key")
+        _check_usernames(handle, existing.get("usernames", []), usernames)
         name, role, email = existing["name"], existing["role"], existing.get("email")
     cfg = UserConfig(relay=relay_url, handle=handle, name=name, role=role, email=email,
                      signing_key=signing_key)

@@ -16,6 +16,7 @@ points' job.
 
 from __future__ import annotations
 
+import difflib
 import sys
 import time
 from collections.abc import Callable
@@ -29,17 +30,21 @@ from gitrelay.core.errors import (
     ConfigError,
     DuplicateIdempotencyKey,
     InvalidArgument,
+    InvalidTransition,
     NextStep,
+    RecipientNotFound,
     RelayError,
     RelayUnavailable,
     StateChanged,
     ThreadNotFound,
+    with_hint,
 )
 from gitrelay.core.ids import (
     check_handle,
     check_thread_id,
     new_key,
     new_message_id,
+    read_thread_ref,
     resolve_prefix,
     thread_id_for,
 )
@@ -73,8 +78,9 @@ FRESH_SECONDS = 2.0
 WAIT_SECONDS = 5.0
 DELIVERED, QUEUED = "delivered", "queued"
 # Refusals that a fresher copy of the relay may lift: retried once after a fetch.
-_STALE_RULES = {"recipient_not_found", "thread_not_found", "sequence", "invalid_transition",
-                "thread_terminal"}
+# Refusals a fresher copy may lift or explain. Not thread_terminal: a closed thread
+# in your own copy is closed for good, whoever closed it (no race was lost).
+_STALE_RULES = {"recipient_not_found", "thread_not_found", "sequence", "invalid_transition"}
 
 
 @dataclass
@@ -85,6 +91,8 @@ class WriteResult:
     thread_id: str | None
     doc: dict[str, Any]
     repeated: bool = False
+    # Why a write meant to be delivered stayed queued: the relay could not be reached.
+    unreachable: str | None = None
 
 
 @dataclass
@@ -262,7 +270,7 @@ class RelayClient:
 
     def resolve_thread(self, ref: str) -> str:
         """A full thread id from an id or a unique prefix."""
-        ref = ref.strip().upper()
+        ref = read_thread_ref(ref)
         if len(ref) == 26:
             return check_thread_id(ref)
         view = self.view()
@@ -407,11 +415,16 @@ class RelayClient:
                                    thread_id=op.thread_id) from again
         delivery = QUEUED
         doc = written.doc
+        unreachable = None
         if mode == "wait":
+            earlier_error = self.last_sync_error
             delivery = self._deliver_for(op)
             if delivery == DELIVERED:
                 doc = self._landed(op, doc)
-        result = WriteResult(op, written, delivery, op.thread_id, doc)
+            elif self.last_sync_error is not earlier_error \
+                    and isinstance(self.last_sync_error, RelayUnavailable):
+                unreachable = self.last_sync_error.message  # this delivery's failure
+        result = WriteResult(op, written, delivery, op.thread_id, doc, unreachable=unreachable)
         if self.on_written is not None:
             self.on_written(result)
         return result
@@ -493,6 +506,18 @@ class RelayClient:
         if proposed_action is not None:
             doc["proposed_action"] = proposed_action
         self._check_input("handoff", doc)
+        try:
+            return self._handoff(doc, tid, key, mode)
+        except RecipientNotFound as exc:
+            if exc.data.get("field") == "recipient":
+                near = _near_handle(to, [str(p["handle"]) for p in self.teammates()])
+                if near is not None:
+                    exc.hint = with_hint(f"Did you mean {near}?", exc.hint)
+                    exc.data["did_you_mean"] = near
+            raise
+
+    def _handoff(self, doc: dict[str, Any], tid: str, key: str, mode: str | None
+                 ) -> WriteResult:
         existing = self.mirror.view().thread(tid) if self.mirror.main() else None
         if existing is not None:
             if _same_handoff(existing.handoff, doc):
@@ -540,7 +565,13 @@ class RelayClient:
         doc: dict[str, Any] = {"format_version": layout.FORMAT_VERSION, "kind": kind,
                                "thread_id": tid, "by": self.handle, **fields, "at": now_iso()}
         self._check_input(kind, doc)
-        return self.write(Op(kind, doc, tid), mode=mode)
+        try:
+            return self.write(Op(kind, doc, tid), mode=mode)
+        except InvalidTransition as exc:
+            if kind == "complete" and exc.data.get("status") == PENDING:
+                exc.hint = with_hint("Accept it first, then complete it.",
+                                     exc.hint)
+            raise
 
     def accept(self, thread_id: str, *, session_id: str, mode: str | None = None) -> WriteResult:
         return self._transition("accept", thread_id, {"accepted_by_session": session_id}, mode)
@@ -556,6 +587,18 @@ class RelayClient:
         return self._transition("cancel", thread_id, {"reason": reason} if reason else {}, mode)
 
 
+def _near_handle(typed: str, handles: list[str]) -> str | None:
+    """The registered handle ``typed`` most likely meant: a close name on the same team,
+    else a close whole handle (``bob@acme.com`` for ``bob@acme``); None if none is."""
+    name, _, team = typed.casefold().partition("@")
+    by_name = {h.casefold().partition("@")[0]: h for h in handles
+               if h.casefold().partition("@")[2] == team}
+    near = difflib.get_close_matches(name, list(by_name), n=1, cutoff=0.6)
+    if near:
+        return by_name[near[0]]
+    by_handle = {h.casefold(): h for h in handles}
+    near = difflib.get_close_matches(typed.casefold(), list(by_handle), n=1, cutoff=0.8)
+    return by_handle[near[0]] if near else None
 
 
 def _same_handoff(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -106,6 +106,27 @@ def gate_checks(relay_url: str) -> list[Check]:
     return [Check("gate", "ok", f"{hook} runs gitrelay.hook.gate"), *housekeeping_checks(path)]
 
 
+def head_checks(relay_url: str, env: dict[str, str]) -> list[Check]:
+    """A note when the relay's HEAD is not main (gitolite and some forges make new
+    repositories with HEAD at master): a plain `git clone` then checks nothing out."""
+    from gitrelay.core.gitcli import run_git
+    from gitrelay.core.layout import MAIN_REF
+
+    proc = run_git(["ls-remote", "--symref", relay_url, "HEAD"], env=env, timeout=60.0)
+    if proc.returncode != 0:
+        return []  # unreadable: the relay check says why
+    lines = proc.stdout.decode(errors="replace").splitlines()
+    # No line at all: HEAD names a branch the relay does not have (an unborn master).
+    target = lines[0][len("ref: "):].split("\t")[0] if lines and lines[0].startswith("ref: ") \
+        else "a branch the relay does not have" if not lines else "no branch"
+    if target == MAIN_REF:
+        return []
+    return [Check("head", "note", f"the relay's HEAD points at {target}, not {MAIN_REF}: "
+                  "gitrelay works, but a plain `git clone` of the relay checks nothing out",
+                  f"on the server: git --git-dir <the relay> symbolic-ref HEAD {MAIN_REF} "
+                  "(gitolite: docs/deploying.md, \"gitolite\")")]
+
+
 # git's own threshold when gc.auto is not set.
 GIT_GC_AUTO_DEFAULT = 6700
 
@@ -187,11 +208,14 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
                 checks.append(Check("registered", "ok", f"{profile['handle']}: "
                                     f"{profile['name']} ({profile['role']})"))
             checks += archive_checks(client)
+            checks += head_checks(client.relay_url, client.syncer.env)
         except RelayError as exc:
             client_ok = client.mirror.main() is not None
             checks.append(Check("relay", "problem", f"cannot fetch: {exc.message}",
-                                "check the URL (`gitrelay whoami`) and your access: "
-                                f"git ls-remote {client.relay_url}"
+                                # ssh's own reason has its own fix
+                                (exc.hint if exc.data.get("cause") == "ssh" else
+                                 "check the URL (`gitrelay whoami`) and your access: "
+                                 f"git ls-remote {client.relay_url}")
                                 + ("; until then your local copy is used" if client_ok
                                    else "")))
         checks += gate_checks(client.relay_url)
@@ -208,8 +232,9 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
                                 f"senders: {rules.unknown_teammates.policy}"))
             checks += trust_typo_checks(client, rules)
         else:
-            checks.append(Check("trust", "note", f"no {trust_path}: the strict defaults apply, "
-                                "so nobody's handoffs are accepted until you list them",
+            checks.append(Check("trust", "problem", f"no {trust_path}: the strict defaults "
+                                "apply, so every handoff sent to you is refused until you "
+                                "list its sender",
                                 "list each teammate you trust with `gitrelay trust add "
                                 "HANDLE` (docs/trust.md)"))
 
@@ -233,5 +258,6 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
         refused = client.mirror.refused()
         if refused:
             checks.append(Check("refused", "note", f"{len(refused)} operation(s) were refused "
-                                "by the relay", "gitrelay status shows which and why"))
+                                "by the relay", "gitrelay status shows which and why; "
+                                "`gitrelay status --clear-refused` forgets them"))
     return checks

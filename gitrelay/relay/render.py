@@ -1,11 +1,11 @@
 """Text for people: tables, conversations, history lines and progress.
 
 Everything a teammate wrote passes through :func:`clean` before it reaches a
-terminal: escape sequences, other control characters and bidirectional
-overrides are shown as visible escapes (``\\x1b``), so a hostile teammate can
-neither colour, move, hide nor reorder what the reader sees. Agents get
-teammate text inside provenance fences instead (:mod:`gitrelay.relay.provenance`);
-people get it cleaned, unwrapped, as plain text.
+terminal: escape sequences, other control characters, bidirectional
+overrides and invisible tag characters are shown as visible escapes
+(``\\x1b``), so a hostile teammate can neither colour, move, hide nor
+reorder what the reader sees. Agents get teammate text inside provenance
+fences instead (:mod:`gitrelay.relay.provenance`); people get it cleaned, unwrapped, as plain text.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from gitrelay.core.terminal import char_class
+from gitrelay.core.terminal import char_class, visible
 
 if TYPE_CHECKING:
     from gitrelay.relay.client import ThreadView
@@ -30,8 +30,7 @@ SHORT_ID = 10
 
 
 def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return visible(match.group())
 
 
 def clean(text: object) -> str:

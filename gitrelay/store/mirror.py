@@ -415,6 +415,19 @@ class Mirror:
             os.close(fd)
         return rec
 
+    def clear_refused(self, keys: set[str] | None = None) -> int:
+        """Forget the refused operations with these keys (all when None), once their
+        owner has seen them; how many were forgotten."""
+        before = self.refused()
+        kept = [r for r in before if keys is not None and r.key not in keys]
+        if len(kept) == len(before):
+            return 0
+        tmp = self.refused_path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r.__dict__, sort_keys=True) + "\n" for r in kept))
+        os.replace(tmp, self.refused_path)
+        self._refused_key = None
+        return len(before) - len(kept)
+
     def refused(self) -> list[Refused]:
         """Every refused operation recorded in this mirror, oldest first.
 

@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from gitrelay.core import faults, layout
 from gitrelay.core.commits import commit_seq
@@ -30,7 +31,7 @@ from gitrelay.core.errors import (
     RelayUnavailable,
     error_for_rule,
 )
-from gitrelay.core.gitcli import hermetic_env, run_git
+from gitrelay.core.gitcli import git_failure, hermetic_env, run_git
 from gitrelay.core.objects import ZERO_OID, first_parent_chain
 from gitrelay.core.ops import now_iso
 from gitrelay.core.rules import check_inbox_commit
@@ -97,9 +98,11 @@ class Syncer:
                                  f"+{layout.MAIN_REF}:{FETCHED_MAIN}",
                                  f"+{layout.USERS_REF_PREFIX}*:{FETCHED_USERS}*")
         if code != 0:
-            self.mirror.update_sync_state(last_error=_last_line(err), last_error_at=time.time())
-            raise RelayUnavailable(f"cannot fetch from {self.url}: {_last_line(err)}",
-                                   hint="Check the relay URL and your access to it.")
+            reason, fix = git_failure(err)
+            self.mirror.update_sync_state(last_error=reason, last_error_at=time.time())
+            raise RelayUnavailable(f"cannot fetch from {self.url}: {reason}",
+                                   hint=fix or "Check the relay URL and your access to it.",
+                                   **_ssh_cause(fix))
         store = self.mirror.store
         fetched = store.ref(FETCHED_MAIN)
         if fetched is None:
@@ -312,9 +315,12 @@ class Syncer:
             # Another push moved the ref between our hook run and our ref update
             # ("failed to update ref", "cannot lock ref"): the same as non-fast-forward.
             return False
-        mirror.update_sync_state(last_error=_last_line(err or out), last_error_at=time.time())
-        raise RelayUnavailable(f"cannot push to {self.url}: {_last_line(err or out)}",
-                               hint="Your operations are queued and will be retried.")
+        reason, fix = git_failure(err or out)
+        mirror.update_sync_state(last_error=reason, last_error_at=time.time())
+        raise RelayUnavailable(f"cannot push to {self.url}: {reason}",
+                               hint=" ".join(filter(None, [fix, "Your operations are queued "
+                                                                "and will be retried."])),
+                               **_ssh_cause(fix))
 
 
 def probe(url: str, env: dict[str, str] | None = None) -> None:
@@ -326,9 +332,10 @@ def probe(url: str, env: dict[str, str] | None = None) -> None:
     proc = run_git(["ls-remote", "--heads", url, layout.MAIN_REF], env=hermetic_env(env),
                    timeout=60.0)
     if proc.returncode != 0:
-        raise RelayUnavailable(f"cannot fetch from {url}: "
-                               f"{_last_line(proc.stderr.decode(errors='replace'))}",
-                               hint="Check the relay URL and your access to it.")
+        reason, fix = git_failure(proc.stderr)
+        raise RelayUnavailable(f"cannot fetch from {url}: {reason}",
+                               hint=fix or "Check the relay URL and your access to it.",
+                               **_ssh_cause(fix))
     if not proc.stdout.strip():
         raise RelayUnavailable(f"{url} has no main branch: it is not a gitrelay relay",
                                hint="Create one with `gitrelay init`.")
@@ -364,3 +371,8 @@ def _last_line(text: str) -> str:
             if line.startswith(prefix):
                 return line[len(prefix):]
     return lines[-1] if lines else "unknown error"
+
+
+def _ssh_cause(fix: str) -> dict[str, Any]:
+    """The error data saying ssh itself failed, when git_failure found its fix."""
+    return {"cause": "ssh"} if fix else {}

@@ -27,9 +27,10 @@ from pathlib import Path
 from gitrelay.core import layout
 from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import ConfigError, InvalidArgument, RelayError, RelayUnavailable
-from gitrelay.core.gitcli import CatFile, hermetic_env, run_git
+from gitrelay.core.gitcli import CatFile, git_failure, hermetic_env, run_git
 from gitrelay.core.objects import Commit, Objects, first_parent_chain
 from gitrelay.core.rules import check_inbox_commit
+from gitrelay.core.terminal import shown
 from gitrelay.core.view import RelayView
 from gitrelay.sync.parallel import invalid_commits
 
@@ -64,6 +65,7 @@ class VerifyReport:
     refs: dict[str, int] = field(default_factory=dict)
     valid_until: str | None = None  # the last commit of main before its first problem
     truncated: bool = False
+    tip: str | None = None  # main's commit as read
 
     @property
     def ok(self) -> bool:
@@ -85,6 +87,8 @@ class VerifyReport:
                 f"{len(self.refs)} ref{'s' if len(self.refs) != 1 else ''}"
         if self.ok:
             lines.append(f"OK: {where} follow the relay's rules.")
+            if self.tip:
+                lines.append(f"main is at {self.tip} (what --expect-tip pins)")
             return "\n".join(lines)
         lines.append(f"PROBLEMS: {len(self.problems)}{'+' if self.truncated else ''} in {where}:")
         lines += [f"  {p.line()}" for p in self.problems]
@@ -96,27 +100,69 @@ class VerifyReport:
         return "\n".join(lines)
 
 
-def verify_relay(relay_url_or_path: str | None) -> VerifyReport:
+def verify_relay(relay_url_or_path: str | None, *, expect_tip: str | None = None
+                 ) -> VerifyReport:
     """Check a relay's whole history against the gate's rules.
 
     ``None`` means the configured relay (``gitrelay join``), else the embedded
-    default relay if there is one. Raises RelayUnavailable when the relay
-    cannot be read, ConfigError when none is configured.
+    default relay if there is one. ``expect_tip``: a commit main must still
+    contain (one verified before): a history rewritten since is a problem, even
+    when the new history follows every rule. Raises RelayUnavailable when the
+    relay cannot be read, ConfigError when none is configured.
     """
     relay = relay_url_or_path if relay_url_or_path is not None else _configured_relay()
     if not relay or relay.startswith("-"):
         raise InvalidArgument(f"{relay!r} is not a relay path or URL", field="relay")
+    if expect_tip is not None:
+        check_pin(expect_tip)
     git_dir = _local_git_dir(relay)
     if git_dir is not None:
-        return _verify_git_dir(relay, git_dir)
+        return _pinned(_verify_git_dir(relay, git_dir), git_dir, expect_tip)
     with tempfile.TemporaryDirectory(prefix="gitrelay-verify-") as tmp:
         clone = Path(tmp) / "relay.git"
         proc = run_git(["clone", "--mirror", "--quiet", "--", relay, str(clone)],
                        env=hermetic_env())
         if proc.returncode != 0:
-            raise RelayUnavailable(f"cannot clone {relay}: {_last_line(proc.stderr)}",
-                                   hint="Check the relay URL and your access to it.")
-        return _verify_git_dir(relay, clone)
+            reason, fix = git_failure(proc.stderr)
+            raise RelayUnavailable(f"cannot clone {relay}: {reason}",
+                                   hint=fix or "Check the relay URL and your access to it.")
+        return _pinned(_verify_git_dir(relay, clone), clone, expect_tip)
+
+
+def check_pin(pin: str, flag: str = "--expect-tip") -> str:
+    """``pin`` when it can name a commit (4-64 hex digits), else InvalidArgument."""
+    if not 4 <= len(pin) <= 64 or any(c not in "0123456789abcdefABCDEF" for c in pin):
+        raise InvalidArgument(f"{flag} {pin!r} is not a commit id (4-64 hex digits)",
+                              field="expect_tip")
+    return pin.lower()
+
+
+def pin_problem(git_dir: Path, pin: str, tip: str | None) -> str | None:
+    """Why main at ``tip`` does not contain the pinned commit ``pin``, or None when it
+    does (``pin`` is ``tip`` or one of its ancestors)."""
+    env = hermetic_env()
+    proc = run_git(["rev-parse", "--verify", "--quiet", f"{check_pin(pin)}^{{commit}}"],
+                   git_dir=git_dir, env=env)
+    full = proc.stdout.decode().strip() if proc.returncode == 0 else ""
+    rewritten = "its history was rewritten since that commit was verified, or the pin is wrong"
+    if not full:
+        return f"main does not contain the pinned commit {pin} (no such commit): {rewritten}"
+    if tip is None:
+        return f"the relay has no main to hold the pinned commit {full[:12]}"
+    if full == tip:
+        return None
+    proc = run_git(["merge-base", "--is-ancestor", full, tip], git_dir=git_dir, env=env)
+    if proc.returncode == 0:
+        return None
+    return f"main ({tip[:12]}) does not descend from the pinned commit {full[:12]}: {rewritten}"
+
+
+def _pinned(report: VerifyReport, git_dir: Path, pin: str | None) -> VerifyReport:
+    if pin is not None:
+        problem = pin_problem(git_dir, pin, report.tip)
+        if problem:
+            report.add(Problem(report.tip or "", "pin", problem))
+    return report
 
 
 def _configured_relay() -> str:
@@ -164,6 +210,7 @@ def _verify_git_dir(relay: str, git_dir: Path) -> VerifyReport:
     with CatFile(git_dir, env=env) as source:
         objs = Objects(source)
         main_tip = refs.get(layout.MAIN_REF)
+        report.tip = main_tip
         tip_commit = _verify_main(git_dir, objs, main_tip, report) if main_tip else None
         if main_tip is None:
             report.add(Problem("", "layout", f"the relay has no {layout.MAIN_REF}"))
@@ -172,9 +219,9 @@ def _verify_git_dir(relay: str, git_dir: Path) -> VerifyReport:
                 continue
             owner = layout.inbox_ref_owner(name)
             if owner is None:
-                report.add(Problem("", "ref-namespace", f"{name} is outside the relay's ref "
+                report.add(Problem("", "ref-namespace", f"{shown(name)} is outside the relay's ref "
                                    f"namespaces ({layout.MAIN_REF}, {layout.USERS_REF_PREFIX}"
-                                   f"<handle>/{layout.INBOX_REF_LEAF})", name))
+                                   f"<handle>/{layout.INBOX_REF_LEAF})", shown(name)))
             elif tip_commit is not None:
                 _verify_inbox(objs, name, owner, refs[name], tip_commit, report)
     return report

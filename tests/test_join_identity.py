@@ -1,0 +1,94 @@
+"""`gitrelay join` takes over an existing profile only when it is the joiner's own.
+
+GIVEN a relay without a gate where mallory pushed a profile under dana's handle
+(her server usernames or her signing key in it), WHEN the real dana joins, THEN
+the join is refused, says why and what to do, and nothing is saved; dana's
+own profile is joined again as before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gitrelay.core.errors import ConfigError, Forbidden
+from gitrelay.relay import admin
+from gitrelay.store.config import load_user_config
+from tests.forging import forge, keygen, profile_op, public_key, push
+
+
+@pytest.fixture
+def hookless(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    relay = admin.init_relay(tmp_path / "relay.git", name="acme", hook=False)
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "mallory"))
+    admin.join(str(relay), "mallory@acme", name="Mal Lory", role="intern", save=False)
+    return relay
+
+
+def squat(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **fields: object
+          ) -> None:
+    """mallory pushes a profile for dana@acme, as anyone with write access can here."""
+    from gitrelay.relay.client import RelayClient
+
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "mallory"))
+    mirror = RelayClient(str(relay), "mallory@acme").mirror
+    oid = forge(mirror, profile_op("dana@acme", **fields))  # type: ignore[arg-type]
+    assert push(mirror.path, str(relay), oid).returncode == 0
+
+
+def dana_joins(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+               **kwargs: object) -> admin.UserConfig:
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "dana"))
+    return admin.join(str(relay), "dana@acme", name="Dana Kim", role="design",
+                      **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_profile_holding_someone_elses_username_is_not_taken_over(
+        hookless: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    squat(hookless, tmp_path, monkeypatch, usernames=["mallory", "dana"])
+
+    with pytest.raises(Forbidden) as err:
+        dana_joins(hookless, tmp_path, monkeypatch, usernames=["dana"])
+
+    assert err.value.message == ('dana@acme is already registered on the relay with the '
+                                 'server username(s) "mallory", "dana", not with yours '
+                                 '("dana"); "mallory" is not yours')
+    assert "someone else took your handle" in err.value.hint
+    assert load_user_config() is None
+
+
+def test_a_profile_with_usernames_needs_them_to_join_again(
+        hookless: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dana_joins(hookless, tmp_path, monkeypatch, usernames=["dana"], save=False)
+
+    with pytest.raises(Forbidden) as err:
+        dana_joins(hookless, tmp_path, monkeypatch)
+    assert "you gave none" in err.value.message
+    assert err.value.hint.startswith("Run join again with --username")
+
+    again = dana_joins(hookless, tmp_path, monkeypatch, usernames=["Dana"])
+    assert again.handle == "dana@acme"
+
+
+def test_a_profile_with_a_key_that_is_not_yours_is_not_taken_over(
+        hookless: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mallory_key = keygen(tmp_path / "keys" / "mallory", "mallory@acme")
+    dana_key = keygen(tmp_path / "keys" / "dana", "dana@acme")
+    squat(hookless, tmp_path, monkeypatch, keys=[public_key(mallory_key)])
+
+    with pytest.raises(Forbidden) as err:
+        dana_joins(hookless, tmp_path, monkeypatch, signing_key=str(dana_key))
+    assert "with signing key(s) that are not yours" in err.value.message
+    with pytest.raises(ConfigError, match="pass --signing-key"):
+        dana_joins(hookless, tmp_path, monkeypatch)
+    assert load_user_config() is None
+
+
+def test_a_profile_without_a_key_is_not_taken_over_by_a_joiner_with_one(
+        hookless: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dana_key = keygen(tmp_path / "keys" / "dana", "dana@acme")
+    squat(hookless, tmp_path, monkeypatch)
+
+    with pytest.raises(Forbidden, match="without a signing key, and you join with one"):
+        dana_joins(hookless, tmp_path, monkeypatch, signing_key=str(dana_key))
