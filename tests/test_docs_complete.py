@@ -126,12 +126,13 @@ def check(ran: Ran) -> None:
 
 
 # What differs from one run of the examples to the next: the date and time the example
-# relay was built at, how long ago and how long something took, and the hash in a
-# mirror's folder name.
+# relay was built at, how long ago and how long something took, the hash in a
+# mirror's folder name, and a whole commit id (its commits carry the build time).
 VOLATILE = [(re.compile(r"\d{4}-\d\d-\d\d(?:[ T]\d\d:\d\d(?::\d\d(?:\.\d+)?)?Z)?"), "<when>"),
             (re.compile(r"\(\d+ s ago\)"), "(<n> s ago)"),
             (re.compile(r"\bin \d+(?:\.\d+)? s\b"), "in <n> s"),
-            (re.compile(r"(mirrors/[\w.-]+-)[0-9a-f]{12}(\.git)"), r"\1<hash>\2")]
+            (re.compile(r"(mirrors/[\w.-]+-)[0-9a-f]{12}(\.git)"), r"\1<hash>\2"),
+            (re.compile(r"\b[0-9a-f]{40}\b"), "<commit>")]
 
 
 def normalized(line: str, home: str = "") -> str:

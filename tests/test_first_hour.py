@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from gitrelay.core.errors import InvalidTransition, RecipientNotFound, ThreadTerminal
+from gitrelay.cli.wording import next_step_text as person_wording
+from gitrelay.core.errors import InvalidTransition, NextStep, RecipientNotFound, ThreadTerminal
+from gitrelay.mcp.wording import next_step_text as agent_wording
 from gitrelay.relay.client import RelayClient
 
 
@@ -40,7 +42,10 @@ def test_completing_a_pending_thread_says_to_accept_it_first(
         bob.complete(tid, result_summary="Done")
 
     assert "it is pending, and complete needs accepted" in err.value.message
-    assert err.value.hint.startswith("Accept it first (accept_handoff)")
+    assert err.value.next_step is NextStep.ACCEPT_FIRST
+    # Each front end words it for its audience: a tool for an agent, a command for a person.
+    assert agent_wording(err.value).startswith("Accept it first (accept_handoff)")
+    assert person_wording(err.value).startswith(f"Accept it first with `gitrelay accept {tid[:6]}`")
 
 
 def test_a_mistyped_recipient_gets_the_nearest_registered_handle(

@@ -46,6 +46,8 @@ def next_step_text(err: RelayError) -> str:
                 "unblocks them (docs/trust.md).")
     if step is NextStep.REINDEX:
         return "`gitrelay reindex` rebuilds it from the relay's history."
+    if step is NextStep.ACCEPT_FIRST:
+        return (f"Accept it first with `gitrelay accept {_thread(err)}`, then complete it.")
     if step is NextStep.JOIN:
         return "Register first with `gitrelay join RELAY --as HANDLE --name NAME --role ROLE`."
     return ""

@@ -41,6 +41,7 @@ class NextStep:
     UNBLOCK_SENDER: ClassVar[NextStep]       # the person may unblock the sender
     REINDEX: ClassVar[NextStep]              # rebuild the local inbox index
     JOIN: ClassVar[NextStep]                 # register on the relay first
+    ACCEPT_FIRST: ClassVar[NextStep]         # complete needs the thread accepted
 
     def __init__(self, value: str) -> None:
         self.value = value
@@ -52,7 +53,7 @@ class NextStep:
 NEXT_STEPS: tuple[NextStep, ...] = tuple(
     NextStep(name) for name in ("list_teammates", "check_inbox", "view_thread", "new_handoff",
                                 "new_key", "fix_intent_payload", "trust_sender",
-                                "unblock_sender", "reindex", "join"))
+                                "unblock_sender", "reindex", "join", "accept_first"))
 for _step in NEXT_STEPS:
     setattr(NextStep, _step.value.upper(), _step)
 

@@ -36,6 +36,7 @@ STEP_TEXT: dict[NextStep, str] = {
     NextStep.REINDEX: "The local inbox index could not be rebuilt; tell your user (gitrelay "
                       "reindex).",
     NextStep.JOIN: "Ask your user to register on the relay (gitrelay join).",
+    NextStep.ACCEPT_FIRST: "Accept it first (accept_handoff), then complete it.",
 }
 
 # What the agent can do after an error that is no step of the relay's: by name.

@@ -16,7 +16,6 @@ points' job.
 
 from __future__ import annotations
 
-import difflib
 import sys
 import time
 from collections.abc import Callable
@@ -32,12 +31,10 @@ from gitrelay.core.errors import (
     InvalidArgument,
     InvalidTransition,
     NextStep,
-    RecipientNotFound,
     RelayError,
     RelayUnavailable,
     StateChanged,
     ThreadNotFound,
-    with_hint,
 )
 from gitrelay.core.ids import (
     check_handle,
@@ -506,18 +503,6 @@ class RelayClient:
         if proposed_action is not None:
             doc["proposed_action"] = proposed_action
         self._check_input("handoff", doc)
-        try:
-            return self._handoff(doc, tid, key, mode)
-        except RecipientNotFound as exc:
-            if exc.data.get("field") == "recipient":
-                near = _near_handle(to, [str(p["handle"]) for p in self.teammates()])
-                if near is not None:
-                    exc.hint = with_hint(f"Did you mean {near}?", exc.hint)
-                    exc.data["did_you_mean"] = near
-            raise
-
-    def _handoff(self, doc: dict[str, Any], tid: str, key: str, mode: str | None
-                 ) -> WriteResult:
         existing = self.mirror.view().thread(tid) if self.mirror.main() else None
         if existing is not None:
             if _same_handoff(existing.handoff, doc):
@@ -569,8 +554,7 @@ class RelayClient:
             return self.write(Op(kind, doc, tid), mode=mode)
         except InvalidTransition as exc:
             if kind == "complete" and exc.data.get("status") == PENDING:
-                exc.hint = with_hint("Accept it first, then complete it.",
-                                     exc.hint)
+                exc.next_step = NextStep.ACCEPT_FIRST
             raise
 
     def accept(self, thread_id: str, *, session_id: str, mode: str | None = None) -> WriteResult:
@@ -586,19 +570,6 @@ class RelayClient:
                mode: str | None = None) -> WriteResult:
         return self._transition("cancel", thread_id, {"reason": reason} if reason else {}, mode)
 
-
-def _near_handle(typed: str, handles: list[str]) -> str | None:
-    """The registered handle ``typed`` most likely meant: a close name on the same team,
-    else a close whole handle (``bob@acme.com`` for ``bob@acme``); None if none is."""
-    name, _, team = typed.casefold().partition("@")
-    by_name = {h.casefold().partition("@")[0]: h for h in handles
-               if h.casefold().partition("@")[2] == team}
-    near = difflib.get_close_matches(name, list(by_name), n=1, cutoff=0.6)
-    if near:
-        return by_name[near[0]]
-    by_handle = {h.casefold(): h for h in handles}
-    near = difflib.get_close_matches(typed.casefold(), list(by_handle), n=1, cutoff=0.8)
-    return by_handle[near[0]] if near else None
 
 
 def _same_handoff(a: dict[str, Any], b: dict[str, Any]) -> bool:
