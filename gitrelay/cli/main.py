@@ -1146,6 +1146,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trust", help="trust file to check")
     add("reindex", _cmd_reindex, "rebuild your local inbox index from the relay's history "
         "(it is derived: this never loses anything)", "gitrelay reindex")
+    from gitrelay.cli.hosts import register
+    register(add)
     return parser
 
 
