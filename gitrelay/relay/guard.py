@@ -31,9 +31,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from gitrelay.relay.session import InProgress, SessionState, sessions_root
 
@@ -51,8 +50,7 @@ _RANK = {"deny": 3, "ask": 2, "allow": 1}
 Kind = Literal["allow", "ask", "deny"]
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """The guard's answer: ``kind`` None means no opinion (the host decides as usual)."""
 
     kind: Kind | None

@@ -32,9 +32,8 @@ import json
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from gitrelay.core.errors import ConfigError, RelayError
 from gitrelay.relay.guard import Decision, decide
@@ -58,15 +57,13 @@ _EVENT_NAMES = {"session-start": "SessionStart", "stop": "Stop", "pre-tool-use":
                 "post-tool-use": "PostToolUse", "wait": "Stop"}
 
 
-@dataclass
-class HookOutcome:
+class HookOutcome(NamedTuple):
     stdout: str = ""
     stderr: str = ""
     exit_code: int = 0
 
 
-@dataclass
-class HookInput:
+class HookInput(NamedTuple):
     raw: dict[str, Any]
     session_id: str
     cwd: str

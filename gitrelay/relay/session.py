@@ -36,7 +36,6 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,18 +72,23 @@ def check_session_id(session_id: object) -> str:
     return session_id
 
 
-@dataclass
 class InProgress:
-    """One handoff accepted in this session and not yet closed."""
+    """One handoff accepted in this session and not yet closed.
 
-    thread_id: str
-    sender: str
-    overlay: dict[str, Any]
-    test_commands: list[str]
-    trust_file: str
-    trust_stamp: list[int]
-    cwd: str
-    accepted_at: str
+    (Plain classes here, not dataclasses: importing :mod:`dataclasses` costs the guard
+    more than it takes to decide.)
+    """
+
+    __slots__ = ("accepted_at", "cwd", "overlay", "sender", "test_commands", "thread_id",
+                 "trust_file", "trust_stamp")
+
+    def __init__(self, *, thread_id: str, sender: str, overlay: dict[str, Any],
+                 test_commands: list[str], trust_file: str, trust_stamp: list[int], cwd: str,
+                 accepted_at: str) -> None:
+        self.thread_id, self.sender, self.overlay = thread_id, sender, overlay
+        self.test_commands, self.trust_file, self.trust_stamp = (test_commands, trust_file,
+                                                                 trust_stamp)
+        self.cwd, self.accepted_at = cwd, accepted_at
 
     def to_json(self) -> dict[str, Any]:
         return {"thread_id": self.thread_id, "sender": self.sender, "overlay": self.overlay,
@@ -114,14 +118,16 @@ class InProgress:
         return entry
 
 
-@dataclass
 class SessionState:
     """The whole file of one session."""
 
-    host: str
-    session_id: str
-    shown: dict[str, int] = field(default_factory=dict)
-    in_progress: list[InProgress] = field(default_factory=list)
+    __slots__ = ("host", "in_progress", "session_id", "shown")
+
+    def __init__(self, host: str, session_id: str, shown: dict[str, int] | None = None,
+                 in_progress: list[InProgress] | None = None) -> None:
+        self.host, self.session_id = host, session_id
+        self.shown: dict[str, int] = shown if shown is not None else {}
+        self.in_progress: list[InProgress] = in_progress if in_progress is not None else []
 
     def is_new(self, item_id: str, seq: int) -> bool:
         """True when this item at this seq was never shown to the session."""
