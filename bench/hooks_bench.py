@@ -140,14 +140,14 @@ def run(quick: bool = False, reps: int | None = None, log: suite.Log = print
 def _wait_for_waiter(folder: Path, proc: subprocess.Popen[str], session: str) -> None:
     """Hand the waiter its input, then return once it holds its lock (it is waiting)."""
     import fcntl
-    import hashlib
 
     assert proc.stdin is not None
     proc.stdin.write(json.dumps({"session_id": session, "cwd": "/", "hook_event_name": "Stop"}))
     proc.stdin.close()
     proc.stdin = None
-    digest = hashlib.sha256(session.encode()).hexdigest()[:32]
-    lock = folder / f"{digest}.wait.lock"
+    from gitrelay.relay.session import SessionStore
+
+    lock = SessionStore("claude", folder.parent).lock_path(session, "wait")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import subprocess
@@ -22,6 +21,7 @@ from mcp.client.stdio import stdio_client
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
 from gitrelay.relay.provenance import OPEN_PREFIX, extract_fenced, find_unfenced
+from gitrelay.relay.session import SessionStore
 
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
 BOB_TRUST = ("version: 1\nteammates:\n  alice@acme: {auto_write_paths: [docs/], "
@@ -69,8 +69,7 @@ class Bob:
                                                      tool_use_id="toolu_01"))
 
     def state_file(self, session: str) -> Path:
-        digest = hashlib.sha256(session.encode()).hexdigest()[:32]
-        return self.home / "sessions" / "claude" / f"{digest}.json"
+        return SessionStore("claude", self.home / "sessions").path(session)
 
 
 def held_by_other(lock: Path, proc: subprocess.Popen[str]) -> None:
@@ -252,3 +251,43 @@ def test_other_hooks_never_crash_the_turn_on_bad_input(bob: Bob) -> None:
 def test_an_empty_inbox_gives_no_context_at_all(bob: Bob) -> None:
     out = bob.hook("session-start", bob.event("SessionStart", "s1", source="startup"))
     assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
+
+
+def test_codex_and_cursor_get_the_answers_their_hooks_understand(
+        relay: Path, bob: Bob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tid = alice(relay, tmp_path).handoff(to="bob@acme", intent="inform", summary=SUMMARY,
+                                         artifacts=[DIFF]).thread_id
+    monkeypatch.setenv("GITRELAY_HOME", str(bob.home))
+    mine = RelayClient(str(relay), "bob@acme", writes="wait")
+    mine.refresh(max_age=0)
+
+    def hook(host: str, event: str, payload: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([GITRELAY, "hook", event, "--host", host],
+                              input=json.dumps(payload), capture_output=True, text=True,
+                              env=bob.env, timeout=60, check=False)
+
+    # Cursor names the session conversation_id and the folder workspace_roots.
+    cursor = {"conversation_id": "c1", "generation_id": "g1",
+              "workspace_roots": [str(bob.work)], "hook_event_name": "sessionStart"}
+    start = json.loads(hook("cursor", "session-start", cursor).stdout)
+    assert set(start) == {"additional_context"} and tid in start["additional_context"]
+    stop = hook("cursor", "stop", {**cursor, "conversation_id": "c2",
+                                   "hook_event_name": "stop", "status": "completed",
+                                   "loop_count": 0})
+    assert json.loads(stop.stdout) == {
+        "followup_message": "1 new handoff from alice@acme: call check_inbox"}
+
+    mine.accept(tid, session_id="codex-s1")
+    post = hook("codex", "post-tool-use", bob.event(
+        "PostToolUse", "x1", tool_name="mcp__gitrelay__accept_handoff",
+        tool_input={"thread_id": tid}, tool_response="not the answer's JSON", turn_id="t1"))
+    assert post.returncode == 0, post.stderr
+    edit = {"tool_name": "apply_patch", "tool_input": {"command": (
+        "*** Begin Patch\n*** Update File: src/x.py\n@@\n-a\n+b\n*** End Patch\n")}}
+    asked = hook("codex", "pre-tool-use", bob.event("PreToolUse", "x1", turn_id="t1", **edit))
+    out = json.loads(asked.stdout)["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny" and "cannot ask" in out["permissionDecisionReason"]
+    inside = {"tool_name": "apply_patch", "tool_input": {"command": (
+        "*** Begin Patch\n*** Add File: docs/new.md\n+hello\n*** End Patch\n")}}
+    allowed = hook("codex", "pre-tool-use", bob.event("PreToolUse", "x1", **inside))
+    assert (allowed.returncode, allowed.stdout, allowed.stderr) == (0, "", "")

@@ -3,7 +3,8 @@
 A coding host (Claude Code, Codex, Cursor) runs ``gitrelay hook EVENT`` at points
 of its session. Those processes are short-lived, so what one learns the next needs
 is kept in one small JSON file per session, outside the workspace, under
-``$GITRELAY_HOME/sessions/<host>/<digest of the session id>.json``::
+``$GITRELAY_HOME/sessions/<host>/<session id>.json`` (a digest of it when the id is
+not a plain name)::
 
     {"format_version": 1, "host": "claude", "session_id": "...",
      "shown": {"<item_id>": <seq>, ...},
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -55,6 +55,7 @@ HOSTS = ("claude", "codex", "cursor")
 MAX_SHOWN = 5_000          # remembered (item, seq) pairs per session; the oldest go first
 _SESSION_ID_MAX = 500
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
 
 
 def sessions_root() -> Path:
@@ -198,8 +199,14 @@ class SessionStore:
         self.dir = (root or sessions_root()) / host
 
     def path(self, session_id: str) -> Path:
-        digest = hashlib.sha256(check_session_id(session_id).encode()).hexdigest()[:32]
-        return self.dir / f"{digest}.json"
+        """The state file: named by the id itself when it is a plain name (hosts use
+        UUIDs), else by its digest."""
+        check_session_id(session_id)
+        if _PLAIN_ID.fullmatch(session_id):
+            return self.dir / f"{session_id}.json"
+        import hashlib  # only for unusual ids: importing it costs the guard milliseconds
+
+        return self.dir / f"h-{hashlib.sha256(session_id.encode()).hexdigest()[:32]}.json"
 
     def lock_path(self, session_id: str, what: str) -> Path:
         return self.path(session_id).with_suffix(f".{what}.lock")
