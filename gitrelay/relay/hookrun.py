@@ -37,7 +37,13 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from gitrelay.core.errors import ConfigError, RelayError
 from gitrelay.relay.guard import Decision, decide
-from gitrelay.relay.session import InProgress, SessionState, SessionStore, check_session_id
+from gitrelay.relay.session import (
+    InProgress,
+    SessionState,
+    SessionStore,
+    check_session_id,
+    inbox_stamp,
+)
 
 if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient
@@ -47,7 +53,8 @@ __all__ = ["EVENTS", "HookOutcome", "run_hook"]
 
 EVENTS = ("session-start", "stop", "wait", "post-tool-use", "pre-tool-use")
 EXIT_BLOCK = 2          # Claude Code and Codex: block (or wake), stderr is the reason
-MAX_LISTED = 20         # items listed at session start; the rest are counted
+MAX_LISTED = 10         # items listed at session start; the rest are counted
+MAX_CONTEXT = 9_000     # characters of start context (Claude Code keeps 10,000 of a hook's)
 WAIT_DEFAULT = 3000.0   # seconds the waiter waits before leaving quietly
 _NOUNS = {"assignment": ("handoff", "handoffs"), "reply": ("reply", "replies"),
           "task_update": ("update", "updates"),
@@ -123,6 +130,8 @@ def _headline(items: list[InboxItem]) -> str:
 
 
 def _context(client: RelayClient, items: list[InboxItem]) -> str:
+    """The start context: a line per item with its summary fenced, as many as fit in
+    :data:`MAX_CONTEXT` characters (hosts cap what a hook may add), then a count."""
     from gitrelay.relay.provenance import Fence
 
     listed = items[:MAX_LISTED]
@@ -130,13 +139,20 @@ def _context(client: RelayClient, items: list[InboxItem]) -> str:
     lines = [f"gitrelay: {len(items)} unread item(s) in the inbox of {client.handle} "
              "(from the local copy of the relay). check_inbox lists them, view_thread "
              "reads one; each summary below is the teammate's text."]
+    size = len(lines[0])
+    shown = 0
     for i in listed:
-        lines.append(f"- {_NOUNS.get(i.kind, ('item',))[0]} from {i.sender.handle} on thread "
-                     f"{i.thread_id} ({i.status}, seq {i.seq}), summary:")
-        lines.append(fence.wrap(i.summary_preview, sender=i.thread_sender or i.sender.handle,
-                                field="summary_preview").rstrip("\n"))
-    if len(items) > len(listed):
-        lines.append(f"- and {len(items) - len(listed)} more")
+        entry = (f"- {_NOUNS.get(i.kind, ('item',))[0]} from {i.sender.handle} on thread "
+                 f"{i.thread_id} ({i.status}, seq {i.seq}), summary:\n"
+                 + fence.wrap(i.summary_preview, sender=i.thread_sender or i.sender.handle,
+                              field="summary_preview").rstrip("\n"))
+        if size + len(entry) + 40 > MAX_CONTEXT:
+            break
+        lines.append(entry)
+        size += len(entry) + 1
+        shown += 1
+    if len(items) > shown:
+        lines.append(f"- and {len(items) - shown} more")
     return "\n".join(lines)
 
 
@@ -162,11 +178,13 @@ def _session_start(host: str, hook: HookInput, store: SessionStore) -> HookOutco
     client = _local_client()
     if client is None:
         return HookOutcome()
+    stamp = inbox_stamp(str(client.mirror.path))
     items = _unread(client)
     with store.update(hook.session_id) as state:
         _prune_closed(client, state)
         if items:
             state.mark_shown([(i.item_id, i.seq) for i in items])
+        state.inbox_stamp = stamp
     if not items:
         return HookOutcome()
     text = _context(client, items)
@@ -182,14 +200,20 @@ def _stop(host: str, hook: HookInput, store: SessionStore) -> HookOutcome:
     if host == "cursor" and isinstance(hook.raw.get("loop_count"), int) \
             and hook.raw["loop_count"] > 0:
         return HookOutcome()
+    known = store.read(hook.session_id)
+    if known is not None and known.inbox_stamp \
+            and inbox_stamp(str(known.inbox_stamp[0])) == known.inbox_stamp:
+        return HookOutcome()  # the local copy has not changed since the last look
     client = _local_client()
     if client is None:
         return HookOutcome()
+    stamp = inbox_stamp(str(client.mirror.path))
     items = _unread(client)
     with store.update(hook.session_id) as state:
         _prune_closed(client, state)
         new = [i for i in items if state.is_new(i.item_id, i.seq)]
         state.mark_shown([(i.item_id, i.seq) for i in new])
+        state.inbox_stamp = stamp
     if not new:
         return HookOutcome()
     line = _headline(new)

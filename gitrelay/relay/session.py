@@ -47,6 +47,7 @@ __all__ = [
     "InProgress",
     "SessionState",
     "SessionStore",
+    "inbox_stamp",
     "sessions_root",
 ]
 
@@ -122,13 +123,17 @@ class InProgress:
 class SessionState:
     """The whole file of one session."""
 
-    __slots__ = ("host", "in_progress", "session_id", "shown")
+    __slots__ = ("host", "in_progress", "inbox_stamp", "session_id", "shown")
 
     def __init__(self, host: str, session_id: str, shown: dict[str, int] | None = None,
-                 in_progress: list[InProgress] | None = None) -> None:
+                 in_progress: list[InProgress] | None = None,
+                 inbox_stamp: list[Any] | None = None) -> None:
         self.host, self.session_id = host, session_id
         self.shown: dict[str, int] = shown if shown is not None else {}
         self.in_progress: list[InProgress] = in_progress if in_progress is not None else []
+        # The local copy as of the last full look (see inbox_stamp): while it is the
+        # same, nothing new can have arrived, and a stop answers without reading it.
+        self.inbox_stamp: list[Any] = inbox_stamp if inbox_stamp is not None else []
 
     def is_new(self, item_id: str, seq: int) -> bool:
         """True when this item at this seq was never shown to the session."""
@@ -154,7 +159,8 @@ class SessionState:
     def to_json(self) -> dict[str, Any]:
         return {"format_version": FORMAT_VERSION, "host": self.host,
                 "session_id": self.session_id, "shown": self.shown,
-                "in_progress": [e.to_json() for e in self.in_progress]}
+                "in_progress": [e.to_json() for e in self.in_progress],
+                "inbox_stamp": self.inbox_stamp}
 
     @classmethod
     def parse(cls, text: str, path: Path) -> SessionState:
@@ -183,9 +189,35 @@ class SessionState:
         if not isinstance(host, str) or not isinstance(session_id, str):
             raise ConfigError(f"the session state {path} has no host or session_id",
                               path=str(path), field="session_id")
+        stamp = raw.get("inbox_stamp", [])
+        if not isinstance(stamp, list):
+            raise ConfigError(f"the session state {path}: 'inbox_stamp' must be a list",
+                              path=str(path), field="inbox_stamp")
         return cls(host=host, session_id=session_id, shown=dict(shown),
                    in_progress=[InProgress.from_json(e, f"in_progress[{n}]")
-                                for n, e in enumerate(progress)])
+                                for n, e in enumerate(progress)], inbox_stamp=stamp)
+
+
+def inbox_stamp(mirror: str) -> list[Any]:
+    """What changes whenever an inbox item can: the local copy's ``main`` (every item's
+    ``seq`` comes from a commit on it) and the record of refused operations. Read with
+    the standard library alone (a loose ref, else ``packed-refs``)."""
+    root = Path(mirror)
+    tip = ""
+    try:
+        tip = (root / "refs" / "heads" / "main").read_text().strip()
+    except FileNotFoundError:
+        with contextlib.suppress(FileNotFoundError):
+            for line in (root / "packed-refs").read_text().splitlines():
+                if line.endswith(" refs/heads/main"):
+                    tip = line.split(" ", 1)[0]
+                    break
+    try:
+        st = os.stat(root / "gitrelay-refused.jsonl")
+        refused = [st.st_size, st.st_mtime_ns]
+    except FileNotFoundError:
+        refused = []
+    return [mirror, tip, refused]
 
 
 class SessionStore:
