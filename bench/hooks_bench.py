@@ -86,16 +86,8 @@ def run(quick: bool = False, reps: int | None = None, log: suite.Log = print
     env = {**os.environ, "GITRELAY_HOME": str(home), "HOME": str(root / "user-home"),
            "GITRELAY_TRUST": str(trust)}
 
-    def timed(event: str, payloads: list[dict[str, Any]]) -> list[float]:
-        _hook(env, event, payloads[0])  # warm the page cache
-        return [_hook(env, event, p)[0] for p in payloads]
-
-    log(f"measuring the hooks {reps} times each on {relay}")
-    starts = timed("session-start", [_event("SessionStart", f"start-{n}", work, source="startup")
-                                     for n in range(reps + 1)])
-    _hook(env, "session-start", _event("SessionStart", "steady", work, source="startup"))
-    stops = timed("stop", [_event("Stop", "steady", work, stop_hook_active=False)] * (reps + 1))
     tid = str(accepted[0][0])
+    _hook(env, "session-start", _event("SessionStart", "steady", work, source="startup"))
     _hook(env, "post-tool-use", _event(
         "PostToolUse", "steady", work, tool_name="mcp__gitrelay__accept_handoff",
         tool_input={"thread_id": tid}, tool_response={"thread_id": tid}))
@@ -104,9 +96,24 @@ def run(quick: bool = False, reps: int | None = None, log: suite.Log = print
     probe = _hook(env, "pre-tool-use", _event("PreToolUse", "steady", work, **edit))[1]
     if '"ask"' not in probe.stdout:
         raise RuntimeError(f"the guard did not ask: {probe.stdout!r} {probe.stderr!r}")
-    guarded = timed("pre-tool-use", [_event("PreToolUse", "steady", work, **edit)] * (reps + 1))
-    idle = timed("pre-tool-use", [_event("PreToolUse", "idle", work, **edit)] * (reps + 1))
-    floor = _floor(reps)
+    _hook(env, "stop", _event("Stop", "steady", work, stop_hook_active=False))
+
+    log(f"measuring the hooks {reps} times each, interleaved, on {relay}")
+    times: dict[str, list[float]] = {k: [] for k in ("start", "stop", "guarded", "idle",
+                                                    "floor")}
+    for n in range(reps):  # interleaved, so that a busy machine slows each alike
+        times["floor"] += _floor(1)
+        times["start"].append(_hook(env, "session-start", _event(
+            "SessionStart", f"start-{n}", work, source="startup"))[0])
+        times["stop"].append(_hook(env, "stop", _event("Stop", "steady", work,
+                                                       stop_hook_active=False))[0])
+        times["guarded"].append(_hook(env, "pre-tool-use",
+                                      _event("PreToolUse", "steady", work, **edit))[0])
+        times["idle"].append(_hook(env, "pre-tool-use",
+                                   _event("PreToolUse", "idle", work, **edit))[0])
+    inside = _in_process(env, reps, {
+        "start": ("session-start", _event("SessionStart", "inside", work, source="startup")),
+        "guarded": ("pre-tool-use", _event("PreToolUse", "steady", work, **edit))})
 
     wakes = []
     sender = suite.client_for(relay, sender_home, other)
@@ -125,16 +132,49 @@ def run(quick: bool = False, reps: int | None = None, log: suite.Log = print
         wakes.append(time.perf_counter() - sent)
         if waiter.returncode != 2:
             raise RuntimeError(f"the waiter left without waking: {err!r}")
+    floor = times["floor"]
     return [
-        suite.ms_figure(section, "session-start hook (a new session)", starts),
-        suite.ms_figure(section, "stop hook (nothing new)", stops),
-        suite.ms_figure(section, "pre-tool-use guard, handoff in progress",
-                        guarded, limit=GOAL_PRE_TOOL_USE_MS),
-        suite.ms_figure(section, "pre-tool-use guard, nothing in progress", idle,
+        suite.ms_figure(section, "session-start hook (a new session)", times["start"]),
+        suite.ms_figure(section, "session-start, the work alone (in one process)",
+                        inside["start"]),
+        suite.ms_figure(section, "stop hook (nothing new)", times["stop"]),
+        suite.ms_figure(section, "pre-tool-use guard, handoff in progress", times["guarded"],
                         limit=GOAL_PRE_TOOL_USE_MS),
-        suite.ms_figure(section, "floor: the interpreter starting", floor),
+        suite.ms_figure(section, "pre-tool-use guard, nothing in progress", times["idle"],
+                        limit=GOAL_PRE_TOOL_USE_MS),
+        suite.ms_figure(section, "pre-tool-use, the decision alone (in one process)",
+                        inside["guarded"]),
+        suite.ms_figure(section, "floor: the interpreter starting and exiting", floor),
         suite.ms_figure(section, "wake-up: handoff delivered to waiter exit", wakes),
     ]
+
+
+def _in_process(env: dict[str, str], reps: int, calls: dict[str, tuple[str, dict[str, Any]]]
+                ) -> dict[str, list[float]]:
+    """Each hook's work without starting Python and importing gitrelay: run in this
+    process after one warm-up call."""
+    from gitrelay.relay.hookrun import run_hook
+
+    saved = {k: os.environ.get(k) for k in ("GITRELAY_HOME", "GITRELAY_TRUST", "HOME")}
+    os.environ.update({k: env[k] for k in saved})
+    try:
+        out: dict[str, list[float]] = {}
+        for name, (event, payload) in calls.items():
+            text = json.dumps(payload)
+            run_hook("claude", event, text)
+            samples = []
+            for _ in range(reps):
+                started = time.perf_counter()
+                run_hook("claude", event, text)
+                samples.append(time.perf_counter() - started)
+            out[name] = samples
+        return out
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _wait_for_waiter(folder: Path, proc: subprocess.Popen[str], session: str) -> None:
