@@ -60,12 +60,12 @@ def _floor(reps: int) -> list[float]:
     return out
 
 
-def run(quick: bool = False, reps: int | None = None, log: suite.Log = print
-        ) -> list[suite.Figure]:
+def run(quick: bool = False, reps: int | None = None, log: suite.Log = print,
+        work: Path | None = None) -> list[suite.Figure]:
     size = QUICK_SIZE if quick else FULL_SIZE
     reps = reps or (10 if quick else 100)
     section = f"hooks ({size[0]:,} threads)"
-    root = Path(tempfile.mkdtemp(prefix="gitrelay-hooks-bench-"))
+    root = work or Path(tempfile.mkdtemp(prefix="gitrelay-hooks-bench-"))
     suite.hermetic_environment(root)
     ws = suite.Workspace(root, log)
     relay, info = ws.relay(size)
@@ -81,7 +81,7 @@ def run(quick: bool = False, reps: int | None = None, log: suite.Log = print
     with suite.gitrelay_home(home):
         save_user_config(UserConfig(relay=str(relay), handle=me, writes="wait"))
     trust = suite.trust_file(home, info.team)
-    work = root / "work"
+    work = root / "work-tree"
     (work / ".git").mkdir(parents=True)
     env = {**os.environ, "GITRELAY_HOME": str(home), "HOME": str(root / "user-home"),
            "GITRELAY_TRUST": str(trust)}

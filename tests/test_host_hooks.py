@@ -291,3 +291,17 @@ def test_codex_and_cursor_get_the_answers_their_hooks_understand(
         "*** Begin Patch\n*** Add File: docs/new.md\n+hello\n*** End Patch\n")}}
     allowed = hook("codex", "pre-tool-use", bob.event("PreToolUse", "x1", **inside))
     assert (allowed.returncode, allowed.stdout, allowed.stderr) == (0, "", "")
+
+
+def test_the_hooks_bench_measures_every_figure_on_a_small_relay(tmp_path: Path) -> None:
+    from bench import hooks_bench
+
+    saved = dict(os.environ)
+    try:
+        figures = hooks_bench.run(quick=True, reps=2, log=lambda line: None, work=tmp_path)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert [f.median is not None and f.median > 0 for f in figures] == [True] * 8
+    assert {f.name for f in figures if f.limit == hooks_bench.GOAL_PRE_TOOL_USE_MS} == {
+        "pre-tool-use guard, handoff in progress", "pre-tool-use guard, nothing in progress"}
