@@ -207,6 +207,14 @@ def test_a_session_sees_its_inbox_is_nudged_once_wakes_and_is_held_to_the_overla
                         ) == "deny"
         assert decision(bob.pre("s1", "Write", {"file_path": str(bob.state_file("s1")),
                                                  "content": "{}"})) == "deny"
+        (bob.work / "docs").mkdir()
+        (bob.work / "docs" / "trust-link.yaml").symlink_to(bob.trust)
+        assert decision(bob.pre("s1", "Write", {"file_path": str(bob.work / "docs" /
+                                                                 "trust-link.yaml"),
+                                                 "content": "version: 1\n"})) == "deny"
+        assert decision(bob.pre("s1", "Bash", {
+            "command": "gitrelay trust add alice@acme --write src/"})) == "deny"
+        assert decision(bob.pre("s1", "Bash", {"command": "cd ~/.agentrelay && ls"})) == "deny"
         assert decision(bob.pre("s1", "Read", {"file_path": str(bob.work / "README.md")})
                         ) is None
         # Another session of bob's accepted nothing: the guard leaves it alone.

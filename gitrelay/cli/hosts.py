@@ -33,6 +33,8 @@ def _cmd_setup(args: argparse.Namespace) -> int:
               f" ({', '.join(str(c.path) for c in changes) or 'nothing to remove'})")
     elif not args.remove:
         print(f"Restart {args.host} to load it; docs/agents.md says what it gets.")
+        if args.host == "codex":
+            print("Codex runs new hooks only once you trust them: open /hooks in Codex.")
     return 0
 
 

@@ -131,12 +131,31 @@ def trust_file_now() -> str:
                else Path.home() / ".agentrelay" / "trust.yaml")
 
 
+_SETTINGS = (".claude/settings", ".claude.json", ".codex/hooks.json", ".codex/config.toml",
+             ".cursor/hooks.json")
+# Commands that change the trust file or the hooks through gitrelay itself.
+_GITRELAY_EDITS = re.compile(r"\bgitrelay\b.*\b(?:trust\s+(?:add|block|remove)|setup)\b",
+                             re.DOTALL)
+
+
+def protected_paths(trust_files: Iterable[str]) -> list[str]:
+    """The files and folders no tool may touch while a handoff is in progress, resolved:
+    the trust files, the default trust folder, the sessions' state and the hosts'
+    settings in the home folder."""
+    home = Path.home()
+    paths = [*trust_files, str(home / ".agentrelay"), str(sessions_root()),
+             str(home / ".claude" / "settings.json"), str(home / ".claude.json"),
+             str(home / ".codex" / "hooks.json"), str(home / ".codex" / "config.toml"),
+             str(home / ".cursor" / "hooks.json")]
+    return sorted({os.path.realpath(Path(p).expanduser()) for p in paths})
+
+
 def protected_markers(trust_files: Iterable[str]) -> list[str]:
     """Strings that, found in any text of a tool call, mean it touches the trust file,
     the session state or a host's settings."""
     home = str(Path.home())
     markers: set[str] = set()
-    for raw in [*trust_files, str(sessions_root())]:
+    for raw in [*trust_files, str(Path(home) / ".agentrelay"), str(sessions_root())]:
         path = Path(raw).expanduser()
         for form in {str(path), os.path.realpath(path)}:
             markers.add(form)
@@ -144,9 +163,23 @@ def protected_markers(trust_files: Iterable[str]) -> list[str]:
                 markers.add("~" + form[len(home):])
                 markers.add("$HOME" + form[len(home):])
         markers.add(f"{path.parent.name}/{path.name}")
-    markers.update((".claude/settings", ".claude.json", ".codex/hooks.json",
-                    ".codex/config.toml", ".cursor/hooks.json"))
+    markers.update(_SETTINGS)
     return sorted(m for m in markers if m.strip("/"))
+
+
+def _path_hits(tool_input: dict[str, Any], cwd: str, protected: list[str]) -> str | None:
+    """A protected file the call's path arguments lead to, symbolic links followed (a
+    link in the work tree to the trust file is the trust file)."""
+    for key in ("file_path", "notebook_path", "path"):
+        value = tool_input.get(key)
+        if not isinstance(value, str) or not value:
+            continue
+        full = os.path.expanduser(value)
+        real = os.path.realpath(full if os.path.isabs(full) else os.path.join(cwd or ".", full))
+        for target in protected:
+            if real == target or real.startswith(target + "/"):
+                return target
+    return None
 
 
 def _strings(value: object) -> Iterator[str]:
@@ -271,7 +304,12 @@ def decide(state: SessionState | None, tool_name: object, tool_input: object, cw
         raise ValueError("the hook input has no tool_input object")
     where = cwd if isinstance(cwd, str) else ""
     markers = protected_markers([*(e.trust_file for e in state.in_progress), trust_file_now()])
-    touched = _touches(tool_input, markers)
+    touched = _touches(tool_input, markers) or _path_hits(
+        tool_input, where, protected_paths([*(e.trust_file for e in state.in_progress),
+                                            trust_file_now()]))
+    command = _shell_command(tool_name, tool_input)
+    if touched is None and command is not None and _GITRELAY_EDITS.search(command):
+        touched = "gitrelay's trust or setup commands"
     if touched is not None:
         return Decision("deny", f"gitrelay: this call touches {touched}, which no tool may "
                                 "change while a teammate's handoff is in progress (your trust "
