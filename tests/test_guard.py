@@ -136,3 +136,16 @@ def test_codex_gets_a_deny_for_an_ask_and_nothing_for_an_allow(trust: Path, work
     denied = ask(str(work / "src/a.py"))
     assert denied is not None
     assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def test_what_check_inbox_showed_the_session_is_not_announced_again() -> None:
+    answer = {"items": [{"item_id": "i-1", "seq": 7, "kind": "assignment"},
+                        {"item_id": "i-2", "seq": 9, "kind": "reply"}], "cursor": 9}
+    given = json.dumps({"session_id": "s5", "cwd": "/", "hook_event_name": "PostToolUse",
+                        "tool_name": "mcp__gitrelay__check_inbox", "tool_input": {},
+                        "tool_response": {"content": [{"type": "text",
+                                                       "text": json.dumps(answer)}]}})
+    assert run_hook("claude", "post-tool-use", given).exit_code == 0
+    state = SessionStore("claude").read("s5")
+    assert state is not None and state.shown == {"i-1": 7, "i-2": 9}
+    assert not state.is_new("i-2", 9) and state.is_new("i-2", 10)
