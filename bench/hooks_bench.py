@@ -62,12 +62,18 @@ def _floor(reps: int) -> list[float]:
 
 def run(quick: bool = False, reps: int | None = None, log: suite.Log = print,
         work: Path | None = None) -> list[suite.Figure]:
-    size = QUICK_SIZE if quick else FULL_SIZE
-    reps = reps or (10 if quick else 100)
-    section = f"hooks ({size[0]:,} threads)"
+    """The figures, in a workspace of their own (``python -m bench.hooks_bench``)."""
     root = work or Path(tempfile.mkdtemp(prefix="gitrelay-hooks-bench-"))
     suite.hermetic_environment(root)
-    ws = suite.Workspace(root, log)
+    return measure(suite.Workspace(root, log), QUICK_SIZE if quick else FULL_SIZE,
+                   reps or (10 if quick else 100), 3 if quick else 10, log)
+
+
+def measure(ws: suite.Workspace, size: tuple[int, int], reps: int, wake_reps: int,
+            log: suite.Log) -> list[suite.Figure]:
+    """Every figure on a relay of ``size`` (``python -m bench --only hooks`` too)."""
+    section = f"hooks ({size[0]:,} threads)"
+    root = ws.fresh("hooks")
     relay, info = ws.relay(size)
     me, other = info.team[1], info.team[0]
     accepted = [t for t in info.samples.get(me, []) if t[2] == "accepted"]
@@ -117,7 +123,7 @@ def run(quick: bool = False, reps: int | None = None, log: suite.Log = print,
 
     wakes = []
     sender = suite.client_for(relay, sender_home, other)
-    for n in range(3 if quick else 10):
+    for n in range(wake_reps):
         session = f"wait-{n}"
         _hook(env, "session-start", _event("SessionStart", session, work, source="startup"))
         waiter = subprocess.Popen([GITRELAY, "hook", "wait", "--host", "claude", "--timeout",
