@@ -196,7 +196,9 @@ def _strings(value: object) -> Iterator[str]:
 
 def _touches(tool_input: object, markers: list[str]) -> str | None:
     for text in _strings(tool_input):
-        resolved = os.path.realpath(text) if text.startswith(("/", "~")) else text
+        looks_like_path = text.startswith(("/", "~")) and len(text) < 4096 \
+            and "\x00" not in text and "\n" not in text
+        resolved = os.path.realpath(os.path.expanduser(text)) if looks_like_path else text
         for marker in markers:
             if marker in text or marker in resolved:
                 return marker
