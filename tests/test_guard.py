@@ -63,6 +63,8 @@ def test_require_approval_wins_over_auto_write_paths(trust: Path, work: Path) ->
     assert kind(state, "Write", {"file_path": str(work / "docs/../src/x.py")}, work) == "ask"
     assert kind(state, "Write", {"file_path": "/etc/passwd"}, work) == "ask"
     assert kind(state, "Grep", {"pattern": "x", "path": str(work)}, work) is None
+    odd = {"file_path": str(work / "docs/a.md"), "content": "/usr/bin/env\x00" + "x" * 5000}
+    assert kind(state, "Write", odd, work) == "allow"
 
 
 def test_a_test_command_runs_without_asking_only_under_auto_test(trust: Path,
