@@ -170,8 +170,8 @@ def _prune_closed(client: RelayClient, state: SessionState) -> None:
 # --------------------------------------------------------------------------- events
 
 
-def _output(host: str, event: str, fields: dict[str, Any]) -> str:
-    return json.dumps(fields, ensure_ascii=False) if fields else ""
+def _output(fields: dict[str, Any]) -> str:
+    return json.dumps(fields, ensure_ascii=False)
 
 
 def _session_start(host: str, hook: HookInput, store: SessionStore) -> HookOutcome:
@@ -189,8 +189,8 @@ def _session_start(host: str, hook: HookInput, store: SessionStore) -> HookOutco
         return HookOutcome()
     text = _context(client, items)
     if host == "cursor":
-        return HookOutcome(_output(host, "sessionStart", {"additional_context": text}))
-    return HookOutcome(_output(host, "SessionStart", {"hookSpecificOutput": {
+        return HookOutcome(_output({"additional_context": text}))
+    return HookOutcome(_output({"hookSpecificOutput": {
         "hookEventName": "SessionStart", "additionalContext": text}}))
 
 
@@ -218,8 +218,8 @@ def _stop(host: str, hook: HookInput, store: SessionStore) -> HookOutcome:
         return HookOutcome()
     line = _headline(new)
     if host == "cursor":
-        return HookOutcome(_output(host, "stop", {"followup_message": line}))
-    return HookOutcome(_output(host, "Stop", {"decision": "block", "reason": line}))
+        return HookOutcome(_output({"followup_message": line}))
+    return HookOutcome(_output({"decision": "block", "reason": line}))
 
 
 def _wait(host: str, hook: HookInput, store: SessionStore, timeout: float) -> HookOutcome:
