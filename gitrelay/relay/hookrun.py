@@ -60,8 +60,7 @@ _NOUNS = {"assignment": ("handoff", "handoffs"), "reply": ("reply", "replies"),
           "task_update": ("update", "updates"),
           "proposal_review": ("draft to review", "drafts to review"),
           "refused": ("refused operation", "refused operations")}
-_EVENT_NAMES = {"session-start": "SessionStart", "stop": "Stop", "pre-tool-use": "PreToolUse",
-                "post-tool-use": "PostToolUse", "wait": "Stop"}
+
 
 
 class HookOutcome(NamedTuple):
