@@ -62,7 +62,6 @@ _NOUNS = {"assignment": ("handoff", "handoffs"), "reply": ("reply", "replies"),
           "refused": ("refused operation", "refused operations")}
 
 
-
 class HookOutcome(NamedTuple):
     stdout: str = ""
     stderr: str = ""
