@@ -1,7 +1,7 @@
 """What the hooks add to a host's turn, and how fast the waiter wakes.
 
 Every figure runs the installed ``gitrelay hook EVENT`` command exactly as a host
-does (a new process, its JSON on stdin) for a user with a seeded mirror of a
+does (a new process, its JSON on stdin) for a user with a ready local copy of a
 generated relay (10,000 threads by default):
 
 - ``session-start``: a session's first look at the inbox (a new session id each run);
