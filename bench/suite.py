@@ -1720,6 +1720,16 @@ def _installed_already(section: str) -> bool:
     return section == "host" and sdk_installed(relaygen.CACHE_DIR / "ts-client")
 
 
+def bench_hooks(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
+    """The coding hosts' hooks as a host runs them (:mod:`bench.hooks_bench`): 100 runs
+    each on the 10,000-thread relay of the writes."""
+    from bench import hooks_bench
+
+    full = sizes is not QUICK
+    return hooks_bench.measure(ws, sizes.write_relay, 100 if full else sizes.reps,
+                               10 if full else 2, log)
+
+
 SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list[Figure]]]] = [
     ("writes", bench_writes),
     ("stdio", bench_stdio),
@@ -1731,6 +1741,7 @@ SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list
     ("delivery", bench_delivery),
     ("writers", bench_writers),
     ("storage", bench_storage),
+    ("hooks", bench_hooks),
     ("join", bench_join),
     ("peer", bench_peer),
 ]

@@ -2,9 +2,10 @@
 
 Thin: each command module (one per group: :mod:`~gitrelay.cli.setup`,
 :mod:`~gitrelay.cli.inbox`, :mod:`~gitrelay.cli.threads`, :mod:`~gitrelay.cli.trust`,
-:mod:`~gitrelay.cli.admin`) registers its commands on the parser built here; a
-command calls the library and prints with :mod:`gitrelay.relay.render`. Errors are
-one line (``gitrelay: <name> (<code>): message``) and an exit code; never a traceback.
+:mod:`~gitrelay.cli.admin`, :mod:`~gitrelay.cli.hosts`) registers its commands on the
+parser built here; a command calls the library and prints with
+:mod:`gitrelay.relay.render`. Errors are one line (``gitrelay: <name> (<code>): message``)
+and an exit code; never a traceback.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from gitrelay.cli import admin, inbox, setup, threads, trust
+from gitrelay.cli import admin, hosts, inbox, setup, threads, trust
 from gitrelay.cli.common import (
     EXIT_ERROR,
     EXIT_INTERNAL,
@@ -32,7 +34,11 @@ from gitrelay.core.errors import RelayError, RelayUnavailable
 __all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "EXIT_UNAVAILABLE", "build_parser", "main"]
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The groups of commands, in the order `gitrelay --help` lists them.
+GROUPS = (setup, inbox, threads, trust, admin, hosts)
+
+
+def build_parser(groups: Sequence[Any] = GROUPS) -> argparse.ArgumentParser:
     common = common_flags()
     parser = Parser(prog="gitrelay", parents=[common],
                     formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -43,12 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "Every command has --help with an example. Docs: docs/cli.md")
     commands = Commands(parser.add_subparsers(dest="command", required=True,
                                               metavar="COMMAND", parser_class=Parser), common)
-    # One line per group of commands, in the order `gitrelay --help` lists them.
-    setup.register(commands)
-    inbox.register(commands)
-    threads.register(commands)
-    trust.register(commands)
-    admin.register(commands)
+    for group in groups:
+        group.register(commands)
     return parser
 
 
@@ -60,7 +62,10 @@ def _fail(exc: RelayError) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    # A host runs `gitrelay hook` on every tool call: it needs its own group's parser
+    # only, and building the whole one is a good part of the hook's time.
+    args = build_parser((hosts,) if given[:1] == ["hook"] else GROUPS).parse_args(given)
     try:
         code: int = args.func(args)
         sys.stdout.flush()

@@ -23,6 +23,7 @@ from gitrelay.core.gitcli import hermetic_env
 from gitrelay.relay.admin import RELAY_GC_AUTO
 from gitrelay.relay.client import RelayClient
 from gitrelay.relay.history import queued
+from gitrelay.relay.hosts import host_checks
 from gitrelay.relay.inbox import check_inbox
 from gitrelay.relay.trust import TrustRules, load_trust
 from gitrelay.relay.trustedit import judge_all
@@ -260,4 +261,5 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
             checks.append(Check("refused", "note", f"{len(refused)} operation(s) were refused "
                                 "by the relay", "gitrelay status shows which and why; "
                                 "`gitrelay status --clear-refused` forgets them"))
+    checks += [Check(*line) for line in host_checks()]
     return checks

@@ -1,0 +1,224 @@
+"""What the hooks add to a host's turn, and how fast the waiter wakes.
+
+Every figure runs the installed ``gitrelay hook EVENT`` command exactly as a host
+does (a new process, its JSON on stdin) for a user with a ready local copy of a
+generated relay (10,000 threads by default):
+
+- ``session-start``: a session's first look at the inbox (a new session id each run);
+- ``stop``: a stop with nothing new (the common case: everything was shown);
+- ``pre-tool-use``: the guard, with an accepted handoff in progress (an Edit outside
+  ``auto_write_paths``: ``ask``), and with none (no opinion);
+- the floor: the interpreter starting and exiting, for comparison;
+- wake-up: from a teammate's handoff being delivered to the waiter's exit.
+
+``python -m bench.hooks_bench [--quick] [--reps N]`` prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench import suite
+
+GITRELAY = str(Path(sys.executable).parent / "gitrelay")
+FULL_SIZE = (10_000, 50_000)
+QUICK_SIZE = (100, 500)
+GOAL_PRE_TOOL_USE_MS = 50.0
+
+
+def _hook(env: dict[str, str], event: str, payload: dict[str, Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    proc = subprocess.run([GITRELAY, "hook", event, "--host", "claude"],
+                          input=json.dumps(payload), capture_output=True, text=True, env=env,
+                          timeout=120, check=False)
+    took = time.perf_counter() - started
+    if proc.returncode not in (0, 2):
+        raise RuntimeError(f"hook {event} failed: {proc.stderr.strip()}")
+    return took, proc
+
+
+def _event(name: str, session: str, cwd: Path, **fields: Any) -> dict[str, Any]:
+    return {"session_id": session, "transcript_path": "/dev/null", "cwd": str(cwd),
+            "permission_mode": "default", "hook_event_name": name, **fields}
+
+
+def _floor(reps: int) -> list[float]:
+    out = []
+    for _ in range(reps):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        out.append(time.perf_counter() - started)
+    return out
+
+
+def run(quick: bool = False, reps: int | None = None, log: suite.Log = print,
+        work: Path | None = None) -> list[suite.Figure]:
+    """The figures, in a workspace of their own (``python -m bench.hooks_bench``)."""
+    root = work or Path(tempfile.mkdtemp(prefix="gitrelay-hooks-bench-"))
+    suite.hermetic_environment(root)
+    return measure(suite.Workspace(root, log), QUICK_SIZE if quick else FULL_SIZE,
+                   reps or (10 if quick else 100), 3 if quick else 10, log)
+
+
+def measure(ws: suite.Workspace, size: tuple[int, int], reps: int, wake_reps: int,
+            log: suite.Log) -> list[suite.Figure]:
+    """Every figure on a relay of ``size`` (``python -m bench --only hooks`` too)."""
+    section = f"hooks ({size[0]:,} threads)"
+    root = ws.fresh("hooks")
+    relay, info = ws.relay(size)
+    me, other = info.team[1], info.team[0]
+    accepted = [t for t in info.samples.get(me, []) if t[2] == "accepted"]
+    if not accepted:
+        raise RuntimeError(f"{me} has no accepted thread in the generated relay")
+    home, sender_home = root / "me", root / "sender"
+    suite.seed_user(relay, size, home, me, ws)
+    suite.seed_user(relay, size, sender_home, other, ws)
+    from gitrelay.store.config import UserConfig, save_user_config
+
+    with suite.gitrelay_home(home):
+        save_user_config(UserConfig(relay=str(relay), handle=me, writes="wait"))
+    trust = suite.trust_file(home, info.team)
+    work = root / "work-tree"
+    (work / ".git").mkdir(parents=True)
+    env = {**os.environ, "GITRELAY_HOME": str(home), "HOME": str(root / "user-home"),
+           "GITRELAY_TRUST": str(trust)}
+
+    tid = str(accepted[0][0])
+    _hook(env, "session-start", _event("SessionStart", "steady", work, source="startup"))
+    _hook(env, "post-tool-use", _event(
+        "PostToolUse", "steady", work, tool_name="mcp__gitrelay__accept_handoff",
+        tool_input={"thread_id": tid}, tool_response={"thread_id": tid}))
+    edit = {"tool_name": "Edit", "tool_input": {"file_path": str(work / "src" / "x.py"),
+                                                "old_string": "a", "new_string": "b"}}
+    probe = _hook(env, "pre-tool-use", _event("PreToolUse", "steady", work, **edit))[1]
+    if '"ask"' not in probe.stdout:
+        raise RuntimeError(f"the guard did not ask: {probe.stdout!r} {probe.stderr!r}")
+    _hook(env, "stop", _event("Stop", "steady", work, stop_hook_active=False))
+
+    log(f"measuring the hooks {reps} times each, interleaved, on {relay}")
+    times: dict[str, list[float]] = {k: [] for k in ("start", "stop", "guarded", "idle",
+                                                    "floor")}
+    for n in range(reps):  # interleaved, so that a busy machine slows each alike
+        times["floor"] += _floor(1)
+        times["start"].append(_hook(env, "session-start", _event(
+            "SessionStart", f"start-{n}", work, source="startup"))[0])
+        times["stop"].append(_hook(env, "stop", _event("Stop", "steady", work,
+                                                       stop_hook_active=False))[0])
+        times["guarded"].append(_hook(env, "pre-tool-use",
+                                      _event("PreToolUse", "steady", work, **edit))[0])
+        times["idle"].append(_hook(env, "pre-tool-use",
+                                   _event("PreToolUse", "idle", work, **edit))[0])
+    inside = _in_process(env, reps, {
+        "start": ("session-start", _event("SessionStart", "inside", work, source="startup")),
+        "guarded": ("pre-tool-use", _event("PreToolUse", "steady", work, **edit))})
+
+    wakes = []
+    sender = suite.client_for(relay, sender_home, other)
+    for n in range(wake_reps):
+        session = f"wait-{n}"
+        _hook(env, "session-start", _event("SessionStart", session, work, source="startup"))
+        waiter = subprocess.Popen([GITRELAY, "hook", "wait", "--host", "claude", "--timeout",
+                                   "120"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env)
+        lock = (home / "sessions" / "claude")
+        _wait_for_waiter(lock, waiter, session)
+        with suite.gitrelay_home(sender_home):
+            sender.handoff(to=me, intent="inform", summary=f"bench wake {uuid.uuid4()}")
+        sent = time.perf_counter()
+        _, err = waiter.communicate(timeout=120)
+        wakes.append(time.perf_counter() - sent)
+        if waiter.returncode != 2:
+            raise RuntimeError(f"the waiter left without waking: {err!r}")
+    floor = times["floor"]
+    return [
+        suite.ms_figure(section, "session-start hook (a new session)", times["start"]),
+        suite.ms_figure(section, "session-start, the work alone (in one process)",
+                        inside["start"]),
+        suite.ms_figure(section, "stop hook (nothing new)", times["stop"]),
+        suite.ms_figure(section, "pre-tool-use guard, handoff in progress", times["guarded"],
+                        limit=GOAL_PRE_TOOL_USE_MS),
+        suite.ms_figure(section, "pre-tool-use guard, nothing in progress", times["idle"],
+                        limit=GOAL_PRE_TOOL_USE_MS),
+        suite.ms_figure(section, "pre-tool-use, the decision alone (in one process)",
+                        inside["guarded"]),
+        suite.ms_figure(section, "floor: the interpreter starting and exiting", floor),
+        suite.ms_figure(section, "wake-up: handoff delivered to waiter exit", wakes),
+    ]
+
+
+def _in_process(env: dict[str, str], reps: int, calls: dict[str, tuple[str, dict[str, Any]]]
+                ) -> dict[str, list[float]]:
+    """Each hook's work without starting Python and importing gitrelay: run in this
+    process after one warm-up call."""
+    from gitrelay.relay.hookrun import run_hook
+
+    saved = {k: os.environ.get(k) for k in ("GITRELAY_HOME", "GITRELAY_TRUST", "HOME")}
+    os.environ.update({k: env[k] for k in saved})
+    try:
+        out: dict[str, list[float]] = {}
+        for name, (event, payload) in calls.items():
+            text = json.dumps(payload)
+            run_hook("claude", event, text)
+            samples = []
+            for _ in range(reps):
+                started = time.perf_counter()
+                run_hook("claude", event, text)
+                samples.append(time.perf_counter() - started)
+            out[name] = samples
+        return out
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _wait_for_waiter(folder: Path, proc: subprocess.Popen[str], session: str) -> None:
+    """Hand the waiter its input, then return once it holds its lock (it is waiting)."""
+    import fcntl
+
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps({"session_id": session, "cwd": "/", "hook_event_name": "Stop"}))
+    proc.stdin.close()
+    proc.stdin = None
+    from gitrelay.relay.session import SessionStore
+
+    lock = SessionStore("claude", folder.parent).lock_path(session, "wait")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("the waiter exited early: "
+                               + (proc.stderr.read() if proc.stderr else ""))
+        if lock.exists():
+            with open(lock, "a+b") as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return
+                fcntl.flock(f, fcntl.LOCK_UN)
+        time.sleep(0.01)
+    raise RuntimeError("the waiter did not start waiting in 60 s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a 100-thread relay, 10 runs")
+    parser.add_argument("--reps", type=int, help="runs per hook (default 100)")
+    args = parser.parse_args(argv)
+    figures = run(args.quick, args.reps, log=lambda line: print(line, file=sys.stderr))
+    print(suite.format_table(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

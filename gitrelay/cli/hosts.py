@@ -1,0 +1,89 @@
+"""``gitrelay setup`` and ``gitrelay hook``: the coding hosts' side of the command line.
+
+Thin: :mod:`gitrelay.relay.hosts` computes the settings, :mod:`gitrelay.relay.hookrun`
+answers the hooks; this module parses, prints and sets the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gitrelay.cli.common import Commands
+
+__all__ = ["register"]
+
+HOSTS = ("claude", "codex", "cursor")
+EVENTS = ("session-start", "stop", "wait", "pre-tool-use", "post-tool-use")
+
+
+def _cmd_setup(args: argparse.Namespace) -> int:
+    from gitrelay.relay.hosts import apply, diff_text, gitrelay_executable, plan
+
+    changes = plan(args.host, "project" if args.project else "user", gitrelay_executable(),
+                   remove=args.remove, outside=args.outside)
+    changed = [c for c in changes if c.changed]
+    if args.dry_run:
+        print(diff_text(changes) or "gitrelay: nothing to change", end="" if changed else "\n")
+        return 0
+    for path in apply(changes):
+        print(f"{'removed gitrelay from' if args.remove else 'wrote'} {path}")
+    if not changed:
+        print(f"gitrelay: {args.host} is already {'without gitrelay' if args.remove else 'set up'}"
+              f" ({', '.join(str(c.path) for c in changes) or 'nothing to remove'})")
+    elif not args.remove:
+        print(f"Restart {args.host} to load it; docs/agents.md says what it gets.")
+        if args.host == "codex":
+            print("Codex runs new hooks only once you trust them: open /hooks in Codex.")
+    return 0
+
+
+def _cmd_hook(args: argparse.Namespace) -> int:
+    try:
+        from gitrelay.relay.hookrun import run_hook
+
+        text = sys.stdin.buffer.read().decode("utf-8", "replace")
+        outcome = run_hook(args.host, args.event, text, outside=args.outside,
+                           timeout=args.timeout)
+    except BaseException as exc:  # never a traceback into the host's turn
+        if isinstance(exc, KeyboardInterrupt):
+            return 130
+        why = f"{type(exc).__name__}: {exc}"
+        print(f"gitrelay hook {args.event}: {why}", file=sys.stderr)
+        return 2 if args.event == "pre-tool-use" else 1  # the guard fails closed
+    if outcome.stdout:
+        sys.stdout.write(outcome.stdout + "\n")
+    if outcome.stderr:
+        sys.stderr.write(outcome.stderr)
+    return outcome.exit_code
+
+
+def register(commands: Commands) -> None:
+    """Add ``setup`` and ``hook`` to the command line."""
+    add = commands.add
+    p = add("setup", _cmd_setup, "connect a coding host to gitrelay: its MCP server entry "
+            "and, where the host has them, the hooks that show the inbox, nudge, wake and "
+            "guard (docs/agents.md)",
+            "gitrelay setup claude\ngitrelay setup codex --project --dry-run\n"
+            "gitrelay setup cursor --remove", identity=False)
+    p.add_argument("host", choices=HOSTS)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true",
+                       help="in your own settings, for every project (the default)")
+    where.add_argument("--project", action="store_true",
+                       help="in this project's settings only")
+    p.add_argument("--dry-run", action="store_true", help="show the change; write nothing")
+    p.add_argument("--remove", action="store_true", help="take exactly gitrelay's parts out")
+    p.add_argument("--outside", choices=["ask", "deny"], default="ask",
+                   help="what the guard answers for a write outside the accepted handoff's "
+                        "auto_write_paths (default ask)")
+    p = add("hook", _cmd_hook, "what a coding host runs at points of its session, with its "
+            "JSON on stdin (written by `gitrelay setup`)",
+            "echo '{\"session_id\": \"s1\", \"cwd\": \".\", \"hook_event_name\": "
+            "\"SessionStart\"}' | gitrelay hook session-start", identity=False)
+    p.add_argument("event", choices=EVENTS)
+    p.add_argument("--host", choices=HOSTS, default="claude")
+    p.add_argument("--outside", choices=["ask", "deny"], default="ask",
+                   help="pre-tool-use: the answer for a write outside auto_write_paths")
+    p.add_argument("--timeout", type=float, default=3000.0, metavar="SECONDS",
+                   help="wait: how long to wait for a new item before leaving quietly")

@@ -1,0 +1,407 @@
+"""What ``gitrelay hook EVENT`` does for a coding host, from its JSON on stdin.
+
+Each function takes the host's input (the raw text read from stdin) and returns a
+:class:`HookOutcome`: what to print on stdout and stderr and the exit status. The
+command line only prints it. The events (docs/agents.md has them per host):
+
+``session-start``
+    What is waiting, from the local copy (never the network): the unread items, one
+    line each with the teammate's summary inside a fence, as ``additionalContext``;
+    nothing at all when nothing is waiting.
+``stop``
+    Items this session was never shown: block the stop once, with one line
+    ("2 new handoffs from bob@acme: call check_inbox"); silent otherwise, and always
+    when the host says a stop hook is already active.
+``wait``
+    The background waiter: long-polls the inbox (fetching) and exits 2 with the
+    same line when a new item arrives, which wakes an idle session.
+``post-tool-use``
+    Records the handoffs this session accepts (and forgets them when it completes
+    or cancels them) and what ``check_inbox`` showed it.
+``pre-tool-use``
+    The guard (:mod:`gitrelay.relay.guard`). Fails closed: bad input, a state that
+    cannot be read or any error denies, with the reason.
+
+A hook never crashes the host's turn: bad input is one line on stderr (and, for
+the guard, a deny).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from gitrelay.core.errors import ConfigError, RelayError
+from gitrelay.relay.guard import Decision, decide
+from gitrelay.relay.session import (
+    InProgress,
+    SessionState,
+    SessionStore,
+    check_session_id,
+    inbox_stamp,
+)
+
+if TYPE_CHECKING:
+    from gitrelay.relay.client import RelayClient
+    from gitrelay.relay.inbox import InboxItem
+
+__all__ = ["EVENTS", "HookOutcome", "run_hook"]
+
+EVENTS = ("session-start", "stop", "wait", "post-tool-use", "pre-tool-use")
+EXIT_BLOCK = 2          # Claude Code and Codex: block (or wake), stderr is the reason
+MAX_LISTED = 10         # items listed at session start; the rest are counted
+MAX_CONTEXT = 9_000     # characters of start context (Claude Code keeps 10,000 of a hook's)
+WAIT_DEFAULT = 3000.0   # seconds the waiter waits before leaving quietly
+_NOUNS = {"assignment": ("handoff", "handoffs"), "reply": ("reply", "replies"),
+          "task_update": ("update", "updates"),
+          "proposal_review": ("draft to review", "drafts to review"),
+          "refused": ("refused operation", "refused operations")}
+
+
+class HookOutcome(NamedTuple):
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int = 0
+
+
+class HookInput(NamedTuple):
+    raw: dict[str, Any]
+    session_id: str
+    cwd: str
+
+
+def _parse(text: str) -> HookInput:
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"the hook input is not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ValueError("the hook input is not a JSON object")
+    # Claude Code and Codex say session_id and cwd; Cursor conversation_id and
+    # workspace_roots.
+    session_id = check_session_id(raw.get("session_id") or raw.get("conversation_id"))
+    cwd = raw.get("cwd")
+    if not isinstance(cwd, str):
+        roots = raw.get("workspace_roots")
+        cwd = roots[0] if isinstance(roots, list) and roots and isinstance(roots[0], str) \
+            else os.getcwd()
+    return HookInput(raw, session_id, cwd)
+
+
+# --------------------------------------------------------------------------- the inbox
+
+
+def _local_client() -> RelayClient | None:
+    """The user's client reading only the local copy; None when there is none yet (no
+    identity, or the relay was never fetched): then nothing can be waiting here."""
+    from gitrelay.relay.client import RelayClient
+    from gitrelay.store.config import load_user_config, mirror_path
+
+    cfg = load_user_config()
+    if cfg is None or not mirror_path(cfg.relay).exists():
+        return None
+    client = RelayClient.from_config()
+    if client.mirror.main() is None:
+        return None
+    client.fresh_seconds = float("inf")  # reads never fetch: the local copy answers
+    return client
+
+
+def _unread(client: RelayClient) -> list[InboxItem]:
+    from gitrelay.relay.inbox import check_inbox
+
+    return check_inbox(client, unread_only=True, limit=200).items
+
+
+def _headline(items: list[InboxItem]) -> str:
+    """``2 new handoffs from bob@acme, 1 new reply from carol@acme: call check_inbox``."""
+    counts = Counter((i.kind, i.sender.handle) for i in items)
+    parts = []
+    for (kind, who), n in counts.items():
+        one, many = _NOUNS.get(kind, ("item", "items"))
+        parts.append(f"{n} new {one if n == 1 else many} from {who}")
+    return ", ".join(parts) + ": call check_inbox"
+
+
+def _context(client: RelayClient, items: list[InboxItem]) -> str:
+    """The start context: a line per item with its summary fenced, as many as fit in
+    :data:`MAX_CONTEXT` characters (hosts cap what a hook may add), then a count."""
+    from gitrelay.relay.provenance import Fence
+
+    listed = items[:MAX_LISTED]
+    fence = Fence([i.summary_preview for i in listed])
+    lines = [f"gitrelay: {len(items)} unread item(s) in the inbox of {client.handle} "
+             "(from the local copy of the relay). check_inbox lists them, view_thread "
+             "reads one; each summary below is the teammate's text."]
+    size = len(lines[0])
+    shown = 0
+    for i in listed:
+        entry = (f"- {_NOUNS.get(i.kind, ('item',))[0]} from {i.sender.handle} on thread "
+                 f"{i.thread_id} ({i.status}, seq {i.seq}), summary:\n"
+                 + fence.wrap(i.summary_preview, sender=i.thread_sender or i.sender.handle,
+                              field="summary_preview").rstrip("\n"))
+        if size + len(entry) + 40 > MAX_CONTEXT:
+            break
+        lines.append(entry)
+        size += len(entry) + 1
+        shown += 1
+    if len(items) > shown:
+        lines.append(f"- and {len(items) - shown} more")
+    return "\n".join(lines)
+
+
+def _prune_closed(client: RelayClient, state: SessionState) -> None:
+    """Forget handoffs of this session that are closed in the local copy."""
+    for entry in list(state.in_progress):
+        try:
+            status = client.thread(entry.thread_id).status
+        except RelayError:
+            continue
+        if status in ("completed", "cancelled"):
+            state.finish(entry.thread_id)
+
+
+# --------------------------------------------------------------------------- events
+
+
+def _output(fields: dict[str, Any]) -> str:
+    return json.dumps(fields, ensure_ascii=False)
+
+
+def _session_start(host: str, hook: HookInput, store: SessionStore) -> HookOutcome:
+    client = _local_client()
+    if client is None:
+        return HookOutcome()
+    stamp = inbox_stamp(str(client.mirror.path))
+    items = _unread(client)
+    with store.update(hook.session_id) as state:
+        _prune_closed(client, state)
+        if items:
+            state.mark_shown([(i.item_id, i.seq) for i in items])
+        state.inbox_stamp = stamp
+    if not items:
+        return HookOutcome()
+    text = _context(client, items)
+    if host == "cursor":
+        return HookOutcome(_output({"additional_context": text}))
+    return HookOutcome(_output({"hookSpecificOutput": {
+        "hookEventName": "SessionStart", "additionalContext": text}}))
+
+
+def _stop(host: str, hook: HookInput, store: SessionStore) -> HookOutcome:
+    if hook.raw.get("stop_hook_active") is True:
+        return HookOutcome()
+    if host == "cursor" and isinstance(hook.raw.get("loop_count"), int) \
+            and hook.raw["loop_count"] > 0:
+        return HookOutcome()
+    known = store.read(hook.session_id)
+    if known is not None and known.inbox_stamp \
+            and inbox_stamp(str(known.inbox_stamp[0])) == known.inbox_stamp:
+        return HookOutcome()  # the local copy has not changed since the last look
+    client = _local_client()
+    if client is None:
+        return HookOutcome()
+    stamp = inbox_stamp(str(client.mirror.path))
+    items = _unread(client)
+    with store.update(hook.session_id) as state:
+        _prune_closed(client, state)
+        new = [i for i in items if state.is_new(i.item_id, i.seq)]
+        state.mark_shown([(i.item_id, i.seq) for i in new])
+        state.inbox_stamp = stamp
+    if not new:
+        return HookOutcome()
+    line = _headline(new)
+    if host == "cursor":
+        return HookOutcome(_output({"followup_message": line}))
+    return HookOutcome(_output({"decision": "block", "reason": line}))
+
+
+def _wait(host: str, hook: HookInput, store: SessionStore, timeout: float) -> HookOutcome:
+    from gitrelay.core.vocab import WAIT_MAX
+    from gitrelay.relay.client import RelayClient
+    from gitrelay.relay.inbox import check_inbox
+    from gitrelay.store.config import load_user_config
+
+    with store.exclusive(hook.session_id, "wait") as mine:
+        if not mine:
+            return HookOutcome()  # this session already has a waiter
+        if load_user_config() is None:
+            return HookOutcome()
+        client = RelayClient.from_config()
+        client.refresh()
+        loop = client.start_sync_loop()
+        try:
+            deadline = time.monotonic() + timeout
+            page = check_inbox(client, unread_only=True, limit=200, sync_loop=loop)
+            cursor = page.cursor
+            items = page.items
+            while True:
+                state = store.read(hook.session_id)
+                new = [i for i in items
+                       if state is None or state.is_new(i.item_id, i.seq)]
+                if new:
+                    with store.update(hook.session_id) as current:
+                        new = [i for i in new if current.is_new(i.item_id, i.seq)]
+                        current.mark_shown([(i.item_id, i.seq) for i in new])
+                    if new:
+                        return HookOutcome(stderr=_headline(new) + "\n",
+                                           exit_code=EXIT_BLOCK)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return HookOutcome()
+                page = check_inbox(client, unread_only=True, limit=200, after=cursor,
+                                   wait_seconds=min(left, WAIT_MAX), sync_loop=loop)
+                cursor = max(cursor, page.cursor)
+                items = page.items
+        finally:
+            client.stop_sync_loop(flush=False)
+
+
+def _answer_object(response: object) -> dict[str, Any] | None:
+    """The tool's answer as a JSON object, whichever way the host passed it."""
+    if isinstance(response, str):
+        try:
+            response = json.loads(response)
+        except ValueError:
+            return None
+    if isinstance(response, dict):
+        for key in ("structuredContent", "structured_content"):
+            if isinstance(response.get(key), dict):
+                return dict(response[key])
+        if "content" in response and "thread_id" not in response:
+            return _answer_object(response["content"])
+        return response
+    if isinstance(response, list):
+        for block in response:
+            if isinstance(block, dict) and isinstance(block.get("text"), str):
+                found = _answer_object(block["text"])
+                if found is not None:
+                    return found
+    return None
+
+
+def _thread_ref(hook: HookInput) -> str | None:
+    answer = _answer_object(hook.raw.get("tool_response"))
+    if answer is not None and isinstance(answer.get("thread_id"), str):
+        return str(answer["thread_id"])
+    tool_input = hook.raw.get("tool_input")
+    if isinstance(tool_input, dict) and isinstance(tool_input.get("thread_id"), str):
+        return str(tool_input["thread_id"])
+    return None
+
+
+def _post_tool_use(host: str, hook: HookInput, store: SessionStore,
+                   server: str) -> HookOutcome:
+    tool = hook.raw.get("tool_name")
+    prefix = f"mcp__{server}__"
+    if not isinstance(tool, str) or not tool.startswith(prefix):
+        return HookOutcome()
+    name = tool[len(prefix):]
+    if name == "check_inbox":
+        answer = _answer_object(hook.raw.get("tool_response")) or {}
+        seen = [(str(i["item_id"]), int(i["seq"])) for i in answer.get("items") or []
+                if isinstance(i, dict) and isinstance(i.get("item_id"), str)
+                and isinstance(i.get("seq"), int)]
+        if seen:
+            with store.update(hook.session_id) as state:
+                state.mark_shown(seen)
+        return HookOutcome()
+    if name not in ("accept_handoff", "complete_handoff", "cancel_handoff"):
+        return HookOutcome()
+    ref = _thread_ref(hook)
+    client = _local_client()
+    if ref is None or client is None:
+        return HookOutcome(stderr=f"gitrelay: {tool}: no thread_id in the call or its "
+                                  "answer; nothing recorded\n", exit_code=1)
+    tid = client.resolve_thread(ref)
+    view = client.thread(tid)
+    if name != "accept_handoff" or view.status != "accepted":
+        with store.update(hook.session_id) as state:
+            if view.status != "accepted":
+                state.finish(tid)
+        return HookOutcome()
+    from gitrelay.core.ids import same_handle
+    from gitrelay.relay.trust import default_trust_path, evaluate, load_trust
+
+    if not same_handle(view.recipient, client.handle):
+        return HookOutcome()
+    trust_file = default_trust_path()
+    rules = load_trust(trust_file)
+    decision = evaluate(rules, view.sender)
+    try:
+        st = os.stat(trust_file)
+        stamp = [st.st_mtime_ns, st.st_size]
+    except FileNotFoundError:
+        stamp = []
+    overlay = decision.overlay.model_dump()
+    if not decision.allowed:
+        overlay["require_approval"] = ["*"]
+    tests = [str(a["command"]) for a in view.handoff.get("artifacts") or []
+             if isinstance(a, dict) and a.get("type") == "test_command"
+             and isinstance(a.get("command"), str)]
+    entry = InProgress(thread_id=tid, sender=view.sender, overlay=overlay,
+                       test_commands=tests, trust_file=str(trust_file), trust_stamp=stamp,
+                       cwd=hook.cwd, accepted_at=str((view.accept or {}).get("at", "")))
+    with store.update(hook.session_id) as state:
+        state.start(entry)
+    return HookOutcome()
+
+
+def _guard_output(host: str, decision: Decision) -> HookOutcome:
+    kind, reason = decision.kind, decision.reason
+    if kind is None:
+        return HookOutcome()
+    if host in ("codex", "cursor") and kind == "ask":
+        # Neither host's pre-tool hook can ask: an ask must still stop the call.
+        kind, reason = "deny", reason + " (this host cannot ask from a hook: approve it by " \
+                                        "running it yourself, or close the handoff)"
+    if host == "codex" and kind == "allow":
+        return HookOutcome()  # Codex takes no allow from a hook: it decides as usual
+    if host == "cursor":
+        return HookOutcome(json.dumps({"permission": kind, "user_message": reason,
+                                       "agent_message": reason}))
+    return HookOutcome(json.dumps({"hookSpecificOutput": {
+        "hookEventName": "PreToolUse", "permissionDecision": kind,
+        "permissionDecisionReason": reason}}))
+
+
+def _pre_tool_use(host: str, text: str, store: SessionStore, outside: Literal["ask", "deny"],
+                  server: str) -> HookOutcome:
+    try:
+        hook = _parse(text)
+        state = store.read(hook.session_id)
+        decision = decide(state, hook.raw.get("tool_name"), hook.raw.get("tool_input"),
+                          hook.cwd, outside=outside, server=server)
+    except Exception as exc:  # fail closed: whatever went wrong, the call does not pass
+        why = exc.message if isinstance(exc, RelayError) else f"{type(exc).__name__}: {exc}"
+        return HookOutcome(stderr=f"gitrelay guard: denied because it could not decide: "
+                                  f"{why}\n", exit_code=EXIT_BLOCK)
+    return _guard_output(host, decision)
+
+
+def run_hook(host: str, event: str, text: str, *, outside: Literal["ask", "deny"] = "ask",
+             timeout: float = WAIT_DEFAULT, server: str = "gitrelay",
+             root: Path | None = None) -> HookOutcome:
+    """Run one hook ``event`` for ``host`` on the input ``text`` (see the module doc)."""
+    store = SessionStore(host, root)
+    if event == "pre-tool-use":
+        return _pre_tool_use(host, text, store, outside, server)
+    try:
+        hook = _parse(text)
+        if event == "session-start":
+            return _session_start(host, hook, store)
+        if event == "stop":
+            return _stop(host, hook, store)
+        if event == "wait":
+            return _wait(host, hook, store, timeout)
+        if event == "post-tool-use":
+            return _post_tool_use(host, hook, store, server)
+        raise ConfigError(f"unknown hook event {event!r}; one of {', '.join(EVENTS)}",
+                          field="event")
+    except (ValueError, RelayError, OSError) as exc:
+        why = exc.message if isinstance(exc, RelayError) else str(exc)
+        return HookOutcome(stderr=f"gitrelay hook {event}: {why}\n", exit_code=1)

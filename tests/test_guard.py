@@ -1,0 +1,153 @@
+"""The guard's rules one by one, from session states written as the hooks write them."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitrelay.relay.guard import decide
+from gitrelay.relay.hookrun import run_hook
+from gitrelay.relay.session import InProgress, SessionStore
+
+TRUST = "version: 1\nteammates:\n  alice@acme: {auto_write_paths: [docs/], auto_test: true}\n"
+OVERLAY = {"auto_read": True, "auto_test": True, "auto_write_paths": ["docs/"],
+           "require_approval": ["Edit", "Write", "Bash"]}
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    (tmp_path / "web" / ".git").mkdir(parents=True)
+    return tmp_path / "web"
+
+
+@pytest.fixture
+def trust(tmp_path: Path) -> Path:
+    path = Path(os.environ["GITRELAY_TRUST"])
+    path.write_text(TRUST)
+    return path
+
+
+def entry(trust: Path, work: Path, *, thread: str = "A" * 26, sender: str = "alice@acme",
+          overlay: dict[str, Any] | None = None, tests: list[str] | None = None) -> InProgress:
+    st = os.stat(trust)
+    return InProgress(thread_id=thread, sender=sender, overlay=overlay or dict(OVERLAY),
+                      test_commands=tests or [], trust_file=str(trust),
+                      trust_stamp=[st.st_mtime_ns, st.st_size], cwd=str(work),
+                      accepted_at="2026-12-05T08:00:00Z")
+
+
+def state_with(*entries: InProgress) -> Any:
+    store = SessionStore("claude")
+    with store.update("s1") as state:
+        for e in entries:
+            state.start(e)
+    return store.read("s1")
+
+
+def kind(state: Any, tool: str, tool_input: dict[str, Any], work: Path) -> str | None:
+    return decide(state, tool, tool_input, str(work)).kind
+
+
+def test_require_approval_wins_over_auto_write_paths(trust: Path, work: Path) -> None:
+    state = state_with(entry(trust, work))
+    assert kind(state, "Edit", {"file_path": str(work / "docs/a.md")}, work) == "ask"
+    relaxed = dict(OVERLAY, require_approval=["Bash"])
+    state = state_with(entry(trust, work, overlay=relaxed))
+    assert kind(state, "Edit", {"file_path": str(work / "docs/a.md")}, work) == "allow"
+    assert kind(state, "MultiEdit", {"file_path": "docs/sub/b.md"}, work) == "allow"
+    assert kind(state, "NotebookEdit", {"notebook_path": str(work / "nb.ipynb")}, work) == "ask"
+    assert kind(state, "Write", {"file_path": str(work / "docs/../src/x.py")}, work) == "ask"
+    assert kind(state, "Write", {"file_path": "/etc/passwd"}, work) == "ask"
+    assert kind(state, "Grep", {"pattern": "x", "path": str(work)}, work) is None
+    odd = {"file_path": str(work / "docs/a.md"), "content": "/usr/bin/env\x00" + "x" * 5000}
+    assert kind(state, "Write", odd, work) == "allow"
+
+
+def test_a_test_command_runs_without_asking_only_under_auto_test(trust: Path,
+                                                                   work: Path) -> None:
+    tests = ["pytest -q tests/test_paging.py"]
+    state = state_with(entry(trust, work, tests=tests))
+    assert kind(state, "Bash", {"command": "pytest -q tests/test_paging.py "}, work) == "allow"
+    assert kind(state, "Bash", {"command": "pytest -q tests/test_paging.py; rm -rf ."},
+                work) == "ask"
+    cautious = dict(OVERLAY, auto_test=False)
+    state = state_with(entry(trust, work, overlay=cautious, tests=tests))
+    assert kind(state, "Bash", {"command": tests[0]}, work) == "ask"
+
+
+def test_with_two_handoffs_in_progress_the_stricter_answer_wins(trust: Path,
+                                                                work: Path) -> None:
+    docs = entry(trust, work, overlay=dict(OVERLAY, require_approval=[]))
+    src = entry(trust, work, thread="B" * 26,
+                overlay=dict(OVERLAY, auto_write_paths=["src/"], require_approval=[]))
+    state = state_with(docs, src)
+    assert kind(state, "Write", {"file_path": str(work / "docs/a.md")}, work) == "ask"
+    assert decide(state, "Write", {"file_path": str(work / "docs/a.md")}, str(work),
+                  outside="deny").kind == "deny"
+
+
+def test_a_patch_is_judged_by_every_path_it_writes(trust: Path, work: Path) -> None:
+    state = state_with(entry(trust, work, overlay=dict(OVERLAY, require_approval=[])))
+    inside = "*** Begin Patch\n*** Update File: docs/a.md\n@@\n-a\n+b\n*** End Patch\n"
+    moved = inside.replace("*** End Patch", "*** Move to: src/a.py\n*** End Patch")
+    assert kind(state, "apply_patch", {"command": inside}, work) == "allow"
+    assert kind(state, "apply_patch", {"command": moved}, work) == "ask"
+
+
+def test_blocking_the_sender_after_the_accept_makes_every_call_ask(trust: Path,
+                                                                   work: Path) -> None:
+    state = state_with(entry(trust, work, overlay=dict(OVERLAY, require_approval=[])))
+    assert kind(state, "Edit", {"file_path": str(work / "docs/a.md")}, work) == "allow"
+    trust.write_text(TRUST + "blocked: [alice@acme]\n")
+    answer = decide(state, "Edit", {"file_path": str(work / "docs/a.md")}, str(work))
+    assert answer.kind == "ask" and "no longer trusted" in answer.reason
+    assert kind(state, "Read", {"file_path": str(work / "README.md")}, work) == "ask"
+
+
+def test_an_invalid_trust_file_makes_the_guard_deny(trust: Path, work: Path) -> None:
+    state_with(entry(trust, work))
+    trust.write_text("version: 1\nteammates: [\n")
+    given = json.dumps({"session_id": "s1", "cwd": str(work), "hook_event_name": "PreToolUse",
+                        "tool_name": "Edit", "tool_input": {"file_path": str(work / "a.py")}})
+    out = run_hook("claude", "pre-tool-use", given)
+    assert out.exit_code == 2 and out.stdout == ""
+    assert out.stderr.startswith("gitrelay guard: denied because it could not decide: ")
+    assert str(trust) in out.stderr
+
+
+def test_codex_gets_a_deny_for_an_ask_and_nothing_for_an_allow(trust: Path, work: Path) -> None:
+    state = state_with(entry(trust, work, overlay=dict(OVERLAY, require_approval=[])))
+    assert state is not None
+    SessionStore("codex").dir.mkdir(parents=True, exist_ok=True)
+    with SessionStore("codex").update("s1") as codex:
+        codex.start(state.in_progress[0])
+
+    def ask(path: str) -> dict[str, Any] | None:
+        given = json.dumps({"session_id": "s1", "cwd": str(work), "turn_id": "t1",
+                            "hook_event_name": "PreToolUse", "tool_name": "Write",
+                            "tool_input": {"file_path": path, "content": "x"}})
+        out = run_hook("codex", "pre-tool-use", given)
+        assert out.exit_code == 0
+        return json.loads(out.stdout) if out.stdout else None
+
+    assert ask(str(work / "docs/a.md")) is None
+    denied = ask(str(work / "src/a.py"))
+    assert denied is not None
+    assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def test_what_check_inbox_showed_the_session_is_not_announced_again() -> None:
+    answer = {"items": [{"item_id": "i-1", "seq": 7, "kind": "assignment"},
+                        {"item_id": "i-2", "seq": 9, "kind": "reply"}], "cursor": 9}
+    given = json.dumps({"session_id": "s5", "cwd": "/", "hook_event_name": "PostToolUse",
+                        "tool_name": "mcp__gitrelay__check_inbox", "tool_input": {},
+                        "tool_response": {"content": [{"type": "text",
+                                                       "text": json.dumps(answer)}]}})
+    assert run_hook("claude", "post-tool-use", given).exit_code == 0
+    state = SessionStore("claude").read("s5")
+    assert state is not None and state.shown == {"i-1": 7, "i-2": 9}
+    assert not state.is_new("i-2", 9) and state.is_new("i-2", 10)
