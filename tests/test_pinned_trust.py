@@ -19,13 +19,13 @@ from gitrelay.relay import admin
 from gitrelay.store.config import mirror_path
 from gitrelay.sync.verify import verify_relay
 from tests.forging import forge, handoff_op, profile_op
-from tests.test_verify_on_read import OpenRelay, _open_relay
+from tests.hookless import OpenRelay, make_open_relay
 
 
 @pytest.fixture
 def rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[OpenRelay, str]:
     """The relay (main now the rewritten history) and the genuine tip it had."""
-    r = _open_relay(tmp_path, monkeypatch)
+    r = make_open_relay(tmp_path, monkeypatch)
     mirror = r.alice.mirror
     chain = [r.valid]
     while parents := mirror.objects.commit(chain[-1]).parents:
@@ -63,7 +63,7 @@ def test_verify_with_the_last_verified_tip_reports_the_rewrite(
 def test_a_ci_job_keeping_the_tip_in_a_file_notices_the_rewrite(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    r = _open_relay(tmp_path, monkeypatch)
+    r = make_open_relay(tmp_path, monkeypatch)
     kept = tmp_path / "ci-cache" / "verified-tip"
     kept.parent.mkdir()
 
@@ -101,7 +101,7 @@ def test_a_new_joiner_with_a_pin_refuses_the_rewritten_relay(
 
 def test_a_joiner_with_a_pin_on_the_genuine_relay_joins(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    r = _open_relay(tmp_path, monkeypatch)
+    r = make_open_relay(tmp_path, monkeypatch)
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol"))
     parent = r.alice.mirror.objects.commit(r.valid).parents[0]
 
