@@ -569,14 +569,15 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
 
     commands = ["init", "join", "verify", "mcp", "demo", "inbox", "show", "log", "teammates",
                 "whoami", "send", "reply", "accept", "complete", "cancel", "archive", "status",
-                "doctor", "reindex", "trust", "draft"]
+                "doctor", "reindex", "trust", "draft", "setup", "hook"]
     # Each with its required arguments, so that the unknown option is the one problem.
     required = {"init": ["{base}/new-relay.git"], "join": ["{relay}", "--as", "dave@acme",
                                                            "--name", "Dave", "--role", "qa"],
                 "show": ["{pending}"], "send": [BOB, "--intent", "inform", "--summary", "x"],
                 "reply": ["{pending}", "hello"], "accept": ["{pending}"],
                 "draft": ["{pending}", "-"],
-                "complete": ["{accepted}", "--summary", "done"], "cancel": ["{pending}"]}
+                "complete": ["{accepted}", "--summary", "done"], "cancel": ["{pending}"],
+                "setup": ["claude", "--dry-run"], "hook": ["pre-tool-use"]}
     for command in commands:
         add(f"{command}-unknown-option", command, *required.get(command, []), "--bogus",
             mentions="--bogus")
@@ -594,6 +595,9 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
     add("accept-no-thread", "accept", mentions="thread")
     add("complete-no-summary", "complete", "{accepted}", who=BOB, mentions="--summary")
     add("cancel-no-thread", "cancel", mentions="thread")
+    add("setup-no-host", "setup", mentions="host")
+    add("setup-unknown-host", "setup", "vim", mentions="vim")
+    add("hook-unknown-event", "hook", "pre-commit", mentions="pre-commit")
     # bad values
     add("init-not-empty", "init", "{relay}", mentions="not empty")
     add("join-bad-handle", "join", "{relay}", "--as", "not a handle", "--name", "D",

@@ -42,7 +42,8 @@ def recipe() -> tuple[str, dict[str, str]]:
     """The gitrelay-as script and each teammate's forced command, from the docs."""
     text = DOCS.read_text()
     blocks = re.findall(r"```sh\n(.*?)```", text, re.S)
-    script = next(b for b in blocks if "git-shell-commands/gitrelay-as" in b.splitlines()[1])
+    script = next(b for b in blocks
+                  if any("git-shell-commands/gitrelay-as" in ln for ln in b.splitlines()[1:2]))
     forced = dict(re.findall(r'^command="(gitrelay-as (\w+))",no-pty', text, re.M))
     return script, {user: command for command, user in forced.items()}
 
