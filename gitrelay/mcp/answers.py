@@ -32,8 +32,18 @@ from pydantic import BaseModel
 from gitrelay.mcp.present import Fenced
 from gitrelay.relay.provenance import FencedAnswer
 
-__all__ = ["MEMO_SIZE", "Answer", "AnswerMemo", "Encoded", "RawJSON", "answer_of", "encoding",
-           "send_encoded", "with_encoded"]
+__all__ = [
+    "MEMO_SIZE",
+    "Answer",
+    "AnswerMemo",
+    "Encoded",
+    "RawJSON",
+    "answer_fenced",
+    "answer_of",
+    "encoding",
+    "send_encoded",
+    "with_encoded",
+]
 
 MEMO_SIZE = 4
 """Responses an :class:`AnswerMemo` keeps: an agent's default page and the few other
@@ -142,6 +152,17 @@ def answer_of(model: BaseModel) -> Answer:
     return _answer(*_wire(model))
 
 
+def _fenced_wire(fenced: Fenced[Any]) -> tuple[dict[str, Any], str]:
+    """A fenced answer's structured content (its model, dumped once) and its text content
+    (the compact text with the one fence, :mod:`gitrelay.mcp.present`)."""
+    return fenced.response.model_dump(mode="json", by_alias=True), fenced.text
+
+
+def answer_fenced(fenced: Fenced[Any]) -> Answer:
+    """A fenced answer: its model as the structured content, its own text as the text."""
+    return _answer(*_fenced_wire(fenced))
+
+
 class _Kept:
     """A response :class:`AnswerMemo` keeps: its wire form and, once sent encoded, its
     encoded members cut at the fence token."""
@@ -199,8 +220,8 @@ class AnswerMemo:
         for kept_key, kept in self._kept:
             if kept_key == key:
                 return kept.again()
-        response, token = build()
-        kept = _Kept(FencedAnswer(*_wire(response), token))
+        fenced = build()
+        kept = _Kept(FencedAnswer(*_fenced_wire(fenced), fenced.token))
         with self._lock:
             self._kept = [(key, kept), *self._kept[:self._size - 1]]
         return kept.first()

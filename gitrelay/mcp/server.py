@@ -69,16 +69,25 @@ from gitrelay.core.errors import (
 from gitrelay.core.ids import is_key, same_handle
 from gitrelay.core.schema import SchemaError
 from gitrelay.mcp import prompts
-from gitrelay.mcp.answers import Answer, AnswerMemo, answer_of, encoding, send_encoded, with_encoded
+from gitrelay.mcp.answers import (
+    Answer,
+    AnswerMemo,
+    answer_fenced,
+    answer_of,
+    encoding,
+    send_encoded,
+    with_encoded,
+)
 from gitrelay.mcp.output_schema import lean_output_schema
 from gitrelay.mcp.pipes import stdio_pipes
 from gitrelay.mcp.present import (
-    present_accept,
+    MESSAGE_PAGE,
+    Fenced,
+    present_accept_fenced,
     present_claim,
-    present_inbox,
     present_inbox_fenced,
-    present_teammates,
-    present_thread,
+    present_teammates_fenced,
+    present_thread_fenced,
 )
 from gitrelay.mcp.tool_models import (
     DELIVERY_MODE_DOC,
@@ -607,6 +616,11 @@ def _participant_view(st: ServerState, ref: str) -> ThreadView:
 
 
 def _sync_warning(client: RelayClient) -> str | None:
+    """Why this copy may be stale, quoting the relay (the answer fences it), or None."""
+    problem = client.sync_problem()
+    if problem is not None:
+        return (f"the relay holds history that breaks its rules ({problem}); showing it up "
+                "to the last valid commit: tell your user (gitrelay status)")
     err = client.last_sync_error
     if err is None:
         return None
@@ -680,11 +694,14 @@ def _read_inbox(st: ServerState, **kwargs: Any) -> inbox.InboxPage:
     return inbox.check_inbox(st.client, sync_loop=st.loop, **kwargs)
 
 
-def _view_out(st: ServerState, ref: str) -> ThreadOut:
+def _view_out(st: ServerState, ref: str, limit: int = MESSAGE_PAGE,
+              before: int | None = None) -> Fenced[ThreadOut]:
     rules = st.trust.current()
     view = _participant_view(st, ref)
-    return present_thread(view, caller=st.me, rules=rules, profiles=_profiles(st.client),
-                          sync_warning=_sync_warning(st.client))
+    return present_thread_fenced(view, caller=st.me, rules=rules,
+                                 profiles=_profiles(st.client),
+                                 sync_warning=_sync_warning(st.client), limit=limit,
+                                 before=before)
 
 
 # --- the server --------------------------------------------------------------------------------
@@ -825,9 +842,11 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
                            ack_up_to=ack_up_to,
                            ack_items=[a.model_dump() for a in ack_items] if ack_items else None,
                            worker=worker, wait_seconds=wait_seconds)
+        warning = _sync_warning(state.client)
         return state.inbox_answers.answer(
-            (page, state.me, rules),
-            lambda: present_inbox_fenced(page, caller=state.me, rules=rules))
+            (page, state.me, rules, warning),
+            lambda: present_inbox_fenced(page, caller=state.me, rules=rules,
+                                         sync_warning=warning))
 
     @server.tool(annotations=WRITE)
     def claim_inbox_item(
@@ -855,7 +874,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         session_id: Annotated[str | None, Field(min_length=1, max_length=200, description=(
             "This agent session, stored for audit; generated when omitted."))] = None,
         delivery: DeliveryArg = None,
-    ) -> AcceptOut:
+    ) -> Annotated[CallToolResult, AcceptOut]:
         """Take on a handoff sent to you: marks it accepted and returns the whole thread.
 
         Checks your trust file first: a blocked sender, or an unknown one when unknown
@@ -886,20 +905,27 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
             result = state.client.accept(tid, session_id=session_id or state.session_id,
                                          mode=delivery)
         after = state.client.thread_after(view, result)
-        return present_accept(after, caller=state.me, rules=rules,
-                              profiles=_profiles(state.client), decision=decision,
-                              accepted_at=str(result.doc["at"]), delivery=result.delivery,
-                              sync_warning=_sync_warning(state.client))
+        return answer_fenced(present_accept_fenced(
+            after, caller=state.me, rules=rules, profiles=_profiles(state.client),
+            decision=decision, accepted_at=str(result.doc["at"]), delivery=result.delivery,
+            sync_warning=_sync_warning(state.client)))
 
     @server.tool(annotations=READ)
-    def view_thread(thread_id: ThreadArg, ctx: Ctx) -> ThreadOut:
-        """Read a whole thread without changing it.
+    def view_thread(
+        thread_id: ThreadArg,
+        ctx: Ctx,
+        limit: Annotated[int, Field(ge=1, le=200, description=(
+            "Messages per page, the newest last."))] = MESSAGE_PAGE,
+        before: Annotated[int | None, Field(ge=1, description=(
+            "messages_before from the previous page: the older messages."))] = None,
+    ) -> Annotated[CallToolResult, ThreadOut]:
+        """Read a thread without changing it: the handoff and a page of its messages.
 
         For the sender: check for replies, drafts and the result. For the recipient:
         preview before accept_handoff. Also shows your operations not yet delivered
         (undelivered) and any the relay refused (refused), with the reason.
         """
-        return _view_out(st(ctx), thread_id)
+        return answer_fenced(_view_out(st(ctx), thread_id, limit, before))
 
     @server.tool(annotations=WRITE)
     def send_message(
@@ -967,7 +993,7 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
                          cancelled_at=str(result.doc["at"]), delivery=result.delivery)
 
     @server.tool(annotations=READ)
-    def list_teammates(ctx: Ctx) -> TeammatesOut:
+    def list_teammates(ctx: Ctx) -> Annotated[CallToolResult, TeammatesOut]:
         """List everyone registered on the relay: handle, name and role.
 
         Call it to find the right handle for handoff_to_teammate, for example after a
@@ -975,7 +1001,8 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         """
         state = st(ctx)
         rules = state.trust.current()
-        return present_teammates(state.client.teammates(), caller=state.me, rules=rules)
+        return answer_fenced(present_teammates_fenced(state.client.teammates(), caller=state.me,
+                                                      rules=rules))
 
     @server.tool(annotations=WRITE)
     def draft_proposed_action(
@@ -1015,22 +1042,23 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
     ) -> str:
         return prompts.hand_off(to, work)
 
-    @server.resource("gitrelay://inbox", name="inbox", mime_type="application/json",
-                     description="Your inbox, as check_inbox returns it with no arguments.")
+    # A resource is read by the model like a tool's text content: the same compact text,
+    # every teammate value inside its one fence.
+    @server.resource("gitrelay://inbox", name="inbox", mime_type="text/plain",
+                     description="Your inbox, as check_inbox's text with no arguments.")
     def inbox_resource() -> str:
         def read() -> str:
             state = holder.get()
-            out = present_inbox(_read_inbox(state), caller=state.me, rules=state.trust.current())
-            return out.model_dump_json(by_alias=True, indent=2)
+            return present_inbox_fenced(_read_inbox(state), caller=state.me,
+                                        rules=state.trust.current(),
+                                        sync_warning=_sync_warning(state.client)).text
 
         return _resource(read)
 
-    @server.resource("gitrelay://threads/{thread_id}", name="thread",
-                     mime_type="application/json",
-                     description="One thread, as view_thread returns it.")
+    @server.resource("gitrelay://threads/{thread_id}", name="thread", mime_type="text/plain",
+                     description="One thread, as view_thread's text.")
     def thread_resource(thread_id: str) -> str:
-        return _resource(lambda: _view_out(holder.get(), thread_id).model_dump_json(
-            by_alias=True, indent=2))
+        return _resource(lambda: _view_out(holder.get(), thread_id).text)
 
     return server
 
