@@ -10,6 +10,7 @@ assert that a teammate's text is inside THIS answer's fence.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,8 +60,13 @@ def read_answer(text: str, structured: dict[str, Any] | None) -> Read:
     assert len(tokens) <= 1, f"several fence tokens in one answer: {tokens}"
     token = next(iter(tokens), None)
     if token is None:
-        assert OPEN_PREFIX not in text and CLOSE_PREFIX not in text, text[:300]
-        return Read(None, [], text)
+        # No teammate text: a fence can still hold text quoted from the relay alone.
+        opening = re.search(rf"^{re.escape(OPEN_PREFIX)}([0-9a-f]{{32}}) ", text, re.M)
+        if opening is None:
+            assert OPEN_PREFIX not in text and CLOSE_PREFIX not in text, text[:300]
+            return Read(None, [], text)
+        token = opening[1]
+        assert {v.author for v in parse_answer_fence(text, token)} == {"relay"}
     values = parse_answer_fence(text, token)
     outside = outside_answer_fence(text, token)
     assert token not in outside

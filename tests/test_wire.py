@@ -36,6 +36,7 @@ from gitrelay.mcp.present import present_inbox_fenced
 from gitrelay.mcp.tool_models import Person
 from gitrelay.mcp.wire import encode, line_streams
 from gitrelay.relay.client import RelayClient
+from tests.answerkit import read_answer
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -127,7 +128,10 @@ def test_a_tool_answer_leaves_as_built_and_equal_to_the_sdk_dump() -> None:
     assert len(set(tokens)) == 3
     for out, token in ((first, tokens[1]), (again, tokens[2])):
         assert json.loads(json.dumps(out).replace(token, tokens[0])) == plain
-        assert json.loads(out["content"][0]["text"]) == out["structuredContent"]
+        read = read_answer(out["content"][0]["text"], out["structuredContent"])
+        assert read.token == token
+        assert [v.value for v in read.values if v.field.startswith("[")] == [
+            i["summary_preview"] for i in out["structuredContent"]["items"]]
 
 
 def test_only_the_answer_the_call_returned_is_sent_and_an_error_is_sent_as_it_is() -> None:
@@ -248,7 +252,10 @@ def test_a_server_process_answers_every_call_as_on_the_sdk_transport(
     assert result[6]["isError"] and result[7]["isError"]
     for r in result.values():
         if not r["isError"]:
-            assert json.loads(r["content"][0]["text"]) == r["structuredContent"]
+            text = r["content"][0]["text"]
+            # A read's text is the compact text with its fence; any other answer's the JSON.
+            read = read_answer(text, r["structuredContent"])
+            assert read.token is not None or json.loads(text) == r["structuredContent"]
     assert len(result[1]["structuredContent"]["items"]) == 3
     assert TOKEN.findall(json.dumps(result[1])) != TOKEN.findall(json.dumps(result[2]))
 

@@ -83,13 +83,15 @@ def _encoded_content(text: str) -> str:
     return pydantic_core.to_json([{"type": "text", "text": text}]).decode()
 
 
-def _answer(value: dict[str, Any], text: str) -> Answer:
-    """The answer of ``value`` and its JSON ``text``; in a call that :func:`send_encoded`
-    wraps, a stand-in for it (:func:`_stand_in`)."""
+def _answer(value: dict[str, Any], text: str, structured: str | None = None) -> Answer:
+    """The answer of ``value`` and its ``text`` content; in a call that :func:`send_encoded`
+    wraps, a stand-in for it (:func:`_stand_in`). ``structured`` is ``value`` as JSON
+    (``text`` itself when not given: the text is the JSON)."""
     slot = _SLOT.get()
     if slot is None:
         return Answer(content=[TextContent(type="text", text=text)], structured_content=value)
-    return _stand_in(slot, Encoded(_encoded_content(text), text))
+    return _stand_in(slot, Encoded(_encoded_content(text),
+                                   text if structured is None else structured))
 
 
 def _stand_in(slot: dict[int, Encoded], encoded: Encoded) -> Answer:
@@ -160,7 +162,9 @@ def _fenced_wire(fenced: Fenced[Any]) -> tuple[dict[str, Any], str]:
 
 def answer_fenced(fenced: Fenced[Any]) -> Answer:
     """A fenced answer: its model as the structured content, its own text as the text."""
-    return _answer(*_fenced_wire(fenced))
+    value, text = _fenced_wire(fenced)
+    slot = _SLOT.get()
+    return _answer(value, text, None if slot is None else pydantic_core.to_json(value).decode())
 
 
 class _Kept:
@@ -178,8 +182,9 @@ class _Kept:
         kept = self.answer
         if self._cut is None:
             content = _encoded_content(kept.text)
-            self._cut = ((content.split(kept.token), kept.text.split(kept.token))
-                         if kept.token is not None else ([content], [kept.text]))
+            structured = pydantic_core.to_json(kept.value).decode()
+            self._cut = ((content.split(kept.token), structured.split(kept.token))
+                         if kept.token is not None else ([content], [structured]))
         content_parts, structured_parts = self._cut
         if token is None:
             return Encoded(content_parts[0], structured_parts[0])
