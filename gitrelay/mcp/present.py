@@ -252,9 +252,9 @@ def _scalar(value: object) -> str:
 
 def head_lines(name: str, value: Mapping[str, Any], *, skip: set[str],
                objects: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
-    """``value`` as ``key=value`` lines: its own scalars (and those of the objects under
-    it, as ``a.b=``) on the first line after ``name``, each object of a list on a line of
-    its own, ``path: key=value ...``. Fields in ``skip`` (they are in the fence),
+    """``value`` as ``key=value`` lines: its own scalars on the first line after ``name``,
+    each object under it (or in a list under it) on a line of its own,
+    ``path: key=value ...``. Fields in ``skip`` (they are in the fence),
     ``provenance`` markers, nulls and empty lists are left out; texts that are not one
     plain word are JSON (:func:`json_line`), free-form objects (``objects``) too."""
     lines: list[str] = []
@@ -268,7 +268,7 @@ def head_lines(name: str, value: Mapping[str, Any], *, skip: set[str],
             if where in objects:
                 out.append(f"{prefix}{key}={json_line(sub)}")
             elif isinstance(sub, Mapping):
-                pairs(sub, where, f"{prefix}{key}.", out, later)
+                later.append((where, sub))
             elif isinstance(sub, list) and all(isinstance(x, Mapping) for x in sub):
                 later.extend((f"{where}[{i}]", x) for i, x in enumerate(sub))
             elif isinstance(sub, list):
@@ -585,6 +585,7 @@ def _inbox_head(out: InboxOut, pen: Pen) -> list[str]:
               for i, a in enumerate(out.ack_results)]
     if out.items:
         lines.append(INBOX_LEGEND)
+    blocked: dict[str, str] = {}  # handle -> the notice that replaced their text
     for i, item in enumerate(out.items):
         line = (f"[{i}] {item.seq} {item.item_id} {item.thread_id} {item.kind} {item.status} "
                 f"{'unread' if item.unread else 'read'} {item.unread_messages} "
@@ -595,7 +596,9 @@ def _inbox_head(out: InboxOut, pen: Pen) -> list[str]:
             line += f" preview={json_line(item.summary_preview[:TEXT_PREVIEW_CHARS])}"
         if pen.blocked(item.sender.handle):
             line += " (sender blocked: name, role and preview withheld)"
+            blocked.setdefault(item.sender.handle, item.sender.name)
         lines.append(line)
+    lines += [f"withheld {handle}: {notice}" for handle, notice in blocked.items()]
     return lines
 
 
