@@ -292,9 +292,34 @@ def head_lines(name: str, value: Mapping[str, Any], *, skip: set[str],
 
 def _model_head(name: str) -> Head[Any]:
     def head(out: BaseModel, pen: Pen) -> list[str]:
-        return head_lines(name, out.model_dump(mode="json", by_alias=True),
-                          skip=pen.fields, objects=pen.objects)
+        value = out.model_dump(mode="json", by_alias=True)
+        return head_lines(name, value, skip=pen.fields | _quiet(value, pen),
+                          objects=pen.objects)
     return head
+
+
+_TIMES = ("created_at", "accepted_at", "completed_at", "cancelled_at")
+
+
+def _quiet(value: Mapping[str, Any], pen: Pen) -> set[str]:
+    """What a thread's text leaves out as saying nothing new to its reader: the caller's
+    own profile, the session id the caller's own accept stored, an ``updated_at`` equal
+    to another time of the thread, a ``messages_total`` of 0."""
+    if "thread_id" not in value:
+        return set()
+    quiet = set()
+    for person in ("sender", "recipient"):
+        if pen.is_caller(str(value[person]["handle"])):
+            quiet |= {f"{person}.name", f"{person}.role", f"{person}.email"}
+    if value.get("accepted_by_session") is not None \
+            and pen.is_caller(str(value["recipient"]["handle"])):
+        quiet.add("accepted_by_session")
+    if value.get("updated_at") in [value.get(t) for t in _TIMES] \
+            and not any(m["created_at"] == value["updated_at"] for m in value["messages"]):
+        quiet.add("updated_at")
+    if value.get("messages_total") == 0:
+        quiet.add("messages_total")
+    return quiet
 
 
 # --- pieces -------------------------------------------------------------------------------
