@@ -58,8 +58,12 @@ def _structured_size(value: Any) -> int:
 
 
 def _fenced_size(text: str, structured: Any) -> int:
-    """Bytes of the teammate-written values in the answer's fence (their own text)."""
-    from gitrelay.relay.provenance import parse_answer_fence
+    """Bytes of the teammate-written values in the answer's fence (their own text); 0 for
+    a version of gitrelay without the answer fence (to measure it before the change)."""
+    try:
+        from gitrelay.relay.provenance import parse_answer_fence
+    except ImportError:
+        return 0
 
     marks = [structured.get("provenance"), *(i.get("provenance")
                                              for i in structured.get("items", []))]

@@ -290,10 +290,10 @@ def head_lines(name: str, value: Mapping[str, Any], *, skip: set[str],
     return lines
 
 
-def _model_head(name: str) -> Head[Any]:
+def _model_head(name: str, quiet: frozenset[str] = frozenset()) -> Head[Any]:
     def head(out: BaseModel, pen: Pen) -> list[str]:
         value = out.model_dump(mode="json", by_alias=True)
-        return head_lines(name, value, skip=pen.fields | _quiet(value, pen),
+        return head_lines(name, value, skip=pen.fields | _quiet(value, pen) | quiet,
                           objects=pen.objects)
     return head
 
@@ -538,7 +538,8 @@ def present_accept_fenced(view: ThreadView, *, caller: str, rules: TrustRules,
         return AcceptOut(**fields, trust_overlay=decision.overlay,
                          trust_reason=decision.reason, delivery=delivery)
 
-    return render_fenced(caller, rules, build, _model_head("accepted"))
+    # An accept's answer is always status accepted: its first word says so.
+    return render_fenced(caller, rules, build, _model_head("accepted", frozenset({"status"})))
 
 
 def present_accept(view: ThreadView, *, caller: str, rules: TrustRules, profiles: Profiles,
