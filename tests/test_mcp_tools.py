@@ -658,7 +658,7 @@ def test_two_sessions_of_one_person_work_side_by_side(agent: AgentFactory) -> No
     assert sum(line.startswith("message") for line in log) == 1
 
 
-def test_with_the_relay_unreachable_reads_use_the_last_copy_and_writes_queue(
+def test_with_the_relay_unreachable_reads_use_the_last_copy_say_so_and_writes_queue(
         agent: AgentFactory) -> None:
     alice = agent("alice@acme", isolated=True)
     agent("bob@acme", isolated=True)
@@ -672,6 +672,14 @@ def test_with_the_relay_unreachable_reads_use_the_last_copy_and_writes_queue(
                 seen = await ok(a, "view_thread", {"thread_id": tid})
                 assert seen["status"] == "pending"
                 assert seen["sync_warning"] and "last good copy" in seen["sync_warning"]
+                # The inbox says it is stale too, the relay's words inside the fence.
+                page = await a.call_tool("check_inbox", {"after": 0})
+                out = page.structured_content
+                assert out is not None and "last good copy" in out["sync_warning"]
+                text = page.content[0].text  # type: ignore[union-attr]
+                fenced = {(v.author, v.field): v.value for v in read_answer(text, out).values}
+                assert fenced[("relay", "sync_warning")] == out["sync_warning"]
+                assert "sync_warning=(in the fence" in text.splitlines()[0]
                 later = await ok(a, "send_message", {"thread_id": tid, "body": "offline",
                                                      "delivery": "wait"})
                 assert later["delivery"] == "queued"
@@ -685,6 +693,7 @@ def test_with_the_relay_unreachable_reads_use_the_last_copy_and_writes_queue(
             seen = await ok(a, "view_thread", {"thread_id": tid})
             assert seen["undelivered"] == [] and seen["sync_warning"] is None
             assert [m["body"] for m in seen["messages"]] == ["offline", "online"]
+            assert (await ok(a, "check_inbox", {"after": 0}))["sync_warning"] is None
 
     run(body)
 
@@ -1656,5 +1665,31 @@ def test_an_archived_thread_reads_the_same_through_the_tools(agent: AgentFactory
             assert "thread_terminal" in await fails(c, "send_message",
                                                      {"thread_id": tid, "body": "More?"})
             assert "thread_terminal" in await fails(c, "accept_handoff", {"thread_id": tid})
+
+    run(body)
+
+
+def test_view_thread_pages_its_messages_newest_last(agent: AgentFactory) -> None:
+    alice, bob = agent("alice@acme", writes="queue", isolated=True), \
+        agent("bob@acme", isolated=True)
+    tid = alice.client.handoff(to="bob@acme", intent="inform", summary="Long chat").thread_id
+    assert tid is not None
+    for n in range(1, 6):
+        alice.client.send_message(tid, f"note {n}")
+    assert not alice.client.deliver().refused
+
+    async def body() -> None:
+        async with Client(bob.server()) as b:
+            newest = await ok(b, "view_thread", {"thread_id": tid, "limit": 2})
+            assert [m["body"] for m in newest["messages"]] == ["note 4", "note 5"]
+            assert newest["messages_total"] == 5 and newest["messages_before"] == 4
+            older = await ok(b, "view_thread", {"thread_id": tid, "limit": 2,
+                                                "before": newest["messages_before"]})
+            assert [m["sequence_no"] for m in older["messages"]] == [2, 3]
+            first = await ok(b, "view_thread", {"thread_id": tid, "before": 2})
+            assert [m["body"] for m in first["messages"]] == ["note 1"]
+            assert first["messages_before"] is None
+            refused = await fails(b, "view_thread", {"thread_id": tid, "limit": 0})
+            assert refused.startswith("invalid_argument (-32602): ")
 
     run(body)
