@@ -109,3 +109,31 @@ def _dispatch_on_tag(node: dict[str, Any], tag: str) -> dict[str, Any]:
     rest = {k: v for k, v in node.items() if k != "oneOf"}
     return {**rest, "type": "object", "required": [tag],
             "properties": {tag: {"enum": tags}}, "allOf": rules}
+
+
+def lean_input_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input schema without what tells a model nothing: the titles pydantic
+    derives from the Python names (``"title": "Thread Id"`` for ``thread_id``), a
+    ``"default": null`` (an optional argument left out is null), and the OpenAPI
+    ``discriminator`` beside a ``oneOf`` whose variants each fix their ``type``. The
+    model reads every tool definition on every turn. Everything that constrains an
+    argument stays; the server checks the arguments against its models anyway."""
+    out: dict[str, Any] = _untitled(schema)
+    return out
+
+
+def _untitled(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_untitled(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if (key == "title" and isinstance(value, str)) or key == "discriminator" \
+                or (key == "default" and value is None):
+            continue
+        if key in ("properties", "$defs") and isinstance(value, dict):
+            out[key] = {name: _untitled(sub) for name, sub in value.items()}
+        else:
+            out[key] = _untitled(value)
+    return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import inspect
 import json
 import logging
 import os
@@ -78,7 +79,7 @@ from gitrelay.mcp.answers import (
     send_encoded,
     with_encoded,
 )
-from gitrelay.mcp.output_schema import lean_output_schema
+from gitrelay.mcp.output_schema import lean_input_schema, lean_output_schema
 from gitrelay.mcp.pipes import stdio_pipes
 from gitrelay.mcp.present import (
     MESSAGE_PAGE,
@@ -1060,6 +1061,10 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
     def thread_resource(thread_id: str) -> str:
         return _resource(lambda: _view_out(holder.get(), thread_id).text)
 
+    # What the model reads of every tool on every turn: the input schemas without titles.
+    for tool in server._tool_manager.list_tools():
+        tool.parameters = lean_input_schema(tool.parameters)
+        tool.description = inspect.cleandoc(tool.description or "")
     return server
 
 

@@ -85,10 +85,9 @@ Marker = Annotated[ProvenanceMarker | None, Field(description=(
     "you wrote it all yourself."))]
 
 DELIVERY_MODE_DOC = (
-    "queue: answer as soon as the operation is checked and stored in the local outbox; "
-    "it is delivered in the background. wait: answer once the relay's gate accepted it "
-    "(falls back to queued when that takes too long or the relay is unreachable). "
-    "Default: the server's --writes mode."
+    "queue: answer once checked and stored locally, delivered in the background. wait: "
+    "answer once the relay's gate accepted it (queued if that takes too long). Default: "
+    "the server's --writes mode."
 )
 DELIVERY_DOC = (
     "delivered: the relay holds it. queued: stored locally and checked, delivered in the "
