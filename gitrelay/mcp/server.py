@@ -117,6 +117,7 @@ from gitrelay.mcp.wire import line_streams
 from gitrelay.relay import inbox
 from gitrelay.relay.admin import ensure_default_relay, join
 from gitrelay.relay.client import DELIVERED, RelayClient, ThreadView, WriteResult
+from gitrelay.relay.provenance import json_line
 from gitrelay.relay.trust import TrustStore, evaluate
 from gitrelay.store.config import default_relay_path, load_user_config
 from gitrelay.sync.loop import SyncLoop
@@ -175,9 +176,24 @@ NEXT_STEP = {
 _COMMIT_LABEL = re.compile(r"\bcommit [0-9a-f]{12}: ")
 
 
+MAX_ERROR_MESSAGE = 2000
+"""Characters of an error's message a tool error keeps."""
+
+
+def _one_line(message: str) -> str:
+    """An error message as one bounded line: a message may quote what the relay holds (a
+    field name, a file name a teammate chose), so its newlines, controls and invisible
+    characters are escaped as in a fence's value lines, and it is cut to
+    :data:`MAX_ERROR_MESSAGE` characters."""
+    escaped = json_line(message)[1:-1].replace('\\"', '"')
+    if len(escaped) > MAX_ERROR_MESSAGE:
+        escaped = escaped[:MAX_ERROR_MESSAGE] + f"... [{len(escaped) - MAX_ERROR_MESSAGE} more]"
+    return escaped
+
+
 def tool_error_text(err: RelayError) -> str:
-    """``name (code): message`` plus what to do next."""
-    return with_hint(f"{err.name} ({err.code}): {_COMMIT_LABEL.sub('', err.message)}",
+    """``name (code): message`` plus what to do next; the message on one bounded line."""
+    return with_hint(f"{err.name} ({err.code}): {_one_line(_COMMIT_LABEL.sub('', err.message))}",
                      err.hint or NEXT_STEP.get(err.name, ""))
 
 
