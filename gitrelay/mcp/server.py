@@ -730,8 +730,7 @@ READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=
 WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False,
                         openWorldHint=True)
 DeliveryArg = Annotated[DeliveryMode | None, Field(description=DELIVERY_MODE_DOC)]
-ThreadArg = Annotated[ThreadRef, Field(description="The thread: an id from check_inbox or "
-                                                   "handoff_to_teammate (or a unique prefix).")]
+ThreadArg = Annotated[ThreadRef, Field(description="A thread id (or a unique prefix).")]
 
 
 def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:

@@ -85,9 +85,8 @@ Marker = Annotated[ProvenanceMarker | None, Field(description=(
     "you wrote it all yourself."))]
 
 DELIVERY_MODE_DOC = (
-    "queue: answer once checked and stored locally, delivered in the background. wait: "
-    "answer once the relay's gate accepted it (queued if that takes too long). Default: "
-    "the server's --writes mode."
+    "queue: answer at once, deliver in the background; wait: answer once the relay "
+    "accepted it. Default: the server's --writes mode."
 )
 DELIVERY_DOC = (
     "delivered: the relay holds it. queued: stored locally and checked, delivered in the "
