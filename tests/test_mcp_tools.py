@@ -1761,3 +1761,23 @@ def test_an_error_quoting_the_relay_reaches_the_agent_on_one_bounded_line() -> N
     assert "\n" not in text and "\u202e" not in text and "\x1b" not in text
     assert "\\u202e\\u001b[2J" in text
     assert len(text) < MAX_ERROR_MESSAGE + 200
+
+
+def test_the_tool_definitions_a_model_reads_stay_under_12_kb_and_keep_every_rule() -> None:
+    server = build_server(lambda: ServerState(client=None, trust=None, loop=None,  # type: ignore[arg-type]
+                                              session_id="s"))
+    tools = server._tool_manager.list_tools()
+    shown = [{"name": t.name, "description": t.description, "inputSchema": t.parameters}
+             for t in tools]
+    assert len(json.dumps(shown, separators=(",", ":")).encode()) <= 12 * 1024
+    for tool in tools:
+        full = tool.fn_metadata.arg_model.model_json_schema()
+        lean = tool.parameters
+        assert set(lean["properties"]) == set(full["properties"]) - {"ctx"}, tool.name
+        assert lean.get("required", []) == full.get("required", []), tool.name
+        text = json.dumps(lean)
+        assert '"title"' not in text.replace('"title": {', "")  # Link.title is a field
+        for name, prop in full["properties"].items():
+            for rule in ("enum", "pattern", "minimum", "maximum", "exclusiveMinimum"):
+                if rule in json.dumps(prop):
+                    assert rule in json.dumps(lean["properties"][name]), (tool.name, name)

@@ -777,17 +777,13 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         metadata: Annotated[dict[str, Any] | None, Field(description=(
             "Free-form key/values stored with the handoff (ticket ids, sprint...)."))] = None,
         idempotency_key: Annotated[IdempotencyKey | None, Field(description=(
-            "Only to retry a handoff whose answer you did not get: the same key and "
-            "content return the original thread instead of a second one. Generated "
-            "when omitted."))] = None,
+            "Only to retry a handoff whose answer you lost: the same key and content "
+            "return the original thread."))] = None,
         delivery: DeliveryArg = None,
     ) -> HandoffOut:
-        """Send work to a teammate's agent: a summary, artifacts and an intent.
-
-        Use it when you want a teammate (by handle, e.g. bob@acme) to know something,
-        answer a question or make a change. Creates a new thread in their inbox and
-        returns its thread_id; follow it with view_thread. Call list_teammates first
-        if you are unsure of the handle.
+        """Send work to a teammate's agent (by handle, e.g. bob@acme): to let them know
+        something, ask a question or have them make a change. Creates a thread in their
+        inbox; follow it with view_thread. list_teammates shows the handles.
         """
         state = st(ctx)
         _check_intent(intent, question, proposed_action)
@@ -842,14 +838,11 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS, description=(
             "Long-poll: wait up to this long for a new item when there is none."))] = 0,
     ) -> Annotated[CallToolResult, InboxOut]:
-        """List what teammates sent you: new handoffs, replies and updates on your threads.
+        """List what teammates sent you: new handoffs, replies, updates on your threads.
 
-        Call it first at every check-in, with after set to the cursor of your last
-        call: that lists every new item oldest first, on closed threads too (the
-        completion of a handoff you sent). Without after, only pending and accepted
-        threads are listed. Reading never consumes anything; after acting,
-        acknowledge with ack_up_to (or ack_items) so items stop coming back as unread.
-        Pass a thread_id to accept_handoff or view_thread.
+        Call it at every check-in with after = your last cursor: every new item, oldest
+        first, closed threads too. Without after: pending and accepted threads. Reading
+        consumes nothing; after acting, ack with ack_up_to or ack_items.
         """
         state = st(ctx)
         rules = state.trust.current()
@@ -892,12 +885,9 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
             "This agent session, stored for audit; generated when omitted."))] = None,
         delivery: DeliveryArg = None,
     ) -> Annotated[CallToolResult, AcceptOut]:
-        """Take on a handoff sent to you: marks it accepted and returns the whole thread.
-
-        Checks your trust file first: a blocked sender, or an unknown one when unknown
-        teammates are rejected, is refused and nothing changes. Returns the summary,
-        artifacts, messages and the trust_overlay (what you may do without asking your
-        user). Use view_thread instead to read without accepting.
+        """Take on a handoff sent to you: marks it accepted and returns the thread with
+        the trust_overlay (what you may do without asking your user). A sender your trust
+        file refuses is refused, nothing changed. view_thread reads without accepting.
         """
         state = st(ctx)
         rules = state.trust.current()
@@ -936,11 +926,8 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
         before: Annotated[int | None, Field(ge=1, description=(
             "messages_before from the previous page: the older messages."))] = None,
     ) -> Annotated[CallToolResult, ThreadOut]:
-        """Read a thread without changing it: the handoff and a page of its messages.
-
-        For the sender: check for replies, drafts and the result. For the recipient:
-        preview before accept_handoff. Also shows your operations not yet delivered
-        (undelivered) and any the relay refused (refused), with the reason.
+        """Read a thread without changing it: the handoff, a page of messages, the
+        result; also your operations not yet delivered and any the relay refused.
         """
         return answer_fenced(_view_out(st(ctx), thread_id, limit, before))
 
@@ -953,10 +940,8 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
             "An optional structured attachment (any JSON object)."))] = None,
         delivery: DeliveryArg = None,
     ) -> SentMessageOut:
-        """Post a message on a thread: answer a question, ask for clarification, report.
-
-        Either participant can post while the thread is pending or accepted; a
-        completed or cancelled thread refuses it (thread_terminal).
+        """Post a message on a thread: answer, ask, report. Either participant can,
+        while the thread is pending or accepted.
         """
         state = st(ctx)
         tid = _resolve(state.client, thread_id)
@@ -974,11 +959,8 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
             "Output artifacts: final diffs, test commands, links."))] = None,
         delivery: DeliveryArg = None,
     ) -> CompleteOut:
-        """Close a handoff you accepted and record the outcome for the sender.
-
-        Only the recipient can complete, and only an accepted thread (a pending one
-        gives invalid_transition: accept it first; a closed one thread_terminal). No
-        messages can follow.
+        """Close a handoff you accepted, with the outcome for the sender. Only the
+        recipient can, once accepted; no messages can follow.
         """
         state = st(ctx)
         tid = _resolve(state.client, thread_id)
@@ -1011,10 +993,8 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
 
     @server.tool(annotations=READ)
     def list_teammates(ctx: Ctx) -> Annotated[CallToolResult, TeammatesOut]:
-        """List everyone registered on the relay: handle, name and role.
-
-        Call it to find the right handle for handoff_to_teammate, for example after a
-        recipient_not_found error. Also says how your trust file treats each of them.
+        """List everyone registered on the relay (handle, name, role) and how your
+        trust file treats them: the handles handoff_to_teammate takes.
         """
         state = st(ctx)
         rules = state.trust.current()
@@ -1030,11 +1010,8 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
             "A short note for the sender about the draft."))] = None,
         delivery: DeliveryArg = None,
     ) -> SentMessageOut:
-        """Record a diff you drafted for a proposed action that came without one.
-
-        For the recipient of a propose_action handoff whose proposed_action has no
-        suggested_diff. The draft is posted on the thread for the sender to review
-        (view_thread); it is never applied to any file.
+        """Post a diff you drafted for a propose_action handoff that came without
+        one, for the sender to review. It is never applied to any file.
         """
         state = st(ctx)
         tid = _resolve(state.client, thread_id)
