@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from pydantic import BaseModel
@@ -250,8 +251,8 @@ def _scalar(value: object) -> str:
     return json_line(value)
 
 
-def head_lines(name: str, value: Mapping[str, Any], *, skip: set[str],
-               objects: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+def head_lines(name: str, value: Mapping[str, Any], *, skip: AbstractSet[str],
+               objects: AbstractSet[str] = frozenset()) -> list[str]:
     """``value`` as ``key=value`` lines: its own scalars on the first line after ``name``,
     each object under it (or in a list under it) on a line of its own,
     ``path: key=value ...``. Fields in ``skip`` (they are in the fence),
