@@ -1744,7 +1744,14 @@ SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list
     ("hooks", bench_hooks),
     ("join", bench_join),
     ("peer", bench_peer),
+    ("context", lambda ws, sizes, log, shared: _context(ws, sizes, log, shared)),
 ]
+
+
+def _context(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
+    from bench.context import bench_context  # imports this module: imported when run
+
+    return bench_context(ws, sizes, log, shared)
 
 
 def run(*, quick: bool, workdir: Path, log: Log, only: list[str] | None = None,
@@ -1792,4 +1799,5 @@ def run(*, quick: bool, workdir: Path, log: Log, only: list[str] | None = None,
         "peer_unavailable": shared.get("peer_unavailable"),
         "host_clients": shared.get("host_clients"),
         "host_unavailable": shared.get("host_unavailable"),
+        "context": shared.get("context"),
     }

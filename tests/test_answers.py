@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gitrelay.mcp.answers import MEMO_SIZE, Answer, AnswerMemo, answer_of
+from gitrelay.mcp.answers import MEMO_SIZE, Answer, AnswerMemo, answer_fenced
 from gitrelay.mcp.present import Fenced, present_inbox_fenced
 from gitrelay.relay.inbox import InboxPage
-from gitrelay.relay.provenance import extract_fenced, find_unfenced
 from gitrelay.relay.trust import TrustRules
+from tests.answerkit import read_answer
 from tests.mcpkit import RULES, page_of
 
 
@@ -30,8 +30,17 @@ class Presenter:
 def structured(answer: Answer) -> dict[str, Any]:
     assert answer.structured_content is not None
     text = answer.content[0].text  # type: ignore[union-attr]
-    assert json.loads(text) == answer.structured_content  # both forms say the same
+    # Both forms say the same: every preview of the structure is in the text's fence.
+    read = read_answer(text, answer.structured_content)
+    fenced = {v.field: v.value for v in read.values}
+    for i, item in enumerate(answer.structured_content["items"]):
+        assert fenced.get(f"[{i}]") == item["summary_preview"] or "withheld" in text
     return answer.structured_content
+
+
+def text_of(answer: Answer) -> str:
+    text: str = answer.content[0].text  # type: ignore[union-attr]
+    return text
 
 
 def token(out: dict[str, Any]) -> str:
@@ -41,17 +50,21 @@ def token(out: dict[str, Any]) -> str:
 def test_an_equal_page_is_not_presented_again_and_gets_a_fresh_token() -> None:
     memo = AnswerMemo()
     first_page = Presenter(page_of("Please review the /users change", "Rotate the keys"))
-    first = structured(memo.answer(first_page.key(), first_page))
+    first_answer = memo.answer(first_page.key(), first_page)
+    first = structured(first_answer)
     # As the inbox returns it for the next check-in: a new page object, equal to the last.
     again_page = Presenter(page_of("Please review the /users change", "Rotate the keys"))
-    again = structured(memo.answer(again_page.key(), again_page))
+    again_answer = memo.answer(again_page.key(), again_page)
+    again = structured(again_answer)
     assert (first_page.runs, again_page.runs) == (1, 0)
     assert token(first) != token(again)
     assert json.dumps(again).replace(token(again), token(first)) == json.dumps(first)
-    for item in again["items"]:
-        for value in (item["summary_preview"], item["sender"]["name"], item["sender"]["role"]):
-            assert find_unfenced(value, token(again)) == ""
-            assert len(extract_fenced(value, token(again))) == 1
+    assert text_of(again_answer).replace(token(again), token(first)) == text_of(first_answer)
+    read = read_answer(text_of(again_answer), again)
+    assert read.token == token(again)
+    assert {(v.author, v.field) for v in read.values} == {
+        ("alice@acme", "name"), ("alice@acme", "role"), ("alice@acme", "[0]"),
+        ("alice@acme", "[1]")}
 
 
 def test_a_new_item_another_cursor_or_other_trust_rules_build_a_new_page() -> None:
@@ -64,12 +77,13 @@ def test_a_new_item_another_cursor_or_other_trust_rules_build_a_new_page() -> No
                     Presenter(page_of("SECRET-ONE"), blocked)):
         out = structured(memo.answer(changed.key(), changed))
         assert changed.runs == 1
-        fresh = answer_of(present_inbox_fenced(changed.page, caller="bob@acme",
-                                               rules=changed.rules).response)
+        fresh = answer_fenced(present_inbox_fenced(changed.page, caller="bob@acme",
+                                                   rules=changed.rules))
         assert json.dumps(out).replace(token(out), "T") == \
             json.dumps(structured(fresh)).replace(token(structured(fresh)), "T")
     hidden = Presenter(page_of("SECRET-ONE"), blocked)
-    shown = json.dumps(structured(memo.answer(hidden.key(), hidden)))
+    answer = memo.answer(hidden.key(), hidden)
+    shown = json.dumps(structured(answer)) + text_of(answer)
     assert hidden.runs == 0  # the blocked page above is the one kept
     assert "SECRET-ONE" not in shown and "Alice Martin" not in shown
 
@@ -95,5 +109,5 @@ def test_a_page_with_nothing_fenced_is_given_again_unchanged() -> None:
     first = structured(memo.answer(empty.key(), empty))
     assert structured(memo.answer(empty.key(), empty)) == first == {
         "items": [], "next_cursor": None, "cursor": 9, "acknowledged": None,
-        "ack_results": [], "index_rebuilt": False, "delivery": None}
+        "ack_results": [], "index_rebuilt": False, "delivery": None, "sync_warning": None}
     assert empty.runs == 1

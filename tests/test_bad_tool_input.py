@@ -35,6 +35,7 @@ from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
 from gitrelay.relay.trust import TrustStore
 from gitrelay.store.gitstore import Store
+from tests.answerkit import in_fence, read_answer
 
 ALICE, BOB, CAROL = "alice@acme", "bob@acme", "carol@acme"
 PEOPLE = {ALICE: ("Alice Martin", "backend"), BOB: ("Bob Chen", "frontend"),
@@ -515,6 +516,7 @@ def test_text_that_looks_like_json_is_kept_as_sent(bench: Bench) -> None:
         assert not res.is_error, res.content
         out: dict[str, Any] | None = res.structured_content
         assert out is not None
+        read_answer(res.content[0].text, out)  # type: ignore[union-attr]
         return out
 
     async def body() -> None:
@@ -532,7 +534,9 @@ def test_text_that_looks_like_json_is_kept_as_sent(bench: Bench) -> None:
                 got = await answer(b, "accept_handoff", {"thread_id": tid, "session_id": text,
                                                          **queue})
                 assert got["accepted_by_session"] == text
-                assert got["question"].count(f"\n{text}\n") == 1  # fenced, kept as is
+                # Kept as is, and inside the answer's fence as that text (a JSON string).
+                assert got["question"] == text
+                assert in_fence(got["question"], got["provenance"]["fence"]) == text
                 await answer(b, "draft_proposed_action", {
                     "thread_id": ptid, "suggested_diff": "--- a\n+++ b\n", "note": text,
                     **queue})
@@ -542,7 +546,8 @@ def test_text_that_looks_like_json_is_kept_as_sent(bench: Bench) -> None:
                 seen = await answer(a, "view_thread", {"thread_id": ptid})
                 assert seen["cancellation"]["reason"] == text  # alice's own: not fenced
                 note = seen["messages"][0]["body"]
-                assert f"\n{text}\n" in note and "Drafted a diff" not in note
+                assert note == text and "Drafted a diff" not in note
+                assert in_fence(note, seen["provenance"]["fence"]) == text
             assert not alice.deliver().refused
 
     anyio.run(body)

@@ -18,7 +18,7 @@ from mcp.client.stdio import stdio_client
 
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.provenance import extract_fenced, find_unfenced
+from tests.answerkit import in_fence, read_answer
 from tests.mcpkit import ARTIFACTS, REPO, TRUST, hermetic_env
 
 
@@ -46,6 +46,7 @@ class Agent:
         assert not result.is_error, text
         content: dict[str, Any] | None = result.structured_content
         assert content is not None
+        read_answer(text, content)
         return content
 
     async def fails(self, tool: str, args: dict[str, Any]) -> str:
@@ -65,14 +66,15 @@ class Agent:
                     text = result.content[0].text  # type: ignore[union-attr]
                     assert text.startswith("thread_not_found (-32006): "), text
                 elif seen is not None and ready(seen):
+                    read_answer(result.content[0].text, seen)  # type: ignore[union-attr]
                     return seen
                 await anyio.sleep(0.1)
 
 
 def fenced(value: str, token: str) -> str:
-    assert find_unfenced(value, token) == ""
-    (segment,) = extract_fenced(value, token)
-    return segment.body
+    """``value`` after checking that the answer with ``token`` had it in its fence."""
+    out: str = in_fence(value, token)
+    return out
 
 
 Homes = tuple[Path, Path, Path, Path]
@@ -130,7 +132,7 @@ def test_two_server_processes_walk_every_intent_through_the_gate(
                                               "artifacts": [ARTIFACTS[0]]})
             done = await alice.view_until(inform, lambda t: t["status"] == "completed")
             assert fenced(done["completion"]["result_summary"],
-                          done["completion"]["provenance"]["fence"]) == \
+                          done["provenance"]["fence"]) == \
                 "Frontend reads pages now."
 
             # ask_question: a question, an answer, a thank-you, done.
@@ -146,7 +148,7 @@ def test_two_server_processes_walk_every_intent_through_the_gate(
             heard = await alice.view_until(question, lambda t: len(t["messages"]) == 1)
             (msg,) = heard["messages"]
             assert msg["from"] == "bob@acme"
-            assert fenced(msg["body"], msg["provenance"]["fence"]) == "Cursor."
+            assert fenced(msg["body"], heard["provenance"]["fence"]) == "Cursor."
             await alice.ok("send_message", {"thread_id": question, "body": "Thanks!",
                                             "delivery": "wait"})
             thread = await bob.view_until(question, lambda t: len(t["messages"]) == 2)
@@ -167,7 +169,7 @@ def test_two_server_processes_walk_every_intent_through_the_gate(
             review = await alice.view_until(proposed, lambda t: len(t["messages"]) == 1)
             (drafted,) = review["messages"]
             assert drafted["type"] == "draft"
-            assert fenced(drafted["suggested_diff"], drafted["provenance"]["fence"]) == \
+            assert fenced(drafted["suggested_diff"], review["provenance"]["fence"]) == \
                 "+paginate(users)"
             await alice.ok("send_message", {"thread_id": proposed, "body": "Ship it.",
                                             "delivery": "wait"})
@@ -183,7 +185,7 @@ def test_two_server_processes_walk_every_intent_through_the_gate(
                 "delivery": "wait"}))["thread_id"]
             got = await bob.ok("accept_handoff", {"thread_id": with_diff})
             action = got["proposed_action"]
-            assert fenced(action["suggested_diff"], action["provenance"]["fence"]) == "-a\n+b"
+            assert fenced(action["suggested_diff"], got["provenance"]["fence"]) == "-a\n+b"
             await bob.ok("complete_handoff", {"thread_id": with_diff, "result_summary": "Done"})
             dropped = (await alice.ok("handoff_to_teammate", {
                 "to": "bob@acme", "intent": "inform", "summary": "never mind",

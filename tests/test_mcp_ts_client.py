@@ -27,7 +27,7 @@ import pytest
 from bench import relaygen
 from bench.ts_host import HostUnavailable, TsClient, ensure_sdk
 from gitrelay.relay import admin
-from gitrelay.relay.provenance import extract_fenced, find_unfenced
+from tests.answerkit import in_fence, read_answer
 from tests.mcpkit import ARTIFACTS, TRUST, hermetic_env
 from tests.servers import REQUIRE_ENV
 
@@ -56,6 +56,7 @@ def ok(client: TsClient, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     assert not out.get("client_error"), f"the TypeScript client refused {tool}: {out['text']}"
     assert not out["is_error"], out["text"]
     structured: dict[str, Any] = out["structured"]
+    read_answer(out["text"], structured)
     return structured
 
 
@@ -73,9 +74,9 @@ def until(client: TsClient, tool: str, args: dict[str, Any],
 
 
 def fenced(value: str, token: str) -> str:
-    assert find_unfenced(value, token) == ""
-    (segment,) = extract_fenced(value, token)
-    return segment.body
+    """``value`` after checking that the answer with ``token`` had it in its fence."""
+    out: str = in_fence(value, token)
+    return out
 
 
 @pytest.fixture
@@ -116,7 +117,7 @@ def test_a_handoff_walks_through_the_gate_as_a_typescript_host_sees_it(servers):
                                                        for i in p["items"]))
     (item,) = [i for i in page["items"] if i["thread_id"] == tid]
     assert item["kind"] == "assignment" and item["unread"] is True
-    assert fenced(item["summary_preview"], item["sender"]["provenance"]["fence"]) == \
+    assert fenced(item["summary_preview"], item["provenance"]["fence"]) == \
         "The /users endpoint now returns pages."
 
     seen = ok(bob, "view_thread", {"thread_id": tid})
@@ -134,7 +135,7 @@ def test_a_handoff_walks_through_the_gate_as_a_typescript_host_sees_it(servers):
     closed = until(alice, "view_thread", {"thread_id": tid},
                    lambda t: t["status"] == "completed")
     (msg,) = closed["messages"]
-    assert fenced(msg["body"], msg["provenance"]["fence"]) == "Cursor."
+    assert fenced(msg["body"], closed["provenance"]["fence"]) == "Cursor."
     news = ok(alice, "check_inbox", {"after": 0})
     assert {i["kind"] for i in news["items"] if i["thread_id"] == tid} == \
         {"task_update", "reply"}

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from gitrelay.core.errors import RelayError
 from gitrelay.demo.example import Example, load_example
 from gitrelay.relay.admin import ensure_default_relay, join
-from gitrelay.relay.render import clean, one_line
+from gitrelay.relay.render import clean, clip, one_line
 from gitrelay.store.config import default_relay_path
 
 ALICE, BOB, CAROL = "alice@acme", "bob@acme", "carol@acme"
@@ -49,8 +48,8 @@ _QUIET_KEYS = {"created_at", "updated_at", "id", "message_id", "item_id", "idemp
                "next_cursor", "index_rebuilt", "claimed_by", "claim_expires_at", "email",
                "metadata", "trust_reason"}
 _MAX_BLOCK_LINES = 16
-_FENCE_RE = re.compile(r'^<<<teammate-data fence=([0-9a-f]+) sender="([^"]*)" [^\n]*>>>\n'
-                       r'[^\n]*\n(.*)\n<<<end teammate-data fence=\1>>>\n?$', re.S)
+_MAX_TEXT_LINES = 40
+_MAX_LINE = 150
 
 
 class DemoError(RelayError):
@@ -94,18 +93,16 @@ class Transcript:
         for text in _fields(value, 6):
             self.line(text)
 
-    def inbox(self, page: dict[str, Any]) -> None:
-        """check_inbox, one line per item (the preview's fence shown as «…»)."""
-        items = page.get("items", [])
-        self.line(f"   ← {len(items)} item(s), cursor {page.get('cursor')}:")
-        for item in items:
-            preview = _fenced(str(item.get("summary_preview", "")))
-            text = f"«{one_line(preview[2], 60)}» (fenced)" if preview else \
-                one_line(item.get("summary_preview", ""), 60)
-            self.line(f"      seq {item.get('seq')}  {item.get('kind')}  "
-                      f"{str(item.get('thread_id'))[:10]}  from "
-                      f"{one_line(item.get('sender', {}).get('handle', ''))}  "
-                      f"{item.get('status')}  {text}")
+    def text(self, text: str) -> None:
+        """A read's text content as the agent reads it: gitrelay's lines, then the one
+        fence of teammate values (long lines clipped, a long answer's middle elided)."""
+        self.line("   ← (text content)")
+        lines = [clip(one_line(ln), _MAX_LINE) for ln in text.rstrip("\n").split("\n")]
+        if len(lines) > _MAX_TEXT_LINES:
+            hidden = len(lines) - (_MAX_TEXT_LINES - 2)
+            lines = [*lines[:_MAX_TEXT_LINES - 3], f"⋮ ({hidden} more lines)", *lines[-2:]]
+        for ln in lines:
+            self.line(f"      {ln}")
 
 
 def _scalar(value: Any) -> str:
@@ -122,12 +119,6 @@ def _block(text: str, pad: str) -> list[str]:
     return [pad + ln for ln in lines]
 
 
-def _fenced(text: str) -> tuple[str, str, str] | None:
-    """``(token, sender, body)`` when ``text`` is exactly one provenance-fenced block."""
-    m = _FENCE_RE.match(text)
-    return (m.group(1), m.group(2), m.group(3)) if m else None
-
-
 def _fields(value: Any, indent: int) -> Iterator[str]:
     """A readable, YAML-like view of a tool's arguments or structured result."""
     pad = " " * indent
@@ -139,9 +130,6 @@ def _fields(value: Any, indent: int) -> Iterator[str]:
                 yield (f"{pad}provenance: {{origin: {item.get('origin')}, sender: "
                        f"{one_line(item.get('sender', ''))}, trust: {item.get('trust')}, "
                        f"policy: {item.get('policy')}, fence: {str(item.get('fence'))[:8]}…}}")
-            elif isinstance(item, str) and (short := _fenced(item)) and "\n" not in short[2] \
-                    and len(short[2]) <= 40:
-                yield f"{pad}{key}: «{one_line(short[2])}» (fenced, sender {short[1]})"
             elif isinstance(item, str) and "\n" in item:
                 yield f"{pad}{key}:"
                 yield from _block(item, pad + "  ")
@@ -196,10 +184,10 @@ class Agent:
         if expect_error is not None:
             raise DemoError(f"{self.who}'s {tool} should have been refused ({expect_error})")
         data = result.structured_content or json.loads(text or "{}")
-        if tool == "check_inbox":
-            self.transcript.inbox(data)
-        else:
+        if text.startswith("{"):
             self.transcript.result(data)
+        else:  # a read: its compact text and fence, as the agent reads it
+            self.transcript.text(text)
         return dict(data)
 
     async def wait_for(self, after: int, want: Callable[[dict[str, Any]], bool],

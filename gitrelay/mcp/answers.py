@@ -1,11 +1,12 @@
 """Tool answers: built once from an output model, given again with a fresh fence.
 
-An answer carries its output model twice, as the structured content and as the same JSON in
-a text content (what most agents read): :func:`answer_of` dumps the model once for both, as
-compact JSON. :class:`AnswerMemo` serves a response equal to one it built recently
-(``check_inbox`` asked again with nothing new) from that response's JSON, under a new fence
-token (:class:`gitrelay.relay.provenance.FencedAnswer`): the page is not presented and dumped
-again for every check-in.
+An answer carries its output model as the structured content and a text content (what most
+agents read): :func:`answer_of` dumps the model once for both, as compact JSON;
+:func:`answer_fenced` pairs a read's model with its compact text, teammate values inside
+one fence (:mod:`gitrelay.mcp.present`). :class:`AnswerMemo` serves a response equal to
+one it built recently (``check_inbox`` asked again with nothing new) from its wire form,
+under a new fence token (:class:`gitrelay.relay.provenance.FencedAnswer`): the page is not
+presented and dumped again for every check-in.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pydantic import BaseModel
 from gitrelay.mcp.present import Fenced
 from gitrelay.relay.provenance import FencedAnswer
 
-__all__ = ["MEMO_SIZE", "Answer", "AnswerMemo", "answer_of"]
+__all__ = ["MEMO_SIZE", "Answer", "AnswerMemo", "answer_fenced", "answer_of"]
 
 MEMO_SIZE = 4
 """Responses an :class:`AnswerMemo` keeps: an agent's default page and the few other
@@ -29,8 +30,7 @@ queries it alternates with (the check-in after its cursor, a status filter)."""
 
 
 class Answer(CallToolResult):
-    """A tool result built here from an output model: its structured content and the same
-    JSON as text."""
+    """A tool result built here from an output model: its structured content and its text."""
 
 
 def _answer(value: dict[str, Any], text: str) -> Answer:
@@ -51,11 +51,22 @@ def answer_of(model: BaseModel) -> Answer:
     return _answer(*_wire(model))
 
 
+def _fenced_wire(fenced: Fenced[Any]) -> tuple[dict[str, Any], str]:
+    """A fenced answer's structured content (its model, dumped once) and its text content
+    (the compact text with the one fence, :mod:`gitrelay.mcp.present`)."""
+    return fenced.response.model_dump(mode="json", by_alias=True), fenced.text
+
+
+def answer_fenced(fenced: Fenced[Any]) -> Answer:
+    """A fenced answer: its model as the structured content, its own text as the text."""
+    return _answer(*_fenced_wire(fenced))
+
+
 class AnswerMemo:
     """The last few responses of one tool, each under the key it was built for.
 
-    ``answer(key, build)`` returns the answer to ``build()`` (a response and its fence
-    token, from :mod:`gitrelay.mcp.present`), or, when a response was built for an equal key
+    ``answer(key, build)`` returns the answer to ``build()`` (a fenced response from
+    :mod:`gitrelay.mcp.present`), or, when a response was built for an equal key
     recently, that response again under a fresh token. The key must hold everything the
     response is made of: for an inbox page, the page read from the index (items, cursor,
     acks), the caller and the trust rules, so that a new item, an ack, an expired claim or
@@ -71,8 +82,8 @@ class AnswerMemo:
         for kept_key, kept in self._kept:
             if kept_key == key:
                 return _answer(*kept.fresh())
-        response, token = build()
-        kept = FencedAnswer(*_wire(response), token)
+        fenced = build()
+        kept = FencedAnswer(*_fenced_wire(fenced), fenced.token)
         with self._lock:
             self._kept = [(key, kept), *self._kept[:self._size - 1]]
         return _answer(kept.value, kept.text)

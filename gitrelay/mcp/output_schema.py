@@ -109,3 +109,43 @@ def _dispatch_on_tag(node: dict[str, Any], tag: str) -> dict[str, Any]:
     rest = {k: v for k, v in node.items() if k != "oneOf"}
     return {**rest, "type": "object", "required": [tag],
             "properties": {tag: {"enum": tags}}, "allOf": rules}
+
+
+_FAR_BOUND = 1000
+
+
+def lean_input_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input schema without what tells a model nothing: the titles pydantic
+    derives from the Python names (``"title": "Thread Id"`` for ``thread_id``), a
+    ``"default": null`` (an optional argument left out is null), the OpenAPI
+    ``discriminator`` beside a ``oneOf`` whose variants each fix their ``type``, and
+    bounds no agent comes near (a ``maxLength`` or ``maxItems`` of 1,000 or more), and
+    the ``null`` branch of an optional argument (it is left out when not given). The
+    model reads every tool definition on every turn. Everything that constrains an
+    argument stays; the server checks the arguments against its models anyway."""
+    out: dict[str, Any] = _untitled(schema)
+    return out
+
+
+def _untitled(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_untitled(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    branches = node.get("anyOf")
+    if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
+        # An optional argument: absent when not given, so the null branch says nothing.
+        (kept,) = [b for b in branches if b != {"type": "null"}]
+        node = {**{k: v for k, v in node.items() if k != "anyOf"}, **kept}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if (key == "title" and isinstance(value, str)) or key == "discriminator" \
+                or (key == "default" and value is None) \
+                or (key in ("maxLength", "maxItems") and isinstance(value, int)
+                    and value >= _FAR_BOUND):
+            continue
+        if key in ("properties", "$defs") and isinstance(value, dict):
+            out[key] = {name: _untitled(sub) for name, sub in value.items()}
+        else:
+            out[key] = _untitled(value)
+    return out

@@ -1,4 +1,4 @@
-"""What the MCP tools return: relay documents turned into output models.
+"""What the MCP tools return: relay documents turned into output models and text.
 
 This module is the one place that decides which fields a teammate wrote.
 Every such value goes through a :class:`Pen`, which
@@ -6,19 +6,31 @@ Every such value goes through a :class:`Pen`, which
 - leaves text the caller wrote as it is;
 - replaces text by a blocked sender (per the caller's trust file) with a
   notice, so no tool ever returns it;
-- wraps everything else in the response's fence (:class:`provenance.Fence`)
-  and attaches a structured :class:`provenance.ProvenanceMarker` next to it.
+- records everything else for the answer's fence
+  (:class:`provenance.AnswerFence`) and marks the object holding it with a
+  structured :class:`provenance.ProvenanceMarker`.
 
-Each response is built by one function with one fresh Fence, whose random
-token occurs in none of the texts it wraps (checked on every wrap); should one
-contain it, the response is built again: once with a recorder that collects
-every teammate-authored value, then with a Fence chosen to avoid them all.
+An answer has two forms. The structured content holds every value as it was
+written (a teammate's free-form object as its JSON text), each object with
+teammate text marked. The text content, which the agent reads, is compact:
+gitrelay's own fields as ``key=value`` lines (:func:`head_lines`), then ONE
+fence holding every teammate value, one ``FIELD JSON`` line each, under the
+``by`` line of its author. docs/tools.md describes both.
+
+Each answer is built by one function with one fresh fence, whose random
+token occurs in none of the texts (checked on every answer); should one
+contain it, the answer is built again with a fence chosen to avoid them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from pydantic import BaseModel
 
 from gitrelay.mcp.tool_models import (
     AcceptOut,
@@ -46,53 +58,58 @@ from gitrelay.mcp.tool_models import (
 )
 from gitrelay.relay.client import ThreadView
 from gitrelay.relay.inbox import ClaimResult, InboxPage
-from gitrelay.relay.provenance import Fence, FenceCollision, ProvenanceMarker
+from gitrelay.relay.provenance import (
+    RELAY_AUTHOR,
+    AnswerFence,
+    FenceCollision,
+    ProvenanceMarker,
+    json_line,
+)
 from gitrelay.relay.trust import TrustDecision, TrustRules, evaluate, normalize_handle
 from gitrelay.store.mirror import Refused
 
 __all__ = [
+    "MAX_RELAY_TEXT",
+    "MESSAGE_PAGE",
+    "MESSAGE_TEXT_BUDGET",
+    "TEXT_PREVIEW_CHARS",
     "Fenced",
     "Pen",
+    "head_lines",
+    "page_messages",
     "present_accept",
+    "present_accept_fenced",
     "present_claim",
     "present_inbox",
     "present_inbox_fenced",
     "present_teammates",
+    "present_teammates_fenced",
     "present_thread",
-    "render",
-    "render_fenced",
+    "present_thread_fenced",
+    "relay_text",
     "withheld_notice",
 ]
 
-T = TypeVar("T")
+T = TypeVar("T", bound=BaseModel)
 Profiles = Mapping[str, Mapping[str, Any]]  # casefolded handle -> profile document
-_PLACEHOLDER_TOKEN = "0" * 32
+
+TEXT_PREVIEW_CHARS = 100
+"""How much of each summary preview the inbox's text content shows (the structured
+``summary_preview`` keeps its 240 characters; view_thread has the whole summary)."""
+MAX_RELAY_TEXT = 1000
+"""Characters kept of a text quoted from the relay (a refusal, a sync warning)."""
+MESSAGE_PAGE = 50
+"""Messages view_thread shows by default, the newest last."""
+MESSAGE_TEXT_BUDGET = 200_000
+"""Characters of message text (bodies, diffs, payloads) one view_thread page may hold;
+older messages wait for the next page (at least one message is always shown)."""
 
 
-class _Wrapper(Protocol):
-    def wrap(self, text: str, *, sender: str, field: str) -> str: ...
-
-    def wrap_json(self, value: object, *, sender: str, field: str) -> str: ...
-
-    def marker(self, sender: str) -> ProvenanceMarker: ...
-
-
-class _Recorder:
-    """Stands in for the Fence on the first pass: remembers what would be wrapped."""
-
-    def __init__(self) -> None:
-        self.values: list[object] = []
-
-    def wrap(self, text: str, *, sender: str, field: str) -> str:
-        self.values.append(text)
+def relay_text(text: str) -> str:
+    """A text quoted from the relay, bounded to :data:`MAX_RELAY_TEXT` characters."""
+    if len(text) <= MAX_RELAY_TEXT:
         return text
-
-    def wrap_json(self, value: object, *, sender: str, field: str) -> str:
-        self.values.append(value)
-        return ""
-
-    def marker(self, sender: str) -> ProvenanceMarker:
-        return ProvenanceMarker(sender=sender, fence=_PLACEHOLDER_TOKEN)
+    return text[:MAX_RELAY_TEXT] + f"... [{len(text) - MAX_RELAY_TEXT} more characters]"
 
 
 def withheld_notice(handle: str, rules: TrustRules) -> str:
@@ -102,17 +119,20 @@ def withheld_notice(handle: str, rules: TrustRules) -> str:
 
 
 class Pen:
-    """Writes one response: the caller's own text plain, a teammate's text fenced."""
+    """Writes one answer: the caller's own text as it is, a teammate's recorded for the
+    fence, a blocked sender's withheld."""
 
-    def __init__(self, caller: str, rules: TrustRules, wrapper: _Wrapper) -> None:
+    def __init__(self, caller: str, rules: TrustRules, fence: AnswerFence) -> None:
         self.caller = caller
         self.rules = rules
-        self._wrapper = wrapper
+        self.fence = fence
         self._me = normalize_handle(caller)
-        # Per author, for this response: a page names the same few people many times.
+        # Per author, for this answer: a page names the same few people many times.
         self._blocked: dict[str, bool] = {}
-        self._markers: dict[str, ProvenanceMarker] = {}
         self._callers: dict[str, bool] = {}
+        self.values: dict[str, list[tuple[str, object]]] = {}  # author -> [(field, value)]
+        self.fields: set[str] = set()       # the fields in the fence, left out of the head
+        self.objects: set[str] = set()      # the caller's own free-form objects
 
     def is_caller(self, author: str) -> bool:
         known = self._callers.get(author)
@@ -129,67 +149,178 @@ class Pen:
     def blocked(self, author: str) -> bool:
         return not self.is_caller(author) and self._is_blocked(author)
 
+    def record(self, author: str, field: str, value: object) -> None:
+        """``value`` goes into the fence as ``field`` under ``author``."""
+        self.values.setdefault(author, []).append((field, value))
+        self.fields.add(field)
+
     def text(self, value: str, author: str, field: str) -> str:
         if self.is_caller(author):
             return value
         if self._is_blocked(author):
             return withheld_notice(author, self.rules)
-        return self._wrapper.wrap(value, sender=author, field=field)
+        self.record(author, field, value)
+        return value
 
     def opt_text(self, value: Any, author: str, field: str) -> str | None:
         return None if value is None else self.text(str(value), author, field)
 
     def obj(self, value: dict[str, Any], author: str, field: str) -> dict[str, Any] | str:
-        """A free-form object: itself for the caller, fenced JSON text for a teammate."""
+        """A free-form object: itself for the caller, its JSON text for a teammate."""
         if self.is_caller(author):
+            self.objects.add(field)
             return value
         if self._is_blocked(author):
             return withheld_notice(author, self.rules)
-        return self._wrapper.wrap_json(value, sender=author, field=field)
+        if value:
+            self.record(author, field, value)
+        else:
+            self.fields.add(field)  # nothing written: nothing to fence
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+    def relay(self, value: str | None, field: str) -> str | None:
+        """A text quoted from the relay: bounded, and in the fence under ``relay``."""
+        if value is None:
+            return None
+        bounded = relay_text(value)
+        self.record(RELAY_AUTHOR, field, bounded)
+        return bounded
 
     def marker(self, author: str) -> ProvenanceMarker | None:
-        if self.is_caller(author):
-            return None
-        mark = self._markers.get(author)
-        if mark is None:
-            # Markers are frozen: one per author serves every object of the response.
-            mark = self._markers[author] = self._wrapper.marker(author)
-        return mark
-
-
-def render(caller: str, rules: TrustRules, build: Callable[[Pen], T]) -> T:
-    """Run ``build`` with one fresh Fence for the response."""
-    return render_fenced(caller, rules, build).response
+        return None if self.is_caller(author) else self.fence.marker(author)
 
 
 class Fenced(NamedTuple, Generic[T]):
-    """A response and the token of its fences and markers."""
+    """An answer: its structured form, the token of its fence, and its text content."""
 
     response: T
     token: str
+    text: str
 
 
-def render_fenced(caller: str, rules: TrustRules, build: Callable[[Pen], T]) -> Fenced[T]:
-    """Run ``build`` with one fresh Fence for the response; the response and its token.
+Build = Callable[[Pen], T]
+Head = Callable[[T, Pen], list[str]]
 
-    The token is 128 random bits drawn after every text was written, so it is
-    in none of them; ``Fence.wrap`` checks that for every text anyway. Should
-    a text contain it (a collision, or the first text changing the token after
-    a marker took it), the response is built again the careful way: once to
-    collect the teammate texts, then with a Fence chosen to avoid all of them.
+
+def _render(caller: str, rules: TrustRules, build: Build[T], head: Head[T],
+            fence: AnswerFence) -> tuple[Fenced[T], Pen]:
+    pen = Pen(caller, rules, fence)
+    out = build(pen)
+    lines = head(out, pen)
+    text = "\n".join(lines) + "\n"
+    if pen.values or fence.marked:
+        text += fence.block(pen.values.items())
+    return Fenced(out, fence.token, text), pen
+
+
+def _values_of(pen: Pen) -> list[object]:
+    return [v for values in pen.values.values() for _, v in values]
+
+
+def render_fenced(caller: str, rules: TrustRules, build: Build[T], head: Head[T]) -> Fenced[T]:
+    """The answer ``build`` makes, with ``head`` its text before the fence.
+
+    The token is drawn before anything is written, so a text can hold it only by
+    chance (2^-128); every answer is checked anyway, and one whose text or values
+    hold the token is built again with a fence drawn to avoid them all.
     """
-    fence = Fence()
-    token = fence.token
+    fence = AnswerFence()
     try:
-        out = build(Pen(caller, rules, fence))
-        if fence.token == token:
-            return Fenced(out, token)
+        fenced, pen = _render(caller, rules, build, head, fence)
+        token = fence.token
+        fenced_lines = 2 if pen.values or fence.marked else 0
+        held = fenced.text.count(token) != fenced_lines or any(
+            token in json_line(v) for v in _values_of(pen))
+        if not held:
+            return fenced
+        values = [fenced.text, *_values_of(pen)]
     except FenceCollision:
-        pass
-    recorder = _Recorder()
-    build(Pen(caller, rules, recorder))
-    fence = Fence(recorder.values)
-    return Fenced(build(Pen(caller, rules, fence)), fence.token)
+        probe, pen = _render(caller, rules, build, head, AnswerFence())
+        values = [probe.text, *_values_of(pen)]
+    return _render(caller, rules, build, head, AnswerFence(values))[0]
+
+
+# --- the text before the fence ----------------------------------------------------------
+
+_BARE = re.compile(r"[A-Za-z0-9._:@+/-]+")
+
+
+def _scalar(value: object) -> str:
+    if isinstance(value, str):
+        return value if _BARE.fullmatch(value) else json_line(value)
+    return json_line(value)
+
+
+def head_lines(name: str, value: Mapping[str, Any], *, skip: AbstractSet[str],
+               objects: AbstractSet[str] = frozenset()) -> list[str]:
+    """``value`` as ``key=value`` lines: its own scalars on the first line after ``name``,
+    each object under it (or in a list under it) on a line of its own,
+    ``path: key=value ...``. Fields in ``skip`` (they are in the fence),
+    ``provenance`` markers, nulls and empty lists are left out; texts that are not one
+    plain word are JSON (:func:`json_line`), free-form objects (``objects``) too."""
+    lines: list[str] = []
+
+    def pairs(node: Mapping[str, Any], path: str, prefix: str, out: list[str],
+              later: list[tuple[str, Mapping[str, Any]]]) -> None:
+        for key, sub in node.items():
+            where = f"{path}.{key}" if path else key
+            if where in skip or key == "provenance" or sub is None or sub == []:
+                continue
+            if where in objects:
+                out.append(f"{prefix}{key}={json_line(sub)}")
+            elif isinstance(sub, Mapping):
+                later.append((where, sub))
+            elif isinstance(sub, list) and all(isinstance(x, Mapping) for x in sub):
+                later.extend((f"{where}[{i}]", x) for i, x in enumerate(sub))
+            elif isinstance(sub, list):
+                kept = [x for i, x in enumerate(sub) if f"{where}[{i}]" not in skip]
+                if kept:
+                    out.append(f"{prefix}{key}={json_line(kept)}")
+            else:
+                out.append(f"{prefix}{key}={_scalar(sub)}")
+
+    def line(label: str, node: Mapping[str, Any], path: str) -> None:
+        out: list[str] = []
+        later: list[tuple[str, Mapping[str, Any]]] = []
+        pairs(node, path, "", out, later)
+        lines.append(" ".join([label, *out]))
+        for sub_path, sub in later:
+            line(f"{sub_path}:", sub, sub_path)
+
+    line(name, value, "")
+    return lines
+
+
+def _model_head(name: str, quiet: frozenset[str] = frozenset()) -> Head[Any]:
+    def head(out: BaseModel, pen: Pen) -> list[str]:
+        value = out.model_dump(mode="json", by_alias=True)
+        return head_lines(name, value, skip=pen.fields | _quiet(value, pen) | quiet,
+                          objects=pen.objects)
+    return head
+
+
+_TIMES = ("created_at", "accepted_at", "completed_at", "cancelled_at")
+
+
+def _quiet(value: Mapping[str, Any], pen: Pen) -> set[str]:
+    """What a thread's text leaves out as saying nothing new to its reader: the caller's
+    own profile, the session id the caller's own accept stored, an ``updated_at`` equal
+    to another time of the thread, a ``messages_total`` of 0."""
+    if "thread_id" not in value:
+        return set()
+    quiet = set()
+    for person in ("sender", "recipient"):
+        if pen.is_caller(str(value[person]["handle"])):
+            quiet |= {f"{person}.name", f"{person}.role", f"{person}.email"}
+    if value.get("accepted_by_session") is not None \
+            and pen.is_caller(str(value["recipient"]["handle"])):
+        quiet.add("accepted_by_session")
+    if value.get("updated_at") in [value.get(t) for t in _TIMES] \
+            and not any(m["created_at"] == value["updated_at"] for m in value["messages"]):
+        quiet.add("updated_at")
+    if value.get("messages_total") == 0:
+        quiet.add("messages_total")
+    return quiet
 
 
 # --- pieces -------------------------------------------------------------------------------
@@ -198,44 +329,39 @@ def render_fenced(caller: str, rules: TrustRules, build: Callable[[Pen], T]) -> 
 def _person(pen: Pen, handle: str, profiles: Profiles, field: str) -> Person:
     profile = profiles.get(handle.casefold())
     if profile is None:
-        return Person(handle=handle, name=handle, role="", provenance=pen.marker(handle))
+        return Person(handle=handle, name=handle, role="")
     email = profile.get("email")
     return Person(
         handle=handle,
         name=pen.text(str(profile["name"]), handle, f"{field}.name"),
         role=pen.text(str(profile["role"]), handle, f"{field}.role"),
         email=pen.opt_text(email, handle, f"{field}.email"),
-        provenance=pen.marker(handle),
     )
 
 
 def _artifact(pen: Pen, art: Mapping[str, Any], author: str, field: str) -> ArtifactOut:
     kind = art["type"]
-    mark = pen.marker(author)
     if kind == "file_diff":
         return FileDiffOut(type="file_diff", path=pen.text(art["path"], author, f"{field}.path"),
-                           diff=pen.text(art["diff"], author, f"{field}.diff"), provenance=mark)
+                           diff=pen.text(art["diff"], author, f"{field}.diff"))
     if kind == "file_ref":
         lines = art.get("lines")
         return FileRefOut(type="file_ref", path=pen.text(art["path"], author, f"{field}.path"),
                           git_sha=art.get("git_sha"),
-                          lines=list(lines) if lines is not None else None, provenance=mark)
+                          lines=list(lines) if lines is not None else None)
     if kind == "test_command":
         return TestCommandOut(type="test_command",
                               command=pen.text(art["command"], author, f"{field}.command"),
-                              cwd=pen.opt_text(art.get("cwd"), author, f"{field}.cwd"),
-                              provenance=mark)
+                              cwd=pen.opt_text(art.get("cwd"), author, f"{field}.cwd"))
     if kind == "api_contract":
         inline = art.get("inline")
         return ApiContractOut(
             type="api_contract",
             schema_url=pen.opt_text(art.get("schema_url"), author, f"{field}.schema_url"),
-            inline=None if inline is None else pen.obj(inline, author, f"{field}.inline"),
-            provenance=mark)
+            inline=None if inline is None else pen.obj(inline, author, f"{field}.inline"))
     if kind == "link":
         return LinkOut(type="link", url=pen.text(art["url"], author, f"{field}.url"),
-                       title=pen.opt_text(art.get("title"), author, f"{field}.title"),
-                       provenance=mark)
+                       title=pen.opt_text(art.get("title"), author, f"{field}.title"))
     raise ValueError(f"unknown artifact type {kind!r}")  # the schema admits only five
 
 
@@ -254,7 +380,7 @@ def _message(pen: Pen, msg: Mapping[str, Any], index: int) -> MessageOut:
         payload=None if payload is None else pen.obj(payload, author, f"{field}.payload"),
         suggested_diff=pen.opt_text(msg.get("suggested_diff"), author,
                                     f"{field}.suggested_diff"),
-        created_at=str(msg["created_at"]), provenance=pen.marker(author),
+        created_at=str(msg["created_at"]),
     )
 
 
@@ -266,7 +392,6 @@ def _proposed_action(pen: Pen, action: Mapping[str, Any], author: str) -> Propos
         rationale=pen.text(action["rationale"], author, "proposed_action.rationale"),
         suggested_diff=pen.opt_text(action.get("suggested_diff"), author,
                                     "proposed_action.suggested_diff"),
-        provenance=pen.marker(author),
     )
 
 
@@ -279,21 +404,55 @@ def _undelivered(keys: Iterable[str]) -> list[PendingOperation]:
     return out
 
 
-def _refused(records: Iterable[Refused]) -> list[RefusedOperation]:
+def _refused(pen: Pen, records: Iterable[Refused]) -> list[RefusedOperation]:
     out = []
-    for r in records:
+    for i, r in enumerate(records):
         message_id = r.doc.get("id") if r.kind == "message" else None
+        # The gate's reason may quote what the relay holds: fenced, as relay text.
+        reason = pen.relay(r.message, f"refused[{i}].reason") or ""
         out.append(RefusedOperation(
             operation=str(r.doc.get("type", r.kind)) if r.kind == "message" else r.kind,
             message_id=str(message_id) if message_id is not None else None,
-            code=r.code, name=r.name, rule=r.rule, reason=r.message, refused_at=r.at))
+            code=r.code, name=r.name, rule=r.rule, reason=reason, refused_at=r.at))
     return out
 
 
-def _thread_fields(pen: Pen, view: ThreadView, profiles: Profiles,
-                   sync_warning: str | None) -> dict[str, Any]:
+def _message_size(msg: Mapping[str, Any]) -> int:
+    size = len(str(msg.get("body", ""))) + len(str(msg.get("suggested_diff") or ""))
+    payload = msg.get("payload")
+    return size + (len(json.dumps(payload)) if payload is not None else 0)
+
+
+def page_messages(messages: Sequence[Mapping[str, Any]], *, limit: int = MESSAGE_PAGE,
+                  before: int | None = None, budget: int = MESSAGE_TEXT_BUDGET
+                  ) -> tuple[list[Mapping[str, Any]], int | None]:
+    """One page of a thread's messages, oldest first, and the ``before`` of the page
+    before it (None when there is none).
+
+    The page ends with the newest message (or the newest before sequence number
+    ``before``) and holds at most ``limit`` messages and ``budget`` characters of their
+    text; the newest of them is shown whatever its size.
+    """
+    candidates = [m for m in messages
+                  if before is None or int(m["sequence_no"]) < before]
+    shown: list[Mapping[str, Any]] = []
+    used = 0
+    for msg in reversed(candidates):
+        size = _message_size(msg)
+        if shown and (len(shown) >= limit or used + size > budget):
+            break
+        shown.append(msg)
+        used += size
+    shown.reverse()
+    older = len(candidates) > len(shown)
+    return shown, int(shown[0]["sequence_no"]) if older and shown else None
+
+
+def _thread_fields(pen: Pen, view: ThreadView, profiles: Profiles, sync_warning: str | None,
+                   limit: int, before: int | None) -> dict[str, Any]:
     handoff = view.handoff
     author = view.sender
+    other = view.recipient if pen.is_caller(author) else author
     complete, cancel, accept = view.complete, view.cancel, view.accept
     completion = None
     if complete is not None:
@@ -302,14 +461,15 @@ def _thread_fields(pen: Pen, view: ThreadView, profiles: Profiles,
             by=by, result_summary=pen.text(complete["result_summary"], by,
                                            "completion.result_summary"),
             artifacts=_artifacts(pen, complete.get("artifacts", []), by, "completion.artifacts"),
-            completed_at=str(complete["at"]), provenance=pen.marker(by))
+            completed_at=str(complete["at"]))
     cancellation = None
     if cancel is not None:
         by = str(cancel["by"])
         cancellation = Cancellation(
             by=by, reason=pen.opt_text(cancel.get("reason"), by, "cancellation.reason"),
-            cancelled_at=str(cancel["at"]), provenance=pen.marker(by))
+            cancelled_at=str(cancel["at"]))
     action = handoff.get("proposed_action")
+    shown, older = page_messages(view.messages, limit=limit, before=before)
     return {
         "thread_id": view.thread_id,
         "status": view.status,
@@ -321,7 +481,9 @@ def _thread_fields(pen: Pen, view: ThreadView, profiles: Profiles,
         "artifacts": _artifacts(pen, handoff.get("artifacts", []), author, "artifacts"),
         "proposed_action": None if action is None else _proposed_action(pen, action, author),
         "metadata": pen.obj(handoff.get("metadata", {}), author, "metadata"),
-        "messages": [_message(pen, m, i) for i, m in enumerate(view.messages)],
+        "messages": [_message(pen, m, i) for i, m in enumerate(shown)],
+        "messages_total": len(view.messages),
+        "messages_before": older,
         "created_at": str(handoff["created_at"]),
         "updated_at": view.updated_at,
         "accepted_at": str(accept["at"]) if accept else None,
@@ -333,40 +495,65 @@ def _thread_fields(pen: Pen, view: ThreadView, profiles: Profiles,
         "completion": completion,
         "cancellation": cancellation,
         "undelivered": _undelivered(view.undelivered),
-        "refused": _refused(view.refused),
-        "sync_warning": sync_warning,
-        "provenance": pen.marker(author),
+        "refused": _refused(pen, view.refused),
+        "sync_warning": pen.relay(sync_warning, "sync_warning"),
+        # Every text of the thread is by one of its two participants: one marker.
+        "provenance": pen.marker(other),
     }
 
 
-# --- responses --------------------------------------------------------------------------------
+# --- answers ----------------------------------------------------------------------------------
+
+
+def present_thread_fenced(view: ThreadView, *, caller: str, rules: TrustRules,
+                          profiles: Profiles, sync_warning: str | None = None,
+                          limit: int = MESSAGE_PAGE, before: int | None = None
+                          ) -> Fenced[ThreadOut]:
+    """view_thread (and the ``gitrelay://threads/{id}`` resource): one page of messages."""
+    return render_fenced(
+        caller, rules,
+        lambda pen: ThreadOut(**_thread_fields(pen, view, profiles, sync_warning, limit,
+                                               before)),
+        _model_head("thread"))
 
 
 def present_thread(view: ThreadView, *, caller: str, rules: TrustRules, profiles: Profiles,
-                   sync_warning: str | None = None) -> ThreadOut:
-    """view_thread (and the ``gitrelay://threads/{id}`` resource)."""
-    return render(caller, rules,
-                  lambda pen: ThreadOut(**_thread_fields(pen, view, profiles, sync_warning)))
+                   sync_warning: str | None = None, limit: int = MESSAGE_PAGE,
+                   before: int | None = None) -> ThreadOut:
+    """:func:`present_thread_fenced`'s structured answer."""
+    return present_thread_fenced(view, caller=caller, rules=rules, profiles=profiles,
+                                 sync_warning=sync_warning, limit=limit,
+                                 before=before).response
 
 
-def present_accept(view: ThreadView, *, caller: str, rules: TrustRules, profiles: Profiles,
-                   decision: TrustDecision, accepted_at: str, delivery: str,
-                   sync_warning: str | None = None) -> AcceptOut:
+def present_accept_fenced(view: ThreadView, *, caller: str, rules: TrustRules,
+                          profiles: Profiles, decision: TrustDecision, accepted_at: str,
+                          delivery: str, sync_warning: str | None = None) -> Fenced[AcceptOut]:
     """accept_handoff: the thread after the accept, with the trust overlay."""
     if decision.reason not in ("listed", "unknown_allowed"):
         raise ValueError(f"a refused sender ({decision.reason}) is never presented")
 
     def build(pen: Pen) -> AcceptOut:
-        fields = _thread_fields(pen, view, profiles, sync_warning)
+        fields = _thread_fields(pen, view, profiles, sync_warning, MESSAGE_PAGE, None)
         fields["accepted_at"] = fields["accepted_at"] or accepted_at
         return AcceptOut(**fields, trust_overlay=decision.overlay,
                          trust_reason=decision.reason, delivery=delivery)
 
-    return render(caller, rules, build)
+    # An accept's answer is always status accepted: its first word says so.
+    return render_fenced(caller, rules, build, _model_head("accepted", frozenset({"status"})))
 
 
-def present_teammates(profiles: Iterable[Mapping[str, Any]], *, caller: str,
-                      rules: TrustRules) -> TeammatesOut:
+def present_accept(view: ThreadView, *, caller: str, rules: TrustRules, profiles: Profiles,
+                   decision: TrustDecision, accepted_at: str, delivery: str,
+                   sync_warning: str | None = None) -> AcceptOut:
+    """:func:`present_accept_fenced`'s structured answer."""
+    return present_accept_fenced(view, caller=caller, rules=rules, profiles=profiles,
+                                 decision=decision, accepted_at=accepted_at,
+                                 delivery=delivery, sync_warning=sync_warning).response
+
+
+def present_teammates_fenced(profiles: Iterable[Mapping[str, Any]], *, caller: str,
+                             rules: TrustRules) -> Fenced[TeammatesOut]:
     """list_teammates: everyone registered, with how the trust file treats them."""
     listed = list(profiles)
 
@@ -384,54 +571,124 @@ def present_teammates(profiles: Iterable[Mapping[str, Any]], *, caller: str,
                 provenance=pen.marker(handle)))
         return TeammatesOut(you=caller, teammates=out)
 
-    return render(caller, rules, build)
+    return render_fenced(caller, rules, build, _model_head("teammates"))
 
 
-def present_inbox(page: InboxPage, *, caller: str, rules: TrustRules) -> InboxOut:
+def present_teammates(profiles: Iterable[Mapping[str, Any]], *, caller: str,
+                      rules: TrustRules) -> TeammatesOut:
+    """:func:`present_teammates_fenced`'s structured answer."""
+    return present_teammates_fenced(profiles, caller=caller, rules=rules).response
+
+
+def present_inbox(page: InboxPage, *, caller: str, rules: TrustRules,
+                  sync_warning: str | None = None) -> InboxOut:
     """check_inbox (and the ``gitrelay://inbox`` resource): :func:`present_inbox_fenced`'s
-    response."""
-    return present_inbox_fenced(page, caller=caller, rules=rules).response
+    structured answer."""
+    return present_inbox_fenced(page, caller=caller, rules=rules,
+                                sync_warning=sync_warning).response
 
 
-def present_inbox_fenced(page: InboxPage, *, caller: str, rules: TrustRules) -> Fenced[InboxOut]:
-    """check_inbox's response and the token of its fences.
+INBOX_LEGEND = ("items, oldest first: [i] seq item_id thread_id kind status unread|read "
+                "unread_messages from updated_at")
+
+
+def _inbox_head(out: InboxOut, pen: Pen) -> list[str]:
+    """The compact text of an inbox page: one line per item, positional (``INBOX_LEGEND``);
+    each item's preview, name, role and detail are in the fence (``[i]`` is the preview,
+    cut to :data:`TEXT_PREVIEW_CHARS`), under ``by`` its author."""
+    top = [f"check_inbox {len(out.items)} items", f"cursor={out.cursor}",
+           f"next_cursor={_scalar(out.next_cursor) if out.next_cursor else 'null'}"]
+    if out.index_rebuilt:
+        top.append("index_rebuilt=true")
+    if out.delivery is not None:
+        top.append(f"delivery={out.delivery}")
+    if out.acknowledged is not None:
+        top.append(f"acknowledged={_scalar(out.acknowledged)}")
+    if out.sync_warning is not None:
+        top.append("sync_warning=(in the fence: this page may be stale)")
+    lines = [" ".join(top)]
+    lines += [f"ack_results[{i}]: item_id={a.item_id} seq={a.seq} outcome={a.outcome}"
+              + (f" current_seq={a.current_seq}" if a.current_seq is not None else "")
+              for i, a in enumerate(out.ack_results)]
+    if out.items:
+        lines.append(INBOX_LEGEND)
+    blocked: dict[str, str] = {}  # handle -> the notice that replaced their text
+    for i, item in enumerate(out.items):
+        line = (f"[{i}] {item.seq} {item.item_id} {item.thread_id} {item.kind} {item.status} "
+                f"{'unread' if item.unread else 'read'} {item.unread_messages} "
+                f"{item.sender.handle} {item.updated_at}")
+        if item.claimed_by is not None:
+            line += f" claimed_by={_scalar(item.claimed_by)} until={item.claim_expires_at}"
+        if f"items[{i}].summary_preview" not in pen.fields:
+            line += f" preview={json_line(item.summary_preview[:TEXT_PREVIEW_CHARS])}"
+        if pen.blocked(item.sender.handle):
+            line += " (sender blocked: name, role and preview withheld)"
+            blocked.setdefault(item.sender.handle, item.sender.name)
+        lines.append(line)
+    lines += [f"withheld {handle}: {notice}" for handle, notice in blocked.items()]
+    return lines
+
+
+def present_inbox_fenced(page: InboxPage, *, caller: str, rules: TrustRules,
+                         sync_warning: str | None = None) -> Fenced[InboxOut]:
+    """check_inbox's answer.
 
     The item's ``sender`` is the other participant; the summary was written by
     the thread's sender (``item.thread_sender``, from the index), who may be the
     caller. When the thread is unknown the summary is treated as the other
-    participant's.
+    participant's. In the text, a sender's name and role are said once per
+    answer (``name``/``role`` under their ``by`` line) and the preview is cut.
     """
 
     def build(pen: Pen) -> InboxOut:
         items = []
+        people: dict[str, tuple[str, str]] = {}
         for i, item in enumerate(page.items):
             other = item.sender.handle
             author = item.thread_sender or other
-            field = f"items[{i}]"
+            field = f"[{i}]"
+            name, role = item.sender.name, item.sender.role
+            if pen.blocked(other):
+                name = role = withheld_notice(other, rules)
+            elif not pen.is_caller(other):
+                said = people.get(other)
+                if said is None:
+                    people[other] = (name, role)
+                    pen.record(other, "name", name)
+                    pen.record(other, "role", role)
+                elif said != (name, role):  # a later profile of the same person
+                    pen.record(other, f"{field}.name", name)
+                    pen.record(other, f"{field}.role", role)
+            preview = item.summary_preview
+            if pen.blocked(author):
+                preview = withheld_notice(author, rules)
+            elif not pen.is_caller(author):
+                pen.record(author, field, preview[:TEXT_PREVIEW_CHARS])
+                pen.fields.add(f"items[{i}].summary_preview")
             detail = item.detail
-            if detail is not None and item.kind != "refused":
-                detail = pen.text(detail, other, f"{field}.detail")
+            if detail is not None:
+                if item.kind == "refused":
+                    detail = pen.relay(detail, f"{field}.detail")
+                else:
+                    detail = pen.text(detail, other, f"{field}.detail")
             items.append(InboxItemOut(
                 thread_id=item.thread_id,
-                sender=InboxSender(handle=other,
-                                   name=pen.text(item.sender.name, other, f"{field}.sender.name"),
-                                   role=pen.text(item.sender.role, other, f"{field}.sender.role"),
-                                   provenance=pen.marker(other)),
-                summary_preview=pen.text(item.summary_preview, author,
-                                         f"{field}.summary_preview"),
+                sender=InboxSender(handle=other, name=name, role=role),
+                summary_preview=preview,
                 status=item.status, unread_messages=item.unread_messages,
                 created_at=item.created_at, updated_at=item.updated_at, kind=item.kind,
                 item_id=item.item_id, seq=item.seq, unread=item.unread,
                 claimed_by=item.claimed_by, claim_expires_at=item.claim_expires_at,
-                detail=detail, provenance=pen.marker(author)))
+                detail=detail, provenance=pen.marker(other)))
         return InboxOut(items=items, next_cursor=page.next_cursor, cursor=page.cursor,
                         acknowledged=page.acknowledged,
                         ack_results=[AckResultOut(item_id=a.item_id, seq=a.seq,
                                                   outcome=a.outcome, current_seq=a.current_seq)
                                      for a in page.ack_results],
-                        index_rebuilt=page.index_rebuilt, delivery=page.delivery)
+                        index_rebuilt=page.index_rebuilt, delivery=page.delivery,
+                        sync_warning=pen.relay(sync_warning, "sync_warning"))
 
-    return render_fenced(caller, rules, build)
+    return render_fenced(caller, rules, build, _inbox_head)
 
 
 def present_claim(result: ClaimResult) -> ClaimOut:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from gitrelay.core.errors import NextStep, RelayError, next_step_of, with_hint
+from gitrelay.relay.provenance import json_line
 
 __all__ = ["NEXT_STEP", "STEP_TEXT", "next_step_text", "tool_error_text"]
 
@@ -70,7 +71,23 @@ def next_step_text(err: RelayError) -> str:
 _COMMIT_LABEL = re.compile(r"\bcommit [0-9a-f]{12}: ")
 
 
+MAX_ERROR_MESSAGE = 2000
+"""Characters of an error's message a tool error keeps."""
+
+
+def _one_line(message: str) -> str:
+    """An error message as one bounded line: a message may quote what the relay holds (a
+    field name, a file name a teammate chose), so its newlines, controls and invisible
+    characters are escaped as in a fence's value lines, and it is cut to
+    :data:`MAX_ERROR_MESSAGE` characters."""
+    escaped = json_line(message)[1:-1].replace('\\"', '"')
+    if len(escaped) > MAX_ERROR_MESSAGE:
+        escaped = escaped[:MAX_ERROR_MESSAGE] + f"... [{len(escaped) - MAX_ERROR_MESSAGE} more]"
+    return escaped
+
+
 def tool_error_text(err: RelayError) -> str:
-    """``name (code): message`` plus what to do next."""
-    return with_hint(f"{err.name} ({err.code}): {_COMMIT_LABEL.sub('', err.message)}",
+    """``name (code): message`` plus what to do next; the message on one bounded line."""
+    message = _one_line(_COMMIT_LABEL.sub("", err.message))
+    return with_hint(f"{err.name} ({err.code}): {message}",
                      next_step_text(err))
