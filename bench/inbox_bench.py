@@ -263,7 +263,8 @@ def mcp_timer(client: RelayClient, reps: int) -> dict[str, Any] | None:
         import anyio
         from mcp import Client
 
-        from gitrelay.mcp.server import ServerState, build_server
+        from gitrelay.mcp.server import build_server
+        from gitrelay.mcp.state import ServerState
         from gitrelay.relay.trust import TrustStore
     except ImportError as exc:
         return {"skipped": f"the MCP server cannot be built here: {exc}"}

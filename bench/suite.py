@@ -371,7 +371,8 @@ def mcp_server(client: Any, trust: Path, *, loop: bool) -> Any:
     (the tool, its argument and result models), without the client's part
     (the SDK client validates every result against the tool's output schema).
     """
-    from gitrelay.mcp.server import ServerState, build_server
+    from gitrelay.mcp.server import build_server
+    from gitrelay.mcp.state import ServerState
     from gitrelay.relay.trust import TrustStore
     from gitrelay.sync.loop import FRESH_WHILE_RUNNING
 

@@ -30,7 +30,8 @@ import pytest
 from mcp import Client
 
 from gitrelay.core.schema import DEFAULT_LIMITS
-from gitrelay.mcp.server import ServerState, build_server
+from gitrelay.mcp.server import build_server
+from gitrelay.mcp.state import ServerState
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
 from gitrelay.relay.trust import TrustStore

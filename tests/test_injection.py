@@ -52,7 +52,8 @@ from mcp import Client
 
 from gitrelay.core.ops import Op
 from gitrelay.mcp.present import TEXT_PREVIEW_CHARS
-from gitrelay.mcp.server import ServerState, build_server
+from gitrelay.mcp.server import build_server
+from gitrelay.mcp.state import ServerState
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
 from gitrelay.relay.provenance import (

@@ -45,10 +45,25 @@ def sdk_uses(path: Path) -> list[str]:
     return found
 
 
+def scanned() -> list[Path]:
+    """Every module of gitrelay, as the check reads them."""
+    return sorted(PKG.rglob("*.py"))
+
+
 def test_no_module_of_gitrelay_reaches_a_private_part_of_the_mcp_sdk() -> None:
-    found = {str(p.relative_to(PKG)): uses for p in sorted(PKG.rglob("*.py"))
-             if (uses := sdk_uses(p))}
+    found = {str(p.relative_to(PKG)): uses for p in scanned() if (uses := sdk_uses(p))}
     assert found == {}, found
+
+
+def test_the_check_reads_every_module_of_the_mcp_server() -> None:
+    mcp_modules = sorted((PKG / "mcp").glob("*.py"))
+    names = {p.stem for p in mcp_modules}
+    assert {"server", "state", "tools", "prompts", "resources"} <= names
+    read = set(scanned())
+    assert [p.name for p in mcp_modules if p not in read] == []
+    # the modules that use the SDK are among them, so the check has something to read
+    assert {p.stem for p in mcp_modules if "from mcp." in p.read_text()} >= {
+        "server", "state", "tools", "resources"}
 
 
 def test_the_check_finds_what_it_looks_for(tmp_path: Path) -> None:

@@ -25,14 +25,8 @@ from pydantic import BaseModel
 
 from gitrelay.core.errors import ERRORS_BY_NAME, ConfigError, RelayError, StateChanged
 from gitrelay.mcp.present import present_inbox, present_inbox_fenced
-from gitrelay.mcp.server import (
-    RelayMCPServer,
-    ServerOptions,
-    ServerState,
-    _HeldKicks,
-    build_server,
-    open_state,
-)
+from gitrelay.mcp.server import RelayMCPServer, build_server
+from gitrelay.mcp.state import HeldKicks, ServerOptions, ServerState, open_state
 from gitrelay.mcp.tool_models import (
     AcceptOut,
     CancelOut,
@@ -1542,15 +1536,15 @@ def test_a_queued_write_kicks_the_sync_loop_once_its_answer_has_left_the_call(
     agent("bob@acme", isolated=True)
     alice = agent("alice@acme", isolated=True, background=True, writes="queue")
     events: list[str] = []
-    kick = _HeldKicks._kick
+    kick = HeldKicks._kick
     kicked = threading.Event()
 
-    def spy(self: _HeldKicks, due: list[Any]) -> None:
+    def spy(self: HeldKicks, due: list[Any]) -> None:
         events.append("kick")
         kick(self, due)
         kicked.set()
 
-    monkeypatch.setattr(_HeldKicks, "_kick", spy)
+    monkeypatch.setattr(HeldKicks, "_kick", spy)
 
     server = alice.server()
     call_tool = server.call_tool
@@ -1577,7 +1571,7 @@ def test_a_queued_write_kicks_the_sync_loop_once_its_answer_has_left_the_call(
 def test_a_write_queued_while_answering_is_kicked_only_once_the_answer_is_out() -> None:
     kicked: list[str] = []
     client = types.SimpleNamespace(on_written=kicked.append)
-    kicks = _HeldKicks(client)  # type: ignore[arg-type]
+    kicks = HeldKicks(client)  # type: ignore[arg-type]
     after: list[object] = []
     with kicks.holding(after.append):
         client.on_written("op-1")

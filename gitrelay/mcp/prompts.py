@@ -9,7 +9,14 @@ as theirs.
 
 from __future__ import annotations
 
-__all__ = ["CHECK_IN_DESCRIPTION", "HAND_OFF_DESCRIPTION", "check_in", "hand_off"]
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import Field
+
+if TYPE_CHECKING:
+    from gitrelay.mcp.server import RelayMCPServer
+
+__all__ = ["CHECK_IN_DESCRIPTION", "HAND_OFF_DESCRIPTION", "check_in", "hand_off", "register"]
 
 CHECK_IN_DESCRIPTION = ("Check your gitrelay inbox and work through it: what teammates sent "
                         "you, accepted under your trust rules, answered and acknowledged.")
@@ -59,3 +66,22 @@ def hand_off(to: str, work: str | None = None) -> str:
         "3. Show me the summary and the artifacts, and send only once I agree.",
         "4. Tell me the thread id it returns; view_thread shows the replies later.",
     ])
+
+
+def register(server: RelayMCPServer) -> None:
+    """Adds the prompts to ``server``."""
+    @server.prompt(name="check_in", title="Check your gitrelay inbox",
+                   description=CHECK_IN_DESCRIPTION)
+    def check_in_prompt(cursor: Annotated[str | None, Field(description=(
+            "The cursor of your last check-in, if you know it."))] = None) -> str:
+        return check_in(cursor)
+
+    @server.prompt(name="hand_off", title="Hand work to a teammate",
+                   description=HAND_OFF_DESCRIPTION)
+    def hand_off_prompt(
+            to: Annotated[str, Field(description="The teammate's handle, e.g. bob@acme.")],
+            work: Annotated[str | None, Field(description=(
+                "What to hand over, in a sentence; default: this session's work."))] = None,
+    ) -> str:
+        return hand_off(to, work)
+

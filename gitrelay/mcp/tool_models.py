@@ -19,9 +19,10 @@ when the caller wrote it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
+from pydantic_core import core_schema
 
 from gitrelay.core.ids import HANDLE_MAX, HANDLE_PATTERN, KEY_PATTERN
 from gitrelay.core.schema import WORKER_PATTERN
@@ -64,6 +65,7 @@ __all__ = [
     "Link",
     "LinkOut",
     "MessageOut",
+    "OrNone",
     "PendingOperation",
     "Person",
     "ProposedAction",
@@ -455,3 +457,28 @@ class ClaimOut(_Out):
     expires_at: Timestamp
     held_by: str | None = Field(default=None, description="The copy holding it, if not you.")
     delivery: Delivery | None = None
+
+
+class _Nullable:
+    """``Annotated`` metadata: the value may also be null.
+
+    The SDK decodes a string argument that parses as JSON unless the parameter is
+    exactly ``str`` (for agents that send a list or an object as JSON text), so an
+    optional text declared ``str | None`` would lose a reason of ``null`` and refuse a
+    question of ``{"a": 1}``. Declared ``OrNone[str]`` (``str`` with this), the same
+    parameter takes null, publishes the same schema and keeps text exactly as sent."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler
+                                     ) -> core_schema.CoreSchema:
+        return core_schema.nullable_schema(handler(source))
+
+
+if TYPE_CHECKING:
+    _T = TypeVar("_T")
+    OrNone: TypeAlias = _T | None
+else:
+    class OrNone:
+        """``OrNone[Text]``: an optional text kept as sent (:class:`_Nullable`)."""
+
+        def __class_getitem__(cls, inner: Any) -> Any:
+            return Annotated[inner, _Nullable()]

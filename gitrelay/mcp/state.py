@@ -1,0 +1,186 @@
+"""One running MCP server's state: the client, the trust file, the sync loop.
+
+:func:`open_state` resolves identity and relay (the embedded relay when nothing is
+configured) and starts the sync loop; :class:`ServerState` is the lifespan context
+every tool call reads (:func:`state_of`), and knows which calls may answer from the
+local copy alone and how the loop's delivery waits for an answer to leave.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ResourceError
+
+from gitrelay.mcp.answers import AnswerMemo
+from gitrelay.relay import inbox
+from gitrelay.relay.admin import ensure_default_relay, join
+from gitrelay.relay.client import RelayClient, WriteResult
+from gitrelay.relay.trust import TrustStore
+from gitrelay.store.config import default_relay_path, load_user_config
+from gitrelay.sync.loop import SyncLoop
+
+__all__ = ["HeldKicks", "ServerOptions", "ServerState", "StateHolder", "open_state", "state_of"]
+
+DEFAULT_ROLE = "teammate"
+
+
+def state_of(ctx: Context[ServerState, Any] | None) -> ServerState | None:
+    """The session's state: the lifespan context of the SDK's request."""
+    if ctx is None:
+        return None
+    state = ctx.request_context.lifespan_context
+    return state if isinstance(state, ServerState) else None
+
+
+class StateHolder:
+    """The running state, for resources (which get no Context)."""
+
+    state: ServerState | None = None
+
+    def get(self) -> ServerState:
+        if self.state is None:
+            raise ResourceError("internal_error (-32603): the server is not running")
+        return self.state
+
+
+@dataclass
+class ServerOptions:
+    relay: str | None = None
+    handle: str | None = None
+    trust: str | None = None
+    writes: str | None = None
+    background: bool = True        # run the sync loop
+    fresh_seconds: float | None = None  # override how long a fetched copy counts as fresh
+
+
+@dataclass
+class ServerState:
+    """The shared handles of one running server."""
+
+    client: RelayClient
+    trust: TrustStore
+    loop: SyncLoop | None
+    session_id: str
+    _kicks: HeldKicks | None = None
+    # check_inbox's recent pages: one asked again with nothing new is not built again.
+    inbox_answers: AnswerMemo = field(default_factory=AnswerMemo)
+
+    def __post_init__(self) -> None:
+        if self.loop is not None:
+            self._kicks = HeldKicks(self.client)
+
+    @property
+    def me(self) -> str:
+        return self.client.handle
+
+    def answers_inline(self, tool: str, args: dict[str, Any]) -> bool:
+        """True when ``tool`` called with ``args`` only reads and writes this machine's
+        copy: queued writes and reads of a fresh copy, no long-poll, no delivery
+        before the answer, an inbox index that needs no long catch-up. The rest may
+        wait on the relay (a fetch, the gate), a timer or a rebuild, and runs on a
+        worker thread."""
+        client = self.client
+        if tool not in _QUICK_TOOLS or args.get("wait_seconds") or client.needs_fetch():
+            return False
+        if tool in _QUEUEABLE:
+            return (args.get("delivery") or client.writes) == "queue"
+        if tool != "check_inbox":
+            return True
+        acks = args.get("ack_up_to") is not None or bool(args.get("ack_items"))
+        # Acknowledgements go out through the loop in queue mode, else at once.
+        loop_delivers = client.writes == "queue" and self.loop is not None and self.loop.running
+        return (loop_delivers or not acks) and inbox.index_nearly_current(client.mirror)
+
+    def answering(self, after_answer: Callable[[Callable[[], None]], None]
+                  ) -> AbstractContextManager[None]:
+        """Around one tool call: the sync loop starts delivering its writes once the
+        answer is built, not while it is (both would compete for the interpreter);
+        given ``after_answer`` (:func:`_after_answer`), once the answer has left the
+        call and had time to be written."""
+        if self._kicks is None:
+            return nullcontext()
+        return self._kicks.holding(after_answer)
+
+    def close(self) -> None:
+        try:
+            self.client.stop_sync_loop()
+        finally:
+            self.trust.close()
+
+
+# Tools whose calls may answer from the local copy alone (see ServerState.answers_inline);
+# claim_inbox_item is not one: a claim reaches the relay before it is answered.
+_QUEUEABLE = frozenset({"handoff_to_teammate", "send_message", "accept_handoff",
+                        "complete_handoff", "cancel_handoff", "draft_proposed_action"})
+_QUICK_TOOLS = _QUEUEABLE | {"check_inbox", "view_thread", "list_teammates"}
+
+
+class HeldKicks:
+    """The client's ``on_written`` hook (the sync loop's kick), held while tools answer."""
+
+    def __init__(self, client: RelayClient) -> None:
+        self._lock = threading.Lock()
+        self._answering = 0
+        self._due: list[WriteResult] = []
+        self._hook = client.on_written
+        client.on_written = self._written
+
+    def _written(self, result: WriteResult) -> None:
+        with self._lock:
+            if self._answering:
+                self._due.append(result)
+                return
+        if self._hook is not None:
+            self._hook(result)
+
+    @contextmanager
+    def holding(self, after_answer: Callable[[Callable[[], None]], None]
+                ) -> Iterator[None]:
+        with self._lock:
+            self._answering += 1
+        try:
+            yield
+        finally:
+            due: list[WriteResult] = []
+            with self._lock:
+                self._answering -= 1
+                if not self._answering:
+                    due, self._due = self._due, []
+            if due:
+                after_answer(lambda: self._kick(due))
+
+    def _kick(self, due: list[WriteResult]) -> None:
+        for result in due:
+            if self._hook is not None:
+                self._hook(result)
+
+
+def _open_client(opts: ServerOptions) -> RelayClient:
+    if opts.relay is None and load_user_config() is None:
+        # Nothing configured: the embedded relay under GITRELAY_HOME, for trying
+        # gitrelay alone. Only an explicit --as registers someone on it.
+        url = str(ensure_default_relay(default_relay_path()))
+        if opts.handle is not None:
+            name = opts.handle.split("@", 1)[0].replace(".", " ").replace("_", " ").title()
+            join(url, opts.handle, name=name or opts.handle, role=DEFAULT_ROLE, save=False)
+        return RelayClient.from_config(relay=url, handle=opts.handle, writes=opts.writes)
+    return RelayClient.from_config(relay=opts.relay, handle=opts.handle, writes=opts.writes)
+
+
+def open_state(opts: ServerOptions) -> ServerState:
+    """Resolve identity and relay, open the trust file, start the sync loop."""
+    client = _open_client(opts)
+    trust_path = Path(opts.trust).expanduser() if opts.trust else None
+    trust = TrustStore(trust_path)
+    loop = client.start_sync_loop() if opts.background else None
+    if opts.fresh_seconds is not None:
+        client.fresh_seconds = opts.fresh_seconds
+    return ServerState(client=client, trust=trust, loop=loop, session_id=f"mcp-{uuid.uuid4()}")
