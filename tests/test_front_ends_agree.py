@@ -27,10 +27,10 @@ from mcp.client.stdio import stdio_client
 
 from gitrelay.cli.wording import next_step_text as for_people
 from gitrelay.core import layout, schema
-from gitrelay.core.errors import NEXT_STEPS, RelayError
+from gitrelay.core.errors import NEXT_STEPS, NotAParticipant, RelayError
 from gitrelay.core.vocab import DEFAULT_LIMITS
 from gitrelay.mcp.wording import next_step_text as for_agents
-from gitrelay.relay import admin
+from gitrelay.relay import admin, policy
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
 from tests.relaykit import Bench
@@ -234,17 +234,21 @@ async def _mcp(relay: Relay, who: str, cases: list[tuple[str, Case]]) -> dict[st
 
 
 @pytest.fixture(scope="module")
-def answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[Answer, Answer]]]:
+def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Relay]:
     base = tmp_path_factory.mktemp("front-ends")
     with pytest.MonkeyPatch.context() as mp:
-        relay = _relay(base, mp)
-        cli = {name: _cli(relay, case) for name, case in CASES.items()}
-        mcp: dict[str, Answer] = {}
-        for who in TEAM:
-            mine = [(name, case) for name, case in CASES.items() if case.who == who]
-            if mine:
-                mcp |= anyio.run(_mcp, relay, who, mine)
-        yield {name: (cli[name], mcp[name]) for name in CASES}
+        yield _relay(base, mp)
+
+
+@pytest.fixture(scope="module")
+def answers(relay: Relay) -> dict[str, tuple[Answer, Answer]]:
+    cli = {name: _cli(relay, case) for name, case in CASES.items()}
+    mcp: dict[str, Answer] = {}
+    for who in TEAM:
+        mine = [(name, case) for name, case in CASES.items() if case.who == who]
+        if mine:
+            mcp |= anyio.run(_mcp, relay, who, mine)
+    return {name: (cli[name], mcp[name]) for name in CASES}
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -253,6 +257,32 @@ def test_the_command_line_and_the_mcp_server_decide_alike(
     cli, mcp = answers[name]
     assert cli.decision == mcp.decision, (cli.text, mcp.text)
     assert cli.decision.split(" ")[0] == CASES[name].expect, cli.text
+
+
+def test_a_person_reads_any_thread_and_an_agent_only_the_threads_of_its_teammate(
+        relay: Relay, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Who may read a thread is decided once (policy.thread_to_read), per reader: a
+    person at a terminal reads any thread, as ``git log -p`` would show it anyway; an
+    agent reads only threads its teammate sent or received."""
+    tid = relay.ids["pending"]  # alice's handoff to bob
+    monkeypatch.setenv("GITRELAY_HOME", str(relay.homes[CAROL]))
+    carol = RelayClient(str(relay.path), CAROL, writes="wait", fresh_seconds=0)
+    assert policy.thread_to_read(carol, tid[:8], policy.Reader.PERSON).thread_id == tid
+    with pytest.raises(NotAParticipant):
+        policy.thread_to_read(carol, tid[:8], policy.Reader.AGENT)
+
+    shown = subprocess.run([sys.executable, "-m", "gitrelay", "show", tid[:8], "--json"],
+                           env=relay.env(CAROL), capture_output=True, text=True,
+                           timeout=120, cwd=REPO)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["thread_id"] == tid
+
+    view = Case(CAROL, (), "view_thread", {"thread_id": tid[:8]}, "")
+    carol_agent = anyio.run(_mcp, relay, CAROL, [("view", view)])["view"]
+    assert carol_agent.decision == "not_a_participant (-32005)", carol_agent.text
+    assert "carol@acme" in carol_agent.text
+    bob_agent = anyio.run(_mcp, relay, BOB, [("view", view)])["view"]
+    assert bob_agent.decision == "pending", bob_agent.text
 
 
 @pytest.mark.parametrize("name", [n for n, c in CASES.items()

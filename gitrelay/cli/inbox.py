@@ -95,7 +95,7 @@ def _closed_threads_note(client: RelayClient) -> str:
 
 
 def _cmd_teammates(args: argparse.Namespace) -> int:
-    from gitrelay.core.ids import same_handle
+    from gitrelay.relay.policy import is_self
     from gitrelay.relay.render import table
 
     client = open_client(args)
@@ -104,7 +104,7 @@ def _cmd_teammates(args: argparse.Namespace) -> int:
     if args.json:
         print_json([{k: p.get(k) for k in ("handle", "name", "role", "email")} for p in people])
         return EXIT_OK
-    rows = [[p["handle"] + (" (you)" if same_handle(str(p["handle"]), client.handle) else ""),
+    rows = [[p["handle"] + (" (you)" if is_self(client.handle, str(p["handle"])) else ""),
              p["name"], p["role"], p.get("email") or ""] for p in people]
     print(table(["HANDLE", "NAME", "ROLE", "EMAIL"], rows, max_widths={1: 40, 2: 30}))
     return EXIT_OK

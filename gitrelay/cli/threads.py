@@ -39,30 +39,26 @@ def _thread_json(view: Any) -> dict[str, Any]:
 def _trust_note(args: argparse.Namespace, client: RelayClient, view: ThreadView
                 ) -> tuple[str | None, bool]:
     """How your trust file judges the sender of a thread sent to you, and whether
-    `gitrelay accept` would take it (the same decision accept makes)."""
-    from gitrelay.core.ids import same_handle
-    from gitrelay.relay.policy import accept_refusal
+    `gitrelay accept` would take it (:func:`gitrelay.relay.policy.sender_judgement`)."""
     from gitrelay.relay.trust import load_trust
 
-    if not same_handle(view.recipient, client.handle) or same_handle(view.sender,
-                                                                      client.handle):
-        return None, True
     try:
-        decision, refusal = accept_refusal(client.handle, view, load_trust(trust_path(args)))
+        judged = policy.sender_judgement(client.handle, view, load_trust(trust_path(args)))
     except RelayError as exc:
         return f"cannot judge {view.sender}: {exc.message}", True
-    assert decision is not None
+    if judged is None:
+        return None, True
+    decision, refusal = judged
     if refusal is None:
         return decision.message, True
     return decision.message + "; `gitrelay accept` refuses this thread", False
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from gitrelay.relay.policy import read_thread
     from gitrelay.relay.render import conversation
 
     client = open_client(args)
-    view = read_thread(client, resolve(client, args.thread))
+    view = policy.thread_to_read(client, resolve(client, args.thread), policy.Reader.PERSON)
     stale_note(client)
     if args.json:
         print_json(_thread_json(view))
@@ -156,8 +152,7 @@ def _cmd_draft(args: argparse.Namespace) -> int:
     diff = read_file(args.diff, "DIFF")
     if not diff.strip():
         raise InvalidArgument("DIFF must not be empty", field="DIFF")
-    note = text_arg(args.note, "--note") if args.note is not None \
-        else "Drafted a diff for the proposed action."
+    note = text_arg(args.note, "--note") if args.note is not None else policy.DRAFT_NOTE
     client = open_client(args, writes="queue" if args.queue else "wait")
     result = client.draft_proposed_action(resolve(client, args.thread), diff, note)
     return _message_written(args, result,

@@ -56,6 +56,7 @@ from gitrelay.mcp.tool_models import (
     TestCommandOut,
     ThreadOut,
 )
+from gitrelay.relay import policy
 from gitrelay.relay.client import ThreadView
 from gitrelay.relay.inbox import ClaimResult, InboxPage
 from gitrelay.relay.provenance import (
@@ -65,7 +66,7 @@ from gitrelay.relay.provenance import (
     ProvenanceMarker,
     json_line,
 )
-from gitrelay.relay.trust import TrustDecision, TrustRules, evaluate, normalize_handle
+from gitrelay.relay.trust import TrustDecision, TrustRules, evaluate
 from gitrelay.store.mirror import Refused
 
 __all__ = [
@@ -126,7 +127,6 @@ class Pen:
         self.caller = caller
         self.rules = rules
         self.fence = fence
-        self._me = normalize_handle(caller)
         # Per author, for this answer: a page names the same few people many times.
         self._blocked: dict[str, bool] = {}
         self._callers: dict[str, bool] = {}
@@ -137,17 +137,18 @@ class Pen:
     def is_caller(self, author: str) -> bool:
         known = self._callers.get(author)
         if known is None:
-            known = self._callers[author] = normalize_handle(author) == self._me
+            known = self._callers[author] = policy.is_self(self.caller, author)
         return known
 
     def _is_blocked(self, author: str) -> bool:
         known = self._blocked.get(author)
         if known is None:
-            known = self._blocked[author] = self.rules.is_blocked(author)
+            known = self._blocked[author] = policy.withheld_from_agent(self.caller, author,
+                                                                         self.rules)
         return known
 
     def blocked(self, author: str) -> bool:
-        return not self.is_caller(author) and self._is_blocked(author)
+        return self._is_blocked(author)
 
     def record(self, author: str, field: str, value: object) -> None:
         """``value`` goes into the fence as ``field`` under ``author``."""

@@ -120,7 +120,7 @@ def read_inbox(st: ServerState, **kwargs: Any) -> inbox.InboxPage:
 def view_out(st: ServerState, ref: str, limit: int = MESSAGE_PAGE,
               before: int | None = None) -> Fenced[ThreadOut]:
     rules = st.trust.current()
-    view = policy.participant_view(st.client, ref)
+    view = policy.thread_to_read(st.client, ref, policy.Reader.AGENT)
     return present_thread_fenced(view, caller=st.me, rules=rules,
                                  profiles=_profiles(st.client),
                                  sync_warning=sync_warning(st.client), limit=limit,
@@ -372,6 +372,6 @@ def register(server: RelayMCPServer) -> None:
         state = st(ctx)
         tid = policy.resolve_thread(state.client, thread_id)
         result = state.client.draft_proposed_action(
-            tid, suggested_diff, note or "Drafted a diff for the proposed action.",
+            tid, suggested_diff, note or policy.DRAFT_NOTE,
             mode=delivery)
         return _message_answer(state.client, tid, result, "draft")

@@ -1,8 +1,9 @@
 """Every decision a user of either front end gets, made once.
 
 The MCP server and the ``gitrelay`` command line both call these: which thread a
-prefix names (fetching once when the local copy does not have it), who may
-accept a handoff after the trust file, what a new handoff must carry for its
+prefix names (fetching once when the local copy does not have it), who may read
+a thread, whose text an agent never reads, how the trust file judges a sender
+and who may accept a handoff after it, what a new handoff must carry for its
 intent, how an idempotency key given twice is reconciled, and a document that
 breaks the format as a bad argument. Each raises a typed error from
 :mod:`gitrelay.core.errors` with its rule, field, thread and next step as data;
@@ -16,6 +17,7 @@ import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from gitrelay.core.errors import (
@@ -39,9 +41,26 @@ if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient, ThreadView, WriteResult
     from gitrelay.relay.trust import TrustDecision, TrustRules
 
-__all__ = ["Accepted", "accept", "accept_refusal", "check_accept", "check_new_handoff",
-           "handoff_key", "input_error", "limits", "participant_view", "read_thread",
-           "resolve_thread", "written_from_arguments"]
+__all__ = ["DRAFT_NOTE", "Accepted", "Reader", "accept", "accept_refusal", "check_accept",
+           "check_new_handoff", "handoff_key", "input_error", "is_self", "limits",
+           "participant_view", "read_thread", "resolve_thread", "sender_judgement",
+           "thread_to_read", "withheld_from_agent", "written_from_arguments"]
+
+DRAFT_NOTE = "Drafted a diff for the proposed action."
+"""The note of a drafted diff when its author gives none."""
+
+
+class Reader(Enum):
+    """Who reads what a front end shows: the rules below differ for a model."""
+
+    PERSON = "person"   # someone at a terminal: ``gitrelay show``
+    AGENT = "agent"     # a coding agent's model: the MCP server's tools and resources
+
+
+def is_self(me: str, handle: str) -> bool:
+    """Whether ``handle`` names ``me``: the one comparison of handles both front ends
+    use (case does not matter, as for the gate)."""
+    return same_handle(me, handle)
 
 
 # --- which thread ---------------------------------------------------------------------
@@ -70,12 +89,32 @@ def participant_view(client: RelayClient, ref: str) -> ThreadView:
     """The thread ``ref`` names, for its sender or recipient only."""
     view = read_thread(client, resolve_thread(client, ref))
     me = client.handle
-    if not (same_handle(me, view.sender) or same_handle(me, view.recipient)):
+    if not (is_self(me, view.sender) or is_self(me, view.recipient)):
         raise NotAParticipant(f"{me} is neither the sender ({view.sender}) nor the "
                               f"recipient ({view.recipient}) of thread {view.thread_id}",
                               thread_id=view.thread_id, field="thread_id",
                               next_step=NextStep.CHECK_INBOX)
     return view
+
+
+def thread_to_read(client: RelayClient, ref: str, reader: Reader) -> ThreadView:
+    """The thread ``ref`` names, as ``reader`` may read it.
+
+    A person reads any thread of the relay: whoever can run gitrelay on it can read
+    every thread with ``git log -p`` (or ``gitrelay log``), so refusing would hide
+    nothing, and a lead following the team's work needs it. An agent reads only
+    the threads its teammate sent or received (``not_a_participant`` otherwise):
+    teammate text reaches a model only from the people it works with, which keeps
+    the text that could carry an injection to the least the work needs."""
+    if reader is Reader.AGENT:
+        return participant_view(client, ref)
+    return read_thread(client, resolve_thread(client, ref))
+
+
+def withheld_from_agent(me: str, author: str, rules: TrustRules) -> bool:
+    """Whether an agent never reads ``author``'s text: a teammate its trust file
+    blocks (never ``me``). A person sees it, marked, and decides."""
+    return not is_self(me, author) and rules.is_blocked(author)
 
 
 # --- accepting ------------------------------------------------------------------------
@@ -88,7 +127,7 @@ def accept_refusal(me: str, view: ThreadView, rules: TrustRules
     from gitrelay.relay.trust import evaluate  # pydantic: not for every command's start
 
     tid = view.thread_id
-    if same_handle(me, view.sender):
+    if is_self(me, view.sender):
         return None, NotAuthorizedTransition(
             f"only the recipient ({view.recipient}) can accept thread {tid}; you sent it",
             thread_id=tid, field="by", rule="not_authorized_transition")
@@ -106,6 +145,18 @@ def accept_refusal(me: str, view: ThreadView, rules: TrustRules
             f"teammates are rejected; thread {tid} was not accepted",
             next_step=NextStep.TRUST_SENDER, **data)
     return decision, None
+
+
+def sender_judgement(me: str, view: ThreadView, rules: TrustRules
+                     ) -> tuple[TrustDecision, RelayError | None] | None:
+    """How the trust file judges the sender of a thread sent to ``me`` and the
+    refusal accepting it would raise (None when it accepts); None when ``me`` is not
+    its recipient or sent it to themselves, where no trust decision applies."""
+    if not is_self(me, view.recipient) or is_self(me, view.sender):
+        return None
+    decision, refusal = accept_refusal(me, view, rules)
+    assert decision is not None
+    return decision, refusal
 
 
 def check_accept(me: str, view: ThreadView, rules: TrustRules) -> TrustDecision:
