@@ -63,7 +63,7 @@ def test_the_demo_walks_a_whole_day_and_leaves_nothing_behind():
     assert "bob's agent → accept_handoff" in inform
     assert "GET /users is now paginated" in fenced(inform, "alice@acme", "summary")
     assert "def list_users" in fenced(inform, "alice@acme", "artifacts[0].diff")
-    assert "trust_overlay: " in inform and " auto_test=true" in inform
+    assert "trust_overlay (listed): " in inform and " auto_test=true" in inform
     assert "status: completed" in inform
 
     question = section(out, 2)

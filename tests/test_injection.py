@@ -386,6 +386,9 @@ def check_answer(out: dict[str, Any], *, caller: str, expected: dict[str, Expect
 _PAIR = re.compile(r" ([A-Za-z_][A-Za-z0-9_]*)=")
 _BARE = re.compile(r"[^ ]+")
 _DECODER = json.JSONDecoder()
+_TRUST_LINE = re.compile(r"trust_overlay \((listed|unknown_allowed)\): (.*)$")
+_NAME = r"[A-Za-z][A-Za-z0-9._:@+/-]*"
+_NAMES = re.compile(rf"\[({_NAME}(?:,{_NAME})*)\](?= |$)")
 _NUMBERS = {"sequence_no", "messages_total", "messages_before", "seq", "cursor", "you",
             "unread_messages", "lines", "current_seq", "unread", "index_rebuilt", "code"}
 _INBOX_ITEM = re.compile(
@@ -394,16 +397,26 @@ _INBOX_ITEM = re.compile(
 
 
 def _head_pairs(line: str) -> tuple[str, dict[str, Any]]:
-    """A head line's label and its ``key=value`` pairs (a value is JSON or one word)."""
-    label, _, rest = line.partition(" ")
-    rest = " " + rest if rest else ""
+    """A head line's label and its ``key=value`` pairs (a value is JSON, one word, or a
+    list of plain names ``[Edit,Write]``). An accept's trust line names its trust
+    reason after the label: ``trust_overlay (listed): ...``."""
     pairs: dict[str, Any] = {}
+    trust = _TRUST_LINE.match(line)
+    if trust is not None:
+        label, rest = "trust_overlay:", trust.group(2)
+        pairs["reason"] = trust.group(1)
+    else:
+        label, _, rest = line.partition(" ")
+    rest = " " + rest if rest else ""
     pos = 0
     while pos < len(rest):
         m = _PAIR.match(rest, pos)
         assert m is not None, f"not a key=value pair: {rest[pos:pos + 80]!r}"
         pos = m.end()
-        if rest[pos] in '"[{':
+        names = _NAMES.match(rest, pos)
+        if names is not None:
+            value, pos = names.group(1).split(","), names.end()
+        elif rest[pos] in '"[{':
             value, pos = _DECODER.raw_decode(rest, pos)
         else:
             word = _BARE.match(rest, pos)

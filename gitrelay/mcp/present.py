@@ -540,8 +540,48 @@ def present_accept_fenced(view: ThreadView, *, caller: str, rules: TrustRules,
         return AcceptOut(**fields, trust_overlay=decision.overlay,
                          trust_reason=decision.reason, delivery=delivery)
 
-    # An accept's answer is always status accepted: its first word says so.
-    return render_fenced(caller, rules, build, _model_head("accepted", frozenset({"status"})))
+    return render_fenced(caller, rules, build, _accept_head)
+
+
+def _accept_head(out: AcceptOut, pen: Pen) -> list[str]:
+    """An accept's text before the fence: the thread's head and, right under its first
+    line, the trust overlay in one line, ``trust_overlay (REASON): key=value ...``.
+
+    Its status is always accepted (the first word says so) and its recipient the caller
+    (only the recipient accepts), so neither is repeated."""
+    value = out.model_dump(mode="json", by_alias=True)
+    quiet = {"status", "trust_reason", "trust_overlay"}
+    if pen.is_caller(str(value["recipient"]["handle"])):
+        quiet.add("recipient")
+    lines = head_lines("accepted", value, skip=pen.fields | _quiet(value, pen) | quiet,
+                       objects=pen.objects)
+    lines.insert(1, trust_line(value["trust_reason"], value["trust_overlay"]))
+    return lines
+
+
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9._:@+/-]*")
+
+
+def _plain_name(value: object) -> bool:
+    """A text that reads as itself in a bare list: a word that starts with a letter and
+    is none of JSON's own words."""
+    return isinstance(value, str) and bool(_NAME.fullmatch(value)) \
+        and value not in ("true", "false", "null")
+
+
+def trust_line(reason: str, overlay: Mapping[str, Any]) -> str:
+    """The trust overlay as the model reads it: every rule, a list of plain names
+    without quotes (``[Edit,Write,Bash]``), JSON when any entry is not one plain name.
+    The overlay comes from the caller's own trust file, never from a teammate."""
+    rules = []
+    for key, rule in overlay.items():
+        if rule is None or rule == []:
+            continue
+        if isinstance(rule, list) and all(_plain_name(x) for x in rule):
+            rules.append(f"{key}=[{','.join(rule)}]")
+        else:
+            rules.append(f"{key}={_scalar(rule)}")
+    return f"trust_overlay ({reason}): {' '.join(rules)}"
 
 
 def present_accept(view: ThreadView, *, caller: str, rules: TrustRules, profiles: Profiles,
