@@ -45,12 +45,14 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_archive(args: argparse.Namespace) -> int:
     from gitrelay.core import archive
+    from gitrelay.relay.policy import archive_batches
 
     client = open_client(args, writes="queue" if args.queue else "wait")
     found = client.archivable(older_than=args.older_than * 86400.0, limit=args.limit)
     ids = [tid for _, tid, _ in found]
     per_op = archive.ARCHIVE_MAX_THREADS
-    ops = -(-len(ids) // per_op)  # the gate takes at most per_op threads at once
+    batches = archive_batches(ids)
+    ops = len(batches)
     if args.dry_run or not ids:
         if args.json:
             print_json({"archived": [], "would_archive": ids, "delivery": None})
@@ -64,8 +66,7 @@ def _cmd_archive(args: argparse.Namespace) -> int:
                   + (f", in {ops} operations of at most {per_op:,}" if ops > 1 else ""))
         return EXIT_OK
     archived: list[str] = []
-    for start in range(0, len(ids), per_op):
-        batch = ids[start:start + per_op]
+    for batch in batches:
         result = client.archive(batch)
         archived += list(result.doc.get("threads", batch))
     if args.json:

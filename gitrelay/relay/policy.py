@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from gitrelay.core import archive
 from gitrelay.core.errors import (
     Forbidden,
     InvalidArgument,
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient, ThreadView, WriteResult
     from gitrelay.relay.trust import TrustDecision, TrustRules
 
-__all__ = ["DRAFT_NOTE", "Accepted", "Reader", "accept", "accept_refusal", "check_accept",
+__all__ = ["DRAFT_NOTE", "Accepted", "Reader", "accept", "accept_refusal", "archive_batches",
+           "check_accept",
            "check_new_handoff", "handoff_key", "input_error", "is_self", "limits",
            "participant_view", "read_thread", "resolve_thread", "sender_judgement",
            "thread_to_read", "withheld_from_agent", "written_from_arguments"]
@@ -230,6 +232,16 @@ def check_new_handoff(client: RelayClient, doc: Mapping[str, Any]) -> None:
         if exc.next_step is None and exc.name == "invalid_intent_payload":
             exc.next_step = NextStep.FIX_INTENT_PAYLOAD
         raise
+
+
+# --- archiving ---------------------------------------------------------------------------
+
+
+def archive_batches(thread_ids: list[str]) -> list[list[str]]:
+    """``thread_ids`` in the operations that archive them, in order: the gate takes at
+    most :data:`~gitrelay.core.archive.ARCHIVE_MAX_THREADS` threads in one."""
+    per_op = archive.ARCHIVE_MAX_THREADS
+    return [thread_ids[start:start + per_op] for start in range(0, len(thread_ids), per_op)]
 
 
 # --- the caller's documents -------------------------------------------------------------
