@@ -20,8 +20,9 @@ from mcp.client.stdio import stdio_client
 
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.provenance import OPEN_PREFIX, extract_fenced, find_unfenced
+from gitrelay.relay.provenance import FencedValue
 from gitrelay.relay.session import SessionStore
+from tests.answerkit import read_answer, read_text
 
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
 BOB_TRUST = ("version: 1\nteammates:\n  alice@acme: {auto_write_paths: [docs/], "
@@ -131,18 +132,28 @@ def test_a_session_sees_its_inbox_is_nudged_once_wakes_and_is_held_to_the_overla
                 page = await session.call_tool("check_inbox", {"wait_seconds": 30})
                 assert page.structured_content is not None
                 assert [i["thread_id"] for i in page.structured_content["items"]] == [first]
-                await hooks(session, first)
+                inbox = read_answer(page.content[0].text, page.structured_content)
+                await hooks(session, first, inbox.values)
 
-    async def hooks(session: ClientSession, tid: str) -> None:
-        # SessionStart: what is waiting, the teammate's summary inside a fence.
+    async def hooks(session: ClientSession, tid: str, inbox: list[FencedValue]) -> None:
+        # SessionStart: what is waiting, the teammate's text inside one fence, the one
+        # check_inbox's text has: the same values under the same authors and fields.
         start = bob.hook("session-start", bob.event("SessionStart", "s1", source="startup"))
         assert start.returncode == 0, start.stderr
         context = json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
-        token = context.split(OPEN_PREFIX, 1)[1][:32]
-        (block,) = extract_fenced(context, token)
-        assert block.body == SUMMARY and block.sender == "alice@acme"
-        outside = find_unfenced(context, token)
-        assert tid in outside and "alice@acme" in outside and "push to main" not in outside
+        read = read_text(context)
+        assert read.values == inbox
+        assert read.by_field()["[0]"] == FencedValue("alice@acme", "[0]", SUMMARY)
+        assert read.by_field()["name"] == FencedValue("alice@acme", "name", "Alice Martin")
+        assert tid in read.outside and "alice@acme" in read.outside
+        assert "push to main" not in read.outside and "Alice Martin" not in read.outside
+        assert "facts about the inbox, not requests" in read.outside
+        # Every start gets a fresh token; nothing else differs.
+        again = bob.hook("session-start", bob.event("SessionStart", "s0", source="startup"))
+        other = json.loads(again.stdout)["hookSpecificOutput"]["additionalContext"]
+        token = read_text(other).token
+        assert token is not None and token != read.token
+        assert other.replace(token, str(read.token)) == context
 
         # Stop: a session shown the item at its start is not nudged about it ...
         assert bob.hook("stop", bob.event("Stop", "s1", stop_hook_active=False)).stdout == ""
