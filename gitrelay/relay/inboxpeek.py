@@ -10,7 +10,8 @@ would. It is current when all of these hold:
 
 - it is of the format this gitrelay writes;
 - its recorded tip is the local copy's ``refs/heads/main`` (a loose ref or
-  ``packed-refs``), and the outbox journal is empty (else main is the journal's tip);
+  ``packed-refs``), and the outbox journal holds no record (else main is the
+  journal's newest record);
 - its copy of the user's acks was taken from the current local inbox ref
   (``refs/gitrelay/users/<handle>/inbox``, the commit id recorded beside the copy);
 - no refused operation is recorded in the mirror (refused items live outside
@@ -38,7 +39,6 @@ __all__ = [
     "INDEX_FILE",
     "INDEX_FORMAT",
     "ITEM_SELECT",
-    "JOURNAL_FILE",
     "REFUSED_FILE",
     "Peek",
     "UnreadItem",
@@ -48,7 +48,6 @@ __all__ = [
 
 INDEX_FILE = "gitrelay-index.sqlite3"
 INDEX_FORMAT = 2  # 2: items carry their thread's open flag (an index of open items)
-JOURNAL_FILE = "gitrelay-outbox.journal"   # store.journal.FILENAME
 REFUSED_FILE = "gitrelay-refused.jsonl"    # store.mirror.Mirror.refused_path
 READ_TIMEOUT = 1.0                         # seconds to wait for a writer's lock
 
@@ -153,8 +152,11 @@ def peek_unread(mirror: Path, handle: str, *, limit: int = 200) -> Peek | None:
     doc: the caller then reads the full way)."""
     import sqlite3  # here: the guard imports this module and never reads the index
 
+    from gitrelay.store import journal
+
     path = mirror / INDEX_FILE
-    if not path.is_file() or _size(mirror / JOURNAL_FILE) or _size(mirror / REFUSED_FILE):
+    if (not path.is_file() or _size(mirror / journal.FILENAME) > len(journal.HEADER)
+            or _size(mirror / REFUSED_FILE)):
         return None
     main = read_ref(mirror, layout.MAIN_REF)
     inbox = read_ref(mirror, layout.inbox_ref(handle))
