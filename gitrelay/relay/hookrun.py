@@ -6,8 +6,10 @@ command line only prints it. The events (docs/agents.md has them per host):
 
 ``session-start``
     What is waiting, from the local copy (never the network): the unread items, one
-    line each with the teammate's summary inside a fence, as ``additionalContext``;
-    nothing at all when nothing is waiting.
+    line each in check_inbox's words, then ONE fence with what teammates wrote (as
+    check_inbox's text has it), as ``additionalContext``; nothing at all when nothing
+    is waiting. Read from the inbox index alone while it is current
+    (:mod:`gitrelay.relay.inboxpeek`), so the hook loads neither pygit2 nor pydantic.
 ``stop``
     Items this session was never shown: block the stop once, with one line
     ("2 new handoffs from bob@acme: call check_inbox"); silent otherwise, and always
