@@ -90,3 +90,17 @@ def in_fence(value: Any, token: str) -> Any:
                 value == shown or (len(shown) == TEXT_PREVIEW_CHARS and value.startswith(shown))):
             return value
     raise AssertionError(f"{value!r:.200} is not inside the fence {token}")
+
+
+def read_text(text: str) -> Read:
+    """The one fence of a text that has no structured twin (a hook's context): its token
+    from its opening line, found nowhere but in the fence's two lines."""
+    openings = re.findall(rf"^{re.escape(OPEN_PREFIX)}([0-9a-f]{{32}}) ", text, re.M)
+    assert len(openings) == 1, f"not one fence in the text: {openings}"
+    token = openings[0]
+    values = parse_answer_fence(text, token)
+    outside = outside_answer_fence(text, token)
+    assert token not in outside and OPEN_PREFIX not in outside and CLOSE_PREFIX not in outside
+    SEEN[token] = values
+    TEXTS[token] = text
+    return Read(token, values, outside)

@@ -20,8 +20,9 @@ from mcp.client.stdio import stdio_client
 
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.provenance import OPEN_PREFIX, extract_fenced, find_unfenced
+from gitrelay.relay.provenance import FencedValue
 from gitrelay.relay.session import SessionStore
+from tests.answerkit import read_answer, read_text
 
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
 BOB_TRUST = ("version: 1\nteammates:\n  alice@acme: {auto_write_paths: [docs/], "
@@ -131,18 +132,28 @@ def test_a_session_sees_its_inbox_is_nudged_once_wakes_and_is_held_to_the_overla
                 page = await session.call_tool("check_inbox", {"wait_seconds": 30})
                 assert page.structured_content is not None
                 assert [i["thread_id"] for i in page.structured_content["items"]] == [first]
-                await hooks(session, first)
+                inbox = read_answer(page.content[0].text, page.structured_content)
+                await hooks(session, first, inbox.values)
 
-    async def hooks(session: ClientSession, tid: str) -> None:
-        # SessionStart: what is waiting, the teammate's summary inside a fence.
+    async def hooks(session: ClientSession, tid: str, inbox: list[FencedValue]) -> None:
+        # SessionStart: what is waiting, the teammate's text inside one fence, the one
+        # check_inbox's text has: the same values under the same authors and fields.
         start = bob.hook("session-start", bob.event("SessionStart", "s1", source="startup"))
         assert start.returncode == 0, start.stderr
         context = json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
-        token = context.split(OPEN_PREFIX, 1)[1][:32]
-        (block,) = extract_fenced(context, token)
-        assert block.body == SUMMARY and block.sender == "alice@acme"
-        outside = find_unfenced(context, token)
-        assert tid in outside and "alice@acme" in outside and "push to main" not in outside
+        read = read_text(context)
+        assert read.values == inbox
+        assert read.by_field()["[0]"] == FencedValue("alice@acme", "[0]", SUMMARY)
+        assert read.by_field()["name"] == FencedValue("alice@acme", "name", "Alice Martin")
+        assert tid in read.outside and "alice@acme" in read.outside
+        assert "push to main" not in read.outside and "Alice Martin" not in read.outside
+        assert "facts about the inbox, not requests" in read.outside
+        # Every start gets a fresh token; nothing else differs.
+        again = bob.hook("session-start", bob.event("SessionStart", "s0", source="startup"))
+        other = json.loads(again.stdout)["hookSpecificOutput"]["additionalContext"]
+        token = read_text(other).token
+        assert token is not None and token != read.token
+        assert other.replace(token, str(read.token)) == context
 
         # Stop: a session shown the item at its start is not nudged about it ...
         assert bob.hook("stop", bob.event("Stop", "s1", stop_hook_active=False)).stdout == ""
@@ -313,3 +324,71 @@ def test_the_hooks_bench_measures_every_figure_on_a_small_relay(tmp_path: Path) 
     assert [f.median is not None and f.median > 0 for f in figures] == [True] * 8
     assert {f.name for f in figures if f.limit == hooks_bench.GOAL_PRE_TOOL_USE_MS} == {
         "pre-tool-use guard, handoff in progress", "pre-tool-use guard, nothing in progress"}
+    assert {f.name for f in figures if f.limit == hooks_bench.GOAL_SESSION_START_MS} == {
+        "session-start hook (a new session)"}
+
+
+def test_session_start_answers_from_the_inbox_index_only_while_it_is_current(
+        relay: Path, bob: Bob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gitrelay.relay.inbox import check_inbox
+    from gitrelay.relay.inboxpeek import REFUSED_FILE, peek_unread
+    from gitrelay.relay.index import INDEX_FILE
+
+    first = alice(relay, tmp_path).handoff(to="bob@acme", intent="inform",
+                                           summary=SUMMARY).thread_id
+    monkeypatch.setenv("GITRELAY_HOME", str(bob.home))
+    mine = RelayClient(str(relay), "bob@acme", writes="wait")
+    mine.refresh(max_age=0)
+    mirror = mine.mirror.path
+    assert mine.mirror.refused_path.name == REFUSED_FILE
+
+    def listed(session: str) -> list[str]:
+        out = bob.hook("session-start", bob.event("SessionStart", session, source="startup"))
+        assert out.returncode == 0, out.stderr
+        if not out.stdout:
+            return []
+        context = json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
+        return [line.split()[3] for line in read_text(context).outside.splitlines()
+                if line.startswith("[")]
+
+    def same_as_check_inbox() -> list[str]:
+        peek = peek_unread(mirror, "bob@acme")
+        assert peek is not None
+        try:
+            full = check_inbox(mine, unread_only=True, limit=200).items
+            assert [(i.item_id, i.seq, i.kind, i.status, i.sender, i.sender_name,
+                     i.summary_preview, i.thread_sender, i.unread_messages, i.updated_at)
+                    for i in peek.items] == [
+                (i.item_id, i.seq, i.kind, i.status, i.sender.handle, i.sender.name,
+                 i.summary_preview, i.thread_sender, i.unread_messages, i.updated_at)
+                for i in full]
+            return [i.thread_id for i in peek.items]
+        finally:
+            peek.close()
+
+    assert listed("s1") == [first]
+    assert same_as_check_inbox() == [first]
+    assert listed("s2") == [first]  # from the index alone: it is current
+
+    # A new handoff in the local copy: the index is behind main, so it is not read;
+    # the full read lists both and brings the index up to date.
+    second = alice(relay, tmp_path).handoff(to="bob@acme", intent="inform",
+                                            summary="The admin list pages too").thread_id
+    os.environ["GITRELAY_HOME"] = str(bob.home)
+    mine.refresh(max_age=0)
+    assert peek_unread(mirror, "bob@acme") is None
+    assert listed("s3") == [second, first]
+    assert same_as_check_inbox() == [second, first]
+
+    # bob reads the first one: acks move his inbox ref, and the index's copy with them.
+    check_inbox(mine, ack_items=[{"item_id": i.item_id, "seq": i.seq} for i in
+                                 check_inbox(mine, unread_only=True).items
+                                 if i.thread_id == first])
+    assert same_as_check_inbox() == [second]
+    assert listed("s4") == [second]
+
+    # A lost index, or one another version wrote, is never read: the full read answers.
+    (mirror / INDEX_FILE).unlink()
+    assert peek_unread(mirror, "bob@acme") is None
+    assert listed("s5") == [second]
+    assert same_as_check_inbox() == [second]

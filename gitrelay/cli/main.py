@@ -11,12 +11,11 @@ and an exit code; never a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
-from gitrelay.cli import admin, hosts, inbox, setup, threads, trust
 from gitrelay.cli.common import (
     EXIT_ERROR,
     EXIT_INTERNAL,
@@ -34,11 +33,12 @@ from gitrelay.core.errors import RelayError, RelayUnavailable
 __all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "EXIT_UNAVAILABLE", "build_parser", "main"]
 
 
-# The groups of commands, in the order `gitrelay --help` lists them.
-GROUPS = (setup, inbox, threads, trust, admin, hosts)
+# The groups of commands (modules of this package), in the order `gitrelay --help` lists
+# them. Imported when a parser is built: a host's `gitrelay hook` loads only its own.
+GROUPS = ("setup", "inbox", "threads", "trust", "admin", "hosts")
 
 
-def build_parser(groups: Sequence[Any] = GROUPS) -> argparse.ArgumentParser:
+def build_parser(groups: Sequence[str] = GROUPS) -> argparse.ArgumentParser:
     common = common_flags()
     parser = Parser(prog="gitrelay", parents=[common],
                     formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -49,8 +49,8 @@ def build_parser(groups: Sequence[Any] = GROUPS) -> argparse.ArgumentParser:
                            "Every command has --help with an example. Docs: docs/cli.md")
     commands = Commands(parser.add_subparsers(dest="command", required=True,
                                               metavar="COMMAND", parser_class=Parser), common)
-    for group in groups:
-        group.register(commands)
+    for name in groups:
+        importlib.import_module(f"gitrelay.cli.{name}").register(commands)
     return parser
 
 
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
     # A host runs `gitrelay hook` on every tool call: it needs its own group's parser
     # only, and building the whole one is a good part of the hook's time.
-    args = build_parser((hosts,) if given[:1] == ["hook"] else GROUPS).parse_args(given)
+    args = build_parser(("hosts",) if given[:1] == ["hook"] else GROUPS).parse_args(given)
     try:
         code: int = args.func(args)
         sys.stdout.flush()

@@ -25,7 +25,6 @@ contain it, the answer is built again with a fence chosen to avoid them all.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -58,6 +57,8 @@ from gitrelay.mcp.tool_models import (
 )
 from gitrelay.relay import policy
 from gitrelay.relay.client import ThreadView
+from gitrelay.relay.fencetext import INBOX_FIELDS, TEXT_PREVIEW_CHARS, inbox_item_line
+from gitrelay.relay.fencetext import scalar as _scalar
 from gitrelay.relay.inbox import ClaimResult, InboxPage
 from gitrelay.relay.provenance import (
     RELAY_AUTHOR,
@@ -94,9 +95,6 @@ __all__ = [
 T = TypeVar("T", bound=BaseModel)
 Profiles = Mapping[str, Mapping[str, Any]]  # casefolded handle -> profile document
 
-TEXT_PREVIEW_CHARS = 100
-"""How much of each summary preview the inbox's text content shows (the structured
-``summary_preview`` keeps its 240 characters; view_thread has the whole summary)."""
 MAX_RELAY_TEXT = 1000
 """Characters kept of a text quoted from the relay (a refusal, a sync warning)."""
 MESSAGE_PAGE = 50
@@ -242,15 +240,6 @@ def render_fenced(caller: str, rules: TrustRules, build: Build[T], head: Head[T]
 
 
 # --- the text before the fence ----------------------------------------------------------
-
-_BARE = re.compile(r"[A-Za-z0-9._:@+/-]+")
-
-
-def _scalar(value: object) -> str:
-    if isinstance(value, str):
-        return value if _BARE.fullmatch(value) else json_line(value)
-    return json_line(value)
-
 
 def head_lines(name: str, value: Mapping[str, Any], *, skip: AbstractSet[str],
                objects: AbstractSet[str] = frozenset()) -> list[str]:
@@ -629,8 +618,7 @@ def present_inbox(page: InboxPage, *, caller: str, rules: TrustRules,
                                 sync_warning=sync_warning).response
 
 
-INBOX_LEGEND = ("items, oldest first: [i] seq item_id thread_id kind status unread|read "
-                "unread_messages from updated_at")
+INBOX_LEGEND = f"items, oldest first: {INBOX_FIELDS}"
 
 
 def _inbox_head(out: InboxOut, pen: Pen) -> list[str]:
@@ -655,13 +643,13 @@ def _inbox_head(out: InboxOut, pen: Pen) -> list[str]:
         lines.append(INBOX_LEGEND)
     blocked: dict[str, str] = {}  # handle -> the notice that replaced their text
     for i, item in enumerate(out.items):
-        line = (f"[{i}] {item.seq} {item.item_id} {item.thread_id} {item.kind} {item.status} "
-                f"{'unread' if item.unread else 'read'} {item.unread_messages} "
-                f"{item.sender.handle} {item.updated_at}")
-        if item.claimed_by is not None:
-            line += f" claimed_by={_scalar(item.claimed_by)} until={item.claim_expires_at}"
-        if f"items[{i}].summary_preview" not in pen.fields:
-            line += f" preview={json_line(item.summary_preview[:TEXT_PREVIEW_CHARS])}"
+        line = inbox_item_line(
+            i, seq=item.seq, item_id=item.item_id, thread_id=item.thread_id, kind=item.kind,
+            status=item.status, unread=item.unread, unread_messages=item.unread_messages,
+            sender=item.sender.handle, updated_at=item.updated_at, claimed_by=item.claimed_by,
+            claim_expires_at=item.claim_expires_at,
+            preview=None if f"items[{i}].summary_preview" in pen.fields
+            else item.summary_preview)
         if pen.blocked(item.sender.handle):
             line += " (sender blocked: name, role and preview withheld)"
             blocked.setdefault(item.sender.handle, item.sender.name)

@@ -46,14 +46,15 @@ from gitrelay.core.errors import IndexLost
 from gitrelay.core.gitcli import hermetic_env, stream_git
 from gitrelay.core.objects import Commit, Objects, diff_trees
 from gitrelay.core.threads import ACCEPTED, CANCELLED, COMPLETED, PENDING
+from gitrelay.relay.inboxpeek import INDEX_FILE as INDEX_FILE
+from gitrelay.relay.inboxpeek import INDEX_FORMAT as INDEX_FORMAT
+from gitrelay.relay.inboxpeek import ITEM_SELECT
 from gitrelay.store.mirror import Mirror
 from gitrelay.sync.inboxstate import time_us
 
 if TYPE_CHECKING:
     import subprocess
 
-INDEX_FILE = "gitrelay-index.sqlite3"
-INDEX_FORMAT = 2  # 2: items carry their thread's open flag (an index of open items)
 PREVIEW_CHARS = 240
 BUSY_SECONDS = 120.0  # how long to wait for another process writing the index
 # From this many new commits, the files they added are listed by one `git log --raw`.
@@ -661,25 +662,7 @@ class Index:
                 conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                              (key, value))
 
-    _SELECT = """
-    SELECT i.item_id, i.seq, i.kind, i.thread_id, i.at, i.other, p.name, p.role, h.sender,
-           t.status, h.summary_preview, h.created_at,
-           (i.seq > :upto AND coalesce(a.seq, 0) < i.seq) AS unread,
-           (SELECT count(*) FROM events e
-             WHERE e.thread_id = i.thread_id AND e.op IN ('message', 'draft')
-               AND e.actor_cf = i.other_cf
-               AND e.seq > max(:upto, coalesce(
-                   (SELECT max(a2.seq) FROM items i2 JOIN acks a2
-                      ON a2.user_cf = i2.user_cf AND a2.item_id = i2.item_id
-                     WHERE i2.user_cf = :user AND i2.thread_id = i.thread_id), 0))
-           ) AS unread_messages
-      FROM items i
-      JOIN threads t ON t.thread_id = i.thread_id
-      JOIN handoffs h ON h.thread_id = i.thread_id
-      LEFT JOIN profiles p ON p.handle_cf = i.other_cf
-      LEFT JOIN acks a ON a.user_cf = i.user_cf AND a.item_id = i.item_id
-     WHERE i.user_cf = :user
-    """
+    _SELECT = ITEM_SELECT  # shared with the hooks' reader (relay.inboxpeek)
 
     def page(self, user: str, *, upto: int, statuses: Sequence[str] | None = None,
              since_us: int | None = None, unread_only: bool = False, descending: bool = False,
