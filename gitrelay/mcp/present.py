@@ -25,6 +25,7 @@ contain it, the answer is built again with a fence chosen to avoid them all.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, Generic, NamedTuple, TypeVar
