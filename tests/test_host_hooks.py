@@ -392,3 +392,32 @@ def test_session_start_answers_from_the_inbox_index_only_while_it_is_current(
     assert peek_unread(mirror, "bob@acme") is None
     assert listed("s5") == [second]
     assert same_as_check_inbox() == [second]
+
+
+def test_the_start_context_withholds_a_blocked_senders_words_as_check_inbox_does(
+        relay: Path, bob: Bob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tid = alice(relay, tmp_path).handoff(to="bob@acme", intent="inform",
+                                         summary=SUMMARY).thread_id
+    assert tid is not None
+    monkeypatch.setenv("GITRELAY_HOME", str(bob.home))
+    RelayClient(str(relay), "bob@acme", writes="wait").refresh(max_age=0)
+
+    def context(session: str) -> str:
+        out = bob.hook("session-start", bob.event("SessionStart", session, source="startup"))
+        assert out.returncode == 0, out.stderr
+        return str(json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"])
+
+    shown = context("s1")
+    assert tid in shown and "Alice Martin" in shown and "Paging for /users" in shown
+    # bob blocks alice: the next session's context still lists the item (its id and
+    # handle are the relay's own), but not one word alice wrote, even after the list of
+    # blocked senders was kept for the earlier start.
+    bob.trust.write_text(BOB_TRUST.replace("teammates:", "blocked: [alice@acme]\nteammates:"))
+    withheld = context("s2")
+    assert tid in withheld and "sender blocked: name, role and preview withheld" in withheld
+    for words in ("Alice Martin", "backend", "Paging for /users", "push to main"):
+        assert words not in withheld, words
+    # An unreadable trust file shows nobody's words either.
+    bob.trust.write_text("version: 1\nteammates: [not, a, mapping\n")
+    broken = context("s3")
+    assert tid in broken and "Paging for /users" not in broken

@@ -172,12 +172,69 @@ def _headline(items: Iterable[tuple[str, str]]) -> str:
     return ", ".join(parts) + ": call check_inbox"
 
 
-def _context(handle: str, items: list[UnreadItem]) -> str:
+_BLOCKED_CACHE = "trust-blocked.json"
+
+
+def _blocking_key(handle: str) -> str:
+    """The trust file's generous match for a blocked handle (:mod:`gitrelay.relay.trust`)."""
+    import unicodedata
+
+    return unicodedata.normalize("NFKC", handle).casefold().strip()
+
+
+def blocked_senders() -> frozenset[str] | None:
+    """The teammates the user's trust file blocks, as blocking keys; None when the file
+    cannot be read (then no teammate's text is shown).
+
+    check_inbox withholds a blocked sender's name, role and preview, and so does the
+    start context. Loading the trust file costs YAML and pydantic, more than the rest
+    of the hook, so the list is kept in the session state's folder under the file's
+    path, size and modification time, and loaded again only when one of them changed.
+    """
+    from gitrelay.relay.guard import trust_file_now
+    from gitrelay.relay.session import sessions_root
+
+    path = trust_file_now()
+    try:
+        st = os.stat(path)
+        stamp: list[object] = [path, st.st_size, st.st_mtime_ns]
+    except FileNotFoundError:
+        return frozenset()  # no trust file: nobody is blocked (unknown senders are refused)
+    except OSError:
+        return None
+    cache = sessions_root() / _BLOCKED_CACHE
+    try:
+        kept = json.loads(cache.read_text())
+        if kept.get("stamp") == stamp:
+            return frozenset(str(b) for b in kept["blocked"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    from gitrelay.relay.trust import load_trust
+
+    try:
+        rules = load_trust(Path(path))
+    except RelayError:
+        return None
+    blocked = frozenset(_blocking_key(b) for b in rules.blocked)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        scratch = cache.with_name(f"{cache.name}.{os.getpid()}")
+        scratch.write_text(json.dumps({"stamp": stamp, "blocked": sorted(blocked)}))
+        os.replace(scratch, cache)
+    except OSError:
+        pass  # the next start loads the file again
+    return blocked
+
+
+def _context(handle: str, items: list[UnreadItem],
+             blocked: frozenset[str] | None = frozenset()) -> str:
     """The start context: a line per item in check_inbox's words
     (:func:`~gitrelay.relay.fencetext.inbox_item_line`), as many as fit in
     :data:`MAX_CONTEXT` characters (hosts cap what a hook may add), then a count, then
     ONE fence holding what teammates wrote, as check_inbox's text has it: each sender's
-    name and role once, each summary preview as ``[i]`` under its author."""
+    name and role once, each summary preview as ``[i]`` under its author. A sender in
+    ``blocked`` (None: every teammate, the trust file being unreadable) has their name,
+    role and preview withheld, as check_inbox withholds them."""
     from gitrelay.relay.fencetext import (
         INBOX_FIELDS,
         TEXT_PREVIEW_CHARS,
@@ -199,17 +256,24 @@ def _context(handle: str, items: list[UnreadItem]) -> str:
         other, author = item.sender, item.thread_sender or item.sender
         preview = item.summary_preview[:TEXT_PREVIEW_CHARS]
         own = same_handle(author, handle)
+
+        def withheld(who: str) -> bool:
+            return not same_handle(who, handle) and (blocked is None
+                                                     or _blocking_key(who) in blocked)
+
         line = inbox_item_line(
             n, seq=item.seq, item_id=item.item_id, thread_id=item.thread_id, kind=item.kind,
             status=item.status, unread=True, unread_messages=item.unread_messages,
             sender=other, updated_at=item.updated_at, preview=preview if own else None)
         values: list[tuple[str, str, object]] = []
         said = people.get(other)
-        if not same_handle(other, handle) and said != (item.sender_name, item.sender_role):
+        if withheld(other):
+            line += " (sender blocked: name, role and preview withheld)"
+        elif not same_handle(other, handle) and said != (item.sender_name, item.sender_role):
             prefix = "" if said is None else f"[{n}]."
             values += [(other, f"{prefix}name", item.sender_name),
                        (other, f"{prefix}role", item.sender_role)]
-        if not own:
+        if not own and not withheld(author):
             values.append((author, f"[{n}]", preview))
         cost = len(line) + 1 + sum(len(f) + len(json_line(v)) + 2 for _, f, v in values)
         if size + cost > MAX_CONTEXT - 40:
@@ -260,7 +324,7 @@ def _session_start(host: str, hook: HookInput, store: SessionStore) -> HookOutco
         inbox.close()
     if not items:
         return HookOutcome()
-    text = _context(handle, items)
+    text = _context(handle, items, blocked_senders())
     if host == "cursor":
         return HookOutcome(_output({"additional_context": text}))
     return HookOutcome(_output({"hookSpecificOutput": {
