@@ -18,7 +18,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from gitrelay.relay.guard import _plain, trust_file_now
+from gitrelay.relay import guard
+from gitrelay.relay.guard import trust_file_now
 from gitrelay.relay.trust import default_trust_path, normalize_repo_path
 
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
@@ -244,7 +245,7 @@ def test_doctor_says_whether_each_installed_host_is_set_up_and_current(home: Pat
 @pytest.mark.parametrize("path", ["docs/a.md", "docs//./a.md", "docs/../x", "/etc/x", "a\\b",
                                   ".git/config", "x/.GIT/y", "C:x", "", ".", "a/\x01"])
 def test_the_guard_reads_paths_as_the_trust_file_does(path: str) -> None:
-    assert _plain(path) == normalize_repo_path(path)
+    assert guard.normalize_repo_path(path) == normalize_repo_path(path)
 
 
 def test_the_guard_finds_the_same_trust_file(monkeypatch: pytest.MonkeyPatch) -> None:

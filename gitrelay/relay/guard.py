@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from gitrelay.relay.session import InProgress, SessionState, sessions_root
+from gitrelay.relay.trustkeys import normalize_repo_path
 
 __all__ = ["WRITE_TOOLS", "Decision", "auto_writable", "decide", "protected_markers"]
 
@@ -44,7 +45,6 @@ SHELL_TOOLS = ("Bash", "Shell", "shell", "exec_command")
 PATCH_TOOLS = ("apply_patch",)
 _PATCH_PATH = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$|^\*\*\* Move to: (.+)$",
                          re.MULTILINE)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _RANK = {"deny": 3, "ask": 2, "allow": 1}
 
 Kind = Literal["allow", "ask", "deny"]
@@ -68,31 +68,15 @@ NO_OPINION = Decision(None)
 # --------------------------------------------------------------------------- paths
 
 
-def _plain(path: str) -> str | None:
-    """``path`` as plain repository-relative segments, None if unsafe (the same rule as
-    :func:`gitrelay.relay.trust.normalize_repo_path`; a test holds them equal)."""
-    if not path or "\\" in path or _CONTROL.search(path) or path.startswith("/") \
-            or re.match(r"^[A-Za-z]:", path):
-        return None
-    parts: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part == ".." or part.lower() == ".git":
-            return None
-        parts.append(part)
-    return "/".join(parts) or None
-
-
 def auto_writable(paths: Iterable[str], path: str) -> bool:
     """True when ``path`` (repository-relative) is covered by ``auto_write_paths``:
     ``dir/`` covers everything below it, any other entry exactly that file."""
-    candidate = _plain(path)
+    candidate = normalize_repo_path(path)
     if candidate is None:
         return False
     for entry in paths:
         is_dir = entry.endswith("/")
-        target = _plain(entry[:-1] if is_dir else entry)
+        target = normalize_repo_path(entry[:-1] if is_dir else entry)
         if target is None:
             continue
         if (is_dir and candidate.startswith(target + "/")) or (not is_dir

@@ -49,6 +49,7 @@ from gitrelay.relay.session import (
     check_session_id,
     inbox_stamp,
 )
+from gitrelay.relay.trustkeys import blocking_key
 
 if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient
@@ -175,13 +176,6 @@ def _headline(items: Iterable[tuple[str, str]]) -> str:
 _BLOCKED_CACHE = "trust-blocked.json"
 
 
-def _blocking_key(handle: str) -> str:
-    """The trust file's generous match for a blocked handle (:mod:`gitrelay.relay.trust`)."""
-    import unicodedata
-
-    return unicodedata.normalize("NFKC", handle).casefold().strip()
-
-
 def blocked_senders() -> frozenset[str] | None:
     """The teammates the user's trust file blocks, as blocking keys; None when the file
     cannot be read (then no teammate's text is shown).
@@ -215,7 +209,7 @@ def blocked_senders() -> frozenset[str] | None:
         rules = load_trust(Path(path))
     except RelayError:
         return None
-    blocked = frozenset(_blocking_key(b) for b in rules.blocked)
+    blocked = frozenset(blocking_key(b) for b in rules.blocked)
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         scratch = cache.with_name(f"{cache.name}.{os.getpid()}")
@@ -259,7 +253,7 @@ def _context(handle: str, items: list[UnreadItem],
 
         def withheld(who: str) -> bool:
             return not same_handle(who, handle) and (blocked is None
-                                                     or _blocking_key(who) in blocked)
+                                                     or blocking_key(who) in blocked)
 
         line = inbox_item_line(
             n, seq=item.seq, item_id=item.item_id, thread_id=item.thread_id, kind=item.kind,

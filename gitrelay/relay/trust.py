@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import threading
 import types
-import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -46,6 +44,7 @@ from pydantic import (
 )
 
 from gitrelay.core.errors import ConfigError
+from gitrelay.relay.trustkeys import blocking_key, normalize_repo_path
 
 if TYPE_CHECKING:
     from watchdog.events import FileSystemEvent
@@ -74,8 +73,6 @@ SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
 TRUST_ENV_VAR = "GITRELAY_TRUST"
 DEFAULT_REQUIRE_APPROVAL: tuple[str, ...] = ("Edit", "Write", "Bash")
 
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
-_DRIVE_PREFIX = re.compile(r"^[A-Za-z]:")
 
 
 # --------------------------------------------------------------------------- handles and paths
@@ -86,34 +83,6 @@ def normalize_handle(handle: str) -> str:
     return handle.lower()
 
 
-def _blocking_key(handle: str) -> str:
-    """A deliberately generous form used only to match ``blocked`` entries.
-
-    Blocking errs on the side of blocking: compatibility forms, case and
-    surrounding whitespace do not let a blocked sender slip through.
-    """
-    return unicodedata.normalize("NFKC", handle).casefold().strip()
-
-
-def normalize_repo_path(path: str) -> str | None:
-    """Return ``path`` as a canonical repository-relative path, or None if unsafe.
-
-    Unsafe means: empty, absolute (``/x``, ``C:x``), containing a backslash, a
-    control character, a ``..`` segment or a ``.git`` segment. ``.`` and empty
-    segments are dropped, so ``docs//./a.md`` becomes ``docs/a.md``.
-    """
-    if not path or "\\" in path or _CONTROL_CHARS.search(path):
-        return None
-    if path.startswith("/") or _DRIVE_PREFIX.match(path):
-        return None
-    parts: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part == ".." or part.lower() == ".git":
-            return None
-        parts.append(part)
-    return "/".join(parts) or None
 
 
 def _check_write_path(entry: str) -> str:
@@ -231,8 +200,8 @@ class TrustRules(BaseModel):
         return None
 
     def is_blocked(self, handle: str) -> bool:
-        key = _blocking_key(handle)
-        return any(_blocking_key(b) == key for b in self.blocked)
+        key = blocking_key(handle)
+        return any(blocking_key(b) == key for b in self.blocked)
 
 
 DENIED_OVERLAY = TrustOverlay(
