@@ -602,20 +602,25 @@ def _mcp_command(relay: Path, handle: str, trust: Path) -> list[str]:
             "--trust", str(trust), "--writes", "queue"]
 
 
-async def _stdio_session(stack: contextlib.AsyncExitStack, relay: Path, home: Path, handle: str,
-                         trust: Path, errlog: Any, **env: str) -> Any:
-    """A `gitrelay mcp` process of ``handle`` and an initialized SDK client session on it."""
+async def _sdk_session(stack: contextlib.AsyncExitStack, command: list[str], env: dict[str, str],
+                       cwd: Path, errlog: Any) -> Any:
+    """An initialized Python SDK client session on a server process."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    params = StdioServerParameters(
-        command=PY, args=_mcp_command(relay, handle, trust),
-        env={**os.environ, "GITRELAY_HOME": str(home), **env}, cwd=str(ROOT))
+    params = StdioServerParameters(command=PY, args=command, env=env, cwd=str(cwd))
     read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
     session = await stack.enter_async_context(ClientSession(read, write, read_timeout_seconds=60))
     await session.initialize()
     await session.list_tools()
     return session
+
+
+async def _stdio_session(stack: contextlib.AsyncExitStack, relay: Path, home: Path, handle: str,
+                         trust: Path, errlog: Any, **env: str) -> Any:
+    """A `gitrelay mcp` process of ``handle`` and an initialized SDK client session on it."""
+    return await _sdk_session(stack, _mcp_command(relay, handle, trust),
+                              {**os.environ, "GITRELAY_HOME": str(home), **env}, ROOT, errlog)
 
 
 def bench_stdio(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
@@ -846,20 +851,6 @@ def _tree_at(ref: str, into: Path) -> Path:
                                  capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
-
-
-async def _sdk_session(stack: contextlib.AsyncExitStack, command: list[str], env: dict[str, str],
-                       cwd: Path, errlog: Any) -> Any:
-    """An initialized Python SDK client session on a server process."""
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
-
-    params = StdioServerParameters(command=PY, args=command, env=env, cwd=str(cwd))
-    read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
-    session = await stack.enter_async_context(ClientSession(read, write, read_timeout_seconds=60))
-    await session.initialize()
-    await session.list_tools()
-    return session
 
 
 def bench_sdkpath(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
