@@ -92,9 +92,10 @@ def _fenced_size(text: str, structured: Any) -> int:
     return total
 
 
-def _figure(name: str, size: int, *, limit: float | None = None, note: str = "") -> Figure:
+def _figure(name: str, size: int, *, limit: float | None = None, note: str = "",
+            section: str = SECTION) -> Figure:
     goal = f"≤ {limit:,.0f} B" if limit is not None else "report"
-    return Figure(SECTION, name, "B", float(size), None, goal=goal, limit=limit,
+    return Figure(section, name, "B", float(size), None, goal=goal, limit=limit,
                   note=f"≈ {tokens(size):,} tokens" + (f"; {note}" if note else ""))
 
 
@@ -315,6 +316,6 @@ def _stdio_figures(got: dict[str, Any]) -> list[Figure]:
             if f"bytes:{n}:{t}" in got:
                 text, structured = got[f"bytes:{n}:{t}"]
                 figs.append(_figure(f"check_inbox, {n} items, {t}: text + structured",
-                                    text + structured,
+                                    text + structured, section=sec,
                                     note=f"text {text:,} B, structured {structured:,} B"))
     return figs

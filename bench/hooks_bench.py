@@ -191,27 +191,20 @@ def _in_process(env: dict[str, str], reps: int, calls: dict[str, tuple[str, dict
 
 def _wait_for_waiter(folder: Path, proc: subprocess.Popen[str], session: str) -> None:
     """Hand the waiter its input, then return once it holds its lock (it is waiting)."""
-    import fcntl
-
     assert proc.stdin is not None
     proc.stdin.write(json.dumps({"session_id": session, "cwd": "/", "hook_event_name": "Stop"}))
     proc.stdin.close()
     proc.stdin = None
     from gitrelay.relay.session import SessionStore
 
-    lock = SessionStore("claude", folder.parent).lock_path(session, "wait")
+    store = SessionStore("claude", folder.parent)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError("the waiter exited early: "
                                + (proc.stderr.read() if proc.stderr else ""))
-        if lock.exists():
-            with open(lock, "a+b") as f:
-                try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    return
-                fcntl.flock(f, fcntl.LOCK_UN)
+        if store.held(session, "wait"):
+            return
         time.sleep(0.01)
     raise RuntimeError("the waiter did not start waiting in 60 s")
 

@@ -339,6 +339,20 @@ def seed_user(relay: Path, relay_size: tuple[int, int], home: Path, handle: str,
     Mirror(path, handle).update_sync_state(last_fetch=time.time())
 
 
+PAIR = ("alice@acme", "bob@acme")
+
+
+def teammates(ws: Workspace, relay: Path, size: tuple[int, int], label: str
+              ) -> tuple[dict[str, Path], dict[str, Path]]:
+    """Alice's and bob's homes with a fresh mirror of ``relay`` each, and each one's trust
+    file listing the other: ``(homes, trust)`` keyed by handle."""
+    homes = {h: ws.fresh(f"home-{label}{h.split('@')[0]}") for h in PAIR}
+    for h, home in homes.items():
+        seed_user(relay, size, home, h, ws)
+    trust = {h: trust_file(homes[h], [o for o in PAIR if o != h]) for h in PAIR}
+    return homes, trust
+
+
 def client_for(relay: Path, home: Path, handle: str, *, writes: str = "wait") -> Any:
     from gitrelay.relay.client import RelayClient
 
@@ -509,13 +523,10 @@ def bench_writes(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) 
     relay, info = ws.relay(size)
     floor_relay, _ = ws.relay(size, hook="noop")
     raw = RawPusher(floor_relay, floor_relay.parent)
-    homes = {h: ws.fresh(f"home-{h.split('@')[0]}") for h in ("alice@acme", "bob@acme")}
-    for h, home in homes.items():
-        seed_user(relay, size, home, h, ws)
+    homes, trust = teammates(ws, relay, size, "")
     alice = client_for(relay, homes["alice@acme"], "alice@acme", writes="wait")
     bob = client_for(relay, homes["bob@acme"], "bob@acme", writes="wait")
-    trust_a = trust_file(homes["alice@acme"], ["bob@acme"])
-    trust_b = trust_file(homes["bob@acme"], ["alice@acme"])
+    trust_a, trust_b = trust["alice@acme"], trust["bob@acme"]
     n, warm = sizes.reps, sizes.warmup
     samples: dict[str, list[float]] = {f"{k}:{m}": [] for k in ("handoff", "send", "accept")
                                        for m in ("wait", "queue", "server-queue")}
@@ -628,12 +639,8 @@ def bench_stdio(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
     process per teammate, the SDK's stdio client in this process."""
     size = sizes.write_relay
     relay, info = ws.relay(size)
-    homes = {h: ws.fresh(f"home-stdio-{h.split('@')[0]}") for h in ("alice@acme", "bob@acme")}
-    for h, home in homes.items():
-        seed_user(relay, size, home, h, ws)
+    homes, trust = teammates(ws, relay, size, "stdio-")
     outboxes = [client_for(relay, home, h) for h, home in homes.items()]
-    trust = {"alice@acme": trust_file(homes["alice@acme"], ["bob@acme"]),
-             "bob@acme": trust_file(homes["bob@acme"], ["alice@acme"])}
     n, warm = max(sizes.reps // 2, 3), sizes.warmup  # each call waits for both loops to settle
     samples: dict[str, list[float]] = {k: [] for k in ("handoff", "send", "accept",
                                                        "check_inbox")}
@@ -779,13 +786,9 @@ def _host_writes(ws: Workspace, sizes: Sizes, sdk_dir: Path, errlog: Any
 
     size = sizes.write_relay
     relay, info = ws.relay(size)
-    handles = ("alice@acme", "bob@acme")
-    homes = {h: ws.fresh(f"home-host-{h.split('@')[0]}") for h in handles}
-    for h, home in homes.items():
-        seed_user(relay, size, home, h, ws)
+    handles = PAIR
+    homes, trust = teammates(ws, relay, size, "host-")
     outboxes = [client_for(relay, home, h) for h, home in homes.items()]
-    trust = {"alice@acme": trust_file(homes["alice@acme"], ["bob@acme"]),
-             "bob@acme": trust_file(homes["bob@acme"], ["alice@acme"])}
     tools = ("handoff_to_teammate", "send_message", "accept_handoff")
     samples: dict[str, list[float]] = {f"{t}:{c}": [] for t in tools for c in ("ts", "py")}
     n, warm = max(sizes.reps // 2, 3), sizes.warmup  # each call waits for both loops to settle
@@ -872,13 +875,9 @@ def bench_sdkpath(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any])
         return [unavailable(sec, f"the fast path of {ref}", f"cannot export {ref}: {exc}")]
     size = sizes.write_relay
     relay, info = ws.relay(size)
-    handles = ("alice@acme", "bob@acme")
-    homes = {h: ws.fresh(f"home-sdkpath-{h.split('@')[0]}") for h in handles}
-    for h, home in homes.items():
-        seed_user(relay, size, home, h, ws)
+    handles = PAIR
+    homes, trust = teammates(ws, relay, size, "sdkpath-")
     outboxes = [client_for(relay, home, h) for h, home in homes.items()]
-    trust = {"alice@acme": trust_file(homes["alice@acme"], ["bob@acme"]),
-             "bob@acme": trust_file(homes["bob@acme"], ["alice@acme"])}
     paths, kinds = ("public", "fast"), ("ts", "py")
     combos = [(p, c) for p in paths for c in kinds]
     samples: dict[str, list[float]] = {f"{call}:{p}:{c}": []
@@ -1577,13 +1576,10 @@ def bench_delivery(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]
 
     size = sizes.write_relay
     relay, info = ws.relay(size)
-    homes = {h: ws.fresh(f"home-delivery-{h.split('@')[0]}") for h in ("alice@acme", "bob@acme")}
-    for h, home in homes.items():
-        seed_user(relay, size, home, h, ws)
+    homes, trust = teammates(ws, relay, size, "delivery-")
     alice = client_for(relay, homes["alice@acme"], "alice@acme", writes="queue")
     bob = client_for(relay, homes["bob@acme"], "bob@acme", writes="queue")
-    trust_a = trust_file(homes["alice@acme"], ["bob@acme"])
-    trust_b = trust_file(homes["bob@acme"], ["alice@acme"])
+    trust_a, trust_b = trust["alice@acme"], trust["bob@acme"]
     samples: dict[str, list[float]] = {"queue": [], "wait": []}
 
     async def body() -> None:
@@ -1668,13 +1664,11 @@ def _ours_beside_peer(ws: Workspace, sizes: Sizes) -> dict[str, list[float]]:
 
     size = sizes.small_relay
     relay, _ = ws.relay(size)
-    homes = {h: ws.fresh(f"home-peer-{h.split('@')[0]}") for h in ("alice@acme", "bob@acme")}
-    for h, home in homes.items():
-        seed_user(relay, size, home, h, ws)
+    homes, trust = teammates(ws, relay, size, "peer-")
     alice = client_for(relay, homes["alice@acme"], "alice@acme")
     bob = client_for(relay, homes["bob@acme"], "bob@acme")
-    servers = (mcp_server(alice, trust_file(homes["alice@acme"], ["bob@acme"]), loop=True),
-               mcp_server(bob, trust_file(homes["bob@acme"], ["alice@acme"]), loop=True))
+    servers = (mcp_server(alice, trust["alice@acme"], loop=True),
+               mcp_server(bob, trust["bob@acme"], loop=True))
     samples: dict[str, list[float]] = {"send:queue": [], "send:wait": [], "inbox": []}
 
     async def body() -> None:

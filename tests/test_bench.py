@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -151,6 +152,24 @@ def test_a_figure_is_met_only_against_its_goal():
     table = suite.format_table([suite.ratio_figure("s", "a / b", [0.02, 0.04], [0.01, 0.02],
                                                    limit=2.0)])
     assert "s: a / b" in table and "2.00×" in table and "yes" in table
+
+
+def test_the_docs_table_is_printed_from_a_runs_json(tmp_path):
+    figures = [suite.ms_figure("writes", "floor", [0.010, 0.012], limit=11.0),
+               suite.ratio_figure("writes", "a / b", [0.02, 0.04], [0.01, 0.02], limit=1.5),
+               suite.Figure("context", "page text", "B", 12157.0, None, goal="≤ 12,288 B",
+                            limit=12288.0),
+               suite.unavailable("host", "TypeScript client", "no node")]
+    results = tmp_path / "run.json"
+    results.write_text(json.dumps({"figures": [f.to_json() for f in figures]}))
+    got = subprocess.run([sys.executable, "-m", "bench.markdown", str(results), "--skip", "host"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert got == ["| figure | median | p95 | goal | met |", "|---|---:|---:|---|---|",
+                   "| **writes** | | | | |",
+                   "| floor | 11.00 ms | 11.90 ms | ≤ 11 ms | yes |",
+                   "| a / b | 2.00× | 2.00× | ≤ 1.5× | **no** |",
+                   "| **context** | | | | |",
+                   "| page text | 12,157 B | – | ≤ 12,288 B | yes |"]
 
 
 def test_the_typescript_client_says_why_it_cannot_run_without_node(tmp_path, monkeypatch):

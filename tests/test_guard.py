@@ -151,3 +151,15 @@ def test_what_check_inbox_showed_the_session_is_not_announced_again() -> None:
     state = SessionStore("claude").read("s5")
     assert state is not None and state.shown == {"i-1": 7, "i-2": 9}
     assert not state.is_new("i-2", 9) and state.is_new("i-2", 10)
+
+
+def test_a_session_lock_reads_as_held_only_while_someone_holds_it(tmp_path: Path) -> None:
+    store = SessionStore("claude", tmp_path / "sessions")
+    assert store.held("s1", "wait") is False
+    assert not store.lock_path("s1", "wait").exists()  # asking creates nothing
+    with store.exclusive("s1", "wait") as mine:
+        assert mine is True
+        assert store.held("s1", "wait") is True
+        with store.exclusive("s1", "wait") as second:
+            assert second is False  # one waiter per session
+    assert store.held("s1", "wait") is False

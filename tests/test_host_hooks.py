@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
@@ -73,20 +72,15 @@ class Bob:
         return SessionStore("claude", self.home / "sessions").path(session)
 
 
-def held_by_other(lock: Path, proc: subprocess.Popen[str]) -> None:
-    """Return once another process holds ``lock`` (the waiter is waiting)."""
+def held_by_other(store: SessionStore, session: str, proc: subprocess.Popen[str]) -> None:
+    """Return once another process holds the session's wait lock (the waiter is waiting)."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        if lock.exists():
-            with open(lock, "a+b") as f:
-                try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    return
-                fcntl.flock(f, fcntl.LOCK_UN)
+        if store.held(session, "wait"):
+            return
         time.sleep(0.02)
-    raise AssertionError(f"nobody took {lock} in 30 s")
+    raise AssertionError(f"nobody took the wait lock of {session} in 30 s")
 
 
 def decision(proc: subprocess.CompletedProcess[str]) -> str | None:
@@ -173,7 +167,7 @@ def test_a_session_sees_its_inbox_is_nudged_once_wakes_and_is_held_to_the_overla
             waiter = subprocess.Popen([GITRELAY, "hook", "wait", "--host", "claude",
                                        "--timeout", "60"], stdin=stdin, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True, env=bob.env)
-        held_by_other(bob.state_file("s1").with_suffix(".wait.lock"), waiter)
+        held_by_other(SessionStore("claude", bob.home / "sessions"), "s1", waiter)
         second = bob.hook("wait", bob.event("Stop", "s1"), "--timeout", "60")
         assert (second.returncode, second.stderr) == (0, "")
         assert waiter.poll() is None

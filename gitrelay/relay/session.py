@@ -268,6 +268,20 @@ class SessionStore:
             tmp.write_text(json.dumps(state.to_json(), sort_keys=True), encoding="utf-8")
             os.replace(tmp, path)
 
+    def held(self, session_id: str, what: str) -> bool:
+        """Whether another process holds ``what`` for the session now (for ``"wait"``: a
+        waiter is waiting). Never creates the lock file."""
+        try:
+            with open(self.lock_path(session_id, what), "r+b") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return True
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                return False
+        except FileNotFoundError:
+            return False
+
     @contextlib.contextmanager
     def exclusive(self, session_id: str, what: str) -> Iterator[bool]:
         """Yields True to the one process holding ``what`` for the session, else False
