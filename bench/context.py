@@ -12,8 +12,14 @@ through the Python SDK's client against the real MCP server:
 - ``tools/list``: what the model sees of the tools (names, descriptions, input
   schemas) and the output schemas the client validates against.
 
+Then it times ``check_inbox`` at 50 and 200 items as a host calls it: ``gitrelay mcp``
+on stdio through both SDK clients, this tree beside BEFORE_REF (the code before the
+compact answers), interleaved call by call.
+
 Tokens are approximated as bytes / 4. AgentRelay's published page sizes (51 KB for
-50 items, 204 KB for 200) are listed beside gitrelay's for scale.
+50 items, 204 KB for 200) and its times through the Python SDK's client (from the
+earlier runs; AgentRelay is a hosted service this machine cannot reach) are listed
+beside gitrelay's.
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ KB = 1024
 PEER_PUBLISHED_KB = {50: 51, 200: 204}   # AgentRelay's check_inbox page, text + structured
 SIZES = (50, 200)
 # The last commit before the answers became compact text with one fence: "before" in the
-# stdio figures, where the issue's figures for AgentRelay were measured against it.
+# stdio figures (served on the SDK's stdio transport, as this tree is).
 BEFORE_REF = "5d05b30"
 GOALS = {"inbox50": 12 * KB, "overhead": 600, "tools": 12 * KB}
 SUMMARY = ("The nightly export of /users times out since the table passed 10k rows: "
@@ -182,7 +188,7 @@ def measure_stdio(root: Path, relay: Path, home: Path, trust: Path, log: Log, *,
     server of this tree ("now") and one of BEFORE_REF ("before"), all interleaved call by
     call on the same relay. Seconds per call keyed ``"{limit}:{tree}:{py|ts}"``, and the
     answers' sizes keyed ``"bytes:{limit}:{tree}"``."""
-    from bench.suite import _mcp_command, _sdk_session, _tree_at
+    from bench.suite import mcp_command, sdk_session, tree_at
     from bench.ts_host import HostUnavailable, TsClient, ensure_sdk
 
     try:
@@ -192,7 +198,7 @@ def measure_stdio(root: Path, relay: Path, home: Path, trust: Path, log: Log, *,
         sdk_dir = None
     trees, homes = {"now": ROOT}, {"now": home}
     try:
-        trees["before"] = _tree_at(BEFORE_REF, root / f"tree-{BEFORE_REF}")
+        trees["before"] = tree_at(BEFORE_REF, root / f"tree-{BEFORE_REF}")
         homes["before"] = root / "bob-before"
         shutil.copytree(home, homes["before"])  # each tree keeps its own inbox index
     except (subprocess.CalledProcessError, OSError) as exc:
@@ -204,13 +210,13 @@ def measure_stdio(root: Path, relay: Path, home: Path, trust: Path, log: Log, *,
     async def body() -> None:
         async with contextlib.AsyncExitStack() as stack:
             errlog = stack.enter_context((root / "stdio-servers.log").open("w"))
-            command = _mcp_command(relay, "bob@acme", trust)
+            command = mcp_command(relay, "bob@acme", trust)
             calls: dict[tuple[str, str], Any] = {}
             sessions: dict[str, Any] = {}
             for t, tree in trees.items():
                 env = {**os.environ, "GITRELAY_HOME": str(homes[t]), "PYTHONPATH": str(tree),
                        "GITRELAY_STDIO": "sdk"}  # BEFORE_REF: the SDK's stdio, as now
-                session = sessions[t] = await _sdk_session(stack, command, env, tree, errlog)
+                session = sessions[t] = await sdk_session(stack, command, env, tree, errlog)
 
                 async def py_call(args: dict[str, Any], s: Any = session) -> Any:
                     return await timed(s, "check_inbox", args)
@@ -279,8 +285,8 @@ def bench_context(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]
     return figs
 
 
-# AgentRelay's check_inbox through the Python SDK's client over stdio, in ms: the issue's
-# medians of 3 interleaved runs on this machine class, where gitrelay took 32 ms (1.5x
+# AgentRelay's check_inbox through the Python SDK's client over stdio, in ms: medians of
+# 3 earlier interleaved runs on this kind of machine, where gitrelay took 32 ms (1.5x
 # AgentRelay's) at 50 items and 120 ms (3.6x) at 200. AgentRelay is a hosted service this
 # machine cannot reach, so its figures are carried over, not measured in this run.
 PEER_PY_CLIENT_MS = {50: 32 / 1.5, 200: 120 / 3.6}
@@ -307,7 +313,7 @@ def _stdio_figures(got: dict[str, Any]) -> list[Figure]:
                 note="both on the SDK's stdio transport; the answers' shape is the change"))
         peer = PEER_PY_CLIENT_MS[n]
         figs.append(Figure(sec, f"check_inbox, {n} items, Python SDK client, AgentRelay",
-                           "ms", peer, None, note="the issue's interleaved runs, not this run"))
+                           "ms", peer, None, note="earlier interleaved runs, not this run"))
         now = got[f"{n}:now:py"]
         figs.append(Figure(sec, f"check_inbox, {n} items, Python SDK client, now / AgentRelay",
                            "×", statistics.median(now) * 1000 / peer, None, goal="≤ 1×",

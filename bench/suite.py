@@ -608,12 +608,12 @@ def settle_servers(relay: Path, clients: list[Any]) -> None:
     time.sleep(0.1)
 
 
-def _mcp_command(relay: Path, handle: str, trust: Path) -> list[str]:
+def mcp_command(relay: Path, handle: str, trust: Path) -> list[str]:
     return ["-m", "gitrelay", "mcp", "--relay", str(relay), "--as", handle,
             "--trust", str(trust), "--writes", "queue"]
 
 
-async def _sdk_session(stack: contextlib.AsyncExitStack, command: list[str], env: dict[str, str],
+async def sdk_session(stack: contextlib.AsyncExitStack, command: list[str], env: dict[str, str],
                        cwd: Path, errlog: Any) -> Any:
     """An initialized Python SDK client session on a server process."""
     from mcp import ClientSession, StdioServerParameters
@@ -627,10 +627,10 @@ async def _sdk_session(stack: contextlib.AsyncExitStack, command: list[str], env
     return session
 
 
-async def _stdio_session(stack: contextlib.AsyncExitStack, relay: Path, home: Path, handle: str,
+async def stdio_session(stack: contextlib.AsyncExitStack, relay: Path, home: Path, handle: str,
                          trust: Path, errlog: Any, **env: str) -> Any:
     """A `gitrelay mcp` process of ``handle`` and an initialized SDK client session on it."""
-    return await _sdk_session(stack, _mcp_command(relay, handle, trust),
+    return await sdk_session(stack, mcp_command(relay, handle, trust),
                               {**os.environ, "GITRELAY_HOME": str(home), **env}, ROOT, errlog)
 
 
@@ -651,7 +651,7 @@ def bench_stdio(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
     async def body() -> None:
         with (ws.root / "stdio-servers.log").open("w") as errlog:
             async with contextlib.AsyncExitStack() as stack:
-                ca, cb = [await _stdio_session(stack, relay, homes[h], h, trust[h], errlog)
+                ca, cb = [await stdio_session(stack, relay, homes[h], h, trust[h], errlog)
                           for h in ("alice@acme", "bob@acme")]
                 threads: list[str] = []
                 for i in range(warm + n):
@@ -760,8 +760,8 @@ def _host_reads(ws: Workspace, sizes: Sizes, sdk_dir: Path, errlog: Any
     async def body() -> None:
         nonlocal items
         async with contextlib.AsyncExitStack() as stack:
-            py = await _stdio_session(stack, relay, home, "bob@acme", trust, errlog)
-            ts = TsClient(sdk_dir, PY, _mcp_command(relay, "bob@acme", trust),
+            py = await stdio_session(stack, relay, home, "bob@acme", trust, errlog)
+            ts = TsClient(sdk_dir, PY, mcp_command(relay, "bob@acme", trust),
                           {**os.environ, "GITRELAY_HOME": str(home)}, ROOT, errlog)
             stack.callback(ts.close)
             _, page = ts.call("check_inbox", {})
@@ -797,8 +797,8 @@ def _host_writes(ws: Workspace, sizes: Sizes, sdk_dir: Path, errlog: Any
         async with contextlib.AsyncExitStack() as stack:
             clients: dict[str, dict[str, Callable[[str, dict[str, Any]], Awaitable[Any]]]] = {}
             for h in handles:
-                session = await _stdio_session(stack, relay, homes[h], h, trust[h], errlog)
-                ts = TsClient(sdk_dir, PY, _mcp_command(relay, h, trust[h]),
+                session = await stdio_session(stack, relay, homes[h], h, trust[h], errlog)
+                ts = TsClient(sdk_dir, PY, mcp_command(relay, h, trust[h]),
                               {**os.environ, "GITRELAY_HOME": str(homes[h])}, ROOT, errlog)
                 stack.callback(ts.close)
 
@@ -845,7 +845,7 @@ def _host_writes(ws: Workspace, sizes: Sizes, sdk_dir: Path, errlog: Any
 FAST_PATH_REF = "5d05b30"
 
 
-def _tree_at(ref: str, into: Path) -> Path:
+def tree_at(ref: str, into: Path) -> Path:
     """The gitrelay package of commit ``ref``, exported under ``into`` (a directory that a
     server started there imports gitrelay from)."""
     if not (into / "gitrelay").is_dir():
@@ -870,7 +870,7 @@ def bench_sdkpath(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any])
     except HostUnavailable as exc:
         return [unavailable(sec, "TypeScript client figures", str(exc))]
     try:
-        trees = {"public": ROOT, "fast": _tree_at(ref, ws.root / f"tree-{ref}")}
+        trees = {"public": ROOT, "fast": tree_at(ref, ws.root / f"tree-{ref}")}
     except (subprocess.CalledProcessError, OSError) as exc:
         return [unavailable(sec, f"the fast path of {ref}", f"cannot export {ref}: {exc}")]
     size = sizes.write_relay
@@ -893,11 +893,11 @@ def bench_sdkpath(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any])
         with (ws.root / "sdkpath-servers.log").open("w") as errlog:
             async with contextlib.AsyncExitStack() as stack:
                 for h in handles:
-                    command = _mcp_command(relay, h, trust[h])
+                    command = mcp_command(relay, h, trust[h])
                     for p in paths:
                         env = {**os.environ, "GITRELAY_HOME": str(homes[h]),
                                "PYTHONPATH": str(trees[p])}
-                        session = await _sdk_session(stack, command, env, trees[p], errlog)
+                        session = await sdk_session(stack, command, env, trees[p], errlog)
                         ts = TsClient(sdk_dir, PY, command, env, trees[p], errlog)
                         stack.callback(ts.close)
 

@@ -15,9 +15,6 @@ Standard library only: the gate imports this module.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from gitrelay.core import layout, schema
 from gitrelay.core.archive import check_archive
 from gitrelay.core.commits import (
@@ -118,27 +115,26 @@ def _added_file(view_objs: Objects, commit: Commit,
     return changes[0].path, entry, replaced
 
 
-@contextmanager
-def _naming(commit: Commit) -> Iterator[None]:
-    """A refusal found while checking ``commit`` names it: an object that cannot be read
-    becomes object_error, and a refusal found below the commit (in a tree) gets its id."""
-    try:
-        yield
-    except (KeyError, ValueError) as exc:
-        raise object_error(commit, exc) from None
-    except RelayError as exc:
-        if "commit" not in exc.data:  # found below the commit (a tree): name it
-            exc.data["commit"] = commit.oid
-            exc.message = f"commit {commit.oid[:12]}: {exc.message}"
-        raise
+def _naming(commit: Commit, exc: Exception) -> RelayError:
+    """The refusal for ``exc``, found while checking ``commit``, naming the commit: an
+    object that cannot be read is object_error, and a refusal found below the commit (in a
+    tree) gets its id. (No context manager: the gate does not import contextlib.)"""
+    if not isinstance(exc, RelayError):
+        return object_error(commit, exc)
+    if "commit" not in exc.data:
+        exc.data["commit"] = commit.oid
+        exc.message = f"commit {commit.oid[:12]}: {exc.message}"
+    return exc
 
 
 def check_commit(objs: Objects, commit: Commit, parent: Commit | None, *,
                  pusher: Pusher | None = None,
                  verify_signature: SignatureCheck | None = None) -> Operation:
     """Check one commit on ``main`` against the state at its parent."""
-    with _naming(commit):
+    try:
         return _check_commit(objs, commit, parent, pusher, verify_signature)
+    except (KeyError, ValueError, RelayError) as exc:
+        raise _naming(commit, exc) from None
 
 
 
@@ -249,9 +245,11 @@ def check_inbox_commit(objs: Objects, commit: Commit, owner: str, main_seq: int,
                        view: RelayView, *, pusher: Pusher | None = None,
                        verify_signature: SignatureCheck | None = None) -> dict[str, Any]:
     """Check one commit on ``refs/gitrelay/users/<owner>/inbox``."""
-    with _naming(commit):
+    try:
         return _check_inbox_commit(objs, commit, owner, main_seq, view, pusher,
                                    verify_signature)
+    except (KeyError, ValueError, RelayError) as exc:
+        raise _naming(commit, exc) from None
 
 
 def _check_inbox_commit(objs: Objects, commit: Commit, owner: str, main_seq: int,
