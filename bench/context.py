@@ -133,7 +133,8 @@ def build_relay(root: Path, items: int, log: Log) -> tuple[Path, Path, Any, Path
     return relay, homes["bob@acme"], bob, trust_file(homes["bob@acme"], ["alice@acme"])
 
 
-def measure(root: Path, log: Log, *, items: int = 200, reps: int = 9) -> dict[str, Any]:
+def measure(root: Path, log: Log, *, items: int = 200, reps: int = 9,
+            install: bool = True) -> dict[str, Any]:
     """Every size of the section, and check_inbox's times, as a dict (also for tests)."""
     from mcp import Client
 
@@ -177,22 +178,26 @@ def measure(root: Path, log: Log, *, items: int = 200, reps: int = 9) -> dict[st
                              "structured": _structured_size(res.structured_content)}
 
     run_async(body)
-    out["stdio"] = measure_stdio(root, relay, home, trust, log, reps=reps)
+    out["stdio"] = measure_stdio(root, relay, home, trust, log, reps=reps, install=install)
     return out
 
 
 def measure_stdio(root: Path, relay: Path, home: Path, trust: Path, log: Log, *,
-                  reps: int) -> dict[str, Any]:
+                  reps: int, install: bool = True) -> dict[str, Any]:
     """check_inbox at 50 and 200 items as a host calls it: `gitrelay mcp` on stdio, through
     the Python SDK's client and, where Node is installed, the TypeScript SDK's client, on a
     server of this tree ("now") and one of BEFORE_REF ("before"), all interleaved call by
     call on the same relay. Seconds per call keyed ``"{limit}:{tree}:{py|ts}"``, and the
-    answers' sizes keyed ``"bytes:{limit}:{tree}"``."""
+    answers' sizes keyed ``"bytes:{limit}:{tree}"``. ``install``: False leaves the
+    TypeScript client out unless it is already installed (the quick run installs nothing)."""
     from bench.suite import mcp_command, sdk_session, tree_at
-    from bench.ts_host import HostUnavailable, TsClient, ensure_sdk
+    from bench.ts_host import HostUnavailable, TsClient, ensure_sdk, sdk_installed
 
+    cache = relaygen.CACHE_DIR / "ts-client"
     try:
-        sdk_dir: Path | None = ensure_sdk(relaygen.CACHE_DIR / "ts-client", log)[0]
+        if not install and not sdk_installed(cache):
+            raise HostUnavailable("not installed, and the quick run installs nothing")
+        sdk_dir: Path | None = ensure_sdk(cache, log)[0]
     except HostUnavailable as exc:
         log(f"context: no TypeScript client figures: {exc}")
         sdk_dir = None
@@ -253,7 +258,8 @@ def measure_stdio(root: Path, relay: Path, home: Path, trust: Path, log: Log, *,
 
 def bench_context(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]
                   ) -> list[Figure]:
-    got = measure(ws.fresh("context"), log, reps=3 if sizes.reps <= 5 else 15)
+    quick = sizes.reps <= 5
+    got = measure(ws.fresh("context"), log, reps=3 if quick else 15, install=not quick)
     shared["context"] = got
     i50, i200 = got["inbox50"], got["inbox200"]
     figs = [
