@@ -365,12 +365,13 @@ def test_a_question_is_asked_accepted_answered_and_completed_from_the_cli(people
     reply = bob("reply", tid[:5], "-", stdin="Yes, img tags follow redirects.\n")
     assert reply.code == 0, reply.err
     assert reply.out.startswith(f"message #1 on {tid}: delivered")
-    done = bob("complete", tid[:5], "--summary", "No change needed.", "--link",
+    done = bob("complete", tid[:5], "--result", "No change needed.", "--link",
                "https://git.acme.dev/acme/web/issues/77")
     assert done.code == 0, done.err
     view = alice("show", tid, "--json").json
     assert isinstance(view, dict)
     assert view["status"] == "completed"
+    assert view["complete"]["result_summary"] == "No change needed."  # --result is --summary
     assert [m["body"] for m in view["messages"]] == ["Yes, img tags follow redirects.\n"]
     assert view["complete"]["artifacts"] == [{"type": "link",
                                               "url": "https://git.acme.dev/acme/web/issues/77"}]

@@ -252,7 +252,8 @@ def register(commands: Commands) -> None:
             'gitrelay complete 2F8 --summary "Admin list paginated" --link '
             '"https://git.acme.dev/acme/web/pulls/418 web#418"', json_flag=True, write=True)
     p.add_argument("thread")
-    p.add_argument("--summary", required=True, help="what was done (- reads stdin)")
+    p.add_argument("--summary", "--result", dest="summary", required=True,
+                   help="what was done (- reads stdin); --result says the same")
     add_artifact_flags(p)
     p = add("cancel", _cmd_cancel, "withdraw a pending handoff you sent",
             'gitrelay cancel EB0 --reason "Design is rewriting the copy"', json_flag=True,
