@@ -20,6 +20,9 @@ ARCHIVE_PATH = "archive.json"  # names the snapshot commit holding the archived 
 MESSAGE_DIGITS = 6
 _DIGITS = frozenset("0123456789")  # ASCII only: str.isdigit() also takes "٣"
 
+# In a client's mirror of the relay (not in the relay): the operations the relay refused.
+REFUSED_FILE = "gitrelay-refused.jsonl"
+
 MAIN_REF = "refs/heads/main"
 USERS_REF_PREFIX = "refs/gitrelay/users/"
 INBOX_REF_LEAF = "inbox"

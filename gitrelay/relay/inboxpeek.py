@@ -39,7 +39,6 @@ __all__ = [
     "INDEX_FILE",
     "INDEX_FORMAT",
     "ITEM_SELECT",
-    "REFUSED_FILE",
     "Peek",
     "UnreadItem",
     "peek_unread",
@@ -48,7 +47,6 @@ __all__ = [
 
 INDEX_FILE = "gitrelay-index.sqlite3"
 INDEX_FORMAT = 2  # 2: items carry their thread's open flag (an index of open items)
-REFUSED_FILE = "gitrelay-refused.jsonl"    # store.mirror.Mirror.refused_path
 READ_TIMEOUT = 1.0                         # seconds to wait for a writer's lock
 
 ITEM_SELECT = """
@@ -156,7 +154,7 @@ def peek_unread(mirror: Path, handle: str, *, limit: int = 200) -> Peek | None:
 
     path = mirror / INDEX_FILE
     if (not path.is_file() or _size(mirror / journal.FILENAME) > len(journal.HEADER)
-            or _size(mirror / REFUSED_FILE)):
+            or _size(mirror / layout.REFUSED_FILE)):
         return None
     main = read_ref(mirror, layout.MAIN_REF)
     inbox = read_ref(mirror, layout.inbox_ref(handle))

@@ -39,7 +39,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from gitrelay.core import layout
 from gitrelay.core.errors import ConfigError
+from gitrelay.relay.inboxpeek import read_ref
 
 __all__ = [
     "FORMAT_VERSION",
@@ -201,19 +203,11 @@ class SessionState:
 def inbox_stamp(mirror: str) -> list[Any]:
     """What changes whenever an inbox item can: the local copy's ``main`` (every item's
     ``seq`` comes from a commit on it) and the record of refused operations. Read with
-    the standard library alone (a loose ref, else ``packed-refs``)."""
+    the standard library alone (:func:`gitrelay.relay.inboxpeek.read_ref`)."""
     root = Path(mirror)
-    tip = ""
+    tip = read_ref(root, layout.MAIN_REF) or ""
     try:
-        tip = (root / "refs" / "heads" / "main").read_text().strip()
-    except FileNotFoundError:
-        with contextlib.suppress(FileNotFoundError):
-            for line in (root / "packed-refs").read_text().splitlines():
-                if line.endswith(" refs/heads/main"):
-                    tip = line.split(" ", 1)[0]
-                    break
-    try:
-        st = os.stat(root / "gitrelay-refused.jsonl")
+        st = os.stat(root / layout.REFUSED_FILE)
         refused = [st.st_size, st.st_mtime_ns]
     except FileNotFoundError:
         refused = []

@@ -149,7 +149,7 @@ class Mirror:
         self.store = Store(self.path, create=True)
         self._refs_lock = FileMutex(self.path / "gitrelay-refs.lock")
         self.sync_lock = FileMutex(self.path / "gitrelay-sync.lock")
-        self.refused_path = self.path / "gitrelay-refused.jsonl"
+        self.refused_path = self.path / layout.REFUSED_FILE
         self.state_path = self.path / "gitrelay-sync.json"
         self.journal_path = self.path / journal.FILENAME
         # The journal as last read: its file's (inode, size, mtime) and records.
