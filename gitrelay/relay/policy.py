@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gitrelay.core import archive
 from gitrelay.core.errors import (
@@ -48,6 +48,8 @@ __all__ = ["DRAFT_NOTE", "Accepted", "Reader", "accept", "accept_refusal", "arch
            "participant_view", "read_thread", "resolve_thread", "sender_judgement",
            "thread_to_read", "withheld_from_agent", "written_from_arguments"]
 
+T = TypeVar("T")
+
 DRAFT_NOTE = "Drafted a diff for the proposed action."
 """The note of a drafted diff when its author gives none."""
 
@@ -68,23 +70,24 @@ def is_self(me: str, handle: str) -> bool:
 # --- which thread ---------------------------------------------------------------------
 
 
-def resolve_thread(client: RelayClient, ref: str) -> str:
-    """The full thread id an id or a unique prefix names; a thread the local copy
-    does not have yet may have arrived since the last fetch, so one fetch first."""
+def _fetched_once(client: RelayClient, read: Callable[[str], T], ref: str) -> T:
+    """``read(ref)`` on the local copy; a thread the copy does not have yet may have
+    arrived since the last fetch, so on ThreadNotFound one fetch, then once more."""
     try:
-        return client.resolve_thread(ref)
+        return read(ref)
     except ThreadNotFound:
         client.refresh(max_age=0)
-        return client.resolve_thread(ref)
+        return read(ref)
+
+
+def resolve_thread(client: RelayClient, ref: str) -> str:
+    """The full thread id an id or a unique prefix names (fetching once if needed)."""
+    return _fetched_once(client, client.resolve_thread, ref)
 
 
 def read_thread(client: RelayClient, tid: str) -> ThreadView:
     """Thread ``tid`` as of the local copy, fetched once if the copy lacks it."""
-    try:
-        return client.thread(tid)
-    except ThreadNotFound:
-        client.refresh(max_age=0)
-        return client.thread(tid)
+    return _fetched_once(client, client.thread, tid)
 
 
 def participant_view(client: RelayClient, ref: str) -> ThreadView:
