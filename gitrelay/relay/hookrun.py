@@ -294,6 +294,29 @@ def _prune_closed(inbox: Peek, state: SessionState) -> None:
             state.finish(entry.thread_id)
 
 
+def _look(store: SessionStore, session_id: str, *, only_new: bool
+          ) -> tuple[str, list[UnreadItem]] | None:
+    """Read the unread items, and record in the session's state what is shown now: the
+    items (``only_new``: those the session has not been shown at this seq), the local
+    copy's stamp, and no handoff that has closed since. The user's handle and the items
+    shown; None when there is no local copy yet."""
+    read = _read_inbox()
+    if read is None:
+        return None
+    handle, inbox = read
+    try:
+        stamp = inbox_stamp(str(inbox.mirror))
+        with store.update(session_id) as state:
+            _prune_closed(inbox, state)
+            shown = [i for i in inbox.items
+                     if not only_new or state.is_new(i.item_id, i.seq)]
+            state.mark_shown([(i.item_id, i.seq) for i in shown])
+            state.inbox_stamp = stamp
+    finally:
+        inbox.close()
+    return handle, shown
+
+
 # --------------------------------------------------------------------------- events
 
 
@@ -302,22 +325,10 @@ def _output(fields: dict[str, Any]) -> str:
 
 
 def _session_start(host: str, hook: HookInput, store: SessionStore) -> HookOutcome:
-    read = _read_inbox()
-    if read is None:
+    looked = _look(store, hook.session_id, only_new=False)
+    if looked is None or not looked[1]:
         return HookOutcome()
-    handle, inbox = read
-    try:
-        stamp = inbox_stamp(str(inbox.mirror))
-        items = inbox.items
-        with store.update(hook.session_id) as state:
-            _prune_closed(inbox, state)
-            if items:
-                state.mark_shown([(i.item_id, i.seq) for i in items])
-            state.inbox_stamp = stamp
-    finally:
-        inbox.close()
-    if not items:
-        return HookOutcome()
+    handle, items = looked
     text = _context(handle, items, blocked_senders())
     if host == "cursor":
         return HookOutcome(_output({"additional_context": text}))
@@ -335,22 +346,10 @@ def _stop(host: str, hook: HookInput, store: SessionStore) -> HookOutcome:
     if known is not None and known.inbox_stamp \
             and inbox_stamp(str(known.inbox_stamp[0])) == known.inbox_stamp:
         return HookOutcome()  # the local copy has not changed since the last look
-    read = _read_inbox()
-    if read is None:
+    looked = _look(store, hook.session_id, only_new=True)
+    if looked is None or not looked[1]:
         return HookOutcome()
-    inbox = read[1]
-    try:
-        stamp = inbox_stamp(str(inbox.mirror))
-        with store.update(hook.session_id) as state:
-            _prune_closed(inbox, state)
-            new = [i for i in inbox.items if state.is_new(i.item_id, i.seq)]
-            state.mark_shown([(i.item_id, i.seq) for i in new])
-            state.inbox_stamp = stamp
-    finally:
-        inbox.close()
-    if not new:
-        return HookOutcome()
-    line = _headline((i.kind, i.sender) for i in new)
+    line = _headline((i.kind, i.sender) for i in looked[1])
     if host == "cursor":
         return HookOutcome(_output({"followup_message": line}))
     return HookOutcome(_output({"decision": "block", "reason": line}))
