@@ -11,6 +11,7 @@ import pytest
 
 from gitrelay.relay.guard import decide
 from gitrelay.relay.hookrun import run_hook
+from gitrelay.relay.hostfiles import HOSTS, setup_files
 from gitrelay.relay.session import InProgress, SessionStore
 
 TRUST = "version: 1\nteammates:\n  alice@acme: {auto_write_paths: [docs/], auto_test: true}\n"
@@ -163,3 +164,19 @@ def test_a_session_lock_reads_as_held_only_while_someone_holds_it(tmp_path: Path
         with store.exclusive("s1", "wait") as second:
             assert second is False  # one waiter per session
     assert store.held("s1", "wait") is False
+
+
+def test_every_file_gitrelay_setup_writes_is_out_of_reach_during_a_handoff(
+        trust: Path, work: Path) -> None:
+    state = state_with(entry(trust, work))
+    home = Path.home()
+    for host in HOSTS:
+        for path in (*setup_files(host, "user", work, home),
+                     *setup_files(host, "project", work, home)):
+            assert kind(state, "Write", {"file_path": str(path), "content": "{}"}, work) \
+                == "deny", path
+            relative = os.path.relpath(path, work if path.is_relative_to(work) else home)
+            assert kind(state, "Bash", {"command": f"sed -i s/a/b/ {relative}"}, work) \
+                == "deny", relative
+    # Any other file of the project is judged by the trust rules as before.
+    assert kind(state, "Edit", {"file_path": str(work / "docs" / "a.md")}, work) == "ask"

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from gitrelay.relay.hostfiles import HOSTS, all_setup_names, setup_files
 from gitrelay.relay.session import InProgress, SessionState, sessions_root
 from gitrelay.relay.trustkeys import normalize_repo_path
 
@@ -115,8 +116,9 @@ def trust_file_now() -> str:
                else Path.home() / ".agentrelay" / "trust.yaml")
 
 
-_SETTINGS = (".claude/settings", ".claude.json", ".codex/hooks.json", ".codex/config.toml",
-             ".cursor/hooks.json")
+# The hosts' settings as a tool call names them: every file `gitrelay setup` writes, and
+# any of Claude Code's settings files (settings.json, settings.local.json).
+_SETTINGS = (".claude/settings", *all_setup_names())
 # Commands that change the trust file or the hooks through gitrelay itself.
 _GITRELAY_EDITS = re.compile(r"\bgitrelay\b.*\b(?:trust\s+(?:add|block|remove)|setup)\b",
                              re.DOTALL)
@@ -128,9 +130,7 @@ def protected_paths(trust_files: Iterable[str]) -> list[str]:
     settings in the home folder."""
     home = Path.home()
     paths = [*trust_files, str(home / ".agentrelay"), str(sessions_root()),
-             str(home / ".claude" / "settings.json"), str(home / ".claude.json"),
-             str(home / ".codex" / "hooks.json"), str(home / ".codex" / "config.toml"),
-             str(home / ".cursor" / "hooks.json")]
+             *(str(f) for host in HOSTS for f in setup_files(host, "user", home, home))]
     return sorted({os.path.realpath(Path(p).expanduser()) for p in paths})
 
 

@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gitrelay.core.errors import ConfigError
+from gitrelay.relay.hostfiles import HOSTS, Scope, setup_files
 
 __all__ = ["HOSTS", "FileChange", "HostStatus", "apply", "diff_text", "gitrelay_executable",
            "host_status", "plan"]
 
-HOSTS = ("claude", "codex", "cursor")
 SERVER = "gitrelay"
-Scope = Literal["user", "project"]
 WAIT_TIMEOUT = 3600          # seconds Claude Code lets the background waiter run
 
 _CLAUDE_START = "startup|resume|clear|compact"
@@ -76,21 +75,6 @@ def gitrelay_executable() -> str:
         return os.path.abspath(found)
     raise ConfigError("cannot tell where the gitrelay command is installed",
                       hint="Run it through the installed `gitrelay` command.")
-
-
-def _files(host: str, scope: Scope, cwd: Path) -> tuple[Path, Path]:
-    """(the file with the MCP entry, the file with the hooks) of ``host``."""
-    home = Path.home()
-    if host == "claude":
-        if scope == "user":
-            return home / ".claude.json", home / ".claude" / "settings.json"
-        return cwd / ".mcp.json", cwd / ".claude" / "settings.local.json"
-    base = home if scope == "user" else cwd
-    if host == "codex":
-        return base / ".codex" / "config.toml", base / ".codex" / "hooks.json"
-    if host == "cursor":
-        return base / ".cursor" / "mcp.json", base / ".cursor" / "hooks.json"
-    raise ConfigError(f"unknown host {host!r}; one of {', '.join(HOSTS)}", field="host")
 
 
 # --------------------------------------------------------------------------- what
@@ -275,7 +259,7 @@ def _merge_codex_toml(text: str, exe: str | None, path: Path) -> str:
 def plan(host: str, scope: Scope, exe: str, *, cwd: Path | None = None, remove: bool = False,
          outside: str = "ask") -> list[FileChange]:
     """The files ``setup`` would write for ``host`` (unchanged ones included)."""
-    mcp_file, hooks_file = _files(host, scope, cwd or Path.cwd())
+    mcp_file, hooks_file = setup_files(host, scope, cwd or Path.cwd())
     changes: list[FileChange] = []
     if host == "codex":
         try:

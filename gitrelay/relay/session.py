@@ -41,6 +41,7 @@ from typing import Any
 
 from gitrelay.core import layout
 from gitrelay.core.errors import ConfigError
+from gitrelay.relay.hostfiles import HOSTS
 from gitrelay.relay.inboxpeek import read_ref
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
-HOSTS = ("claude", "codex", "cursor")
 MAX_SHOWN = 5_000          # remembered (item, seq) pairs per session; the oldest go first
 _SESSION_ID_MAX = 500
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
