@@ -150,9 +150,33 @@ def test_setup_claude_for_one_project_and_the_stricter_guard_setting(home: Path)
     settings = read_json(project / ".claude" / "settings.local.json")
     validate(settings, "claude_settings")
     assert commands(settings["hooks"]["PreToolUse"]) == [
-        f"{shlex.quote(GITRELAY)} hook pre-tool-use --host claude --outside deny"]
+        "gitrelay hook pre-tool-use --host claude --outside deny"]
     validate(read_json(project / ".mcp.json"), "mcp_servers")
     assert not (home / ".claude").exists()
+
+
+def test_project_files_name_a_portable_command_not_this_machines_path(home: Path) -> None:
+    """.mcp.json is committed: a teammate has no /home/alice/.venv/bin/gitrelay."""
+    project = home / "web"
+    project.mkdir()
+    out = run(home, "setup", "claude", "--project", cwd=project)
+    assert out.returncode == 0, out.stderr
+    shared = (project / ".mcp.json").read_text()
+    assert str(home) not in shared and GITRELAY not in shared
+    assert read_json(project / ".mcp.json")["mcpServers"]["gitrelay"]["command"] == "gitrelay"
+    assert "warning" not in out.stderr  # gitrelay is on PATH here
+
+    # Off PATH, the host would not find it: said, with what to do.
+    env = {**os.environ, "HOME": str(home), "GITRELAY_HOME": str(home / ".gitrelay"),
+           "PATH": "/usr/bin:/bin"}
+    other = home / "api"
+    other.mkdir()
+    off = subprocess.run([GITRELAY, "setup", "cursor", "--project"], capture_output=True,
+                         text=True, env=env, cwd=other, timeout=60, check=False)
+    assert off.returncode == 0, off.stderr
+    assert "`gitrelay` is not on your PATH" in off.stderr
+    assert f"ln -s {GITRELAY} ~/.local/bin/gitrelay" in off.stderr
+    assert "gitrelay setup cursor" in off.stderr
 
 
 def test_setup_codex_keeps_the_users_toml_and_hooks(home: Path) -> None:
@@ -221,8 +245,9 @@ def test_a_settings_file_that_is_not_json_is_refused_and_left_alone(home: Path) 
 
 
 def test_doctor_says_whether_each_installed_host_is_set_up_and_current(home: Path) -> None:
-    (home / ".claude").mkdir()
+    (home / ".claude" / "projects").mkdir(parents=True)  # what the host itself keeps there
     (home / ".codex").mkdir()
+    (home / ".codex" / "auth.json").write_text("{}")
 
     def hosts() -> dict[str, tuple[str, str]]:
         out = run(home, "doctor", "--json")
