@@ -30,7 +30,7 @@ from typing import Any, Literal
 from gitrelay.core.errors import ConfigError
 from gitrelay.relay import hostwrite, jsonedit, tomledit
 from gitrelay.relay.hostfiles import HOSTS, Scope, setup_files
-from gitrelay.relay.hostwrite import created_by_setup, real_path
+from gitrelay.relay.hostwrite import created_by_setup, created_keys, real_path
 from gitrelay.relay.jsonedit import EditError, same
 
 __all__ = ["HOSTS", "FileChange", "HostStatus", "apply", "diff_text", "gitrelay_executable",
@@ -51,6 +51,7 @@ class FileChange:
     before: str | None      # None: the file does not exist
     after: str | None       # None: the file is deleted (setup created it; only ours was left)
     notes: list[str] = field(default_factory=list)
+    added: list[tuple[str, ...]] | None = None   # members it adds; None: it takes ours out
 
     @property
     def changed(self) -> bool:
@@ -173,7 +174,8 @@ def is_our_entry(host: str, entry: object) -> bool:
 
 def _read(path: Path) -> str | None:
     try:
-        return real_path(path).read_text(encoding="utf-8")
+        with real_path(path).open(encoding="utf-8", newline="") as f:  # line ends as they are
+            return f.read()
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
@@ -202,6 +204,23 @@ def _load_json(path: Path) -> tuple[str | None, dict[str, Any]]:
     return text, value
 
 
+def _ours_to_drop(path: Path, key: tuple[str, ...]) -> bool:
+    """Whether a member left empty once gitrelay's parts are out goes too: when setup
+    added it, or when there is no record of what setup added (an older setup)."""
+    added = created_keys(path)
+    return added is None or key in added
+
+
+def _added(doc: dict[str, Any], merged: dict[str, Any]) -> list[tuple[str, ...]]:
+    """The members a merge adds around gitrelay's parts."""
+    keys: list[tuple[str, ...]] = [(k,) for k in ("mcpServers", "hooks", "version")
+                                   if k in merged and k not in doc]
+    before, after = doc.get("hooks"), merged.get("hooks")
+    if isinstance(after, dict):
+        keys += [("hooks", e) for e in after if not (isinstance(before, dict) and e in before)]
+    return keys
+
+
 def _skeleton(value: dict[str, Any]) -> bool:
     """Nothing in it but what ``setup`` adds around its entries (``{}``,
     ``{"version": 1}``, empty ``mcpServers`` or ``hooks``)."""
@@ -219,7 +238,7 @@ def _json_change(path: Path, before: str | None, doc: dict[str, Any], merged: di
         after = jsonedit.edit(before or "", doc, merged)
     except EditError as exc:
         raise _refused(path, "cannot be changed without changing more", exc) from None
-    return FileChange(path, before, after, notes)
+    return FileChange(path, before, after, notes, None if remove else _added(doc, merged))
 
 
 def _without_ours_grouped(groups: object, where: str) -> list[Any]:
@@ -257,12 +276,12 @@ def _merge_hooks(host: str, doc: dict[str, Any], wanted: dict[str, list[dict[str
     merged: dict[str, Any] = {}
     for event, groups in hooks.items():
         left = strip(groups, f"{path}: hooks.{event}")
-        if left or not groups:
+        if left or not groups or not _ours_to_drop(path, ("hooks", event)):
             merged[event] = left
     for event, groups in wanted.items():
         merged[event] = [*merged.get(event, []), *groups]
     out = dict(doc)
-    if merged or ("hooks" in doc and not hooks):
+    if merged or ("hooks" in doc and not (hooks and _ours_to_drop(path, ("hooks",)))):
         out["hooks"] = merged
     else:
         out.pop("hooks", None)
@@ -286,7 +305,8 @@ def _merge_mcp_json(host: str, doc: dict[str, Any], entry: dict[str, Any] | None
     if entry is not None:
         kept[SERVER] = entry
     out = dict(doc)
-    if kept or ("mcpServers" in doc and existing is None):
+    if kept or ("mcpServers" in doc and (existing is None
+                                         or not _ours_to_drop(path, ("mcpServers",)))):
         out["mcpServers"] = kept
     else:
         out.pop("mcpServers", None)
@@ -409,7 +429,7 @@ def _plan_codex_toml(path: Path, command: str, remove: bool) -> FileChange:
                           path=str(path), field="")
     if remove and before is not None and not after.strip() and created_by_setup(path):
         return FileChange(path, before, None, notes)
-    return FileChange(path, before, after, notes)
+    return FileChange(path, before, after, notes, None if remove else [])
 
 
 def _portable_notes(host: str, exe: str) -> list[str]:
@@ -465,7 +485,8 @@ def apply(changes: list[FileChange]) -> list[tuple[Path, Path | None]]:
         if change.after is None:
             done.append((change.path, hostwrite.remove(change.path)))
         else:
-            done.append((change.path, hostwrite.write(change.path, change.after)))
+            done.append((change.path, hostwrite.write(change.path, change.after,
+                                                      change.added)))
     return done
 
 

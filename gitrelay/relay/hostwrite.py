@@ -21,11 +21,12 @@ import re
 import secrets
 import time
 from pathlib import Path
+from typing import Any
 
 from gitrelay.core.errors import ConfigError
 from gitrelay.store.config import home
 
-__all__ = ["backup", "created_by_setup", "real_path", "remove", "write"]
+__all__ = ["backup", "created_by_setup", "created_keys", "real_path", "remove", "write"]
 
 RECORD = "setup-created.json"
 BACKUPS = "setup-backups"
@@ -39,21 +40,34 @@ def real_path(path: Path) -> Path:
         raise ConfigError(f"cannot follow {path}: {exc}", path=str(path), field="") from None
 
 
-def _record() -> dict[str, list[str]]:
+def _record() -> dict[str, Any]:
+    empty: dict[str, Any] = {"files": [], "dirs": [], "keys": {}}
     try:
         value = json.loads((home() / RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return {"files": [], "dirs": []}
+        return empty
     if not isinstance(value, dict):
-        return {"files": [], "dirs": []}
-    return {k: [str(p) for p in value.get(k, []) if isinstance(p, str)] for k in ("files", "dirs")}
+        return empty
+    out = {k: [str(p) for p in value.get(k, []) if isinstance(p, str)] for k in ("files", "dirs")}
+    keys = value.get("keys")
+    return {**out, "keys": keys if isinstance(keys, dict) else {}}
 
 
-def _save_record(record: dict[str, list[str]]) -> None:
+def _save_record(record: dict[str, Any]) -> None:
     path = home() / RECORD
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps({k: sorted(set(v)) for k, v in record.items()}, indent=2) + "\n"
+    data = json.dumps({"files": sorted(set(record["files"])), "dirs": sorted(set(record["dirs"])),
+                       "keys": record["keys"]}, indent=2) + "\n"
     _replace(path, data.encode(), 0o600)
+
+
+def created_keys(path: Path) -> set[tuple[str, ...]] | None:
+    """The members ``setup`` added to this file (``("hooks", "Stop")``…), which
+    ``--remove`` takes out once empty; None when setup never recorded the file."""
+    keys = _record()["keys"].get(str(real_path(path)))
+    if not isinstance(keys, list):
+        return None
+    return {tuple(str(p) for p in k) for k in keys if isinstance(k, list)}
 
 
 def created_by_setup(path: Path) -> bool:
@@ -106,10 +120,17 @@ def _replace(real: Path, data: bytes, mode: int, owner: tuple[int, int] | None =
         raise
 
 
-def write(path: Path, text: str) -> Path | None:
-    """Write ``text`` to ``path`` (its symlink's target); the backup made, if any."""
+def write(path: Path, text: str, added: list[tuple[str, ...]] | None = None) -> Path | None:
+    """Write ``text`` to ``path`` (its symlink's target); the backup made, if any.
+    ``added``: the members this write adds (recorded, see :func:`created_keys`);
+    None when it takes gitrelay out (the record of the file is dropped)."""
     real = real_path(path)
     record = _record()
+    if added is None:
+        record["keys"].pop(str(real), None)
+    else:
+        known = record["keys"].setdefault(str(real), [])
+        known += [list(k) for k in added if list(k) not in known]
     try:
         st: os.stat_result | None = os.stat(real)
     except FileNotFoundError:
@@ -132,6 +153,7 @@ def write(path: Path, text: str) -> Path | None:
         saved = backup(real)
         owner = (st.st_uid, st.st_gid) if os.geteuid() == 0 else None
         _replace(real, text.encode("utf-8"), st.st_mode & 0o7777, owner)
+        _save_record(record)
         return saved
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}", path=str(path),
@@ -147,6 +169,7 @@ def remove(path: Path) -> Path | None:
         saved = backup(real)
         real.unlink(missing_ok=True)
         record["files"] = [f for f in record["files"] if f != str(real)]
+        record["keys"].pop(str(real), None)
         for folder in sorted(record["dirs"], key=len, reverse=True):
             if Path(folder) in real.parents:
                 try:
