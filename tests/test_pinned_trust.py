@@ -199,3 +199,46 @@ def test_join_without_a_pin_says_how_to_get_one_from_a_teammate(
     assert "you joined without a pin" in err
     assert "alice@acme, bob@acme" in err and "`gitrelay status --pin`" in err
     assert "outside the relay" in err and "gitrelay verify --expect-tip" in err
+
+
+def test_join_on_a_terminal_asks_for_the_pin_and_checks_the_pasted_line(
+        rewritten: tuple[OpenRelay, str], tmp_path: Path) -> None:
+    """As a new user would: carol pastes the line alice sent her when join asks for it."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import time
+
+    r, genuine = rewritten
+    master, slave = pty.openpty()
+    env = {**os.environ, "GITRELAY_HOME": str(tmp_path / "carol")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitrelay", "join", str(r.path), "--as", "carol@acme",
+         "--name", "Carol Diaz", "--role", "qa"],
+        stdin=slave, stderr=slave, stdout=subprocess.DEVNULL, env=env)
+    os.close(slave)
+    shown = b""
+    deadline = time.monotonic() + 60
+    while b"Paste the line here" not in shown and time.monotonic() < deadline:
+        try:
+            shown += os.read(master, 4096)
+        except OSError:
+            break
+    assert b"gitrelay status --pin" in shown and b"alice@acme, bob@acme" in shown
+    os.write(master, f"gitrelay join {r.path} --expect-tip {genuine}\n".encode())
+    rest = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)  # EIO once the process closed the terminal
+        except OSError:
+            break
+        if not chunk:
+            break
+        rest += chunk
+    proc.wait(timeout=60)
+    os.close(master)
+
+    assert proc.returncode != 0
+    assert b"is not the relay you pinned" in rest
+    assert not list((tmp_path / "carol").glob("mirrors/*"))  # nothing kept, nothing registered

@@ -225,9 +225,10 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
     ``expect_tip``: a commit the relay's (verified) main must contain, known from a
     teammate or a CI job: a relay whose history was rewritten before this first
     fetch is refused rather than trusted.
-    ``ask_pin``: without ``expect_tip``, called once the relay was fetched with the
-    handles of the teammates registered on it; a pin it returns (from one of them, by a
-    channel outside the relay) is checked as ``expect_tip`` would be.
+    ``ask_pin``: without ``expect_tip``, when ``handle`` is not registered yet, called
+    once the relay was fetched with the handles of the teammates registered on it; a
+    pin it returns (from one of them, by a channel outside the relay) is checked as
+    ``expect_tip`` would be.
     ``before_write``: called once the relay was read and checked, before anything is
     registered or saved; it may raise to stop the join (the CLI asks there before
     switching a configured machine to another handle).
@@ -254,7 +255,8 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
     say(f"fetching {relay_url}…")
     try:
         syncer.fetch()
-        if expect_tip is None and ask_pin is not None:
+        newcomer = mirror.view().profile(handle) is None
+        if expect_tip is None and ask_pin is not None and newcomer:
             others = sorted(str(p["handle"]) for p in mirror.view().profiles().values()
                             if str(p["handle"]).casefold() != handle.casefold())
             expect_tip = ask_pin(others)
