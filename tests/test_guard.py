@@ -329,3 +329,13 @@ def test_a_gitrelay_tool_call_or_a_shown_item_starts_the_protection(work: Path) 
         state.mark_shown([("i-1", 3)])                   # what session start records
     assert pre("shown", "Write", settings) == "deny"
     assert pre("shown", "Write", {"file_path": str(work / "a.py"), "content": ""}) is None
+
+
+def test_a_script_inside_a_shell_word_and_codex_rules_are_read_too(trust: Path,
+                                                                   work: Path) -> None:
+    state = state_with(entry(trust, work, overlay=RELAXED))
+    for command in ("sh -c 'gitrelay trust add mallory@evil'",
+                    "bash -lc \"cd ~/.claude && echo {} > settings.json\"",
+                    "echo 'prefix_rule(pattern=[\"rm\"], decision=\"allow\")' "
+                    ">> ~/.codex/rules/default.rules"):
+        assert kind(state, "Bash", {"command": command}, work) == "deny", command

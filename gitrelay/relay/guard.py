@@ -393,8 +393,11 @@ def protected(trust_files: Iterable[str], cwd: str) -> Protected:
         files.update(_resolved(str(folder / ".claude" / n), "/") for n in _CLAUDE_NAMES)
     trust = [str(Path(t).expanduser()) for t in trust_files]
     files.update(_resolved(t, "/") for t in trust)
+    codex = Path(os.environ.get("CODEX_HOME", "") or home / ".codex").expanduser()
     folders = tuple(sorted({_resolved(str(home / ".agentrelay"), "/"),
-                            _resolved(str(sessions_root()), "/")}))
+                            _resolved(str(sessions_root()), "/"),
+                            *(_resolved(str(f / "rules"), "/")
+                              for f in (codex, *(p / ".codex" for p in projects)))}))
     hosts = {_resolved(str(d), "/") for d in moved}
     for folder in (home, *projects):
         hosts.update(_resolved(str(folder / f), "/") for f in _HOST_FOLDERS)
@@ -523,10 +526,11 @@ def _gitrelay_change(words: list[str]) -> bool:
     return False
 
 
-def _shell_touches(command: str, cwd: str, guard: Protected) -> str | None:
+def _shell_touches(command: str, cwd: str, guard: Protected, depth: int = 0) -> str | None:
     """What protected thing a shell command names, word by word as the shell will see
     them (``~`` and ``$HOME`` expanded, relative to the session's folder, globs
-    matched), or which gitrelay command changing trust or setup it runs."""
+    matched), or which gitrelay command changing trust or setup it runs. A word that
+    is itself a script (``sh -c '…'``, ``eval "…"``) is read the same way."""
     words = _shell_words(command)
     if words is None:
         if _LOOSE_GITRELAY.search(_normal_text(command)):
@@ -536,6 +540,10 @@ def _shell_touches(command: str, cwd: str, guard: Protected) -> str | None:
         return "gitrelay's trust or setup commands"
     home = str(Path.home())
     for word in words:
+        if depth < 3 and word != command and re.search(r"[\s;&|]", word):
+            inner = _shell_touches(word, cwd, guard, depth + 1)
+            if inner is not None:
+                return inner
         for part in {word, *word.split("=")[1:], *word.split(">")[1:]}:
             if not part or part in _SEPARATORS:
                 continue
