@@ -62,6 +62,7 @@ WRITE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_pat
                "NotebookEdit": "notebook_path"}
 SHELL_TOOLS = ("Bash", "Shell", "shell", "exec_command", "local_shell")
 PATCH_TOOLS = ("apply_patch",)
+STDIN_TOOLS = ("write_stdin",)      # Codex: text typed into a process exec_command started
 _RANK = {"deny": 3, "ask": 2, "allow": 1}
 _SHELL_TEXT_MAX = 65_536   # characters of a shell command read token by token
 
@@ -688,6 +689,9 @@ def decide(state: SessionState | None, tool_name: object, tool_input: object, cw
     command = _shell_command(tool_name, tool_input)
     if touched is None and command is not None and patch is None:
         touched = _shell_touches(command, where, guard)
+    typed = tool_input.get("chars") if tool_name in STDIN_TOOLS else None
+    if touched is None and isinstance(typed, str):
+        touched = _shell_touches(typed, where, guard)   # typed into a running shell
     if touched is not None:
         return Decision("deny", f"gitrelay: this call touches {touched}, which no tool may "
                                 "change once a teammate's text is in this session (your "
