@@ -291,9 +291,11 @@ def codex_shell_patch(command: object) -> tuple[str, str | None] | None:
     """(the patch text, the ``cd`` folder or None) when a Codex shell call is exactly
     the apply_patch form Codex takes over and applies itself; else None.
 
-    A heredoc whose delimiter is not quoted counts only when its text has nothing a
-    shell would expand (``$``, a backquote, a backslash), so the text judged is the
-    text applied even if Codex hands the command to a shell after all.
+    The heredoc must end at its last line (a line equal to the delimiter earlier would
+    end it there, and a shell would run the rest), hold a patch Codex can parse, and,
+    when its delimiter is not quoted, nothing a shell would expand (``$``, a
+    backquote, a backslash): the text judged is the text applied even if Codex hands
+    the command to a shell after all.
     """
     if isinstance(command, list):
         argv = [str(c) for c in command]
@@ -309,9 +311,15 @@ def codex_shell_patch(command: object) -> tuple[str, str | None] | None:
     match = _CODEX_HEREDOC.match(command.strip(" \t\n"))
     if match is None:
         return None
-    body = match.group("body")
+    body, tag = match.group("body"), match.group("tag")
+    if tag in body.split("\n"):
+        return None     # a shell ends the heredoc there and runs what follows
     if not match.group("q") and re.search(r"[$`\\]", body):
         return None
+    try:
+        parse_codex_patch(body)
+    except ValueError:
+        return None     # not a patch Codex applies: a shell command like any other
     folder = match.group("dir")
     if folder is not None and folder[:1] in "'\"":
         folder = folder[1:-1]
