@@ -692,8 +692,10 @@ def decide(state: SessionState | None, tool_name: object, tool_input: object, cw
     base = os.path.join(where or ".", patch[1]) if patch is not None and patch[1] else where
     guard = protected([*(e.trust_file for e in state.in_progress), trust_file_now()],
                       where or (state.in_progress[0].cwd if state.in_progress else ""))
-    touched = _touches(tool_input, where, guard,
-                       [os.path.join(base or ".", f.path) for f in patch[0]] if patch else ())
+    written = [os.path.join(base or ".", f.path) for f in patch[0]] if patch else []
+    # A patch path spelled from the home folder: judged as if the host expanded it too.
+    written += [f.path for f in patch[0] if f.path.startswith("~")] if patch else []
+    touched = _touches(tool_input, where, guard, written)
     command = _shell_command(tool_name, tool_input)
     if touched is None and command is not None and patch is None:
         touched = _shell_touches(command, where, guard)
