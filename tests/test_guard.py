@@ -334,6 +334,9 @@ def test_a_gitrelay_tool_call_or_a_shown_item_starts_the_protection(work: Path) 
         state.mark_shown([("i-1", 3)])                   # what session start records
     assert pre("shown", "Write", settings) == "deny"
     assert pre("shown", "Write", {"file_path": str(work / "a.py"), "content": ""}) is None
+    # gitrelay's own tools write to the relay only: a summary naming a file is fine.
+    assert pre("shown", "mcp__gitrelay__send_message", {
+        "thread_id": "x", "body": "I fixed ~/.claude/settings.json"}) is None
 
 
 def test_a_script_inside_a_shell_word_and_codex_rules_are_read_too(trust: Path,

@@ -4,7 +4,8 @@ Before each tool call the host runs ``gitrelay hook pre-tool-use``; :func:`decid
 answers from the session's state (:mod:`gitrelay.relay.session`):
 
 - no teammate text has entered this session (nothing shown, nothing accepted, no
-  gitrelay tool called): no opinion (``None``);
+  gitrelay tool called), or the call is one of gitrelay's own tools (they write to
+  the relay only): no opinion (``None``);
 - from then on, until the session ends, whether or not a handoff is still open: a
   call that touches the trust file, the sessions' state or the host's settings and
   MCP configuration (by a path argument, a path spelled in any text of its input,
@@ -683,6 +684,8 @@ def decide(state: SessionState | None, tool_name: object, tool_input: object, cw
         raise ValueError("the hook input has no tool_name")
     if not isinstance(tool_input, dict):
         raise ValueError("the hook input has no tool_input object")
+    if tool_name.startswith(f"mcp__{server}__"):
+        return NO_OPINION   # gitrelay's own tools write to the relay, never to a file here
     where = cwd if isinstance(cwd, str) else ""
     found = _host_patch(host, tool_name, tool_input)
     patch = None
@@ -707,7 +710,7 @@ def decide(state: SessionState | None, tool_name: object, tool_input: object, cw
                                 "change once a teammate's text is in this session (your "
                                 "trust file, gitrelay's session state, the host's settings "
                                 "and MCP configuration, gitrelay's trust and setup commands)")
-    if not state.in_progress or tool_name.startswith(f"mcp__{server}__"):
+    if not state.in_progress:
         return NO_OPINION
     answer = NO_OPINION
     for entry in state.in_progress:
