@@ -347,6 +347,7 @@ def test_a_script_inside_a_shell_word_and_codex_rules_are_read_too(trust: Path,
                     "echo 'prefix_rule(pattern=[\"rm\"], decision=\"allow\")' "
                     ">> ~/.codex/rules/default.rules"):
         assert kind(state, "Bash", {"command": command}, work) == "deny", command
+    assert kind(state, "Bash", {"command": "sed -i s/a/b/ $GITRELAY_TRUST"}, work) == "deny"
     rules = "*** Begin Patch\n*** Add File: ~/.codex/rules/a.rules\n+x\n*** End Patch"
     assert kind(state, "apply_patch", {"command": rules}, work) == "deny"
     typed = {"session_id": 3, "chars": "cd ~/.codex && echo x >> config.toml\n"}

@@ -486,7 +486,7 @@ def _touches(tool_input: dict[str, Any], cwd: str, guard: Protected,
         if _hit(_resolved(value, cwd), guard, naming=False):
             return value
     for text in _strings(tool_input):
-        normal = _normal_text(text)
+        normal = _normal_text(os.path.expandvars(text) if "$" in text else text)
         for marker in guard.markers:
             if marker in normal:
                 return marker
@@ -538,9 +538,10 @@ def _gitrelay_change(words: list[str]) -> bool:
 
 def _shell_touches(command: str, cwd: str, guard: Protected, depth: int = 0) -> str | None:
     """What protected thing a shell command names, word by word as the shell will see
-    them (``~`` and ``$HOME`` expanded, relative to the session's folder, globs
-    matched), or which gitrelay command changing trust or setup it runs. A word that
-    is itself a script (``sh -c '…'``, ``eval "…"``) is read the same way."""
+    them (``~`` and variables such as ``$HOME`` or ``$GITRELAY_TRUST`` expanded,
+    relative to the session's folder, globs matched), or which gitrelay command
+    changing trust or setup it runs. A word that is itself a script (``sh -c '…'``,
+    ``eval "…"``) is read the same way."""
     words = _shell_words(command)
     if words is None:
         if _LOOSE_GITRELAY.search(_normal_text(command)):
@@ -548,7 +549,6 @@ def _shell_touches(command: str, cwd: str, guard: Protected, depth: int = 0) -> 
         words = command.split()
     if _gitrelay_change(words):
         return "gitrelay's trust or setup commands"
-    home = str(Path.home())
     for word in words:
         if depth < 3 and word != command and re.search(r"[\s;&|]", word):
             inner = _shell_touches(word, cwd, guard, depth + 1)
@@ -557,9 +557,8 @@ def _shell_touches(command: str, cwd: str, guard: Protected, depth: int = 0) -> 
         for part in {word, *word.split("=")[1:], *word.split(">")[1:]}:
             if not part or part in _SEPARATORS:
                 continue
-            for prefix in ("$HOME", "${HOME}"):
-                if part.startswith(prefix):
-                    part = home + part[len(prefix):]
+            if "$" in part:
+                part = os.path.expandvars(part)   # $HOME, $GITRELAY_TRUST, ${CODEX_HOME}
             if not part.startswith(("/", "~", ".")) and "/" not in part:
                 continue
             if _GLOB.search(part):
