@@ -65,7 +65,8 @@ SHELL_TOOLS = ("Bash", "Shell", "shell", "exec_command", "local_shell")
 PATCH_TOOLS = ("apply_patch",)
 STDIN_TOOLS = ("write_stdin",)      # Codex: text typed into a process exec_command started
 _RANK = {"deny": 3, "ask": 2, "allow": 1}
-_SHELL_TEXT_MAX = 65_536   # characters of a shell command read token by token
+_SHELL_TEXT_MAX = 65_536   # characters of a shell command read word by word
+_NORMALISED_MAX = 16_384   # longer texts are searched for protected names by case only
 
 Kind = Literal["allow", "ask", "deny"]
 
@@ -433,6 +434,18 @@ def protected_markers(trust_files: Iterable[str]) -> list[str]:
     return sorted({_fold(m) for m in markers if m.strip("/")})
 
 
+_VARIABLE = re.compile(r"\$(?:(\w+)|\{(\w+)\})")
+
+
+def _expand_vars(text: str) -> str:
+    """``$NAME`` and ``${NAME}`` replaced by their values in this environment (the
+    host's), in one pass; unknown names are left as written."""
+    def value(match: re.Match[str]) -> str:
+        return os.environ.get(match.group(1) or match.group(2), match.group(0))
+
+    return _VARIABLE.sub(value, text)
+
+
 _SLASH_DOT = re.compile(r"/(?:\./)+")
 _SLASHES = re.compile(r"/{2,}")
 
@@ -486,7 +499,10 @@ def _touches(tool_input: dict[str, Any], cwd: str, guard: Protected,
         if _hit(_resolved(value, cwd), guard, naming=False):
             return value
     for text in _strings(tool_input):
-        normal = _normal_text(os.path.expandvars(text) if "$" in text else text)
+        if len(text) > _NORMALISED_MAX:    # a file's content, not a path: case only
+            normal = text.casefold()
+        else:
+            normal = _normal_text(_expand_vars(text) if "$" in text else text)
         for marker in guard.markers:
             if marker in normal:
                 return marker
@@ -549,7 +565,7 @@ def _shell_touches(command: str, cwd: str, guard: Protected, depth: int = 0) -> 
         words = command.split()
     if _gitrelay_change(words):
         return "gitrelay's trust or setup commands"
-    for word in words:
+    for word in dict.fromkeys(words):   # each distinct word once
         if depth < 3 and word != command and re.search(r"[\s;&|]", word):
             inner = _shell_touches(word, cwd, guard, depth + 1)
             if inner is not None:
@@ -558,7 +574,7 @@ def _shell_touches(command: str, cwd: str, guard: Protected, depth: int = 0) -> 
             if not part or part in _SEPARATORS:
                 continue
             if "$" in part:
-                part = os.path.expandvars(part)   # $HOME, $GITRELAY_TRUST, ${CODEX_HOME}
+                part = _expand_vars(part)   # $HOME, $GITRELAY_TRUST, ${CODEX_HOME}
             if not part.startswith(("/", "~", ".")) and "/" not in part:
                 continue
             if _GLOB.search(part):
