@@ -352,3 +352,12 @@ def test_a_script_inside_a_shell_word_and_codex_rules_are_read_too(trust: Path,
     assert kind(state, "apply_patch", {"command": rules}, work) == "deny"
     typed = {"session_id": 3, "chars": "cd ~/.codex && echo x >> config.toml\n"}
     assert kind(state, "write_stdin", typed, work) == "deny"
+
+
+def test_a_long_text_is_still_searched_for_protected_names(trust: Path, work: Path) -> None:
+    state = state_with(entry(trust, work, overlay=RELAXED))
+    filler = "x = 1  # $PATH ~/src\n" * 50_000               # about 1 MB
+    write = {"file_path": str(work / "docs" / "big.md"), "content": filler}
+    assert kind(state, "Write", write, work) == "allow"
+    named = dict(write, content=filler + "cp x ~/.Claude/Settings.json\n")
+    assert kind(state, "Write", named, work) == "deny"
