@@ -721,6 +721,8 @@ def decide(state: SessionState | None, tool_name: object, tool_input: object, cw
     if touched is None and isinstance(typed, str):
         touched = _shell_touches(typed, where, guard)   # typed into a running shell
     if touched is not None:
+        if len(touched) > 200:
+            touched = touched[:200] + "…"
         return Decision("deny", f"gitrelay: this call touches {touched}, which no tool may "
                                 "change once a teammate's text is in this session (your "
                                 "trust file, gitrelay's session state, the host's settings "
