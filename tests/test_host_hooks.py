@@ -225,7 +225,9 @@ def test_a_session_sees_its_inbox_is_nudged_once_wakes_and_is_held_to_the_overla
         # Another session of bob's accepted nothing: the guard leaves it alone.
         assert decision(bob.pre("s2", "Bash", {"command": "ls"})) is None
 
-        # After complete, the guard has no opinion again.
+        # After complete, the overlay no longer applies, but the teammate's text is still
+        # in the session: the trust file, the host's settings and gitrelay's own trust
+        # and setup commands stay out of reach until the session ends.
         done = await session.call_tool("complete_handoff", {
             "thread_id": tid, "result_summary": "Documented the paging"})
         assert not done.is_error
@@ -235,6 +237,14 @@ def test_a_session_sees_its_inbox_is_nudged_once_wakes_and_is_held_to_the_overla
             tool_response=done.model_dump(mode="json", by_alias=True)))
         assert post.returncode == 0, post.stderr
         assert decision(bob.pre("s1", "Bash", {"command": "ls"})) is None
+        assert decision(bob.pre("s1", "Edit", {"file_path": str(bob.trust), **edit})) == "deny"
+        assert decision(bob.pre("s1", "Write", {
+            "file_path": str(bob.user_home / ".Claude" / "settings.json"),
+            "content": "{}"})) == "deny"
+        assert decision(bob.pre("s1", "Bash", {
+            "command": "gitrelay trust --json add alice@acme --write src/"})) == "deny"
+        assert decision(bob.pre("s1", "Write", {"file_path": str(bob.work / "src/x.py"),
+                                                 "content": "x"})) is None
 
     anyio.run(body)
 
@@ -304,6 +314,18 @@ def test_codex_and_cursor_get_the_answers_their_hooks_understand(
         "*** Begin Patch\n*** Add File: docs/new.md\n+hello\n*** End Patch\n")}}
     allowed = hook("codex", "pre-tool-use", bob.event("PreToolUse", "x1", **inside))
     assert (allowed.returncode, allowed.stdout, allowed.stderr) == (0, "", "")
+    # Codex 0.171 hands a patch the model wrote as a shell heredoc to the hook as Bash;
+    # Codex applies it itself, so it is judged as a patch, not as the Bash that bob's
+    # trust file makes ask for.
+    heredoc: dict[str, Any] = {"tool_name": "Bash", "tool_input": {"command": (
+        "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: docs/new.md\n+hello\n"
+        "*** End Patch\nEOF\n")}}
+    allowed = hook("codex", "pre-tool-use", bob.event("PreToolUse", "x1", **heredoc))
+    assert (allowed.returncode, allowed.stdout, allowed.stderr) == (0, "", "")
+    outside = heredoc["tool_input"]["command"].replace("docs/", "src/")
+    denied = hook("codex", "pre-tool-use", bob.event(
+        "PreToolUse", "x1", tool_name="Bash", tool_input={"command": outside}))
+    assert json.loads(denied.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
 
 
 def test_the_hooks_bench_measures_every_figure_on_a_small_relay(tmp_path: Path) -> None:

@@ -509,8 +509,15 @@ def _pre_tool_use(host: str, text: str, store: SessionStore, outside: Literal["a
     try:
         hook = _parse(text)
         state = store.read(hook.session_id)
-        decision = decide(state, hook.raw.get("tool_name"), hook.raw.get("tool_input"),
-                          hook.cwd, outside=outside, server=server)
+        tool = hook.raw.get("tool_name")
+        if isinstance(tool, str) and tool.startswith(f"mcp__{server}__") \
+                and (state is None or not state.exposed):
+            # A gitrelay tool is about to bring a teammate's text into the session:
+            # from now on the guard keeps the trust file and settings out of reach.
+            with store.update(hook.session_id) as state:
+                state.expose()
+        decision = decide(state, tool, hook.raw.get("tool_input"), hook.cwd,
+                          outside=outside, server=server, host=host)
     except Exception as exc:  # fail closed: whatever went wrong, the call does not pass
         why = exc.message if isinstance(exc, RelayError) else f"{type(exc).__name__}: {exc}"
         return HookOutcome(stderr=f"gitrelay guard: denied because it could not decide: "
