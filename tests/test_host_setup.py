@@ -525,6 +525,8 @@ def test_setup_without_a_host_wires_every_host_installed(home: Path) -> None:
     assert run(home, "setup", "--remove").returncode == 0
     assert not (home / ".claude.json").exists()
     assert sorted(p.name for p in (home / ".codex").iterdir()) == ["sessions"]
+    nothing = run(home, "setup", "--remove")
+    assert nothing.returncode == 0 and "nothing to remove" in nothing.stdout
 
 
 def test_setup_without_a_host_on_a_machine_without_one_says_what_to_run(home: Path) -> None:

@@ -47,6 +47,11 @@ def _cmd_setup(args: argparse.Namespace) -> int:
                 for line in change.notes:
                     print(f"gitrelay: {line}", file=sys.stderr)
         return 0
+    if not args.host and args.remove and not any(c.changed for cs in plans.values()
+                                                 for c in cs):
+        print("gitrelay: gitrelay is not set up in any host's "
+              f"{'project' if args.project else 'user'} settings: nothing to remove")
+        return 0
     wired: list[str] = []
     for host, changes in plans.items():
         for path, saved in apply(changes):

@@ -103,7 +103,8 @@ def _replace(real: Path, data: bytes, mode: int, owner: tuple[int, int] | None =
                  mode)
     try:
         try:
-            os.fchmod(fd, mode)  # the umask may have taken bits away; it never adds any
+            if hasattr(os, "fchmod"):  # the umask may have taken bits away; it never adds any
+                os.fchmod(fd, mode)
             if owner is not None and hasattr(os, "fchown"):
                 with contextlib.suppress(PermissionError):
                     os.fchown(fd, *owner)
@@ -151,7 +152,8 @@ def write(path: Path, text: str, added: list[tuple[str, ...]] | None = None) -> 
             _save_record(record)
             return None
         saved = backup(real)
-        owner = (st.st_uid, st.st_gid) if os.geteuid() == 0 else None
+        root = hasattr(os, "geteuid") and os.geteuid() == 0
+        owner = (st.st_uid, st.st_gid) if root else None  # root editing a user's file
         _replace(real, text.encode("utf-8"), st.st_mode & 0o7777, owner)
         _save_record(record)
         return saved
