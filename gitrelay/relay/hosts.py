@@ -3,14 +3,21 @@
 For each host (Claude Code, Codex, Cursor) :func:`plan` computes the new text of
 every file it touches: the MCP server entry and, where the host has hooks, the
 ``gitrelay hook EVENT`` commands (docs/agents.md says which per host). It merges
-into what is there: the user's other servers, hooks, permissions and keys are kept
-as they are, a second run changes nothing, and ``remove`` takes out exactly
-gitrelay's parts. A hook command is gitrelay's when it runs an executable named
-``gitrelay`` with ``hook`` (from any path: an old install's entries are replaced).
-A file that is not valid JSON or TOML is refused with a ConfigError naming it,
-before anything is written.
+into what is there as an editor would: only gitrelay's members change
+(:mod:`~gitrelay.relay.jsonedit`, :mod:`~gitrelay.relay.tomledit`), a second run
+changes nothing, and ``remove`` takes out exactly gitrelay's parts, with the members
+and files setup created once nothing else is in them. A hook command is gitrelay's
+only when it is exactly of the form setup writes (any ``gitrelay`` path: an old
+install's entries are replaced; ``gitrelay hook stop; my.sh`` is the user's); an MCP
+entry named gitrelay with more in it than setup writes is the user's, and is left
+alone. A file that cannot be read and written back unchanged is refused with a
+ConfigError naming it and the line, before anything is written;
+:func:`apply` writes through :mod:`~gitrelay.relay.hostwrite` (symlinks followed,
+modes kept from the first byte, a backup). In a project's files, which a team
+commits, the command is ``gitrelay`` rather than this machine's path.
 
-:func:`host_status` is what ``gitrelay doctor`` reports per host.
+:func:`host_status` is what ``gitrelay doctor`` reports per host, and
+:func:`installed` which hosts are on this machine.
 """
 
 from __future__ import annotations
