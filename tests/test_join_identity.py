@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gitrelay.cli.main import main as cli_main
-from gitrelay.core.errors import ConfigError, Forbidden
+from gitrelay.core.errors import ConfigError, Forbidden, InvalidArgument
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.config import load_user_config
@@ -147,3 +147,18 @@ def test_joining_again_without_usernames_is_told_the_exact_command(
         admin.join(str(checked), "alice@acme", name="Alice Martin", role="backend")
     assert (f"run `gitrelay join {checked} --as alice@acme --name 'Alice Martin' --role "
             "backend --username alice`") in err.value.hint
+
+
+def test_every_join_refusal_names_a_command_that_works(
+        hookless: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dana_key = keygen(tmp_path / "keys" / "dana", "dana@acme")
+    dana_joins(hookless, tmp_path, monkeypatch, signing_key=str(dana_key), save=False)
+
+    with pytest.raises(ConfigError, match="pass --signing-key") as err:
+        dana_joins(hookless, tmp_path, monkeypatch)
+    assert (f"Run `gitrelay join {hookless} --as dana@acme --name 'Dana Kim' --role design "
+            "--signing-key ~/.ssh/id_ed25519`") in err.value.hint
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "dana"))
+    with pytest.raises(InvalidArgument, match="already registered") as bad:
+        admin.join(str(hookless), "DANA@acme", name="Dana Kim", role="design")
+    assert f"`gitrelay join {hookless} --as dana@acme --name" in bad.value.hint

@@ -293,7 +293,11 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
             mirror.clear_refused({r.key for r in report.refused})
             raise _registration_error(report.refused[0].error(), usernames, command)
     elif existing["handle"] != handle:
-        raise InvalidArgument(f"{existing['handle']} is already registered (handles ignore case)")
+        same_handle = join_command(relay_url, existing["handle"], name=name, role=role,
+                                   email=email, usernames=usernames, signing_key=signing_key)
+        raise InvalidArgument(f"{existing['handle']} is already registered (handles ignore case)",
+                              hint=f"If that is you, run `{same_handle}`; if not, choose "
+                                   "another handle.", field="--as")
     else:
         # Joining again (a second machine, a lost config): the profile is what it
         # is; the local config must be able to write as it, and it must be this
@@ -301,7 +305,10 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
         keys = existing.get("signing_keys", [])
         if keys and not signing_key:
             raise ConfigError(f"{handle} is registered with a signing key; pass "
-                              "--signing-key with that key to join again")
+                              "--signing-key with that key to join again",
+                              hint=f"Run `{command(usernames)} --signing-key "
+                                   "~/.ssh/id_ed25519` with the path of the key you "
+                                   "registered.", field="signing_key")
         if signing_key and read_public_key(signing_key) not in keys:
             raise Forbidden(
                 f"{handle} is already registered on the relay "
