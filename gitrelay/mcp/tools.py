@@ -231,7 +231,8 @@ def register(server: RelayMCPServer) -> None:
         return state.inbox_answers.answer(
             (page, state.me, rules, warning),
             lambda: present_inbox_fenced(page, caller=state.me, rules=rules,
-                                         sync_warning=warning))
+                                         sync_warning=warning),
+            structured=state.structured)
 
     @server.relay_tool(annotations=WRITE)
     def claim_inbox_item(
@@ -274,7 +275,7 @@ def register(server: RelayMCPServer) -> None:
         return answer_fenced(present_accept_fenced(
             after, caller=state.me, rules=rules, profiles=_profiles(state.client),
             decision=decision, accepted_at=str(result.doc["at"]), delivery=result.delivery,
-            sync_warning=sync_warning(state.client)))
+            sync_warning=sync_warning(state.client)), structured=state.structured)
 
     @server.relay_tool(annotations=READ)
     def view_thread(
@@ -288,7 +289,9 @@ def register(server: RelayMCPServer) -> None:
         """Read a thread without changing it: the handoff, a page of messages, the
         result; also your operations not yet delivered and any the relay refused.
         """
-        return answer_fenced(view_out(st(ctx), thread_id, limit, before))
+        state = st(ctx)
+        return answer_fenced(view_out(state, thread_id, limit, before),
+                             structured=state.structured)
 
     @server.relay_tool(annotations=WRITE)
     def send_message(
@@ -355,7 +358,8 @@ def register(server: RelayMCPServer) -> None:
         state = st(ctx)
         rules = state.trust.current()
         return answer_fenced(present_teammates_fenced(state.client.teammates(), caller=state.me,
-                                                      rules=rules))
+                                                      rules=rules),
+                             structured=state.structured)
 
     @server.relay_tool(annotations=WRITE)
     def draft_proposed_action(
