@@ -201,7 +201,7 @@ class RelayMCPServer(MCPServer["ServerState"]):
         null defaults or discriminators) and plain descriptions. Arguments are still
         checked against the full models."""
         return [tool.model_copy(update={"input_schema": lean_input_schema(tool.input_schema),
-                                        "description": inspect.cleandoc(tool.description or "")})
+                                        "description": " ".join((tool.description or "").split())})
                 for tool in await super().list_tools()]
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
