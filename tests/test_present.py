@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from gitrelay.mcp.present import (
-    MAX_RELAY_TEXT,
     INBOX_PREVIEW_CHARS,
+    MAX_RELAY_TEXT,
     present_accept_fenced,
     present_inbox_fenced,
     present_thread,
