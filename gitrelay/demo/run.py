@@ -208,7 +208,10 @@ def _mcp_params(relay: str, handle: str, trust: Path, home: Path) -> StdioServer
     env = dict(os.environ, GITRELAY_HOME=str(home), GITRELAY_TRUST=str(trust))
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "gitrelay", "mcp", "--relay", relay, "--as", handle, "--trust", str(trust)],
+        # --structured: the demo reads the typed data of each answer; its transcript shows
+        # the text, which is the same as a coding agent's.
+        args=["-m", "gitrelay", "mcp", "--relay", relay, "--as", handle, "--trust", str(trust),
+              "--structured"],
         env=env, cwd=str(home.parent))
 
 
