@@ -183,8 +183,8 @@ class Agent:
             return {"error": text}
         if expect_error is not None:
             raise DemoError(f"{self.who}'s {tool} should have been refused ({expect_error})")
-        data = result.structured_content or json.loads(text or "{}")
-        if text.startswith("{"):
+        data = result.structured_content or {}
+        if tool not in _FENCED_READS:  # a write's answer: its fields, one per line
             self.transcript.result(data)
         else:  # a read: its compact text and fence, as the agent reads it
             self.transcript.text(text)
@@ -202,6 +202,10 @@ class Agent:
             if any(want(item) for item in page.get("items", [])):
                 return cursor
         raise DemoError(f"{what} did not reach {self.handle}'s inbox in {INBOX_WAIT:.0f} s")
+
+
+# The tools whose text holds a fence: the transcript shows it as the agent reads it.
+_FENCED_READS = frozenset({"check_inbox", "view_thread", "accept_handoff", "list_teammates"})
 
 
 def _mcp_params(relay: str, handle: str, trust: Path, home: Path) -> StdioServerParameters:

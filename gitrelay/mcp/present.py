@@ -10,12 +10,13 @@ Every such value goes through a :class:`Pen`, which
   (:class:`provenance.AnswerFence`) and marks the object holding it with a
   structured :class:`provenance.ProvenanceMarker`.
 
-An answer has two forms. The structured content holds every value as it was
-written (a teammate's free-form object as its JSON text), each object with
-teammate text marked. The text content, which the agent reads, is compact:
-gitrelay's own fields as ``key=value`` lines (:func:`head_lines`), then ONE
-fence holding every teammate value, one ``FIELD JSON`` line each, under the
-``by`` line of its author. docs/tools.md describes both.
+An answer has two forms. The text content, which the agent reads (and, by
+default, all the server sends), is compact: gitrelay's own fields as
+``key=value`` lines (:func:`head_lines`), then ONE fence holding every teammate
+value, one ``FIELD JSON`` line each, under the ``by`` line of its author. The
+structured form (sent by ``gitrelay mcp --structured``) holds every value as it
+was written (a teammate's free-form object as its JSON text), each object with
+teammate text marked. docs/tools.md describes both.
 
 Each answer is built by one function with one fresh fence, whose random
 token occurs in none of the texts (checked on every answer); should one

@@ -6,7 +6,9 @@ and :func:`serve`. The tools are in :mod:`gitrelay.mcp.tools`, the prompts in
 :mod:`gitrelay.mcp.prompts`, the ``gitrelay://`` resources in
 :mod:`gitrelay.mcp.resources`, the session's state in :mod:`gitrelay.mcp.state`.
 Each tool validates its arguments (pydantic, before anything is written), calls
-the relay library and returns a model built by :mod:`gitrelay.mcp.present`.
+the relay library and returns a model built by :mod:`gitrelay.mcp.present`; the
+answer is its text alone, or with ``structured`` its structured content and output
+schema too (:mod:`gitrelay.mcp.answers`).
 docs/tools.md documents every tool; docs/agents.md how to configure clients.
 
 Failures reach the agent as tool errors (``is_error``) whose text starts with

@@ -11,8 +11,10 @@ here (token shortened; it is 32 hex digits)::
     <<<end teammate-data fence=9c1e>>>
 
 :class:`TextFence` writes it, :func:`parse_answer_fence` reads it back and
-:func:`outside_answer_fence` takes it out; :func:`inbox_item_line` is the line of one
-inbox item that both ``check_inbox``'s text and the session-start hook write. This
+:func:`outside_answer_fence` takes it out; :func:`inbox_row` is the row of one item in
+``check_inbox``'s text (:func:`inbox_rows` and :func:`answer_fields` read a tool's text
+back, for the coding hosts' hooks) and :func:`inbox_item_line` the line of one item in
+the session-start context. This
 module imports nothing heavier than :mod:`re` and :mod:`json`, so a hook that only
 shows the inbox can answer without loading the rest of the library;
 :mod:`gitrelay.relay.provenance` builds the MCP answers' fence (with its structured
@@ -317,8 +319,9 @@ def inbox_rows(text: str) -> list[tuple[str, int]]:
 
 
 def answer_fields(text: str) -> dict[str, str]:
-    """The ``key=value`` words of a tool text's first line (``accepted thread_id=... ``),
-    each value as written (a plain word) or decoded (JSON); {} for an empty text."""
+    """The ``key=value`` words of a tool text's first line (``accepted thread_id=...``),
+    each value as written: the plain words (ids, statuses, times) a hook reads back; {}
+    for an empty text."""
     head = _head(text)
     out: dict[str, str] = {}
     for word in head[0].split(" ")[1:] if head else []:
