@@ -276,3 +276,37 @@ def test_a_thread_of_many_huge_messages_is_paged_newest_last_within_the_budget()
                            before=first.messages_before)
     assert [m.sequence_no for m in older.messages] == list(range(1, 71))
     assert older.messages_before is None
+
+
+def test_the_inbox_text_says_the_order_its_rows_are_in() -> None:
+    """The default page is newest first, a page after a cursor oldest first: the legend
+    says which (it always said "oldest first")."""
+    def legend(*seqs: int) -> str:
+        page = InboxPage([item(n, f"preview {n}") for n in seqs], None, max(seqs))
+        text = present_inbox_fenced(page, caller="bob@acme", rules=RULES).text
+        (line,) = [ln for ln in text.splitlines() if ln.startswith("items")]
+        rows = [int(ln.split(" ")[0]) for ln in text.splitlines() if ln[:1].isdigit()]
+        assert rows == list(seqs)
+        return line.split(":")[0]
+
+    assert legend(3, 2, 1) == "items, newest first"
+    assert legend(1, 2, 3) == "items, oldest first"
+    assert legend(7) == "items"
+
+
+def test_an_inbox_row_is_the_items_words_with_a_basic_time() -> None:
+    from gitrelay.relay.fencetext import basic_time, inbox_row, inbox_rows
+
+    assert basic_time("2026-05-01T09:14:32.901655Z") == "20260501T091432Z"
+    assert basic_time("2026-05-01T09:14:32Z") == "20260501T091432Z"
+    assert basic_time("not a time") == '"not a time"'
+    # check_inbox's since takes the basic format as it takes the extended one.
+    from gitrelay.sync.inboxstate import time_us
+
+    assert time_us("20260501T091432Z") == time_us("2026-05-01T09:14:32Z")
+    row = inbox_row(seq=7, item_id="ibx_0000000000000007", thread_id=TID, kind="reply",
+                    status="accepted", unread=False, unread_messages=2, sender="alice@acme",
+                    updated_at="2026-05-01T09:14:32.901655Z")
+    assert row == f"7 ibx_0000000000000007 {TID} reply accepted read+2 alice@acme 20260501T091432Z"
+    assert inbox_rows(f"check_inbox 1 items cursor=7\nitems: ...\n{row}\n") == \
+        [("ibx_0000000000000007", 7)]
