@@ -401,8 +401,9 @@ def test_the_post_tool_use_hook_reads_the_text_answers(
     text = page.content[0].text
     (shown,) = inbox_rows(text)
     root = tmp_path / "sessions"
-    responses = {"blocks": page.model_dump(mode="json", by_alias=True)["content"],
-                 "string": text,
+    result = page.model_dump(mode="json", by_alias=True, exclude_none=True)
+    responses = {"blocks": result["content"], "string": text,
+                 "result": result, "result-as-json": json.dumps(result),
                  "structured": {"structuredContent": {"items": [
                      {"item_id": shown[0], "seq": shown[1]}]}}}
     for form, response in responses.items():

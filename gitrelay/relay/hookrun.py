@@ -422,8 +422,14 @@ def _answer_object(response: object) -> dict[str, Any] | None:
 
 def _answer_text(response: object) -> str:
     """The tool's text answer (gitrelay mcp's default: no structured content), whichever
-    way the host passed it: a string, a list of content blocks, or an object holding one."""
+    way the host passed it: the text, a list of content blocks, an object holding them, or
+    either of those as JSON text."""
     if isinstance(response, str):
+        if response.startswith(("{", "[")):
+            try:
+                return _answer_text(json.loads(response))
+            except ValueError:
+                pass
         return response
     if isinstance(response, dict):
         return _answer_text(response.get("content"))
