@@ -144,7 +144,7 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     from gitrelay.mcp.server import serve
 
     serve(relay=getattr(args, "relay", None), handle=getattr(args, "handle", None),
-          trust=args.trust, writes=args.writes)
+          trust=args.trust, writes=args.writes, structured=args.structured)
     return EXIT_OK
 
 
@@ -232,6 +232,10 @@ def register(commands: Commands) -> None:
     p.add_argument("--trust", help="trust file (default: $GITRELAY_TRUST or "
                                    "~/.agentrelay/trust.yaml)")
     p.add_argument("--writes", choices=DELIVERY_MODES)
+    p.add_argument("--structured", action="store_true",
+                   help="also give every answer as structured content, with output schemas "
+                        "(for programmatic clients; coding hosts then show the model that "
+                        "instead of the text)")
     p = add("demo", _cmd_demo, "show the whole product on a throw-away relay in seconds",
             "gitrelay demo", identity=False)
     p.add_argument("--keep", action="store_true",
