@@ -203,7 +203,7 @@ def _inbox_gist(items: list[dict[str, Any]]) -> str:
         handle = str(sender.get("handle", "?") if isinstance(sender, dict) else sender)
         what = f"{str(item.get('kind', '?')).replace('_', ' ')} ({item.get('status')})"
         if str(item.get("summary_preview") or "").startswith("[withheld by gitrelay"):
-            what += ", blocked: its text withheld"
+            what = what.split(" (")[0] + ", text withheld (blocked)"
         groups.setdefault((short_id(str(item.get("thread_id")), 6), handle), []).append(what)
     return f"{len(items)} new " + "; ".join(
         f"on {tid} from {handle}: {', '.join(kinds)}" for (tid, handle), kinds in groups.items())
