@@ -13,6 +13,8 @@ from gitrelay.cli.common import (
     Commands,
     at_least,
     delivery_text,
+    handle_arg,
+    known_handles,
     open_client,
     print_json,
     resolve,
@@ -111,6 +113,7 @@ def _cmd_send(args: argparse.Namespace) -> int:
             raise InvalidArgument(f"--meta {item!r}: use KEY=VALUE", field="--meta")
         metadata[key] = value
     client = open_client(args, writes="queue" if args.queue else "wait", fetch=False)
+    handle_arg(args.to, "TO", lambda: known_handles(client))
     arts = artifacts_from(args, policy.limits(client))
     result = client.handoff(to=args.to, intent=args.intent, summary=summary, artifacts=arts,
                             question=question, proposed_action=action,
