@@ -54,7 +54,19 @@ def _cmd_join(args: argparse.Namespace) -> int:
               "not used")
     if index_problem is not None:
         note(f"your inbox index was not built ({index_problem}); `gitrelay inbox` builds it")
+    _print_next_steps(args, cfg.relay, cfg.handle)
     return EXIT_OK
+
+
+def _print_next_steps(args: argparse.Namespace, relay: str, handle: str) -> None:
+    from gitrelay.cli.firststeps import join_next_steps
+    from gitrelay.relay.client import RelayClient
+
+    try:
+        teammates = [str(p["handle"]) for p in RelayClient(relay, handle).teammates()]
+    except RelayError:
+        teammates = []
+    print("\n".join(join_next_steps(handle, teammates, str(trust_path(args)))))
 
 
 def _confirm_switch(handle: str, force: bool) -> None:
