@@ -326,8 +326,7 @@ class Syncer:
 def _kept_up_to(last: str | None) -> str:
     """What this client keeps of a relay whose history breaks a rule at some commit."""
     if not last or last == ZERO_OID:
-        return ("none of its commits is taken: this repository is not a valid gitrelay "
-                "relay (check the URL)")
+        return "so not one of its commits can be used"
     return f"this client stops at {last[:12]}"
 
 
