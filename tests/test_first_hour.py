@@ -5,12 +5,23 @@ accepting says to accept, a mistyped recipient gets the near handle.
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
+from gitrelay.cli.main import main as cli_main
 from gitrelay.cli.wording import next_step_text as person_wording
-from gitrelay.core.errors import InvalidTransition, NextStep, RecipientNotFound, ThreadTerminal
+from gitrelay.core.errors import (
+    ConfigError,
+    InvalidTransition,
+    NextStep,
+    RecipientNotFound,
+    ThreadTerminal,
+)
+from gitrelay.core.gitcli import git_failure
 from gitrelay.mcp.wording import next_step_text as agent_wording
 from gitrelay.relay.client import RelayClient
+from gitrelay.relay.trust import load_trust
 
 
 def test_a_message_on_a_thread_you_completed_yourself_is_thread_terminal(
@@ -60,3 +71,80 @@ def test_a_mistyped_recipient_gets_the_nearest_registered_handle(
     with pytest.raises(RecipientNotFound) as err:
         alice.handoff(to="zoe@initech", intent="inform", summary="hi")
     assert "Did you mean" not in err.value.hint
+
+
+def test_a_mistyped_trust_file_key_gets_the_key_it_meant(tmp_path) -> None:
+    path = tmp_path / "trust.yaml"
+    path.write_text("version: 1\nteamates:\n  bob@acme: {auto_tset: true}\n")
+    with pytest.raises(ConfigError) as err:
+        load_trust(path)
+    assert "teamates: unknown key 'teamates'; did you mean teammates?" in err.value.message
+    assert "Extra inputs are not permitted" not in err.value.message
+    assert err.value.hint.startswith("Rename the key to teammates")
+    path.write_text("version: 1\nteammates:\n  bob@acme: {auto_tset: true}\n")
+    with pytest.raises(ConfigError) as err:
+        load_trust(path)
+    assert "unknown key 'auto_tset'; did you mean auto_test?" in err.value.message
+
+
+# What ssh prints when it does not know the host's key (BatchMode=yes), and git after it.
+HOST_KEY_FAILURE = ("No ED25519 host key is known for [git.acme.dev]:2222 and you have "
+                    "requested strict checking.\nHost key verification failed.\n"
+                    "fatal: Could not read from remote repository.\n")
+
+
+@pytest.mark.parametrize(("url", "command"), [
+    ("ssh://git@git.acme.dev:2222/acme/relay.git", "ssh -p 2222 git@git.acme.dev"),
+    ("git@git.acme.dev:acme/relay.git", "ssh git@git.acme.dev"),
+    ("ssh://git.acme.dev/relay.git", "ssh git.acme.dev"),
+])
+def test_the_host_key_fix_is_the_exact_ssh_command_for_the_relay(url: str, command: str
+                                                                 ) -> None:
+    reason, fix = git_failure(HOST_KEY_FAILURE, url)
+    assert reason.startswith("Host key verification failed")
+    assert f"connect once yourself with `{command}`" in fix
+    assert "PORT" not in fix and "USER@HOST" not in fix
+
+
+def test_a_repository_that_is_not_a_relay_says_so_in_plain_words(tmp_path, monkeypatch,
+                                                                  capsys) -> None:
+    repo = tmp_path / "notes.git"
+    work = tmp_path / "work"
+    run = [("init", "-q", "--bare", "-b", "main", str(repo)),
+           ("init", "-q", "-b", "main", str(work)),
+           ("-C", str(work), "commit", "-q", "--allow-empty", "-m", "notes"),
+           ("-C", str(work), "push", "-q", str(repo), "main")]
+    for args in run:
+        subprocess.run(["git", *args], check=True, capture_output=True)
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "home"))
+    code = cli_main(["join", str(repo), "--as", "dana@acme", "--name", "Dana", "--role", "qa"])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert "stops at nothing" not in err
+    assert "not a valid gitrelay relay" in err and "not one of its commits can be used" in err
+
+
+def test_doctors_ssh_fix_reads_as_one_sentence(tmp_path, monkeypatch, capsys) -> None:
+    """The fix doctor prints for an ssh failure is ssh's fix then "until then…", without
+    a full stop in between (it read "….; until then")."""
+    from gitrelay.relay import admin
+
+    relay = admin.init_relay(tmp_path / "relay.git", name="acme")
+    url = f"ssh://git@127.0.0.1:2222{relay}"
+    # ssh to this machine, as the git account would run it: the remote command, here.
+    local = tmp_path / "ssh-here"
+    local.write_text('#!/bin/sh\nwhile [ $# -gt 1 ]; do shift; done\nexec sh -c "$1"\n')
+    unknown = tmp_path / "ssh-unknown-host"
+    unknown.write_text("#!/bin/sh\necho 'Host key verification failed.' >&2\nexit 255\n")
+    for script in (local, unknown):
+        script.chmod(0o755)
+    monkeypatch.setenv("GIT_SSH_VARIANT", "ssh")
+    monkeypatch.setenv("GIT_SSH_COMMAND", str(local))
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "home"))
+    assert cli_main(["join", url, "--as", "dana@acme", "--name", "D", "--role", "qa"]) == 0
+    monkeypatch.setenv("GIT_SSH_COMMAND", str(unknown))
+    capsys.readouterr()
+    cli_main(["doctor"])
+    out = capsys.readouterr().out
+    assert "connect once yourself with `ssh -p 2222 git@127.0.0.1`" in out, out
+    assert "then run the command again; until then your local copy is used" in out, out
