@@ -5,7 +5,10 @@ accepting says to accept, a mistyped recipient gets the near handle.
 
 from __future__ import annotations
 
+import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -148,3 +151,35 @@ def test_doctors_ssh_fix_reads_as_one_sentence(tmp_path, monkeypatch, capsys) ->
     out = capsys.readouterr().out
     assert "connect once yourself with `ssh -p 2222 git@127.0.0.1`" in out, out
     assert "then run the command again; until then your local copy is used" in out, out
+
+
+def test_make_test_ends_with_one_verdict_line(tmp_path) -> None:
+    """The runner `make test` uses: the last line counts the tests and the time, and a
+    failing test makes it fail (run here on two small test files of its own)."""
+    (tmp_path / "test_ok.py").write_text("import pytest\n\ndef test_ok():\n    pass\n\n"
+                                         "@pytest.mark.skip(reason='shown as skipped')\n"
+                                         "def test_later():\n    pass\n")
+    (tmp_path / "test_bad.py").write_text("def test_bad():\n    assert 1 == 2\n")
+    base = [sys.executable, "-m", "tests.maketest", "--skip", "lint", "--skip", "typecheck",
+            "--skip", "bench", "--pytest-args"]
+    root = Path(__file__).resolve().parent.parent
+    ok = subprocess.run([*base, f"-p no:cacheprovider --rootdir {tmp_path} "
+                         f"{tmp_path / 'test_ok.py'}"], capture_output=True, text=True,
+                        cwd=root, check=False, timeout=300)
+    last = ok.stdout.rstrip().splitlines()[-1]
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert re.fullmatch(r"make test: 1 passed, 0 failed, 1 skipped in \d+ s", last), last
+    bad = subprocess.run([*base, f"-p no:cacheprovider --rootdir {tmp_path} {tmp_path}"],
+                         capture_output=True, text=True, cwd=root, check=False, timeout=300)
+    last = bad.stdout.rstrip().splitlines()[-1]
+    assert bad.returncode == 1
+    assert re.fullmatch(r"make test: 1 passed, 1 failed, 1 skipped in \d+ s", last), last
+
+
+def test_the_makefile_runs_the_verdict_runner_and_tests_leave_no_mass_cleanup() -> None:
+    root = Path(__file__).resolve().parent.parent
+    makefile = (root / "Makefile").read_text()
+    recipe = makefile.split("\ntest: ", 1)[1].split("\n\n", 1)[0]
+    assert "-m tests.maketest" in recipe
+    pyproject = (root / "pyproject.toml").read_text()
+    assert 'tmp_path_retention_policy = "failed"' in pyproject
