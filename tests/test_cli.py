@@ -1116,7 +1116,7 @@ def test_the_cli_withholds_a_blocked_senders_words_unless_asked(people):
     spec = EXAMPLE.thread("regenerated-fixtures").spec
     words = spec["summary"]
     tid = IDS["06-regenerated-fixtures"]
-    notice = "[withheld: carol@acme is blocked in your trust file"
+    notice = "[withheld: carol@acme is blocked"
     for argv in (("show", tid[:6]), ("inbox",), ("log",), ("show", tid[:6], "--json"),
                  ("log", "--json"), ("inbox", "--json")):
         run = bob(*argv)

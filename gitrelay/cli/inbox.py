@@ -79,7 +79,7 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = [[("*" if i.unread else " ") + short_id(i.thread_id), i.kind,
              i.sender.handle, i.status, str(i.unread_messages), when(i.updated_at),
-             one_line(hold.preview(i))] for i in items]
+             one_line(hold.preview(i, short=True))] for i in items]
     print(table(["  THREAD", "KIND", "FROM", "STATUS", "NEW", "UPDATED", "SUMMARY"], rows,
                 max_widths={2: 30, 6: 70}))
     if page.next_cursor:

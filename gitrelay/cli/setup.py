@@ -116,9 +116,29 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.example_relay:
+        return _build_example_relay(Path(args.example_relay).expanduser())
     from gitrelay.demo.run import run_demo
 
     return run_demo(keep=args.keep)
+
+
+def _build_example_relay(path: Path) -> int:
+    """The relay docs/cli.md's examples use, from the example data shipped in the package."""
+    import tempfile
+
+    from gitrelay.demo.example import build_example, load_example
+
+    if path.exists() and any(path.iterdir()):
+        raise InvalidArgument(f"{path} exists and is not empty", field="--example-relay",
+                              hint="Give a new path; the example relay is built from scratch.")
+    example = load_example()
+    with tempfile.TemporaryDirectory(prefix="gitrelay-example-") as loader:
+        build_example(path, example, home=Path(loader))
+    print(f"built the example relay {path}: {len(example.teammates)} teammates, "
+          f"{len(example.threads)} threads, every operation checked by the gate")
+    print(f"Bob's trust file for docs/cli.md's examples: {example.trust_path}")
+    return EXIT_OK
 
 
 
@@ -198,6 +218,9 @@ def register(commands: Commands) -> None:
                                    "~/.agentrelay/trust.yaml)")
     p.add_argument("--writes", choices=DELIVERY_MODES)
     p = add("demo", _cmd_demo, "show the whole product on a throw-away relay in seconds",
-            "gitrelay demo", identity=False)
+            "gitrelay demo\ngitrelay demo --example-relay ~/relays/acme.git", identity=False)
     p.add_argument("--keep", action="store_true",
                    help="keep the throw-away relay and print where it is")
+    p.add_argument("--example-relay", metavar="PATH",
+                   help="instead, build the example relay that docs/cli.md's examples use "
+                        "at PATH (a new directory)")

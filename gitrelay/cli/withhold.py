@@ -103,20 +103,21 @@ class Withholder:
         out["body"] = self.notice(str(m["from"]))
         return out
 
-    def preview(self, item: InboxItem) -> str:
-        """An inbox item's summary line."""
+    def preview(self, item: InboxItem, *, short: bool = False) -> str:
+        """An inbox item's summary line: the handoff's summary, its sender's words
+        (``short``: the notice without the file, for a table cell)."""
         author = item.thread_sender or item.sender.handle
-        if self.blocked(author) or self.blocked(item.sender.handle):
-            return self.notice(item.sender.handle if self.blocked(item.sender.handle)
-                               else author)
+        if item.detail is None and self.blocked(author):
+            return f"[withheld: {author} is blocked]" if short else self.notice(author)
         return item.detail or item.summary_preview
 
     def entry_text(self, entry: HistoryEntry) -> str:
         """A history line's text: a blocked actor's words withheld."""
-        if not self.blocked(entry.actor):
-            return entry.text
+        if not self.blocked(entry.actor) or entry.op == "accept" or (
+                entry.op == "cancel" and not entry.doc.get("reason")):
+            return entry.text  # their words, if any, are not in it
         d = entry.doc
+        withheld = f"[withheld: {entry.actor} is blocked; {FLAG} shows it]"
         if entry.op == "handoff":
-            return (f"{d.get('sender')} → {d.get('recipient')} ({d.get('intent')}): "
-                    f"{self.notice(entry.actor)}")
-        return f"{entry.actor} {entry.op}: {self.notice(entry.actor)}"
+            return f"{d.get('sender')} → {d.get('recipient')} ({d.get('intent')}): {withheld}"
+        return f"{entry.actor} {entry.op}: {withheld}"
