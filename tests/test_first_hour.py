@@ -183,3 +183,43 @@ def test_the_makefile_runs_the_verdict_runner_and_tests_leave_no_mass_cleanup() 
     assert "-m tests.maketest" in recipe
     pyproject = (root / "pyproject.toml").read_text()
     assert 'tmp_path_retention_policy = "failed"' in pyproject
+
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def _sh_blocks(text: str) -> list[str]:
+    return re.findall(r"```sh\n(.*?)```", text, re.S)
+
+
+def test_deployings_ssh_steps_run_as_written(tmp_path) -> None:
+    """The account's script steps, in page order, for a `git` account whose home is a
+    temporary folder: make the directory, save the script, make it executable."""
+    home = tmp_path / "srv-git"
+    home.mkdir()
+    blocks = _sh_blocks((DOCS / "deploying.md").read_text())
+    start = next(i for i, b in enumerate(blocks) if "mkdir" in b and "git-shell-commands" in b)
+    steps = blocks[start:start + 3]
+    assert "#!/bin/sh" in steps[1] and "git-shell-commands/gitrelay-as" in steps[1]
+    for n, block in enumerate(steps):
+        if n == 1:   # the script, saved where the page says
+            (home / "git-shell-commands" / "gitrelay-as").write_text(block)
+            continue
+        command = block.replace("sudo -u git ", "").replace("~git", str(home))
+        ran = subprocess.run(["sh", "-e", "-c", command], capture_output=True, text=True,
+                             check=False)
+        assert ran.returncode == 0, (command, ran.stderr)
+    assert (home / "git-shell-commands" / "gitrelay-as").stat().st_mode & 0o777 == 0o755
+
+
+def test_getting_started_stands_on_its_own() -> None:
+    page = (DOCS / "getting-started.md").read_text()
+    assert "python3-venv" in page and "macOS" in page
+    assert "steps 1–3" not in page and "steps 1-3" not in page
+    # The ssh host's script is the one deploying.md's page (and its test) runs.
+    script = next(b for b in _sh_blocks(page) if b.startswith("#!/bin/sh"))
+    deploying = next(b for b in _sh_blocks((DOCS / "deploying.md").read_text())
+                     if b.startswith("#!/bin/sh"))
+    body = [ln for ln in deploying.splitlines() if not ln.startswith("#")]
+    assert [ln for ln in script.splitlines() if not ln.startswith("#")] == body
+    assert 'command="gitrelay-as alice"' in page and "usermod -p '*' git" in page
