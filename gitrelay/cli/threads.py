@@ -137,7 +137,7 @@ def _cmd_send(args: argparse.Namespace) -> int:
             raise InvalidArgument(f"--meta {item!r}: use KEY=VALUE", field="--meta")
         metadata[key] = value
     client = open_client(args, writes="queue" if args.queue else "wait", fetch=False)
-    handle_arg(args.to, "TO", lambda: known_handles(client))
+    handle_arg(args.to, "to", lambda: known_handles(client))
     arts = artifacts_from(args, policy.limits(client))
     result = client.handoff(to=args.to, intent=args.intent, summary=summary, artifacts=arts,
                             question=question, proposed_action=action,
