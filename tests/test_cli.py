@@ -1256,3 +1256,10 @@ def test_every_commands_error_paths_exit_as_documented(people, acme, tmp_path):
             elif code == 2 and not first.startswith("gitrelay: invalid_argument (-32602): "):
                 wrong.append(f"{shown}: {first!r} is not invalid_argument")
     assert not wrong, "\n".join(wrong)
+
+
+def test_show_by_someone_with_no_inbox_on_the_relay_reads_it_and_says_nothing_more(people):
+    run = people["bob"]("show", IDS["01-paginate-users"][:6], "--as", "zed@acme")
+    assert run.code == 0, run.err
+    assert "GET /users is now paginated" in run.out
+    assert run.err == "" and "Marked read" not in run.out

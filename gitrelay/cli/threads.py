@@ -15,6 +15,7 @@ from gitrelay.cli.common import (
     delivery_text,
     handle_arg,
     known_handles,
+    note,
     open_client,
     print_json,
     resolve,
@@ -25,7 +26,7 @@ from gitrelay.cli.common import (
 )
 from gitrelay.cli.withhold import Withholder
 from gitrelay.cli.withhold import add_flag as add_withhold_flag
-from gitrelay.core.errors import InvalidArgument, RelayError
+from gitrelay.core.errors import Forbidden, InvalidArgument, RelayError
 from gitrelay.core.vocab import INTENTS
 from gitrelay.relay import policy
 
@@ -69,9 +70,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print_json(_thread_json(shown))
     else:
-        note, acceptable = _trust_note(args, client, view)
+        judged, acceptable = _trust_note(args, client, view)
         print(conversation(shown, client.handle, hold.profiles(client.mirror.view().profiles()),
-                           note, acceptable=acceptable))
+                           judged, acceptable=acceptable))
     marked = 0 if args.keep_unread else _mark_read(client, view.thread_id)
     if marked and not args.json:
         print("\n(Marked read in your inbox; `--keep-unread` leaves it unread.)")
@@ -85,12 +86,19 @@ def _mark_read(client: RelayClient, thread_id: str) -> int:
     from gitrelay.core.vocab import INBOX_PAGE_MAX
     from gitrelay.relay.inbox import check_inbox
 
-    unread = [i for i in check_inbox(client, status=list(STATUSES), unread_only=True,
-                                     limit=INBOX_PAGE_MAX).items if i.thread_id == thread_id]
-    if not unread:
+    try:
+        unread = [i for i in check_inbox(client, status=list(STATUSES), unread_only=True,
+                                         limit=INBOX_PAGE_MAX).items
+                  if i.thread_id == thread_id]
+        if unread:
+            check_inbox(client, limit=1, ack_items=[{"item_id": i.item_id, "seq": i.seq}
+                                                    for i in unread])
+    except Forbidden:
+        return 0  # a reader with no inbox here (not registered): nothing to mark
+    except RelayError as exc:
+        # Reading a thread never fails for want of marking it read: it stays unread.
+        note(f"not marked read: {exc.message}")
         return 0
-    check_inbox(client, limit=1, ack_items=[{"item_id": i.item_id, "seq": i.seq}
-                                            for i in unread])
     return len(unread)
 
 
@@ -179,9 +187,9 @@ def _cmd_draft(args: argparse.Namespace) -> int:
     diff = read_file(args.diff, "DIFF")
     if not diff.strip():
         raise InvalidArgument("DIFF must not be empty", field="DIFF")
-    note = text_arg(args.note, "--note") if args.note is not None else policy.DRAFT_NOTE
+    note_text = text_arg(args.note, "--note") if args.note is not None else policy.DRAFT_NOTE
     client = open_client(args, writes="queue" if args.queue else "wait")
-    result = client.draft_proposed_action(resolve(client, args.thread), diff, note)
+    result = client.draft_proposed_action(resolve(client, args.thread), diff, note_text)
     return _message_written(args, result,
                             "draft #{n} on {thread}, for the sender to review (never applied)")
 
