@@ -523,12 +523,13 @@ def run_demo(*, keep: bool = False, out: TextIO | None = None,
              example: Example | None = None) -> int:
     """Run the scripted story; 0 when every step went as scripted."""
     story = Story(out or sys.stdout)
+    example = example or load_example()  # before anything is made: a bad one leaves nothing
     root = Path(tempfile.mkdtemp(prefix="gitrelay-demo-"))
     transcript_path = root / "transcript.txt" if keep else root.with_suffix(".txt")
     ok = False
     with transcript_path.open("w", encoding="utf-8") as full:
         transcript = Transcript(full)
-        day = Day(root, example or load_example(), story, transcript)
+        day = Day(root, example, story, transcript)
         try:
             with _env(GITRELAY_HOME=str(root / "relay-host")):
                 day.setup()
