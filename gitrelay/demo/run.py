@@ -484,10 +484,13 @@ class Day:
             s.say("The relay is gone now; `gitrelay demo --keep` keeps it for these commands:")
         s.command(f"export GITRELAY_HOME={self.homes[ALICE]}   # alice's side")
         s.command(f"R={self.relay}")
-        s.command(f"gitrelay log --relay $R --as {ALICE}          # the history, one line per step")
-        s.command(f"gitrelay show {short_id(self.thread_id, 6)} --relay $R --as {ALICE}   "
-              "# the thread as a conversation")
-        s.command("git --git-dir $R log --stat main              # the same, as plain git")
+        commands = [(f"gitrelay log --relay $R --as {ALICE}", "the history, one line per step"),
+                    (f"gitrelay show {short_id(self.thread_id, 6)} --relay $R --as {ALICE}",
+                     "the thread as a conversation"),
+                    ("git --git-dir $R log --stat main", "the same history, as plain git")]
+        wide = max(len(c) for c, _ in commands)
+        for command, what in commands:
+            s.command(f"{command.ljust(wide)}   # {what}")
         s.say(f"Every call and answer in full: {transcript_path}")
         s.say("Set it up for your team: docs/getting-started.md")
 
