@@ -166,6 +166,17 @@ def unavailable(section: str, name: str, why: str) -> Figure:
     return Figure(section, name, "", None, goal="report", note=f"unavailable: {why}")
 
 
+def missed_goals(figures: list[dict[str, Any]]) -> list[str]:
+    """One short line per figure of a run's JSON that missed its goal."""
+    out = []
+    for f in figures:
+        if f.get("met") is False:
+            unit = f" {f['unit']}" if f.get("unit") and f["unit"] != "×" else f.get("unit", "")
+            out.append(f"{f['section']}: {f['figure']} ({f['median']:,.2f}{unit}; goal "
+                       f"{f['goal']})")
+    return out
+
+
 def format_table(figures: list[Figure]) -> str:
     rows = [("figure", "median", "p95", "goal", "met")]
     for f in figures:
