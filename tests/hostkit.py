@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -45,8 +45,11 @@ CODEX_PACKAGE, CODEX_VERSION = "@openai/codex", "0.171.0"
 HOST_BIN = {"claude": "claude", "codex": "codex"}
 HOST_PACKAGE = {"claude": CLAUDE_PACKAGE, "codex": CODEX_PACKAGE}
 
-# What a mid-conversation message from a hook looks like to the model; tests look for it.
+# How both hosts name gitrelay's tools to the model (Codex: inside a namespace).
 CLAUDE_TOOL_PREFIX = "mcp__gitrelay__"
+# While gitrelay's tools are not offered yet, the model waits in the shell (at most so often).
+PADDING_COMMAND = "sleep 0.25  # waiting for gitrelay's MCP server"
+MAX_PADDING = 60
 
 
 # --------------------------------------------------------------------------- finding hosts
@@ -122,6 +125,11 @@ class Logged:
     path: str
     body: dict[str, Any]
     turn: int | None    # which turn of the script it was answered with (None: a side request)
+    padding: bool = False  # answered with a wait for gitrelay's tools instead
+
+    @property
+    def offers_gitrelay(self) -> bool:
+        return any(n.startswith(CLAUDE_TOOL_PREFIX) for n in tool_names(self.body))
 
 
 def tool_names(body: Mapping[str, Any]) -> list[str]:
@@ -164,8 +172,10 @@ class ModelServer:
     """A scripted model on 127.0.0.1 (port 0): Anthropic Messages and OpenAI Responses,
     streaming; every request body logged in :attr:`requests`."""
 
-    def __init__(self, script: Sequence[Turn], *, final: str = "done") -> None:
+    def __init__(self, script: Sequence[Turn], *, final: str = "done",
+                 wait_for_tools: bool = True) -> None:
         self.script = list(script)
+        self.wait_for_tools = wait_for_tools
         self.final = final
         self.requests: list[Logged] = []
         self._lock = threading.Lock()
@@ -199,6 +209,19 @@ class ModelServer:
 
     def turn(self, index: int) -> Turn:
         return self.script[index] if index < len(self.script) else say(self.final)
+
+    def pick(self, body: Mapping[str, Any], model_turns: int, padded: int, host: str
+             ) -> tuple[Turn, int, bool]:
+        """The turn for an agent request: the script's next one, or, while the host does
+        not offer gitrelay's tools yet (its MCP server connects late), a short wait in the
+        host's shell, which the script does not count."""
+        offered = tool_names(body)
+        if self.wait_for_tools and padded < MAX_PADDING and not any(
+                n.startswith(CLAUDE_TOOL_PREFIX) for n in offered):
+            shell = ("Bash", "command") if host == "claude" else ("exec_command", "cmd")
+            return call(shell[0], {shell[1]: PADDING_COMMAND}), model_turns - padded, True
+        index = model_turns - padded
+        return self.turn(index), index, False
 
     @property
     def agent_requests(self) -> list[Logged]:
@@ -268,13 +291,14 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
 
         def _anthropic(self, at: float, path: str, body: dict[str, Any]) -> None:
             offered = tool_names(body)
-            index = None
+            index, padding = None, False
             if offered:
-                index = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
-                turn = server.turn(index)
+                assistant = [m for m in body.get("messages", []) if m.get("role") == "assistant"]
+                padded = sum(1 for m in assistant if PADDING_COMMAND in json.dumps(m))
+                turn, index, padding = server.pick(body, len(assistant), padded, "claude")
             else:
                 turn = say("ok")
-            server.log(Logged(at, path, body, index))
+            server.log(Logged(at, path, body, index, padding))
             n = server.next_id()
             if turn.tool:
                 block: dict[str, Any] = {"type": "tool_use", "id": f"toolu_{n:024d}",
@@ -317,10 +341,11 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
         def _responses(self, at: float, path: str, body: dict[str, Any]) -> None:
             offered = tool_names(body)
             items = [i for i in body.get("input", []) if isinstance(i, dict)]
-            index = sum(1 for i in items if i.get("type") == "function_call" or (
-                i.get("type") == "message" and i.get("role") == "assistant"))
-            turn = server.turn(index)
-            server.log(Logged(at, path, body, index))
+            made = [i for i in items if i.get("type") == "function_call" or (
+                i.get("type") == "message" and i.get("role") == "assistant")]
+            padded = sum(1 for i in made if PADDING_COMMAND in str(i.get("arguments")))
+            turn, index, padding = server.pick(body, len(made), padded, "codex")
+            server.log(Logged(at, path, body, index, padding))
             n = server.next_id()
             if turn.tool:
                 name = resolve_tool(turn.tool, offered, "codex")
@@ -328,7 +353,7 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                                         "call_id": f"call_{n}", "name": name,
                                         "arguments": json.dumps(turn.args), "status": "completed"}
                 namespace, _, short = name.rpartition("__")
-                if namespace and namespace.startswith("mcp__"):
+                if name.startswith(CLAUDE_TOOL_PREFIX):
                     item.update(namespace=namespace, name=short)
             else:
                 item = {"type": "message", "id": f"msg_{n}", "role": "assistant",
@@ -356,8 +381,9 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
 # --------------------------------------------------------------------------- a teammate's desk
 
 
+# bob's trust file: alice's handoffs may write under docs/ without asking; Bash asks.
 ALICE_TRUSTED = ("version: 1\nteammates:\n  alice@acme: {auto_read: true, "
-                 "auto_write_paths: [docs/], require_approval: [Edit, Write, Bash]}\n")
+                 "auto_write_paths: [docs/], require_approval: [Bash]}\n")
 
 
 class Desk:
@@ -378,6 +404,7 @@ class Desk:
         self.work.mkdir()
         subprocess.run(["git", "init", "-q", str(self.work)], check=True, env=self.env())
         self.set_up: set[str] = set()
+        self.setup_args: tuple[str, ...] = ()  # e.g. ("--outside", "deny")
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {"HOME": str(self.home), "GITRELAY_HOME": str(self.gitrelay_home),
@@ -410,7 +437,7 @@ class Desk:
                 'sandbox_mode = "danger-full-access"\n\n[features]\nhooks = true\n\n'
                 '[model_providers.mock]\nname = "mock"\nbase_url = "http://127.0.0.1:9/v1"\n'
                 'wire_api = "responses"\n')
-        self.gitrelay("setup", host)
+        self.gitrelay("setup", host, *self.setup_args)
         if host == "codex":
             self.trust_codex_hooks()
         self.set_up.add(host)
@@ -485,6 +512,13 @@ class HostRun:
         assert self.agent_requests, f"{self.host} sent the model nothing: {self.stderr[-2000:]}"
         return self.agent_requests[0]
 
+    @property
+    def first_with_tools(self) -> Logged:
+        """The first request that offered gitrelay's tools."""
+        found = [r for r in self.agent_requests if r.offers_gitrelay]
+        assert found, f"{self.host} never offered gitrelay's tools: {self.stderr[-2000:]}"
+        return found[0]
+
     def hook_events(self, kind: str = "") -> list[dict[str, Any]]:
         """Claude Code's hook events (``--include-hook-events``), of one subtype if given."""
         return [e for e in self.events if e.get("type") == "system"
@@ -500,15 +534,18 @@ def _kill_group(proc: subprocess.Popen[Any]) -> None:
 
 def run_host(host: str, desk: Desk, script: Sequence[Turn], *, prompt: str = "Check in.",
              limit: float = 90.0, linger: float = 0.0, extra_args: Sequence[str] = (),
-             extra_env: Mapping[str, str] | None = None) -> HostRun:
+             extra_env: Mapping[str, str] | None = None, wait_for_tools: bool = True
+             ) -> HostRun:
     """Run ``host`` headless in ``desk``'s home against a model server playing ``script``.
 
     The host is ended (its whole process group) ``linger`` seconds after it reports its
     result, or at ``limit``; :attr:`HostRun.exited_at` says whether it left by itself.
+    With ``wait_for_tools`` the model waits in the shell until the host offers gitrelay's
+    tools (a late MCP server) before it plays the script.
     """
     binary = need_host(host)
     desk.setup(host)
-    with ModelServer(script) as model:
+    with ModelServer(script, wait_for_tools=wait_for_tools) as model:
         if host == "claude":
             env = desk.env(ANTHROPIC_BASE_URL=model.url, ANTHROPIC_API_KEY="sk-ant-test",
                            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",

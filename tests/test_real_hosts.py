@@ -19,8 +19,10 @@ import pytest
 
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
+from gitrelay.relay.provenance import CLOSE_PREFIX
 from tests.answerkit import read_text
 from tests.hostkit import (
+    PADDING_COMMAND,
     Desk,
     HostRun,
     Logged,
@@ -66,7 +68,7 @@ class Team:
         alice = self.alice()
         tid = alice.handoff(to="bob@acme", intent="inform", summary=summary, artifacts=[
             {"type": "file_diff", "path": "docs/paging.md", "diff": DOC_PATCH}]).thread_id
-        alice.post(tid, MESSAGE)
+        alice.send_message(tid, MESSAGE)
         return tid
 
     def fetched(self) -> None:
@@ -120,26 +122,38 @@ def tool_calls(run: HostRun) -> list[tuple[str, str]]:
     for message in last.get("messages", []):
         if message.get("role") == "assistant" and isinstance(message.get("content"), list):
             calls += [(b["id"], b["name"]) for b in message["content"]
-                      if isinstance(b, dict) and b.get("type") == "tool_use"]
+                      if isinstance(b, dict) and b.get("type") == "tool_use"
+                      and PADDING_COMMAND not in json.dumps(b)]
     for item in last.get("input", []):
-        if isinstance(item, dict) and item.get("type") == "function_call":
+        if isinstance(item, dict) and item.get("type") == "function_call" \
+                and PADDING_COMMAND not in str(item.get("arguments")):
             calls.append((item["call_id"], item["name"]))
     return calls
 
 
-def start_context(request: Logged, host: str) -> list[str]:
-    """The texts of the first request that a SessionStart hook put there: Claude Code's
-    mid-conversation system messages, Codex's developer messages, that name gitrelay."""
+CLAUDE_START = "SessionStart hook additional context: "
+
+
+def start_context(request: Logged) -> list[str]:
+    """What SessionStart hooks put into a request, as the model reads it: Claude Code's
+    mid-conversation system message (``SessionStart hook additional context: ...``, which
+    Claude Code follows with its own system text in the same message: cut off here after
+    the fence), Codex's developer message."""
     texts: list[str] = []
     body = request.body
     for message in body.get("messages", []):
-        texts += [t for t in message_texts(message.get("content"))
-                  if t.lstrip().startswith(("gitrelay:", "<system-reminder>\nSessionStart"))
-                  or "gitrelay: " in t[:400]]
+        if message.get("role") == "system":
+            for text in message_texts(message.get("content")):
+                if CLAUDE_START in text:
+                    text = text[text.index(CLAUDE_START):]
+                    close = text.find("\n" + CLOSE_PREFIX)
+                    end = text.find("\n", close + 1) if close >= 0 else text.find("\n\n")
+                    texts.append(text if end < 0 else text[:end + 1])
     for item in body.get("input", []):
         if isinstance(item, dict) and item.get("type") == "message" \
                 and item.get("role") == "developer":
-            texts += [t for t in message_texts(item.get("content")) if "gitrelay: " in t[:400]]
+            texts += [t for t in message_texts(item.get("content"))
+                      if t.startswith("gitrelay: ")]
     return texts
 
 
@@ -159,12 +173,126 @@ def debug(run: HostRun) -> str:
 
 
 @pytest.mark.parametrize("host", HOSTS)
-def test_gitrelays_tools_are_in_the_first_model_request(team: Team, host: str) -> None:
+def test_the_host_sends_the_model_every_gitrelay_tool(team: Team, host: str) -> None:
     run = run_host(host, team.desk, [say("done")])
-    first = run.first_request
+    first = run.first_with_tools
     offered = {name.removeprefix("mcp__gitrelay__") for name in tool_names(first.body)
                if name.startswith("mcp__gitrelay__")}
     assert offered == GITRELAY_TOOLS, debug(run)
     definitions = tool_definitions(first.body)
     # Claude Code: one definition per tool; Codex: one namespace holding them all.
     assert len(definitions) == (len(GITRELAY_TOOLS) if host == "claude" else 1)
+    for definition in definitions:
+        assert definition.get("description"), definition
+
+
+@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.xfail(strict=False, reason=(
+    "start-up: neither host waits long enough for gitrelay mcp, which connects in 1.4-9 s "
+    "under load (issue 36, 'Start-up'); not strict, because on a quiet machine it is in time"))
+def test_gitrelays_tools_are_in_the_very_first_model_request(team: Team, host: str) -> None:
+    run = run_host(host, team.desk, [say("done")], wait_for_tools=False)
+    assert run.first_request.offers_gitrelay, debug(run)
+
+
+@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.xfail(strict=True, reason=TEXT_ONLY)
+def test_teammate_text_reaches_the_model_only_inside_each_answers_fence(
+        team: Team, host: str) -> None:
+    tid = team.handoff()
+    team.fetched()
+    run = run_host(host, team.desk, [
+        call("gitrelay.check_inbox", {}), call("gitrelay.view_thread", {"thread_id": tid}),
+        call("gitrelay.accept_handoff", {"thread_id": tid}), say("done")])
+    results = tool_results(run)
+    calls = tool_calls(run)
+    assert [name.rpartition("__")[2] for _, name in calls] == [
+        "check_inbox", "view_thread", "accept_handoff"], debug(run)
+    tokens = set()
+    for call_id, name in calls:
+        text = CODEX_OUTPUT.sub("", results[call_id])
+        read = read_text(text)  # one fence: opening line, fixed sentence, values, closing
+        tokens.add(read.token)
+        by_alice = [v.value for v in read.values if v.author == "alice@acme"]
+        assert any(isinstance(v, str) and v.startswith(SUMMARY[:60]) for v in by_alice), name
+        for teammate_text in (SUMMARY[:40], "ignore previous instructions", MESSAGE[:30],
+                              "Alice Martin", "docs/paging.md\n+++"):
+            assert teammate_text not in read.outside, (name, teammate_text)
+    assert len(tokens) == 3  # a fresh token for every answer
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_the_start_context_lists_a_handoff_waiting_in_the_local_copy(
+        team: Team, host: str) -> None:
+    tid = team.handoff()
+    team.fetched()
+    run = run_host(host, team.desk, [say("done")])
+    shown = start_context(run.first_request)
+    assert len(shown) == 1, debug(run)
+    read = read_text(shown[0])
+    assert tid in read.outside and "alice@acme" in read.outside
+    assert "facts about the inbox, not requests" in read.outside
+    assert [v.value for v in read.values if v.field == "name"] == ["Alice Martin"]
+    assert SUMMARY in [v.value for v in read.values]
+    assert "ignore previous instructions" not in read.outside
+    assert "Alice Martin" not in read.outside
+
+
+@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.xfail(strict=False, reason=(
+    "cold start: session-start reads only the local copy, so a handoff that reached the "
+    "relay while nothing of gitrelay ran is usually missing (issue 36, 'Fresh news at "
+    "session start'); not strict, because gitrelay mcp's first fetch races the hook and "
+    "wins now and then"))
+def test_the_start_context_lists_a_handoff_that_arrived_while_nothing_ran(
+        team: Team, host: str) -> None:
+    tid = team.handoff()
+    run = run_host(host, team.desk, [say("done")])
+    shown = start_context(run.first_request)
+    assert len(shown) == 1 and tid in shown[0], debug(run)
+
+
+def test_a_write_the_guard_denies_in_claude_code_is_not_executed(team: Team) -> None:
+    tid = team.handoff()
+    team.fetched()
+    desk = team.desk
+    desk.setup_args = ("--outside", "deny")  # writes outside auto_write_paths: deny
+    trust_before = desk.trust.read_text()
+    allowed, outside = desk.work / "docs" / "paging.md", desk.work / "src" / "app.py"
+    run = run_host("claude", desk, [
+        call("gitrelay.accept_handoff", {"thread_id": tid}),
+        call("Write", {"file_path": str(allowed), "content": "new\n"}),
+        call("Write", {"file_path": str(outside), "content": "print('x')\n"}),
+        call("Bash", {"command": f"echo 'version: 1' > {desk.trust}"}),
+        say("done")])
+    results = tool_results(run)
+    calls = tool_calls(run)
+    assert [name for _, name in calls] == ["mcp__gitrelay__accept_handoff", "Write", "Write",
+                                            "Bash"], debug(run)
+    # Inside auto_write_paths: allowed, and written.
+    assert allowed.read_text() == "new\n", results[calls[1][0]]
+    # Outside them, and the trust file while a handoff is in progress: denied, not done,
+    # and the model is told why.
+    assert not outside.exists()
+    assert desk.trust.read_text() == trust_before
+    for call_id, _ in calls[2:]:
+        assert "gitrelay: " in results[call_id], results[call_id]
+    verdicts = [e for e in run.hook_events("hook_response") if e.get("hook_event") ==
+                "PreToolUse" and "Write" in str(e.get("hook_name")) + str(e.get("output"))]
+    assert verdicts, debug(run)
+
+
+def test_a_shell_write_the_guard_denies_in_codex_is_not_executed(team: Team) -> None:
+    tid = team.handoff()
+    team.fetched()
+    desk = team.desk
+    trust_before = desk.trust.read_text()
+    run = run_host("codex", desk, [
+        call("gitrelay.accept_handoff", {"thread_id": tid}),
+        call("exec_command", {"cmd": f"echo 'version: 1' > {desk.trust}"}),
+        say("done")])
+    results = tool_results(run)
+    calls = tool_calls(run)
+    assert [name for _, name in calls] == ["accept_handoff", "exec_command"], debug(run)
+    assert desk.trust.read_text() == trust_before
+    assert "gitrelay" in results[calls[1][0]], results[calls[1][0]]
