@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -173,9 +173,11 @@ class ModelServer:
     streaming; every request body logged in :attr:`requests`."""
 
     def __init__(self, script: Sequence[Turn], *, final: str = "done",
-                 wait_for_tools: bool = True) -> None:
+                 wait_for_tools: bool = True,
+                 on_turn: Mapping[int, Callable[[], object]] | None = None) -> None:
         self.script = list(script)
         self.wait_for_tools = wait_for_tools
+        self.on_turn = dict(on_turn or {})  # run once, before turn N is answered
         self.final = final
         self.requests: list[Logged] = []
         self._lock = threading.Lock()
@@ -221,6 +223,10 @@ class ModelServer:
             shell = ("Bash", "command") if host == "claude" else ("exec_command", "cmd")
             return call(shell[0], {shell[1]: PADDING_COMMAND}), model_turns - padded, True
         index = model_turns - padded
+        with self._lock:
+            action = self.on_turn.pop(index, None)
+        if action is not None:
+            action()
         return self.turn(index), index, False
 
     @property
@@ -502,6 +508,8 @@ class HostRun:
     exited_at: float | None    # when the host's process exited by itself (None: we ended it)
     returncode: int | None
     stderr: str
+    # gitrelay processes of this home still running ``leftover_wait`` s after the host left
+    leftovers: list[str] = field(default_factory=list)
 
     @property
     def agent_requests(self) -> list[Logged]:
@@ -526,6 +534,31 @@ class HostRun:
                 and (not kind or e.get("subtype") == kind)]
 
 
+def gitrelay_processes(home: Path) -> dict[int, str]:
+    """Running ``gitrelay`` processes whose HOME is ``home`` (pid: command line)."""
+    found: dict[int, str] = {}
+    want = f"HOME={home}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if not any(b"gitrelay" in part for part in argv[:3]):
+                continue
+            if want not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+        except OSError:
+            continue
+        found[int(entry.name)] = b" ".join(argv).decode("utf-8", "replace").strip()
+    return found
+
+
+def _kill_pids(pids: Sequence[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _kill_group(proc: subprocess.Popen[Any]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -534,18 +567,22 @@ def _kill_group(proc: subprocess.Popen[Any]) -> None:
 
 def run_host(host: str, desk: Desk, script: Sequence[Turn], *, prompt: str = "Check in.",
              limit: float = 90.0, linger: float = 0.0, extra_args: Sequence[str] = (),
-             extra_env: Mapping[str, str] | None = None, wait_for_tools: bool = True
-             ) -> HostRun:
+             extra_env: Mapping[str, str] | None = None, wait_for_tools: bool = True,
+             on_turn: Mapping[int, Callable[[], object]] | None = None,
+             leftover_wait: float = 0.0) -> HostRun:
     """Run ``host`` headless in ``desk``'s home against a model server playing ``script``.
 
     The host is ended (its whole process group) ``linger`` seconds after it reports its
     result, or at ``limit``; :attr:`HostRun.exited_at` says whether it left by itself.
     With ``wait_for_tools`` the model waits in the shell until the host offers gitrelay's
-    tools (a late MCP server) before it plays the script.
+    tools (a late MCP server) before it plays the script. ``on_turn`` runs an action (a
+    teammate's push, say) just before the script's turn N is answered. When the host
+    exits by itself, the gitrelay processes of the desk still running ``leftover_wait``
+    seconds later are recorded. Whatever the run leaves of gitrelay is ended.
     """
     binary = need_host(host)
     desk.setup(host)
-    with ModelServer(script, wait_for_tools=wait_for_tools) as model:
+    with ModelServer(script, wait_for_tools=wait_for_tools, on_turn=on_turn) as model:
         if host == "claude":
             env = desk.env(ANTHROPIC_BASE_URL=model.url, ANTHROPIC_API_KEY="sk-ant-test",
                            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
@@ -592,6 +629,7 @@ def run_host(host: str, desk: Desk, script: Sequence[Turn], *, prompt: str = "Ch
         for reader in readers:
             reader.start()
         exited_at = None
+        leftovers: list[str] = []
         try:
             deadline = started + limit
             while time.monotonic() < deadline:
@@ -601,8 +639,13 @@ def run_host(host: str, desk: Desk, script: Sequence[Turn], *, prompt: str = "Ch
                 if result_at and time.monotonic() > result_at[0] + linger:
                     break
                 time.sleep(0.02)
+            if exited_at is not None and leftover_wait:
+                time.sleep(max(0.0, exited_at + leftover_wait - time.monotonic()))
+                leftovers = sorted(gitrelay_processes(desk.home).values())
         finally:
             _kill_group(proc)  # the host and everything it started (servers, hooks)
+            # and what left its process group (a waiter started in the background)
+            _kill_pids(list(gitrelay_processes(desk.home)))
             for reader in readers:
                 reader.join(timeout=5)
             for pipe in (proc.stdout, proc.stderr):
@@ -611,4 +654,4 @@ def run_host(host: str, desk: Desk, script: Sequence[Turn], *, prompt: str = "Ch
         return HostRun(host, events, list(model.requests), started,
                        result_at[0] if result_at else None, exited_at,
                        proc.returncode if exited_at else None,
-                       b"".join(err_chunks).decode("utf-8", "replace"))
+                       b"".join(err_chunks).decode("utf-8", "replace"), leftovers)

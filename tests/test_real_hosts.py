@@ -63,12 +63,14 @@ class Team:
         os.environ["GITRELAY_HOME"] = str(self.alice_home)
         return RelayClient(str(self.relay), "alice@acme", writes="wait")
 
-    def handoff(self, summary: str = SUMMARY) -> str:
-        """alice hands bob a documented change (in the relay, not yet in bob's copy)."""
+    def handoff(self, summary: str = SUMMARY, *, message: bool = True) -> str:
+        """alice hands bob a documented change, with a message on it unless told otherwise
+        (in the relay, not yet in bob's copy)."""
         alice = self.alice()
         tid = alice.handoff(to="bob@acme", intent="inform", summary=summary, artifacts=[
             {"type": "file_diff", "path": "docs/paging.md", "diff": DOC_PATCH}]).thread_id
-        alice.send_message(tid, MESSAGE)
+        if message:
+            alice.send_message(tid, MESSAGE)
         return tid
 
     def fetched(self) -> None:
@@ -296,3 +298,52 @@ def test_a_shell_write_the_guard_denies_in_codex_is_not_executed(team: Team) -> 
     assert [name for _, name in calls] == ["accept_handoff", "exec_command"], debug(run)
     assert desk.trust.read_text() == trust_before
     assert "gitrelay" in results[calls[1][0]], results[calls[1][0]]
+
+
+def conversation_texts(body: dict[str, Any]) -> list[str]:
+    """Every text of a request's conversation that is not a tool's result or a tool call:
+    the prompt, the model's words, and what hooks added (both APIs)."""
+    texts: list[str] = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, list):
+            content = [b for b in content if isinstance(b, dict) and b.get("type") == "text"]
+        texts += message_texts(content)
+    for item in body.get("input", []):
+        if isinstance(item, dict) and item.get("type") == "message":
+            texts += message_texts(item.get("content"))
+    return texts
+
+
+SHELL = {"claude": ("Bash", "command"), "codex": ("exec_command", "cmd")}
+
+
+@pytest.mark.parametrize("host", ["codex", pytest.param("claude", marks=pytest.mark.xfail(
+    strict=False, reason=(
+        "one announcement per item: Claude Code's stop nudge and its waiter race, so an item "
+        "is announced once, twice or not at all (issue 36, 'One announcement per item'); not "
+        "strict, because once is a common outcome today")))])
+def test_an_item_arriving_mid_session_is_announced_exactly_once(team: Team, host: str) -> None:
+    team.fetched()
+    sent: list[str] = []
+    tool, arg = SHELL[host]
+    run = run_host(host, team.desk, [call(tool, {arg: "sleep 1"}), say("done")],
+                   on_turn={0: lambda: sent.append(team.handoff(message=False))},
+                   linger=4.0)
+    assert sent, debug(run)
+    texts = conversation_texts(run.agent_requests[-1].body)
+    announced = sum(t.count("new handoff from alice@acme") + t.count(sent[0]) for t in texts)
+    assert announced == 1, (texts[-4:], debug(run))
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "claude -p waits about 30 s after its result for the background waiter, and "
+    "`gitrelay hook wait` outlives the session (issue 36: `claude -p` exits within 2 s of "
+    "its result; no gitrelay process outlives its host session by more than 5 s)"))
+def test_claude_leaves_within_2_s_of_its_result_and_no_gitrelay_process_stays(
+        team: Team) -> None:
+    run = run_host("claude", team.desk, [say("done")], linger=2.0, leftover_wait=5.0)
+    assert run.result_at is not None, debug(run)
+    assert run.exited_at is not None, "claude -p was still running 2 s after its result"
+    assert run.exited_at - run.result_at <= 2.0
+    assert run.leftovers == []
