@@ -126,6 +126,7 @@ class Logged:
     body: dict[str, Any]
     turn: int | None    # which turn of the script it was answered with (None: a side request)
     padding: bool = False  # answered with a wait for gitrelay's tools instead
+    wall: float = field(default_factory=time.time)  # when it arrived, as the epoch
 
     @property
     def offers_gitrelay(self) -> bool:

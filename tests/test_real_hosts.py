@@ -347,3 +347,21 @@ def test_claude_leaves_within_2_s_of_its_result_and_no_gitrelay_process_stays(
     assert run.exited_at is not None, "claude -p was still running 2 s after its result"
     assert run.exited_at - run.result_at <= 2.0
     assert run.leftovers == []
+
+
+def test_claude_code_reports_what_the_bench_reads_of_start_up_and_hook_times(
+        team: Team, tmp_path: Path) -> None:
+    from bench.real_hosts import hook_times, read_debug_log
+
+    team.handoff()
+    team.fetched()
+    log = tmp_path / "claude-debug.txt"
+    run = run_host("claude", team.desk, [call("gitrelay.check_inbox", {}), say("done")],
+                   extra_args=["--debug-file", str(log), "--debug", "hooks,mcp"])
+    logged = read_debug_log(log)
+    assert {"mcp_spawn", "connect_ms", "session_start_ms"} <= set(logged), logged
+    assert logged["mcp_spawn"] < run.first_with_tools.wall
+    assert 0 < logged["session_start_ms"] < 60_000
+    times = hook_times(run.events)
+    assert {"PreToolUse", "PostToolUse", "Stop"} <= set(times), times
+    assert all(0 < t < 60 for samples in times.values() for t in samples)
