@@ -365,3 +365,28 @@ def test_claude_code_reports_what_the_bench_reads_of_start_up_and_hook_times(
     times = hook_times(run.events)
     assert {"PreToolUse", "PostToolUse", "Stop"} <= set(times), times
     assert all(0 < t < 60 for samples in times.values() for t in samples)
+
+
+PATCH = "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: {path}\n+{text}\n*** End Patch\nEOF\n"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "Codex patches: the guard judges Codex's apply_patch as a Bash command, so with Bash in "
+    "require_approval a patch inside auto_write_paths is refused (issue 36, 'Codex "
+    "patches': judge each path in the patch against auto_write_paths, as Write in Claude)"))
+def test_codex_patches_are_judged_by_their_paths_as_writes_are(team: Team) -> None:
+    tid = team.handoff()
+    team.fetched()
+    desk = team.desk
+    desk.setup_args = ("--outside", "deny")
+    inside, outside = desk.work / "docs" / "cursor.md", desk.work / "src" / "cursor.py"
+    run = run_host("codex", desk, [
+        call("gitrelay.accept_handoff", {"thread_id": tid}),
+        call("exec_command", {"cmd": PATCH.format(path="src/cursor.py", text="x = 1")}),
+        call("exec_command", {"cmd": PATCH.format(path="docs/cursor.md", text="opaque")}),
+        say("done")])
+    calls = tool_calls(run)
+    assert [name for _, name in calls] == ["accept_handoff", "exec_command", "exec_command"]
+    assert not outside.exists()
+    assert "gitrelay: " in tool_results(run)[calls[1][0]]
+    assert inside.read_text() == "opaque\n", tool_results(run)[calls[2][0]]
