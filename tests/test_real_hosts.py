@@ -9,9 +9,12 @@ Without the hosts these tests skip and say why (fail under GITRELAY_REQUIRE_HOST
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,30 +50,40 @@ TEXT_ONLY = ("the hosts give the model JSON.stringify(structuredContent), where 
              "'Model-facing answers') are merged")
 
 
+@contextlib.contextmanager
+def gitrelay_home(path: Path) -> Iterator[None]:
+    saved = os.environ.get("GITRELAY_HOME")
+    os.environ["GITRELAY_HOME"] = str(path)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("GITRELAY_HOME", None)
+        else:
+            os.environ["GITRELAY_HOME"] = saved
+
+
 class Team:
     """bob's desk (where the host runs) and alice, who sends him work."""
 
-    def __init__(self, root: Path, relay: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, root: Path, relay: Path) -> None:
         self.desk = Desk(root, relay)
-        monkeypatch.setenv("GITRELAY_HOME", str(self.desk.gitrelay_home))
-        admin.join(str(relay), "bob@acme", name="Bob Chen", role="frontend")
+        with gitrelay_home(self.desk.gitrelay_home):
+            admin.join(str(relay), "bob@acme", name="Bob Chen", role="frontend")
         self.alice_home = root / "alice-gitrelay"
-        monkeypatch.setenv("GITRELAY_HOME", str(self.alice_home))
-        admin.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
+        with gitrelay_home(self.alice_home):
+            admin.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
         self.relay = relay
-
-    def alice(self) -> RelayClient:
-        os.environ["GITRELAY_HOME"] = str(self.alice_home)
-        return RelayClient(str(self.relay), "alice@acme", writes="wait")
 
     def handoff(self, summary: str = SUMMARY, *, message: bool = True) -> str:
         """alice hands bob a documented change, with a message on it unless told otherwise
         (in the relay, not yet in bob's copy)."""
-        alice = self.alice()
-        tid = alice.handoff(to="bob@acme", intent="inform", summary=summary, artifacts=[
-            {"type": "file_diff", "path": "docs/paging.md", "diff": DOC_PATCH}]).thread_id
-        if message:
-            alice.send_message(tid, MESSAGE)
+        with gitrelay_home(self.alice_home):
+            alice = RelayClient(str(self.relay), "alice@acme", writes="wait")
+            tid = alice.handoff(to="bob@acme", intent="inform", summary=summary, artifacts=[
+                {"type": "file_diff", "path": "docs/paging.md", "diff": DOC_PATCH}]).thread_id
+            if message:
+                alice.send_message(tid, MESSAGE)
         return tid
 
     def fetched(self) -> None:
@@ -79,8 +92,39 @@ class Team:
 
 
 @pytest.fixture
-def team(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Team:
-    return Team(tmp_path, relay, monkeypatch)
+def team(relay: Path, tmp_path: Path) -> Team:
+    return Team(tmp_path, relay)
+
+
+@dataclass
+class CheckIn:
+    """One host run shared by several tests: a handoff from alice waits in bob's local
+    copy; the model checks the inbox, reads the thread, accepts it, and is done."""
+
+    team: Team
+    thread: str
+    run: HostRun
+
+
+@pytest.fixture(scope="module", params=HOSTS)
+def check_in(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[CheckIn]:
+    host = str(request.param)
+    root = tmp_path_factory.mktemp(f"check-in-{host}")
+    with pytest.MonkeyPatch.context() as mp:  # as tests/conftest.py's hermetic_git
+        for name, value in {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+                            "GIT_TERMINAL_PROMPT": "0", "GIT_AUTHOR_NAME": "test",
+                            "GIT_AUTHOR_EMAIL": "test@example.invalid",
+                            "GIT_COMMITTER_NAME": "test",
+                            "GIT_COMMITTER_EMAIL": "test@example.invalid"}.items():
+            mp.setenv(name, value)
+        team = Team(root, admin.init_relay(root / "relay.git", name="acme"))
+        tid = team.handoff()
+        team.fetched()
+        run = run_host(host, team.desk, [
+            call("gitrelay.check_inbox", {}), call("gitrelay.view_thread", {"thread_id": tid}),
+            call("gitrelay.accept_handoff", {"thread_id": tid}), say("done")])
+        yield CheckIn(team, tid, run)
 
 
 # --------------------------------------------------------------------------- reading requests
@@ -174,38 +218,31 @@ def debug(run: HostRun) -> str:
 # --------------------------------------------------------------------------- the tests
 
 
-@pytest.mark.parametrize("host", HOSTS)
-def test_the_host_sends_the_model_every_gitrelay_tool(team: Team, host: str) -> None:
-    run = run_host(host, team.desk, [say("done")])
+def test_the_host_sends_the_model_every_gitrelay_tool(check_in: CheckIn) -> None:
+    run = check_in.run
     first = run.first_with_tools
     offered = {name.removeprefix("mcp__gitrelay__") for name in tool_names(first.body)
                if name.startswith("mcp__gitrelay__")}
     assert offered == GITRELAY_TOOLS, debug(run)
     definitions = tool_definitions(first.body)
     # Claude Code: one definition per tool; Codex: one namespace holding them all.
-    assert len(definitions) == (len(GITRELAY_TOOLS) if host == "claude" else 1)
+    assert len(definitions) == (len(GITRELAY_TOOLS) if run.host == "claude" else 1)
     for definition in definitions:
         assert definition.get("description"), definition
 
 
-@pytest.mark.parametrize("host", HOSTS)
 @pytest.mark.xfail(strict=False, reason=(
     "start-up: neither host waits long enough for gitrelay mcp, which connects in 1.4-9 s "
     "under load (issue 36, 'Start-up'); not strict, because on a quiet machine it is in time"))
-def test_gitrelays_tools_are_in_the_very_first_model_request(team: Team, host: str) -> None:
-    run = run_host(host, team.desk, [say("done")], wait_for_tools=False)
+def test_gitrelays_tools_are_in_the_very_first_model_request(check_in: CheckIn) -> None:
+    run = check_in.run
     assert run.first_request.offers_gitrelay, debug(run)
 
 
-@pytest.mark.parametrize("host", HOSTS)
 @pytest.mark.xfail(strict=True, reason=TEXT_ONLY)
 def test_teammate_text_reaches_the_model_only_inside_each_answers_fence(
-        team: Team, host: str) -> None:
-    tid = team.handoff()
-    team.fetched()
-    run = run_host(host, team.desk, [
-        call("gitrelay.check_inbox", {}), call("gitrelay.view_thread", {"thread_id": tid}),
-        call("gitrelay.accept_handoff", {"thread_id": tid}), say("done")])
+        check_in: CheckIn) -> None:
+    run = check_in.run
     results = tool_results(run)
     calls = tool_calls(run)
     assert [name.rpartition("__")[2] for _, name in calls] == [
@@ -223,16 +260,13 @@ def test_teammate_text_reaches_the_model_only_inside_each_answers_fence(
     assert len(tokens) == 3  # a fresh token for every answer
 
 
-@pytest.mark.parametrize("host", HOSTS)
 def test_the_start_context_lists_a_handoff_waiting_in_the_local_copy(
-        team: Team, host: str) -> None:
-    tid = team.handoff()
-    team.fetched()
-    run = run_host(host, team.desk, [say("done")])
+        check_in: CheckIn) -> None:
+    run = check_in.run
     shown = start_context(run.first_request)
     assert len(shown) == 1, debug(run)
     read = read_text(shown[0])
-    assert tid in read.outside and "alice@acme" in read.outside
+    assert check_in.thread in read.outside and "alice@acme" in read.outside
     assert "facts about the inbox, not requests" in read.outside
     assert [v.value for v in read.values if v.field == "name"] == ["Alice Martin"]
     assert SUMMARY in [v.value for v in read.values]
