@@ -39,7 +39,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
 
-# The versions .ci/install-node.sh installs; a test says which one it ran.
+# The versions .ci/install-node.sh installs (keep the two in step).
 CLAUDE_PACKAGE, CLAUDE_VERSION = "@anthropic-ai/claude-code", "2.1.197"
 CODEX_PACKAGE, CODEX_VERSION = "@openai/codex", "0.171.0"
 HOST_BIN = {"claude": "claude", "codex": "codex"}
@@ -79,13 +79,22 @@ def required() -> bool:
                                                    "GITRELAY_REQUIRE_SERVERS"))
 
 
+PINNED = {"claude": CLAUDE_VERSION, "codex": CODEX_VERSION}
+
+
 def need_host(host: str) -> Path:
-    """The host's executable; a skip saying why when it is missing (a failure in CI)."""
+    """The host's executable at its pinned version; a skip saying why when it is missing
+    (a failure when GITRELAY_REQUIRE_HOSTS or GITRELAY_REQUIRE_SERVERS is 1, as in CI)."""
     binary = host_binary(host)
-    if binary is not None and shutil.which("node"):
+    version = installed_version(host)
+    if binary is not None and shutil.which("node") and version == PINNED[host]:
         return binary
-    what = "node is not on PATH" if binary is not None else (
-        f"{HOST_PACKAGE[host]} is not installed in {hosts_dir() / 'node_modules'}")
+    if binary is None:
+        what = f"{HOST_PACKAGE[host]} is not installed in {hosts_dir() / 'node_modules'}"
+    elif version != PINNED[host]:
+        what = f"{HOST_PACKAGE[host]} is {version}, not the pinned {PINNED[host]}"
+    else:
+        what = "node is not on PATH"
     reason = (f"real-host test skipped: {what}; run .ci/install-node.sh (installs Node.js and "
               "both hosts from the npm registry) or set GITRELAY_HOSTS_DIR")
     if required():
@@ -107,9 +116,9 @@ class Turn:
 
 
 def call(tool: str, args: Mapping[str, Any] | None = None) -> Turn:
-    """A turn that calls ``tool``: a host's own name (``Write``, ``shell``) or a gitrelay
-    tool's short name prefixed with ``gitrelay.`` (``gitrelay.check_inbox``), which is
-    named as the host names it."""
+    """A turn that calls ``tool``: a host's own name (Claude Code's ``Write``, Codex's
+    ``exec_command``) or a gitrelay tool's name after ``gitrelay.``
+    (``gitrelay.check_inbox``), which is called as the host names it."""
     return Turn(tool=tool, args=dict(args or {}))
 
 
@@ -158,7 +167,7 @@ def tool_definitions(body: Mapping[str, Any], prefix: str = "mcp__gitrelay") -> 
             and str(t.get("name", "")).startswith(prefix)]
 
 
-def resolve_tool(name: str, offered: Sequence[str], host: str) -> str:
+def resolve_tool(name: str) -> str:
     """The name to call ``name`` by: ``gitrelay.X`` becomes ``mcp__gitrelay__X``, the name
     both hosts give an MCP tool (Codex inside its ``mcp__gitrelay`` namespace)."""
     if not name.startswith("gitrelay."):
@@ -309,7 +318,7 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             n = server.next_id()
             if turn.tool:
                 block: dict[str, Any] = {"type": "tool_use", "id": f"toolu_{n:024d}",
-                                         "name": resolve_tool(turn.tool, offered, "claude"),
+                                         "name": resolve_tool(turn.tool),
                                          "input": {}}
                 delta = {"type": "input_json_delta", "partial_json": json.dumps(turn.args)}
                 stop = "tool_use"
@@ -346,7 +355,6 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
         # --- OpenAI Responses ---
 
         def _responses(self, at: float, path: str, body: dict[str, Any]) -> None:
-            offered = tool_names(body)
             items = [i for i in body.get("input", []) if isinstance(i, dict)]
             made = [i for i in items if i.get("type") == "function_call" or (
                 i.get("type") == "message" and i.get("role") == "assistant")]
@@ -355,7 +363,7 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             server.log(Logged(at, path, body, index, padding))
             n = server.next_id()
             if turn.tool:
-                name = resolve_tool(turn.tool, offered, "codex")
+                name = resolve_tool(turn.tool)
                 item: dict[str, Any] = {"type": "function_call", "id": f"fc_{n}",
                                         "call_id": f"call_{n}", "name": name,
                                         "arguments": json.dumps(turn.args), "status": "completed"}

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import re
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from tests.hostkit import (
     Desk,
     HostRun,
     Logged,
+    ModelServer,
     call,
     run_host,
     say,
@@ -424,3 +426,58 @@ def test_codex_patches_are_judged_by_their_paths_as_writes_are(team: Team) -> No
     assert not outside.exists()
     assert "gitrelay: " in tool_results(run)[calls[1][0]]
     assert inside.read_text() == "opaque\n", tool_results(run)[calls[2][0]]
+
+
+def post(url: str, body: dict[str, Any]) -> tuple[str, str]:
+    """POST ``body``; (content type, text) of the answer."""
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return answer.headers["Content-Type"], answer.read().decode()
+
+
+def sse_data(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+
+
+def test_the_model_server_plays_its_script_by_the_conversation_it_is_sent() -> None:
+    """The kit's own model, without a host: the turn follows the conversation in the
+    request (not how many requests came), side requests get a plain answer, a request
+    without gitrelay's tools gets a wait, and every body is logged."""
+    tools = [{"name": "mcp__gitrelay__check_inbox", "input_schema": {}}, {"name": "Bash"}]
+    with ModelServer([call("gitrelay.check_inbox", {"limit": 5}), say("read it")]) as model:
+        kind, text = post(f"{model.url}/v1/messages", {"stream": True, "tools": tools,
+                                                       "messages": [{"role": "user"}]})
+        assert kind == "text/event-stream"
+        block = next(e for e in sse_data(text) if e["type"] == "content_block_start")
+        assert block["content_block"]["name"] == "mcp__gitrelay__check_inbox"
+        delta = next(e for e in sse_data(text) if e["type"] == "content_block_delta")
+        assert json.loads(delta["delta"]["partial_json"]) == {"limit": 5}
+        # The same conversation again (a retry): the same turn.
+        _, again = post(f"{model.url}/v1/messages", {"stream": True, "tools": tools,
+                                                     "messages": [{"role": "user"}]})
+        assert "mcp__gitrelay__check_inbox" in again
+        # A side request (no tools): a plain answer, the script does not move.
+        _, side = post(f"{model.url}/v1/messages", {"messages": [{"role": "user"}]})
+        assert json.loads(side)["content"] == [{"type": "text", "text": "ok"}]
+        # After one model turn: the second turn, then "done" for ever.
+        turns = [{"role": "user"}, {"role": "assistant"}, {"role": "user"}]
+        _, second = post(f"{model.url}/v1/messages", {"stream": True, "tools": tools,
+                                                      "messages": turns})
+        assert "read it" in second
+        # Codex's API: gitrelay's tools in a namespace are called inside it; without them,
+        # the model waits in the shell.
+        namespace = [{"type": "namespace", "name": "mcp__gitrelay",
+                      "tools": [{"type": "function", "name": "check_inbox"}]}]
+        _, text = post(f"{model.url}/v1/responses", {"tools": namespace, "input": []})
+        item = next(e for e in sse_data(text) if e["type"] == "response.output_item.done")
+        assert (item["item"]["namespace"], item["item"]["name"]) == ("mcp__gitrelay",
+                                                                     "check_inbox")
+        _, text = post(f"{model.url}/v1/responses", {"tools": [], "input": []})
+        item = next(e for e in sse_data(text) if e["type"] == "response.output_item.done")
+        assert item["item"]["name"] == "exec_command"
+        assert json.loads(item["item"]["arguments"]) == {"cmd": PADDING_COMMAND}
+    assert [(r.path, r.turn, r.padding) for r in model.requests] == [
+        ("/v1/messages", 0, False), ("/v1/messages", 0, False), ("/v1/messages", None, False),
+        ("/v1/messages", 1, False), ("/v1/responses", 0, False), ("/v1/responses", 0, True)]
+    assert model.requests[3].body["messages"] == turns
