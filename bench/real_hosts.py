@@ -102,6 +102,13 @@ def tokens(text: str) -> int | None:
     return len(o200k_base().encode(text))
 
 
+def _ms(name: str, samples: list[float], *, limit: float | None = None, note: str = ""
+        ) -> suite.Figure:
+    if not samples:
+        return suite.unavailable(SECTION, name, "no run gave it")
+    return suite.ms_figure(SECTION, name, samples, limit=limit, note=note)
+
+
 def _size_figure(name: str, text: str, note: str) -> suite.Figure:
     count = tokens(text)
     extra = {"tokens_o200k": count} if count is not None else {}
@@ -160,6 +167,7 @@ def bench_model(ws: suite.Workspace, sizes: suite.Sizes, log: suite.Log,
     startup: list[float] = []
     connect: list[float] = []
     first_had_tools = 0
+    never = 0
     hooks: dict[str, list[float]] = {}
     definitions: dict[str, str] = {}
     results: dict[str, str] = {}
@@ -169,7 +177,12 @@ def bench_model(ws: suite.Workspace, sizes: suite.Sizes, log: suite.Log,
         run = run_host("claude", team.desk, script,
                        extra_args=["--debug-file", str(debug), "--debug", "hooks,mcp"])
         logged = read_debug_log(debug)
-        with_tools = run.first_with_tools
+        offered = [r for r in run.agent_requests if r.offers_gitrelay]
+        if not offered:  # a figure of its own, never a broken section
+            never += 1
+            log(f"claude run {n + 1}/{claude_runs}: gitrelay's tools never came")
+            continue
+        with_tools = offered[0]
         first_had_tools += run.first_request.offers_gitrelay
         if "mcp_spawn" in logged:
             startup.append(with_tools.wall - logged["mcp_spawn"])
@@ -186,27 +199,32 @@ def bench_model(ws: suite.Workspace, sizes: suite.Sizes, log: suite.Log,
             f"{run.first_request.offers_gitrelay}")
     codex_startup: list[float] = []
     codex_first = 0
+    codex_never = 0
     for n in range(codex_runs):
         team = _Team(ws.fresh(f"codex-{n}"))
         run = run_host("codex", team.desk, script)
-        codex_startup.append(run.first_with_tools.at - run.started)
+        offered = [r for r in run.agent_requests if r.offers_gitrelay]
+        if not offered:
+            codex_never += 1
+            continue
+        codex_startup.append(offered[0].at - run.started)
         codex_first += run.first_request.offers_gitrelay
-        definitions["codex"] = json.dumps(tool_definitions(run.first_with_tools.body),
+        definitions["codex"] = json.dumps(tool_definitions(offered[0].body),
                                           separators=(",", ":"))
         results["codex"] = _result_text(run.agent_requests[-1].body)
-    note = f"load {load:.1f} at the start"
-    figures.append(suite.ms_figure(
-        SECTION, "Claude Code: gitrelay mcp started → its tools in a model request",
-        startup, note=note))
-    figures.append(suite.ms_figure(
-        SECTION, "Claude Code: MCP connection, as its debug log reports it", connect))
+    note = f"load {load:.1f} at the start" + (
+        f"; in {never} run(s) gitrelay's tools never came" if never else "")
+    figures.append(_ms("Claude Code: gitrelay mcp started → its tools in a model request",
+                       startup, note=note))
+    figures.append(_ms("Claude Code: MCP connection, as its debug log reports it", connect))
     figures.append(suite.Figure(
         SECTION, f"Claude Code: tools in the first model request, of {claude_runs} cold runs",
         "runs", float(first_had_tools), goal=f"{claude_runs} of {claude_runs}",
         limit=float(claude_runs), at_least=True, note=note))
-    figures.append(suite.ms_figure(
-        SECTION, "Codex: codex exec started → gitrelay's tools in a model request",
-        codex_startup, note=f"tools in the first request in {codex_first} of {codex_runs}"))
+    figures.append(_ms(
+        "Codex: codex exec started → gitrelay's tools in a model request",
+        codex_startup, note=f"tools in the first request in {codex_first} of {codex_runs}"
+        + (f"; never in {codex_never}" if codex_never else "")))
     goals = {"PreToolUse": GOAL_PRE_TOOL_USE_MS, "Stop": GOAL_STOP_MS,
              "SessionStart": GOAL_SESSION_START_MS}
     for event in ("SessionStart", "PreToolUse", "PostToolUse", "Stop"):
@@ -214,8 +232,8 @@ def bench_model(ws: suite.Workspace, sizes: suite.Sizes, log: suite.Log,
         if not samples:
             figures.append(suite.unavailable(SECTION, f"hook {event}", "not reported"))
             continue
-        figures.append(suite.ms_figure(
-            SECTION, f"hook {event}, as Claude Code ran it", samples, limit=goals.get(event),
+        figures.append(_ms(
+            f"hook {event}, as Claude Code ran it", samples, limit=goals.get(event),
             note="from its debug log" if event == "SessionStart" else "from its hook events"))
     for host, text in sorted(definitions.items()):
         figures.append(_size_figure(f"{host}: gitrelay's tool definitions as sent", text,
