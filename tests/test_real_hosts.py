@@ -153,10 +153,14 @@ def tool_results(run: HostRun) -> dict[str, str]:
 
 
 def block_text(content: Any) -> str:
+    """A result's text: a string, or its text parts one per line (Codex gives a result
+    with several parts as ``[{"type": "input_text", "text": "Wall time: ...Output:"},
+    ...]``)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+        return "\n".join(str(part.get("text", "")) for part in content
+                         if isinstance(part, dict))
     return ""
 
 
