@@ -17,9 +17,9 @@ Figures:
 - hook times as Claude Code reports them: PreToolUse, PostToolUse and Stop from its
   ``--include-hook-events`` stream (hook_started to hook_response), SessionStart from
   its debug log (that stream gives SessionStart's two events together at start-up);
-- what the model receives: the bytes of gitrelay's tool definitions as each host sends
-  them, and of a one-item ``check_inbox`` result as the model reads it (tokens with a
-  real o200k tokenizer when ``bpe_openai`` is installed).
+- what the model receives: gitrelay's tool definitions as each host sends them, and a
+  one-item ``check_inbox`` result as the model reads it, in o200k tokens
+  (:func:`bench.context.tokens`) with their bytes.
 
 ``python -m bench --only model`` runs this section; ``--quick`` does 3 Claude Code runs
 and 1 Codex run, a full run 20 and 5. A missed goal is a row, never a failure.
@@ -42,6 +42,7 @@ SECTION = "model (real hosts)"
 GOAL_PRE_TOOL_USE_MS = 60.0
 GOAL_STOP_MS = 100.0
 GOAL_SESSION_START_MS = 300.0
+GOAL_DEFINITIONS_TOKENS = 1_500.0
 SUMMARY = "Paging for /users is documented in docs/paging.md"
 
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z) ")
@@ -94,14 +95,6 @@ def hook_times(events: list[dict[str, Any]]) -> dict[str, list[float]]:
     return out
 
 
-def tokens(text: str) -> int | None:
-    try:
-        from bpe_openai import o200k_base  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return len(o200k_base().encode(text))
-
-
 def _ms(name: str, samples: list[float], *, limit: float | None = None, note: str = ""
         ) -> suite.Figure:
     if not samples:
@@ -109,12 +102,13 @@ def _ms(name: str, samples: list[float], *, limit: float | None = None, note: st
     return suite.ms_figure(SECTION, name, samples, limit=limit, note=note)
 
 
-def _size_figure(name: str, text: str, note: str) -> suite.Figure:
-    count = tokens(text)
-    extra = {"tokens_o200k": count} if count is not None else {}
-    return suite.Figure(SECTION, name, "B", float(len(text.encode())), goal="report",
-                        note=note + ("" if count is None else f"; {count} tokens (o200k)"),
-                        extra=extra)
+def _token_figure(name: str, text: str, note: str, limit: float | None = None
+                  ) -> suite.Figure:
+    from bench.context import tokens  # imports bench.suite: imported when run
+
+    goal = f"≤ {limit:,.0f} tokens" if limit is not None else "report"
+    return suite.Figure(SECTION, name, "tokens", float(tokens(text)), goal=goal, limit=limit,
+                        note=f"{len(text.encode()):,} B; {note}")
 
 
 class _Team:
@@ -236,11 +230,12 @@ def bench_model(ws: suite.Workspace, sizes: suite.Sizes, log: suite.Log,
             f"hook {event}, as Claude Code ran it", samples, limit=goals.get(event),
             note="from its debug log" if event == "SessionStart" else "from its hook events"))
     for host, text in sorted(definitions.items()):
-        figures.append(_size_figure(f"{host}: gitrelay's tool definitions as sent", text,
-                                    "what the model reads of the 10 tools"))
+        figures.append(_token_figure(f"{host}: gitrelay's tool definitions as sent", text,
+                                     "what the model reads of the 10 tools",
+                                     limit=GOAL_DEFINITIONS_TOKENS))
     for host, text in sorted(results.items()):
-        figures.append(_size_figure(f"{host}: a one-item check_inbox result as received",
-                                    text, "the tool result in the next model request"))
+        figures.append(_token_figure(f"{host}: a one-item check_inbox result as received",
+                                     text, "the tool result in the next model request"))
     shared["model_hosts"] = {"claude_runs": claude_runs, "codex_runs": codex_runs,
                              "load": load, "at": time.strftime("%Y-%m-%d %H:%M:%S"),
                              "tools_first": first_had_tools,
