@@ -1744,6 +1744,7 @@ SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list
     ("join", bench_join),
     ("peer", bench_peer),
     ("context", lambda ws, sizes, log, shared: _context(ws, sizes, log, shared)),
+    ("model", lambda ws, sizes, log, shared: _model(ws, sizes, log, shared)),
 ]
 
 
@@ -1751,6 +1752,12 @@ def _context(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> l
     from bench.context import bench_context  # imports this module: imported when run
 
     return bench_context(ws, sizes, log, shared)
+
+
+def _model(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
+    from bench.real_hosts import bench_model  # imports this module: imported when run
+
+    return bench_model(ws, sizes, log, shared)
 
 
 def run(*, quick: bool, workdir: Path, log: Log, only: list[str] | None = None,
@@ -1799,4 +1806,5 @@ def run(*, quick: bool, workdir: Path, log: Log, only: list[str] | None = None,
         "host_clients": shared.get("host_clients"),
         "host_unavailable": shared.get("host_unavailable"),
         "context": shared.get("context"),
+        "model_hosts": shared.get("model_hosts"),
     }
