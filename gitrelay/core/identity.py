@@ -103,7 +103,7 @@ def check_registration(view: RelayView, commit: Commit, doc: Mapping[str, Any],
         raise refuse("registration", f"commit {short}: {existing['handle']} is already "
                      "registered (handles are unique, ignoring case); a profile is never "
                      "replaced", commit=commit.oid, field="handle")
-    taken = {u: p["handle"] for p in view.profiles().values() for u in p.get("usernames", [])}
+    taken = view.usernames()
     for username in doc.get("usernames", []):
         if username in taken:
             raise refuse("registration", f"commit {short}: server username {username!r} "

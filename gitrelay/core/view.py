@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 # profiles; without this each check would parse them all again.
 _CONFIGS: dict[str, dict[str, Any]] = {}
 _PROFILE_SETS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+# Every server username a profile set claims, to the handle claiming it (same keys).
+_USERNAMES: dict[tuple[str, str], dict[str, str]] = {}
 _PROFILES: dict[tuple[str, str, str], dict[str, Any] | None] = {}
 
 
@@ -83,6 +85,38 @@ class RelayView:
                 remember(_PROFILE_SETS, key, cached)
             self._profiles = cached
         return self._profiles
+
+    def usernames(self) -> dict[str, str]:
+        """Every server username a registered profile claims, to that profile's handle."""
+        key = self._teammates()
+        if key is None:
+            return {}
+        cached = _USERNAMES.get(key)
+        if cached is None:
+            cached = {str(u): str(p["handle"]) for p in self.profiles().values()
+                      for u in p.get("usernames", [])}
+            remember(_USERNAMES, key, cached)
+        return cached
+
+    def registered(self, tree: str, doc: Mapping[str, Any]) -> None:
+        """Remember the registry of ``tree``: this view's plus the profile ``doc``, which a
+        commit from this view's tree to ``tree`` adds (checked by the rules just now).
+
+        The next operation is checked against ``tree``, and registrations come in
+        runs: without this, each of them would read the whole registry again, and a
+        push of n registrations would read n * n / 2 profiles.
+        """
+        key = self._teammates()
+        profiles = _PROFILE_SETS.get(key) if key is not None else {}
+        names = _USERNAMES.get(key) if key is not None else {}
+        if profiles is None or names is None:
+            return  # not read here: the next view reads its own when it needs it
+        after = RelayView(self.objs, tree)._teammates()
+        if after is None:
+            return
+        handle = str(doc["handle"])
+        remember(_PROFILE_SETS, after, {**profiles, handle.casefold(): dict(doc)})
+        remember(_USERNAMES, after, {**names, **{str(u): handle for u in doc["usernames"]}})
 
     def profile(self, handle: str) -> dict[str, Any] | None:
         """One teammate's profile (handles compare ignoring case), or None.
