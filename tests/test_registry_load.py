@@ -11,6 +11,7 @@ run (object reads are counted: no timing decides a test).
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any
@@ -148,3 +149,107 @@ def test_the_gate_still_refuses_a_username_taken_earlier_in_the_same_push(
     assert result.rules == ["registration"], result.stderr
     assert "already registered" in result.stderr
     assert bench.relay_refs()[layout.MAIN_REF] == root
+
+
+# --- a large teammates directory: each version is read from where it differs ---------------
+
+BIG = 300  # more than objects.BIG_TREE entries
+
+
+@pytest.fixture(scope="module")
+def big_relay(tmp_path_factory: pytest.TempPathFactory) -> Bench:
+    bench = Bench.create(tmp_path_factory.mktemp("big") / "relay",
+                         config={"limits": dict(DEFAULT_LIMITS, **{LIMIT_FIELD: BIG + 10})})
+    register_run(bench, 1, BIG)
+    bench.land()
+    return bench
+
+
+def _teammates_entries(bench: Bench, tree: str) -> tuple[str, list[tuple[str, bytes, str]]]:
+    entry = bench.objects.entry(tree, layout.TEAMMATES_DIR)
+    assert entry is not None
+    return entry.oid, bench.forge.entries(entry.oid)
+
+
+BAD_TEAMMATES = {
+    "same directory twice": (lambda entries, sub, blob: [*entries, entries[150]],
+                             "has a duplicate entry 'user0151@acme'"),
+    "a file beside the directory of its name": (lambda entries, sub, blob: [
+        *entries, ("100644", entries[150][1], blob), ("40000", entries[150][1] + b"-x", sub)],
+        "has a duplicate entry 'user0151@acme'"),
+    "an entry name holding a slash": (lambda entries, sub, blob: [
+        *entries, ("40000", b"user0150@acme/profile.json", sub)],
+        "has an entry named 'user0150@acme/profile.json'"),
+}
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["first-in-push", "after-a-registration"])
+@pytest.mark.parametrize("bad", list(BAD_TEAMMATES))
+def test_a_malformed_large_teammates_directory_is_refused_wherever_it_comes_in_a_push(
+        big_relay: Bench, tmp_path: Path, bad: str, first: bool) -> None:
+    """After a registration the gate parses the next version of the directory only
+    where it differs from the last one; what it skips was already found well-formed,
+    and a malformed entry among the new ones is refused as when read whole."""
+    bench = big_relay.copy(tmp_path / "relay")
+    bench.tip = big_relay.tip
+    if not first:
+        bench.register(handle(BIG + 1))
+    tree = bench.commit(bench.tip).tree
+    old, entries = _teammates_entries(bench, tree)
+    sub = next(o for m, n, o in entries if m == "40000")
+    blob = bench.forge.blob(b"{}\n")
+    make, problem = BAD_TEAMMATES[bad]
+    broken = bench.forge.tree(make(entries, sub, blob),
+                              sort=bad != "same directory twice")
+    root = bench.forge.put(tree, [layout.TEAMMATES_DIR], "40000", broken)
+    bench.commit_tree(root, op="register", actor=handle(BIG + 2))
+    before = bench.relay_refs()
+    result = bench.push_main()
+    assert result.rules == ["objects"], result.stderr
+    assert "teammates" in result.stderr and problem in result.stderr, result.stderr
+    assert bench.relay_refs() == before
+    assert old != broken
+
+
+def test_a_large_tree_read_from_where_it_differs_reads_as_when_parsed_whole(
+        big_relay: Bench, tmp_path: Path) -> None:
+    """Objects.tree_change against a full parse, for edits at the start, the middle,
+    the end, removals and replacements, and for a tree it cannot read incrementally."""
+    import random
+
+    from gitrelay.core.objects import parse_tree
+
+    forge = big_relay.forge
+    _, entries = _teammates_entries(big_relay, big_relay.commit(big_relay.tip).tree)
+    sub = next(o for m, n, o in entries if m == "40000")
+    rng = random.Random(5)
+    versions = [forge.tree(entries)]
+    current = list(entries)
+    for step in range(40):
+        edit = step % 4
+        if edit == 0:    # add a new name anywhere
+            current.append(("40000", f"new{rng.randrange(10**6):06d}@acme".encode(), sub))
+        elif edit == 1:  # remove one
+            current.pop(rng.randrange(len(current)))
+        elif edit == 2:  # point one at another tree
+            i = rng.randrange(len(current))
+            current[i] = (current[i][0], current[i][1], versions[0])
+        else:            # several at once, at both ends
+            current += [("40000", b"aaa@acme", sub), ("40000", b"zzz@acme", sub)]
+            current = list({n: (m, n, o) for m, n, o in current}.values())
+        versions.append(forge.tree(current))
+    with CatFile(big_relay.work, env=dict(os.environ)) as cat:
+        objs = Objects(cat)
+        objs.tree(versions[0])
+        objs.sound_trees.add(versions[0])
+        for old, new in itertools.pairwise(versions):
+            change = objs.tree_change(old, new)
+            assert change is not None
+            old_list, new_list, lo, old_hi, new_hi = change
+            whole = parse_tree(cat.read(new)[1])  # type: ignore[index]
+            assert [e.raw for e in new_list] == [e.raw for e in whole]
+            assert [e.raw for e in old_list[:lo]] == [e.raw for e in whole[:lo]]
+            assert [e.raw for e in old_list[old_hi:]] == [e.raw for e in whole[new_hi:]]
+            assert new in objs.sound_trees
+        fresh = Objects(cat)
+        assert fresh.tree_change(versions[0], versions[1]) is None  # never read here
