@@ -100,7 +100,6 @@ def parse_tree(data: bytes, ends: list[int] | None = None) -> list[TreeEntry]:
 BIG_TREE = 256
 # The tree cache is emptied when it holds this many entries in all.
 TREE_ENTRIES_MAX = 1 << 20
-_BLOCK = 4096
 
 
 class _BigTree:
@@ -115,33 +114,35 @@ class _BigTree:
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
-    """How many leading bytes ``a`` and ``b`` share (compared a block at a time)."""
-    size = min(len(a), len(b))
-    pos = 0
-    while pos < size and a[pos:pos + _BLOCK] == b[pos:pos + _BLOCK]:
-        pos += _BLOCK
-    if pos >= size:
-        return size
-    end = min(pos + _BLOCK, size)
-    while pos < end and a[pos] == b[pos]:
-        pos += 1
-    return pos
+    """How many leading bytes ``a`` and ``b`` share (a binary search of memory
+    comparisons, none of which copies)."""
+    view = memoryview(a)
+    lo, hi = 0, min(len(a), len(b))
+    if b.startswith(view[:hi]):
+        return hi
+    while hi - lo > 1:  # a[:lo] begins b, a[:hi] does not
+        mid = (lo + hi) // 2
+        if b.startswith(view[:mid]):
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _common_suffix(a: bytes, b: bytes, most: int) -> int:
     """How many trailing bytes ``a`` and ``b`` share, at most ``most``."""
-    la, lb = len(a), len(b)
-    n = 0
-    while n < most:
-        step = min(_BLOCK, most - n)
-        if a[la - n - step:la - n] != b[lb - n - step:lb - n]:
-            break
-        n += step
-    else:
-        return most
-    while n < most and a[la - n - 1] == b[lb - n - 1]:
-        n += 1
-    return n
+    view = memoryview(a)
+    size = len(a)
+    lo, hi = 0, most
+    if b.endswith(view[size - hi:]):
+        return hi
+    while hi - lo > 1:  # a's last lo bytes end b, its last hi do not
+        mid = (lo + hi) // 2
+        if b.endswith(view[size - mid:]):
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _first_at_least(values: list[int], target: int, lo: int) -> int:
