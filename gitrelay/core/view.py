@@ -86,6 +86,14 @@ class RelayView:
             self._profiles = cached
         return self._profiles
 
+    def handles(self) -> list[str]:
+        """Every registered handle, sorted, from the ``teammates`` directory's names
+        alone (each is its profile's handle: the gate holds them equal)."""
+        key = self._teammates()
+        if key is None:
+            return []
+        return sorted(e.name for e in self.objs.tree(key[0]) if e.is_tree)
+
     def usernames(self) -> dict[str, str]:
         """Every server username a registered profile claims, to that profile's handle."""
         key = self._teammates()

@@ -32,6 +32,9 @@ TARGET_FILES_MAX = 1000
 
 # An inbox page, a long-poll and a claim's lease, at most.
 INBOX_PAGE_MAX = 200
+# A page of list_teammates (and `gitrelay teammates`): by default, and at most.
+TEAMMATES_PAGE = 100
+TEAMMATES_PAGE_MAX = 500
 WAIT_MAX = 60.0
 LEASE_MAX = 86_400.0
 

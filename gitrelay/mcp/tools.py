@@ -24,6 +24,8 @@ from gitrelay.core.vocab import (
     ITEM_ID_CHARS,
     LEASE_MAX,
     SESSION_CHARS,
+    TEAMMATES_PAGE,
+    TEAMMATES_PAGE_MAX,
     WAIT_MAX,
 )
 from gitrelay.mcp.answers import answer_fenced
@@ -348,14 +350,22 @@ def register(server: RelayMCPServer) -> None:
                          cancelled_at=str(result.doc["at"]), delivery=result.delivery)
 
     @server.relay_tool(annotations=READ)
-    def list_teammates(ctx: Ctx) -> Annotated[CallToolResult, TeammatesOut]:
+    def list_teammates(
+        ctx: Ctx,
+        limit: Annotated[int, Field(ge=1, le=TEAMMATES_PAGE_MAX, description=(
+            "Teammates per page, by handle."))] = TEAMMATES_PAGE,
+        cursor: Annotated[OrNone[str], Field(max_length=1000, description=(
+            "next_cursor from the previous call: the next page."))] = None,
+    ) -> Annotated[CallToolResult, TeammatesOut]:
         """List everyone registered on the relay (handle, name, role) and how your
         trust file treats them: the handles handoff_to_teammate takes.
         """
         state = st(ctx)
         rules = state.trust.current()
-        return answer_fenced(present_teammates_fenced(state.client.teammates(), caller=state.me,
-                                                      rules=rules))
+        page = state.client.teammates_page(limit=limit, cursor=cursor)
+        return answer_fenced(present_teammates_fenced(page.teammates, caller=state.me,
+                                                      rules=rules, total=page.total,
+                                                      next_cursor=page.next_cursor))
 
     @server.relay_tool(annotations=WRITE)
     def draft_proposed_action(
