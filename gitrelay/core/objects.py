@@ -97,7 +97,7 @@ def parse_tree(data: bytes, ends: list[int] | None = None) -> list[TreeEntry]:
 
 # A tree of at least this many entries is kept with its bytes, so that the next version
 # of it (the same directory one operation later) is parsed from where they differ.
-BIG_TREE = 256
+BIG_TREE = 64
 # The tree cache is emptied when it holds this many entries in all.
 TREE_ENTRIES_MAX = 1 << 20
 

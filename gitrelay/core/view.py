@@ -79,9 +79,12 @@ class RelayView:
             if cached is None:
                 cached = {}
                 for e in self.objs.tree(key[0]):
-                    found = self._read_profile(e.name)
-                    if found is not None:
-                        cached[e.name.casefold()] = found
+                    # From the entry itself: a lookup by path would scan the directory
+                    # for each teammate again.
+                    data = self.objs.read_path(e.oid, layout.PROFILE_FILE) if e.is_tree \
+                        else None
+                    if data is not None:
+                        cached[e.name.casefold()] = schema.load("profile", data, self.limits)
                 remember(_PROFILE_SETS, key, cached)
             self._profiles = cached
         return self._profiles
