@@ -1044,10 +1044,10 @@ def test_an_unexpected_failure_is_an_internal_error_without_internals(
         caplog: pytest.LogCaptureFixture) -> None:
     alice = agent("alice@acme")
 
-    def broken(self: RelayClient) -> list[dict[str, Any]]:
+    def broken(self: RelayClient, **page: Any) -> Any:
         raise RuntimeError("secret internals /home/alice/.gitrelay")
 
-    monkeypatch.setattr(RelayClient, "teammates", broken)
+    monkeypatch.setattr(RelayClient, "teammates_page", broken)
 
     async def body() -> None:
         async with Client(alice.server()) as a:

@@ -352,14 +352,13 @@ def register(server: RelayMCPServer) -> None:
     @server.relay_tool(annotations=READ)
     def list_teammates(
         ctx: Ctx,
-        limit: Annotated[int, Field(ge=1, le=TEAMMATES_PAGE_MAX, description=(
-            "Teammates per page, by handle."))] = TEAMMATES_PAGE,
-        cursor: Annotated[OrNone[str], Field(max_length=1000, description=(
-            "next_cursor from the previous call: the next page."))] = None,
+        # No minimum in the schema (the tool definitions stay small): the client refuses
+        # a limit under 1 with invalid_argument.
+        limit: Annotated[int, Field(le=TEAMMATES_PAGE_MAX)] = TEAMMATES_PAGE,
+        cursor: Annotated[OrNone[str], Field(max_length=1000)] = None,
     ) -> Annotated[CallToolResult, TeammatesOut]:
-        """List everyone registered on the relay (handle, name, role) and how your
-        trust file treats them: the handles handoff_to_teammate takes.
-        """
+        """Everyone registered and how your trust file treats them: the handles
+        handoff_to_teammate takes."""
         state = st(ctx)
         rules = state.trust.current()
         page = state.client.teammates_page(limit=limit, cursor=cursor)
