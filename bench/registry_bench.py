@@ -7,7 +7,8 @@ Registrations are written with ``git fast-import`` (one commit per profile, as
   ``<old> <new> refs/heads/main`` on stdin) over the whole run of registrations,
   on a copy of the relay that holds the objects but not the ref; with the
   relay's default limit it refuses at once, and with the limit raised to the
-  run's size it checks every registration;
+  run's size it checks every registration; then one registration, and a push at
+  the limit, onto a relay that holds the run already;
 - ``push``: the same push through ``git push`` to the relay with the gate installed
   (the default limit: refused);
 - ``reader``: a teammate's first calls after the registrations landed (on a relay
@@ -34,6 +35,7 @@ from typing import Any
 
 from gitrelay.core import layout, schema
 from gitrelay.core.ops import Op
+from gitrelay.core.vocab import DEFAULT_LIMITS
 from gitrelay.relay.admin import hook_script, install_hook, relay_config
 
 FULL_REGISTRATIONS = 4000
@@ -134,6 +136,15 @@ def measure_gate(root: Path, n: int, *, max_registrations: int | None) -> tuple[
     return run_gate(relay, base, tip)
 
 
+def measure_gate_onto(root: Path, n: int, k: int) -> tuple[float, int, str]:
+    """The gate over ``k`` registrations in one push onto a relay of ``n`` teammates."""
+    relay = root / f"gate-onto-{n}-{k}.git"
+    base = make_relay(relay, hook=False)
+    registered = add_registrations(relay, layout.MAIN_REF, base, 1, n)
+    tip = add_registrations(relay, f"refs/scratch/push-{k}", registered, n + 1, k)
+    return run_gate(relay, registered, tip)
+
+
 def measure_push(root: Path, n: int) -> tuple[float, int, str]:
     """``git push`` of ``n`` registrations to a relay with the gate installed."""
     relay = root / "push-relay.git"
@@ -208,6 +219,10 @@ def measure(root: Path, n: int) -> list[tuple[str, float, float | None, str]]:
     took, code, err = measure_gate(root, n, max_registrations=n)
     rows.append((f"gate, the limit raised to {n:,}", took,
                  GOAL_GATE_S, "refused: " + err.strip()[:200] if code else "accepted"))
+    for k in (1, DEFAULT_LIMITS["max_registrations_per_push"]):
+        took, code, err = measure_gate_onto(root, n, k)
+        rows.append((f"gate, {k} registration(s) onto {n:,} registered", took, None,
+                     "refused: " + err.strip()[:200] if code else "accepted"))
     took, code, err = measure_push(root, n)
     rows.append(("git push through the gate (default limit)", took, None,
                  "refused" if code else "accepted"))
