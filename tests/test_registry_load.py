@@ -329,3 +329,22 @@ def test_a_reader_checks_indexes_and_lists_a_thousand_new_registrations_in_one_p
     entry = directory_bytes / (count + 1)
     linear = (BIG_TREE * BIG_TREE / 2 + 20 * count) * entry
     assert reads.tree_bytes <= linear, (reads.tree_bytes, linear)
+
+
+def test_a_page_of_profiles_reads_only_its_own_and_matches_the_whole_registry(
+        tmp_path: Path) -> None:
+    from gitrelay.core.view import RelayView
+
+    bench = bench_with(tmp_path, None)
+    register_run(bench, 1, 7)
+    tree = bench.commit(bench.tip).tree
+    with CatFile(bench.work, env=dict(os.environ)) as cat:
+        source = CountingSource(cat)
+        view = RelayView(Objects(source), tree)
+        names = view.handles()
+        assert names == [handle(i) for i in range(1, 8)]
+        page = view.profiles_named([names[2], "nobody@acme", names[5]])
+        assert [p["handle"] for p in page] == [names[2], names[5]]
+        assert source.blobs == 2 + 1  # the two profiles and relay.json
+        whole = view.profiles()
+        assert page == [whole[names[2]], whole[names[5]]]

@@ -97,6 +97,26 @@ class RelayView:
             return []
         return sorted(e.name for e in self.objs.tree(key[0]) if e.is_tree)
 
+    def profiles_named(self, names: list[str]) -> list[dict[str, Any]]:
+        """The profiles in these ``teammates`` directories (names as :meth:`handles`
+        gives them), in their order: a page reads its own profiles only, in one pass
+        over the directory, unless every profile is at hand already."""
+        key = self._teammates()
+        if key is None:
+            return []
+        whole = _PROFILE_SETS.get(key)
+        if whole is not None:
+            return [whole[n.casefold()] for n in names if n.casefold() in whole]
+        wanted = set(names)
+        found = {e.name: e for e in self.objs.tree(key[0]) if e.is_tree and e.name in wanted}
+        out = []
+        for name in names:
+            entry = found.get(name)
+            data = self.objs.read_path(entry.oid, layout.PROFILE_FILE) if entry else None
+            if data is not None:
+                out.append(schema.load("profile", data, self.limits))
+        return out
+
     def usernames(self) -> dict[str, str]:
         """Every server username a registered profile claims, to that profile's handle."""
         key = self._teammates()

@@ -280,7 +280,7 @@ class RelayClient:
         if after is not None:
             start = next((i for i, h in enumerate(handles) if h > after), len(handles))
         chosen = handles[start:start + limit]
-        profiles = [p for p in (view.profile(h) for h in chosen) if p is not None]
+        profiles = view.profiles_named(chosen)
         more = start + limit < len(handles)
         return TeammatesPage(profiles, _teammates_cursor(chosen[-1]) if more else None,
                              len(handles))
