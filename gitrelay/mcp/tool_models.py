@@ -391,6 +391,9 @@ class TeammateOut(_Out):
 class TeammatesOut(_Out):
     you: str
     teammates: list[TeammateOut]
+    total: int = Field(default=0, description="How many teammates are registered in all.")
+    next_cursor: str | None = Field(default=None, description=(
+        "Pass it as cursor for the next page; null on the last page."))
 
 
 # --- inbox -------------------------------------------------------------------------------------
