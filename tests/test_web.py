@@ -159,6 +159,10 @@ def test_a_write_needs_the_form_token_and_the_origin_then_is_a_commit_the_gate_t
         assert _post(view, path, {"text": "no origin", "csrf": token}, origin="")[0] == 403
         assert _post(view, path, {"text": "other site", "csrf": token},
                      origin="http://evil.example")[0] == 403
+        for site in ("cross-site", "same-site", ""):
+            nulled = view.request("POST", path, body=urlencode({"text": "x", "csrf": token}),
+                                  headers={"Origin": "null", "Sec-Fetch-Site": site})
+            assert nulled.status == 403, site
         no_cookie = view.request("POST", path, body=urlencode({"text": "x", "csrf": token}),
                                  headers={"Origin": view.base}, cookie=False)
         assert no_cookie.status == 403

@@ -253,7 +253,7 @@ def build_app(site: Site) -> ASGIApp:
         if not site.write:
             return PlainTextResponse("gitrelay web: read-only; start it with --write to "
                                      "reply, cancel or complete\n", 403)
-        if request.headers.get("origin", "") not in site.origins:
+        if not same_origin(request.headers, site.origins):
             return PlainTextResponse("gitrelay web: refused: the form did not come from "
                                      "this page (Origin)\n", 403)
         body = await request.body()
@@ -294,5 +294,15 @@ def build_app(site: Site) -> ASGIApp:
     return Guard(Starlette(routes=routes), site)
 
 
-def query_of(values: Mapping[str, str]) -> str:
-    return urlencode({k: v for k, v in values.items() if v})
+def same_origin(headers: Mapping[str, str], origins: set[str]) -> bool:
+    """Whether a form POST came from the view's own pages.
+
+    ``Origin`` names the page's origin, except that under ``Referrer-Policy:
+    no-referrer`` a browser may send ``Origin: null``; then the browser's own
+    ``Sec-Fetch-Site`` (a header no page can set) must say ``same-origin``. A
+    request with neither is refused.
+    """
+    origin = headers.get("origin", "")
+    if origin in origins:
+        return True
+    return origin == "null" and headers.get("sec-fetch-site", "") == "same-origin"
