@@ -1730,8 +1730,15 @@ SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list
     ("hooks", bench_hooks),
     ("join", bench_join),
     ("peer", bench_peer),
+    ("web", lambda ws, sizes, log, shared: _web(ws, sizes, log, shared)),
     ("context", lambda ws, sizes, log, shared: _context(ws, sizes, log, shared)),
 ]
+
+
+def _web(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
+    from bench.web_bench import bench_web  # imports this module: imported when run
+
+    return bench_web(ws, sizes, log, shared)
 
 
 def _context(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:

@@ -2,12 +2,13 @@
 teammate takes to accept and to complete, read from the relay's history.
 
 Every commit on ``main`` is one operation whose trailers (checked by the gate)
-say which operation, on which thread, by whom; its committer time says when.
-:func:`operations` reads those through :func:`gitrelay.relay.history.walk`,
-never a file, and :class:`ActivityCache` keeps what it read: when ``main``
-moves, only the commits above the last tip read are walked again (a history
-rewritten below it, as when the outbox is replayed, is read again whole), and
-the figures are computed once per tip.
+say which operation, on which thread, by whom, and whose file says when. The
+local inbox index already holds one row per commit of that history (its
+``events`` table, kept current by the same sync, rebuilt from the commits when
+lost), so :class:`ActivityCache` reads the operations from there: the whole
+history once, then only the operations above the last one it read (all of them
+again when the history below it changed, as when the outbox is replayed onto
+a newer relay). The figures are computed once per tip of ``main``.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ import threading
 from dataclasses import dataclass, field
 
 from gitrelay.core import layout
-from gitrelay.core.objects import Commit
-from gitrelay.relay.history import walk
+from gitrelay.relay.index import index_for
 from gitrelay.store.mirror import Mirror
 
 WEEKS_SHOWN = 26
@@ -63,38 +63,20 @@ class Activity:
     extra: dict[str, int] = field(default_factory=dict)
 
 
-def _time_of(commit: Commit) -> int:
-    parts = commit.committer.rsplit(" ", 2)
-    try:
-        return int(parts[-2])
-    except (ValueError, IndexError):
-        return 0
+def _week(stamp: int) -> int:
+    """The week of a time: days since the epoch's Monday (1969-12-29), divided by 7."""
+    return (stamp // _DAY + 3) // 7
 
 
-def operations(mirror: Mirror, *, stop_at: str | None = None) -> tuple[list[Operation], bool]:
-    """The operations of the user's ``main``, newest first, down to (not including)
-    ``stop_at``; and whether ``stop_at`` was met (False: the whole history was read)."""
-    out: list[Operation] = []
-    for commit, _queued in walk(mirror):
-        if commit.oid == stop_at:
-            return out, True
-        trailers = commit.trailers
-        out.append(Operation(commit.oid, trailers.get(layout.TRAILER_OP, "?"),
-                             trailers.get(layout.TRAILER_THREAD),
-                             trailers.get(layout.TRAILER_ACTOR, ""), _time_of(commit)))
-    return out, False
-
-
-def _monday(stamp: int) -> dt.date:
-    day = dt.datetime.fromtimestamp(stamp, dt.UTC).date()
-    return day - dt.timedelta(days=day.weekday())
+def _monday(week: int) -> dt.date:
+    return dt.date(1969, 12, 29) + dt.timedelta(weeks=week)
 
 
 def summarize(ops_oldest_first: list[Operation], *, weeks_shown: int = WEEKS_SHOWN
               ) -> Activity:
     """The figures of a history given oldest first."""
-    opened: dict[dt.date, int] = {}
-    closed: dict[dt.date, int] = {}
+    opened: dict[int, int] = {}
+    closed: dict[int, int] = {}
     sent_at: dict[str, int] = {}
     to_accept: dict[str, list[int]] = {}
     to_complete: dict[str, list[int]] = {}
@@ -102,10 +84,10 @@ def summarize(ops_oldest_first: list[Operation], *, weeks_shown: int = WEEKS_SHO
         tid = op.thread_id
         if op.op == layout.OP_HANDOFF and tid:
             sent_at[tid] = op.at
-            week = _monday(op.at)
+            week = _week(op.at)
             opened[week] = opened.get(week, 0) + 1
         elif op.op in (layout.OP_COMPLETE, layout.OP_CANCEL) and tid:
-            week = _monday(op.at)
+            week = _week(op.at)
             closed[week] = closed.get(week, 0) + 1
             if op.op == layout.OP_COMPLETE and tid in sent_at:
                 to_complete.setdefault(op.actor.casefold(), []).append(op.at - sent_at[tid])
@@ -115,11 +97,9 @@ def summarize(ops_oldest_first: list[Operation], *, weeks_shown: int = WEEKS_SHO
     weeks: list[Week] = []
     if weeks_all:
         last = weeks_all[-1]
-        first = max(weeks_all[0], last - dt.timedelta(weeks=weeks_shown - 1))
-        day = first
-        while day <= last:
-            weeks.append(Week(day.isoformat(), opened.get(day, 0), closed.get(day, 0)))
-            day += dt.timedelta(weeks=1)
+        for week in range(max(weeks_all[0], last - weeks_shown + 1), last + 1):
+            weeks.append(Week(_monday(week).isoformat(), opened.get(week, 0),
+                              closed.get(week, 0)))
     names: dict[str, str] = {}
     for op in ops_oldest_first:
         if op.op in (layout.OP_ACCEPT, layout.OP_COMPLETE):
@@ -139,6 +119,7 @@ class ActivityCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._ops: list[Operation] = []     # oldest first
+        self._last: tuple[int, str] | None = None   # (seq, commit) of the last one read
         self._tip: str | None = None
         self._figures: Activity | None = None
 
@@ -150,9 +131,19 @@ class ActivityCache:
             if self._figures is not None and tip == self._tip:
                 return self._figures
             started = time.perf_counter()
-            newer, met = operations(mirror, stop_at=self._tip)
-            newer.reverse()
-            self._ops = [*self._ops, *newer] if met and self._tip is not None else newer
+            idx = index_for(mirror)
+            with idx.session():
+                idx.update()
+                last = self._last
+                if last is not None:
+                    again = idx.events(last[0] - 1)
+                    if not again or again[0][:2] != last:
+                        last, self._ops = None, []     # rewritten below: read it all
+                rows = idx.events(last[0] if last is not None else 0)
+            self._ops += [Operation(oid, op, tid, actor, at_us // 1_000_000)
+                          for _seq, oid, op, tid, actor, at_us in rows]
+            if rows:
+                self._last = rows[-1][0], rows[-1][1]
             self._tip = tip
             figures = summarize(self._ops)
             figures.tip = tip
