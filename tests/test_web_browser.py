@@ -153,6 +153,10 @@ def _seed(alice: RelayClient, bob: RelayClient) -> str:
     assert trust_tid
     bob.send_message(trust_tid, "Cursor it is. Which field do we sort on?")
     alice.send_message(trust_tid, "created_at, then id.")
+    alice.handoff(to=BOB, intent="ask_question", summary="CSV export: which date format?",
+                  question="ISO 8601 or the user's locale?")
+    bob.handoff(to=ALICE, intent="inform", summary="The /users page now reads the cursor",
+                artifacts=[{"type": "file_ref", "path": "web/src/users.ts", "lines": [12]}])
     return trust_tid
 
 
