@@ -272,3 +272,27 @@ def test_activity_counts_weeks_and_medians_per_teammate() -> None:
     (bob,) = figures.teammates
     assert bob.handle == BOB and bob.accepted == 2 and bob.to_accept == 1200
     assert bob.completed == 1 and bob.to_complete == 7 * day
+
+
+def test_the_activity_cache_reads_only_what_is_new_and_agrees_with_a_fresh_read(
+        people: dict[str, RelayClient]) -> None:
+    from gitrelay.web.activity import ActivityCache
+
+    alice, bob = people["alice"], people["bob"]
+    first = alice.handoff(to=BOB, intent="inform", summary="one").thread_id
+    assert first
+    bob.refresh(max_age=0)
+    bob.accept(first, session_id="s1")
+    cache = ActivityCache()
+    before = cache.get(bob.mirror)
+    assert before.threads == 1 and [t.accepted for t in before.teammates] == [1]
+    assert cache.get(bob.mirror) is before               # same tip: kept
+    bob.complete(first, result_summary="done")
+    after = cache.get(bob.mirror)
+    assert after is not before
+    fresh = ActivityCache().get(bob.mirror)
+    assert (after.weeks, after.teammates, after.operations) == \
+        (fresh.weeks, fresh.teammates, fresh.operations)
+    (times,) = after.teammates
+    assert times.handle == BOB and times.completed == 1 and times.to_complete is not None
+    assert sum(w.opened for w in after.weeks) == 1 and sum(w.closed for w in after.weeks) == 1

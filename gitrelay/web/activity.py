@@ -17,6 +17,7 @@ import datetime as dt
 import statistics
 import threading
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from gitrelay.core import layout
 from gitrelay.relay.index import index_for
@@ -26,13 +27,16 @@ WEEKS_SHOWN = 26
 _DAY = 86400
 
 
-@dataclass(frozen=True)
-class Operation:
+class Operation(NamedTuple):
     oid: str
     op: str
     thread_id: str | None
     actor: str
-    at: int   # the commit's time, seconds since the epoch
+    at: int   # seconds since the epoch
+
+
+# The operations the figures count; messages (most of a history) are not read.
+COUNTED = (layout.OP_HANDOFF, layout.OP_ACCEPT, layout.OP_COMPLETE, layout.OP_CANCEL)
 
 
 @dataclass(frozen=True)
@@ -136,10 +140,10 @@ class ActivityCache:
                 idx.update()
                 last = self._last
                 if last is not None:
-                    again = idx.events(last[0] - 1)
+                    again = idx.events(last[0] - 1, COUNTED)
                     if not again or again[0][:2] != last:
                         last, self._ops = None, []     # rewritten below: read it all
-                rows = idx.events(last[0] if last is not None else 0)
+                rows = idx.events(last[0] if last is not None else 0, COUNTED)
             self._ops += [Operation(oid, op, tid, actor, at_us // 1_000_000)
                           for _seq, oid, op, tid, actor, at_us in rows]
             if rows:
