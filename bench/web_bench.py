@@ -132,8 +132,9 @@ def bench_web(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> 
         site.activity = ActivityCache()
         cold += _timed(app, "/activity", cookie, site.port, 1)
     figs.append(ms_figure(SEC, f"activity chart, computed from the history ({label})", cold,
-                          limit=500.0, note=f"of {info.operations:,} operations, the handoffs, accepts, "
-                          "completions and cancellations read from the index"))
+                          limit=500.0,
+                          note=f"of {info.operations:,} operations, the handoffs, accepts, "
+                               "completions and cancellations read from the index"))
     figs.append(ms_figure(SEC, f"activity chart, cached ({label})",
                           _timed(app, "/activity", cookie, site.port, reps), limit=100.0,
                           note="the same tip: the figures are kept"))
