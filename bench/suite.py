@@ -398,7 +398,7 @@ def mcp_server(client: Any, trust: Path, *, loop: bool) -> Any:
         return ServerState(client=client, trust=TrustStore(trust, watch=False), loop=sync,
                            session_id=f"bench-{uuid.uuid4()}")
 
-    server = build_server(opener)
+    server = build_server(opener, structured=True)  # the harness reads the typed data
     inner = server.call_tool
     times: dict[str, list[float]] = {}
 
@@ -608,9 +608,11 @@ def settle_servers(relay: Path, clients: list[Any]) -> None:
     time.sleep(0.1)
 
 
-def mcp_command(relay: Path, handle: str, trust: Path) -> list[str]:
+def mcp_command(relay: Path, handle: str, trust: Path, *, structured: bool = True) -> list[str]:
+    """``gitrelay mcp`` for ``handle``; ``structured``: with the typed data the harness reads
+    (the context section also measures the default, text alone, as coding hosts get it)."""
     return ["-m", "gitrelay", "mcp", "--relay", str(relay), "--as", handle,
-            "--trust", str(trust), "--writes", "queue"]
+            "--trust", str(trust), "--writes", "queue", *(["--structured"] if structured else [])]
 
 
 async def sdk_session(stack: contextlib.AsyncExitStack, command: list[str], env: dict[str, str],

@@ -183,8 +183,8 @@ class Agent:
             return {"error": text}
         if expect_error is not None:
             raise DemoError(f"{self.who}'s {tool} should have been refused ({expect_error})")
-        data = result.structured_content or json.loads(text or "{}")
-        if text.startswith("{"):
+        data = result.structured_content or {}
+        if tool not in _FENCED_READS:  # a write's answer: its fields, one per line
             self.transcript.result(data)
         else:  # a read: its compact text and fence, as the agent reads it
             self.transcript.text(text)
@@ -204,11 +204,18 @@ class Agent:
         raise DemoError(f"{what} did not reach {self.handle}'s inbox in {INBOX_WAIT:.0f} s")
 
 
+# The tools whose text holds a fence: the transcript shows it as the agent reads it.
+_FENCED_READS = frozenset({"check_inbox", "view_thread", "accept_handoff", "list_teammates"})
+
+
 def _mcp_params(relay: str, handle: str, trust: Path, home: Path) -> StdioServerParameters:
     env = dict(os.environ, GITRELAY_HOME=str(home), GITRELAY_TRUST=str(trust))
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "gitrelay", "mcp", "--relay", relay, "--as", handle, "--trust", str(trust)],
+        # --structured: the demo reads the typed data of each answer; its transcript shows
+        # the text, which is the same as a coding agent's.
+        args=["-m", "gitrelay", "mcp", "--relay", relay, "--as", handle, "--trust", str(trust),
+              "--structured"],
         env=env, cwd=str(home.parent))
 
 
