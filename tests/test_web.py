@@ -167,9 +167,10 @@ def test_a_write_needs_the_form_token_and_the_origin_then_is_a_commit_the_gate_t
                                  headers={"Origin": view.base}, cookie=False)
         assert no_cookie.status == 403
         status, where = _post(view, path, {"text": "Cursor, <i>please</i>.", "csrf": token})
-        assert status == 303 and where == f"/threads/{tid}?done=reply"
+        assert status == 303 and where == f"/threads/{tid}?done=reply&delivery=delivered"
         page = view.request("GET", where).body
         assert "Cursor, &lt;i&gt;please&lt;/i&gt;." in page
+        assert "was delivered to the relay" in page
     alice.refresh(max_age=0)
     bodies = [m["body"] for m in alice.thread(tid).messages]
     assert bodies == ["Cursor, <i>please</i>."]   # only the one with token and origin,

@@ -208,7 +208,10 @@ def build_app(site: Site) -> ASGIApp:
         def page() -> Response:
             rules, _ = pages.load_rules(site.trust_path)
             data = pages.thread(site.client, ref, rules)
-            return render("thread.html", t=data, done=request.query_params.get("done", ""),
+            done = request.query_params.get("done", "")
+            return render("thread.html", t=data,
+                          done=done if done in ("reply", "cancel", "complete") else "",
+                          queued=request.query_params.get("delivery") == "queued",
                           active="inbox")
         return await run_in_threadpool(timed, "thread", page)
 
@@ -272,17 +275,18 @@ def build_app(site: Site) -> ASGIApp:
             if action == "reply":
                 if not text.strip():
                     raise InvalidArgument("the reply must not be empty", field="text")
-                client.send_message(tid, text)
+                result = client.send_message(tid, text)
             elif action == "cancel":
-                client.cancel(tid, reason=text.strip() or None)
+                result = client.cancel(tid, reason=text.strip() or None)
             elif action == "complete":
                 if not text.strip():
                     raise InvalidArgument("the result summary must not be empty",
                                           field="text")
-                client.complete(tid, result_summary=text, artifacts=[])
+                result = client.complete(tid, result_summary=text, artifacts=[])
             else:
                 return PlainTextResponse("gitrelay web: unknown action\n", 404)
-            return RedirectResponse(f"/threads/{tid}?done={action}", 303)
+            where = "delivered" if result.delivery == "delivered" else "queued"
+            return RedirectResponse(f"/threads/{tid}?done={action}&delivery={where}", 303)
         return await run_in_threadpool(timed, "write", act)
 
     routes = [
