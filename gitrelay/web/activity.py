@@ -196,7 +196,7 @@ def chart(weeks: list[Week], *, width: int = 720, height: int = 240) -> Chart:
     base = height - bottom
     peak = max([1, *(max(w.opened, w.closed) for w in weeks)])
     step = (width - left - 10) / max(len(weeks), 1)
-    bar_w = max(step / 2 - 1, 1.0)
+    bar_w = min(max(step / 2 - 1, 1.0), 28.0)
     bars: list[Bar] = []
     ticks: list[tuple[float, str]] = []
     for i, w in enumerate(weeks):
