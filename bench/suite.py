@@ -166,6 +166,17 @@ def unavailable(section: str, name: str, why: str) -> Figure:
     return Figure(section, name, "", None, goal="report", note=f"unavailable: {why}")
 
 
+def missed_goals(figures: list[dict[str, Any]]) -> list[str]:
+    """One short line per figure of a run's JSON that missed its goal."""
+    out = []
+    for f in figures:
+        if f.get("met") is False:
+            unit = f" {f['unit']}" if f.get("unit") and f["unit"] != "×" else f.get("unit", "")
+            out.append(f"{f['section']}: {f['figure']} ({f['median']:,.2f}{unit}; goal "
+                       f"{f['goal']})")
+    return out
+
+
 def format_table(figures: list[Figure]) -> str:
     rows = [("figure", "median", "p95", "goal", "met")]
     for f in figures:
@@ -1734,6 +1745,7 @@ SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list
     ("peer", bench_peer),
     ("web", lambda ws, sizes, log, shared: _web(ws, sizes, log, shared)),
     ("context", lambda ws, sizes, log, shared: _context(ws, sizes, log, shared)),
+    ("model", lambda ws, sizes, log, shared: _model(ws, sizes, log, shared)),
 ]
 
 
@@ -1747,6 +1759,12 @@ def _context(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> l
     from bench.context import bench_context  # imports this module: imported when run
 
     return bench_context(ws, sizes, log, shared)
+
+
+def _model(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
+    from bench.real_hosts import bench_model  # imports this module: imported when run
+
+    return bench_model(ws, sizes, log, shared)
 
 
 def run(*, quick: bool, workdir: Path, log: Log, only: list[str] | None = None,
@@ -1795,4 +1813,5 @@ def run(*, quick: bool, workdir: Path, log: Log, only: list[str] | None = None,
         "host_clients": shared.get("host_clients"),
         "host_unavailable": shared.get("host_unavailable"),
         "context": shared.get("context"),
+        "model_hosts": shared.get("model_hosts"),
     }

@@ -531,6 +531,6 @@ def test_setup_without_a_host_wires_every_host_installed(home: Path) -> None:
 
 def test_setup_without_a_host_on_a_machine_without_one_says_what_to_run(home: Path) -> None:
     out = run(home, "setup")
-    assert out.returncode == 0
-    assert "found no coding host" in out.stdout and "gitrelay setup claude" in out.stdout
+    assert out.returncode == 2  # nothing to set up is a command-line mistake, coded
+    assert "found no coding host" in out.stderr and "gitrelay setup claude" in out.stderr
     assert files_of(home) == {}

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gitrelay.cli.common import (
+    EXIT_ERROR,
     EXIT_INVALID,
     EXIT_OK,
+    EXIT_UNAVAILABLE,
     Commands,
     at_least,
     delivery_text,
@@ -112,13 +114,18 @@ def _cmd_status(args: argparse.Namespace) -> int:
     if args.pin:
         return _print_pin(client, args.json)
     mirror = client.mirror
+    # `--deliver` that did not deliver says so in its exit code too (docs/cli.md).
+    code = EXIT_OK
     if args.deliver and mirror.main() is not None:
         try:
             report = client.deliver(timeout=client.wait_seconds * 6)
         except RelayUnavailable as exc:
             note(f"could not deliver: {exc.message}")
+            code = EXIT_UNAVAILABLE
         else:
             note(f"delivered {report.delivered} operation(s), {len(report.refused)} refused")
+            if report.refused:
+                code = EXIT_ERROR
     if args.clear_refused:
         cleared = mirror.clear_refused()
         note(f"forgot {cleared} refused operation(s)" if cleared
@@ -130,7 +137,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
         print_json({"relay": client.relay_url, "handle": client.handle,
                "queued": [e.to_dict() for e in pending], "sync": state,
                "refused": [r.__dict__ for r in refused]})
-        return EXIT_OK
+        return code
     print(f"relay        {client.relay_url}")
     print(f"you          {client.handle}")
     print(f"last fetch   {_ago(state.get('last_fetch'))}")
@@ -156,7 +163,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
         for r in shown:
             print(f"  {when(r.at)}  {r.kind} {(r.thread_id or '-')[:10]}  "
                   f"{one_line(r.name)} ({r.code}): {one_line(r.message, 140)}")
-    return EXIT_OK
+    return code
 
 
 def _print_pin(client: RelayClient, as_json: bool) -> int:

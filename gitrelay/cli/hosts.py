@@ -32,10 +32,10 @@ def _cmd_setup(args: argparse.Namespace) -> int:
     # Without a host: every host on this machine; --remove, every host gitrelay is in.
     hosts = [args.host] if args.host else list(ALL) if args.remove else installed_hosts()
     if not hosts:
-        print("gitrelay: found no coding host on this machine (looked for claude, codex and "
-              "cursor-agent on your PATH and their folders in your home).")
-        print("Set one up anyway with `gitrelay setup claude` (or codex, cursor).")
-        return 0
+        raise InvalidArgument(
+            "found no coding host on this machine to set up (looked for claude, codex and "
+            "cursor-agent on your PATH and their folders in your home); name the host to set "
+            "it up anyway: `gitrelay setup claude` (or codex, cursor)", field="host")
     exe = gitrelay_executable()
     plans = {host: plan(host, scope, exe, remove=args.remove, outside=args.outside)
              for host in hosts}  # every file checked before any is written

@@ -67,6 +67,7 @@ def _cmd_join(args: argparse.Namespace) -> int:
         note("you joined without a pin, so the relay's history was taken as the server gave "
              f"it. {_pin_advice(unpinned)} Then check: `gitrelay verify --expect-tip <the "
              "commit id in that line>`.")
+    _print_next_steps(args, cfg.relay, cfg.handle)
     return EXIT_OK
 
 
@@ -100,6 +101,17 @@ def _ask_pin(teammates: list[str]) -> str | None:
         words = answer.split()
     return words[words.index("--expect-tip") + 1] if "--expect-tip" in words[:-1] \
         else words[-1]
+
+
+def _print_next_steps(args: argparse.Namespace, relay: str, handle: str) -> None:
+    from gitrelay.cli.firststeps import join_next_steps
+    from gitrelay.relay.client import RelayClient
+
+    try:
+        teammates = [str(p["handle"]) for p in RelayClient(relay, handle).teammates()]
+    except RelayError:
+        teammates = []
+    print("\n".join(join_next_steps(handle, teammates, str(trust_path(args)))))
 
 
 def _confirm_switch(handle: str, force: bool) -> None:
@@ -149,9 +161,29 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.example_relay:
+        return _build_example_relay(Path(args.example_relay).expanduser())
     from gitrelay.demo.run import run_demo
 
     return run_demo(keep=args.keep)
+
+
+def _build_example_relay(path: Path) -> int:
+    """The relay docs/cli.md's examples use, from the example data shipped in the package."""
+    import tempfile
+
+    from gitrelay.demo.example import build_example, load_example
+
+    if path.exists() and any(path.iterdir()):
+        raise InvalidArgument(f"{path} exists and is not empty", field="--example-relay",
+                              hint="Give a new path; the example relay is built from scratch.")
+    example = load_example()
+    with tempfile.TemporaryDirectory(prefix="gitrelay-example-") as loader:
+        build_example(path, example, home=Path(loader))
+    print(f"built the example relay {path}: {len(example.teammates)} teammates, "
+          f"{len(example.threads)} threads, every operation checked by the gate")
+    print(f"Bob's trust file for docs/cli.md's examples: {example.trust_path}")
+    return EXIT_OK
 
 
 
@@ -237,6 +269,9 @@ def register(commands: Commands) -> None:
                         "(for programmatic clients; coding hosts then show the model that "
                         "instead of the text)")
     p = add("demo", _cmd_demo, "show the whole product on a throw-away relay in seconds",
-            "gitrelay demo", identity=False)
+            "gitrelay demo\ngitrelay demo --example-relay ~/relays/acme.git", identity=False)
     p.add_argument("--keep", action="store_true",
                    help="keep the throw-away relay and print where it is")
+    p.add_argument("--example-relay", metavar="PATH",
+                   help="instead, build the example relay that docs/cli.md's examples use "
+                        "at PATH (a new directory)")

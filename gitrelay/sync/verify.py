@@ -123,7 +123,7 @@ def verify_relay(relay_url_or_path: str | None, *, expect_tip: str | None = None
         proc = run_git(["clone", "--mirror", "--quiet", "--", relay, str(clone)],
                        env=hermetic_env())
         if proc.returncode != 0:
-            reason, fix = git_failure(proc.stderr)
+            reason, fix = git_failure(proc.stderr, relay)
             raise RelayUnavailable(f"cannot clone {relay}: {reason}",
                                    hint=fix or "Check the relay URL and your access to it.")
         return _pinned(_verify_git_dir(relay, clone), clone, expect_tip)
