@@ -297,3 +297,36 @@ def test_the_activity_cache_reads_only_what_is_new_and_agrees_with_a_fresh_read(
     (times,) = after.teammates
     assert times.handle == BOB and times.completed == 1 and times.to_complete is not None
     assert sum(w.opened for w in after.weeks) == 1 and sum(w.closed for w in after.weeks) == 1
+
+
+def test_a_blocked_senders_words_are_withheld_unless_asked_and_a_bad_trust_file_shows_none(
+        people: dict[str, RelayClient], relay: Path, tmp_path: Path) -> None:
+    carol, bob = people["carol"], people["bob"]
+    tid = carol.handoff(to=BOB, intent="ask_question", summary="Carol's words: run deploy.sh",
+                        question="Carol asks: may I?",
+                        artifacts=[{"type": "link", "url": "https://evil.example/carol"}]
+                        ).thread_id
+    assert tid
+    bob.refresh(max_age=0)
+    bob.send_message(tid, "Bob's own words stay.")
+    carol.refresh(max_age=0)
+    carol.send_message(tid, "Carol again: deploy now")
+    trust = tmp_path / "bob-trust.yaml"
+    trust.write_text("version: 1\nblocked: [carol@acme]\n")
+    with web_view(relay, BOB, _home(tmp_path, "bob"), trust=trust) as view:
+        view.login()
+        for path in (f"/threads/{tid}", "/inbox", "/teammates"):
+            page = view.request("GET", path)
+            assert page.status == 200, path
+            assert "Carol" not in page.body.replace("carol@acme", ""), path
+            assert "evil.example" not in page.body, path
+        thread = view.request("GET", f"/threads/{tid}").body
+        assert "Bob&#39;s own words stay." in thread and "withheld: carol@acme" in thread
+        shown_page = view.request("GET", f"/threads/{tid}?show_blocked=1").body
+        assert "Carol&#39;s words: run deploy.sh" in shown_page
+        assert "Carol again: deploy now" in shown_page
+        trust.write_text("version: 1\nblocked: [carol@acme\n")    # broken YAML
+        for path in (f"/threads/{tid}", "/inbox", "/teammates"):
+            page = view.request("GET", path)
+            assert page.status == 400 and "config_error" in page.body, path
+            assert "Carol" not in page.body.replace("carol@acme", ""), path

@@ -193,7 +193,9 @@ def build_app(site: Site) -> ASGIApp:
     async def inbox(request: Request) -> Response:
         def page() -> Response:
             filters = pages.InboxFilters.parse(request.query_params)
+            rules = pages.load_rules(site.trust_path)
             data = pages.inbox(site.client, filters, site.intents,
+                               pages.Withheld(site.client.handle, rules),
                                cursor=request.query_params.get("cursor") or None)
             more = None
             if data.next_cursor:
@@ -206,8 +208,9 @@ def build_app(site: Site) -> ASGIApp:
         ref = request.path_params["ref"]
 
         def page() -> Response:
-            rules, _ = pages.load_rules(site.trust_path)
-            data = pages.thread(site.client, ref, rules)
+            rules = pages.load_rules(site.trust_path)
+            show = request.query_params.get("show_blocked") == "1"
+            data = pages.thread(site.client, ref, rules, show_blocked=show)
             done = request.query_params.get("done", "")
             return render("thread.html", t=data,
                           done=done if done in ("reply", "cancel", "complete") else "",
@@ -217,9 +220,9 @@ def build_app(site: Site) -> ASGIApp:
 
     async def teammates(request: Request) -> Response:
         def page() -> Response:
-            rules, problem = pages.load_rules(site.trust_path)
+            rules = pages.load_rules(site.trust_path)
             people = pages.teammates(site.client, rules)
-            return render("teammates.html", people=people, problem=problem,
+            return render("teammates.html", people=people,
                           source=one_line(rules.source, 300), active="teammates")
         return await run_in_threadpool(timed, "teammates", page)
 
@@ -227,7 +230,7 @@ def build_app(site: Site) -> ASGIApp:
         q = request.query_params.get("q", "")[:1000]
 
         def page() -> Response:
-            rules, _ = pages.load_rules(site.trust_path)
+            rules = pages.load_rules(site.trust_path)
             data = pages.search(site.client, rules, q,
                                 cursor=request.query_params.get("cursor") or None)
             more = "/search?" + urlencode({"q": q, "cursor": data.next_cursor}) \

@@ -26,6 +26,26 @@ if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient, ThreadView
     from gitrelay.relay.inbox import InboxItem
 
+class Withheld:
+    """A blocked sender's words kept off the pages, as ``gitrelay show`` and the agent's
+    answers keep them (docs/trust.md): the trust file's ``blocked`` teammates, never the
+    reader; ``show`` (the page's "show blocked" link) shows them on purpose."""
+
+    def __init__(self, me: str, rules: TrustRules, *, show: bool = False) -> None:
+        self.me = me
+        self.rules = rules
+        self.show = show
+
+    def blocked(self, author: object) -> bool:
+        if self.show or not isinstance(author, str) or not author:
+            return False
+        return policy.withheld_from_agent(self.me, author, self.rules)
+
+    def notice(self, author: str) -> str:
+        return (f"[withheld: {one_line(author, 80)} is blocked in your trust file "
+                f"({one_line(self.rules.source, 200)})]")
+
+
 PAGE_ITEMS = 50
 # Filters the index cannot apply (intent, sender) read at most this many items per page.
 SCAN_MAX = 1000
@@ -118,8 +138,8 @@ class Intents:
         return found
 
 
-def inbox(client: RelayClient, filters: InboxFilters, intents: Intents, *,
-          cursor: str | None = None, limit: int = PAGE_ITEMS) -> InboxData:
+def inbox(client: RelayClient, filters: InboxFilters, intents: Intents, withheld: Withheld,
+          *, cursor: str | None = None, limit: int = PAGE_ITEMS) -> InboxData:
     """One page of the user's inbox, newest first, after ``filters``."""
     rows: list[InboxRow] = []
     scanned = 0
@@ -141,7 +161,7 @@ def inbox(client: RelayClient, filters: InboxFilters, intents: Intents, *,
             intent = intents.of(client, item.thread_id)
             if filters.intent and intent != filters.intent:
                 continue
-            rows.append(_row(item, intent))
+            rows.append(_row(item, intent, withheld))
         next_cursor = page.next_cursor
         if len(rows) >= limit or next_cursor is None or scanned >= SCAN_MAX:
             break
@@ -149,12 +169,16 @@ def inbox(client: RelayClient, filters: InboxFilters, intents: Intents, *,
     return InboxData(rows, next_cursor, seq_cursor, filters, scanned, rebuilt)
 
 
-def _row(item: InboxItem, intent: str) -> InboxRow:
+def _row(item: InboxItem, intent: str, withheld: Withheld) -> InboxRow:
+    author = item.thread_sender or item.sender.handle
+    blocked = item.detail is None and withheld.blocked(author)
     return InboxRow(
         thread_id=item.thread_id, kind=item.kind, sender=one_line(item.sender.handle, 80),
-        sender_name=one_line(item.sender.name, 60), intent=intent, status=item.status,
+        sender_name="" if withheld.blocked(item.sender.handle) else one_line(item.sender.name, 60),
+        intent=intent, status=item.status,
         unread=item.unread, unread_messages=item.unread_messages, updated=when(item.updated_at),
-        summary=one_line(item.detail or item.summary_preview, 200),
+        summary=withheld.notice(author) if blocked
+        else one_line(item.detail or item.summary_preview, 200),
         claimed_by=one_line(item.claimed_by or "", 80),
         claim_expires=when(item.claim_expires_at) if item.claim_expires_at else "",
         detail=one_line(item.detail or "", 200))
@@ -200,6 +224,7 @@ class ThreadData:
     can_reply: bool
     can_cancel: bool
     can_complete: bool
+    withheld: bool = False   # some of it is a blocked teammate's, withheld
 
 
 def _name(profiles: Mapping[str, Mapping[str, Any]], handle: str) -> str:
@@ -207,19 +232,34 @@ def _name(profiles: Mapping[str, Mapping[str, Any]], handle: str) -> str:
     return one_line(profile["name"], 60) if profile else ""
 
 
-def thread(client: RelayClient, ref: str, rules: TrustRules) -> ThreadData:
+def thread(client: RelayClient, ref: str, rules: TrustRules, *, show_blocked: bool = False
+           ) -> ThreadData:
     """A thread as a person reads it (any thread of the relay, as ``gitrelay show``)."""
     view = policy.thread_to_read(client, ref, policy.Reader.PERSON)
-    return thread_data(client, view, rules)
+    return thread_data(client, view, rules, Withheld(client.handle, rules, show=show_blocked))
 
 
-def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules) -> ThreadData:
+def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
+                withheld: Withheld) -> ThreadData:
     me = client.handle
     h = view.handoff
-    profiles = client.mirror.view().profiles()
+    profiles = {k: p for k, p in client.mirror.view().profiles().items()
+                if not withheld.blocked(p.get("handle"))}
+    hidden = False
+    if withheld.blocked(view.sender):
+        notice = withheld.notice(view.sender)
+        h = {**h, "summary": notice, "question": notice if h.get("question") else None,
+             "artifacts": [],
+             "proposed_action": {"description": notice, "target_files": [],
+                                 "rationale": notice} if h.get("proposed_action") else None}
+        hidden = True
     events: list[Event] = []
     for m in view.messages:
         author = str(m.get("from", ""))
+        if withheld.blocked(author):
+            m = {"from": author, "created_at": m.get("created_at", ""), "type": m.get("type"),
+                 "sequence_no": m.get("sequence_no", 0), "body": withheld.notice(author)}
+            hidden = True
         events.append(Event(
             str(m.get("created_at", "")), 1, "draft" if m.get("type") == "draft" else "message",
             one_line(author, 80), policy.is_self(me, author), int(m.get("sequence_no", 0)),
@@ -233,16 +273,22 @@ def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules) -> Thr
                             policy.is_self(me, by)))
     if view.complete:
         by = str(view.complete.get("by", ""))
+        blocked = withheld.blocked(by)
+        hidden = hidden or blocked
         events.append(Event(str(view.complete.get("at", "")), 2, "complete", one_line(by, 80),
                             policy.is_self(me, by),
-                            body=shown(view.complete.get("result_summary", "")).rstrip(),
-                            artifacts=[artifact_view(a) for a in
-                                       view.complete.get("artifacts") or []]))
+                            body=withheld.notice(by) if blocked
+                            else shown(view.complete.get("result_summary", "")).rstrip(),
+                            artifacts=[] if blocked else [
+                                artifact_view(a) for a in view.complete.get("artifacts") or []]))
     if view.cancel:
         by = str(view.cancel.get("by", ""))
+        reason = view.cancel.get("reason") or ""
+        blocked = bool(reason) and withheld.blocked(by)
+        hidden = hidden or blocked
         events.append(Event(str(view.cancel.get("at", "")), 2, "cancel", one_line(by, 80),
                             policy.is_self(me, by),
-                            body=shown(view.cancel.get("reason") or "").rstrip()))
+                            body=withheld.notice(by) if blocked else shown(reason).rstrip()))
     events.sort(key=lambda e: (e.at, e.order, e.number or 0))
     for e in events:
         e.at = when(e.at)
@@ -278,7 +324,7 @@ def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules) -> Thr
         me_sender=me_sender, me_recipient=me_recipient,
         can_reply=open_ and (me_sender or me_recipient),
         can_cancel=me_sender and view.status == PENDING,
-        can_complete=me_recipient and view.status == ACCEPTED)
+        can_complete=me_recipient and view.status == ACCEPTED, withheld=hidden)
 
 
 # --- teammates --------------------------------------------------------------------------
@@ -299,12 +345,10 @@ class Teammate:
     require_approval: list[str]
 
 
-def load_rules(path: Path) -> tuple[TrustRules, str]:
-    """The trust file's rules, or the strict defaults and why, when it cannot be read."""
-    try:
-        return load_trust(path), ""
-    except RelayError as exc:
-        return TrustRules.strict(), one_line(exc.message, 400)
+def load_rules(path: Path) -> TrustRules:
+    """The trust file's rules; one that cannot be read is an error (``config_error``), so
+    that a mistake in it never shows a blocked teammate's words."""
+    return load_trust(path)
 
 
 def teammates(client: RelayClient, rules: TrustRules) -> list[Teammate]:
@@ -315,9 +359,10 @@ def teammates(client: RelayClient, rules: TrustRules) -> list[Teammate]:
         handle = str(p["handle"])
         decision = evaluate(rules, handle)
         overlay = decision.overlay
+        hide = decision.reason == "blocked"   # their words: name and role too
         out.append(Teammate(
-            handle=one_line(handle, 80), name=one_line(p.get("name", ""), 80),
-            role=one_line(p.get("role", ""), 80), me=policy.is_self(me, handle),
+            handle=one_line(handle, 80), name="" if hide else one_line(p.get("name", ""), 80),
+            role="" if hide else one_line(p.get("role", ""), 80), me=policy.is_self(me, handle),
             allowed=decision.allowed, reason=decision.reason,
             message=one_line(decision.message, 300), auto_read=overlay.auto_read,
             auto_test=overlay.auto_test,
