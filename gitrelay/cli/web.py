@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from gitrelay.cli.common import EXIT_OK, Commands, at_least, open_client, trust_path
+from gitrelay.cli.common import EXIT_OK, Commands, open_client, trust_path
 
 if TYPE_CHECKING:
     from gitrelay.web.app import Site
@@ -33,11 +33,22 @@ def _cmd_web(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def port_arg(value: str) -> int:
+    """A TCP port, or 0 for any free one."""
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (0-65535; 0: any free one)")
+    return port
+
+
 def register(commands: Commands) -> None:
     p = commands.add("web", _cmd_web, "open a local web view of the relay in your browser "
                      "(127.0.0.1 only, read-only unless --write)",
                      "gitrelay web\ngitrelay web --write --port 8765 --no-open")
-    p.add_argument("--port", type=at_least(0), default=0,
+    p.add_argument("--port", type=port_arg, default=0,
                    help="the port on 127.0.0.1 (default: any free port)")
     p.add_argument("--no-open", action="store_true",
                    help="print the link but do not open a browser")
