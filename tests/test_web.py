@@ -73,6 +73,8 @@ def test_without_the_token_every_request_is_refused_and_the_link_sets_a_strict_c
         assert cookie.startswith(f"gitrelay_web_{view.port}={view.token};")
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
         _headers_ok(first.headers)
+        away = view.request("GET", f"//evil.example/x?token={view.token}", cookie=False)
+        assert away.status == 303 and away.headers["location"] == "/evil.example/x"
         page = view.request("GET", "/inbox")
         assert page.status == 200 and tid[:10] in page.body
         _headers_ok(page.headers)

@@ -136,7 +136,9 @@ class Guard:
                 await _refuse(scope, receive, secured)
                 return
             rest = {k: v for k, v in query.items() if k != "token"}
-            target = scope["path"] + ("?" + urlencode(rest, doseq=True) if rest else "")
+            # Always a path of this server ("//host" would leave it).
+            target = "/" + scope["path"].lstrip("/") + (
+                "?" + urlencode(rest, doseq=True) if rest else "")
             response = RedirectResponse(target, 303)
             response.set_cookie(site.cookie, site.token, httponly=True, samesite="strict",
                                 path="/")
