@@ -92,6 +92,11 @@ def _profiles(client: RelayClient) -> dict[str, dict[str, Any]]:
 
 
 def _inbox_url(client: RelayClient, tid: str) -> str:
+    from gitrelay.web.port import thread_url
+
+    local = thread_url(client.relay_url, tid)  # the user's own `gitrelay web`, while it runs
+    if local:
+        return local
     config = client.mirror.view().config
     template = config.get("web_url_template")
     if template:
