@@ -28,7 +28,7 @@ from gitrelay.core.commits import commit_seq
 from gitrelay.core.ids import thread_id_for
 from gitrelay.core.objects import MODE_BLOB, MODE_TREE, Commit, Objects
 from gitrelay.core.view import RelayView, thread_files
-from gitrelay.hook.gate import REFUSAL_PREFIX
+from gitrelay.gate.gate import REFUSAL_PREFIX
 from gitrelay.relay import admin
 from tests.forging import STAMP, WHEN, Forge, inbox_doc, keygen, public_key
 from tests.gitcli import git, kit_env, refs_of

@@ -18,7 +18,7 @@ from gitrelay.core import layout, schema
 from gitrelay.core.gitcli import CatFile
 from gitrelay.core.objects import ZERO_OID, Objects
 from gitrelay.core.ops import Op
-from gitrelay.hook.gate import check_updates
+from gitrelay.gate.gate import check_updates
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store

@@ -62,7 +62,7 @@ def test_the_example_builds_through_the_gate_and_gitrelay_verify_passes(tmp_path
     relay = tmp_path / "acme.git"
     built = build_example(relay, home=tmp_path / "loader")
     assert built.thread_ids == {t.slug: t.thread_id for t in EXAMPLE.threads}
-    assert (relay / "hooks" / "pre-receive").read_text().count("gitrelay.hook.gate") == 1
+    assert (relay / "hooks" / "pre-receive").read_text().count("gitrelay.gate.gate") == 1
     subjects = subprocess.run(["git", "--git-dir", str(relay), "log", "--format=%s", "main"],
                               capture_output=True, text=True, check=True).stdout.splitlines()
     operations = sum(1 + len(t.steps) for t in EXAMPLE.threads)

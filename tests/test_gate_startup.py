@@ -22,7 +22,7 @@ from gitrelay.core import layout, schema
 from gitrelay.core.gitcli import SKIP_CHUNK, CatFile
 from gitrelay.core.objects import ZERO_OID, Objects, UnreadBlob
 from gitrelay.core.schema import SchemaError
-from gitrelay.hook import gate
+from gitrelay.gate import gate
 from tests.gitcli import kit_env
 from tests.relaykit import ALICE, BOB, MAIN, Bench, message_doc, standard_bench
 
@@ -46,10 +46,10 @@ REPORT = "print(' '.join(sorted(set(sys.modules) - before)))\n"
 
 
 def test_importing_the_gate_loads_none_of_the_slow_modules() -> None:
-    proc = run_python(PRELUDE + "import gitrelay.hook.gate\n" + REPORT)
+    proc = run_python(PRELUDE + "import gitrelay.gate.gate\n" + REPORT)
     assert proc.returncode == 0, proc.stderr
     loaded = set(proc.stdout.split())
-    assert {"gitrelay.hook.gate", "gitrelay.core.rules", "gitrelay.core.schema"} <= loaded
+    assert {"gitrelay.gate.gate", "gitrelay.core.rules", "gitrelay.core.schema"} <= loaded
     assert not HEAVY & loaded, sorted(HEAVY & loaded)
 
 
@@ -75,7 +75,7 @@ def test_checking_every_kind_of_operation_loads_none_of_them_either(bench: Bench
     # accept, complete, cancel on main, and alice's inbox ref.
     updates = (f"{ZERO_OID} {bench.tip} {MAIN}\n"
                f"{ZERO_OID} {bench.inbox[ALICE]} {layout.inbox_ref(ALICE)}\n")
-    code = PRELUDE + ("from gitrelay.hook.gate import main\nstatus = main()\n" + REPORT
+    code = PRELUDE + ("from gitrelay.gate.gate import main\nstatus = main()\n" + REPORT
                       + "sys.exit(status)\n")
     proc = run_python(code, stdin=updates, env=kit_env({"GIT_DIR": str(bench.relay)}))
     assert proc.returncode == 0, proc.stderr

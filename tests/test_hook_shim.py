@@ -70,10 +70,10 @@ def test_the_shims_python_ignores_the_pushers_python_variables(tmp_path: Path) -
     bench = standard_bench(tmp_path / "bench")
     install_shim(bench)
     decoy = tmp_path / "decoy"
-    (decoy / "gitrelay" / "hook").mkdir(parents=True)
-    for package in (decoy / "gitrelay", decoy / "gitrelay" / "hook"):
+    (decoy / "gitrelay" / "gate").mkdir(parents=True)
+    for package in (decoy / "gitrelay", decoy / "gitrelay" / "gate"):
         (package / "__init__.py").write_text("")
-    (decoy / "gitrelay" / "hook" / "gate.py").write_text("def run():\n    raise SystemExit(0)\n")
+    (decoy / "gitrelay" / "gate" / "gate.py").write_text("def run():\n    raise SystemExit(0)\n")
     bench.register(ALICE)
     result = bench.push_main({"GITRELAY_PYTHON": str(python), "PYTHONPATH": str(decoy)})
     assert not result.accepted and result.rules  # the real gate ran, not the decoy

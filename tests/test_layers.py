@@ -2,7 +2,7 @@
 
 The folders of ``gitrelay/`` are its layers, listed here from the bottom up. A
 module may import only from its own folder and the folders below it; nothing
-imports the gate (``hook``), which is an entry point of its own. The rule is
+imports the gate (``gate``), which is an entry point of its own. The rule is
 read off the folder names alone: there is no list of exceptions.
 """
 
@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "gitrelay"
-LAYERS = ["core", "hook", "store", "sync", "relay", "web", "mcp", "demo", "cli"]
+LAYERS = ["core", "gate", "store", "sync", "relay", "web", "mcp", "demo", "cli"]
 STDLIB = set(sys.stdlib_module_names)
 # Third-party packages each layer may import (its own and every layer's below).
 THIRD_PARTY = {
     "core": set(),
-    "hook": set(),
+    "gate": set(),
     "store": {"pygit2", "filelock"},
     "sync": {"watchdog"},
     "relay": {"pydantic", "yaml", "watchdog"},
@@ -77,8 +77,8 @@ def test_a_layer_imports_only_itself_and_the_layers_below():
 
 def test_nothing_imports_the_gate():
     for path in modules():
-        if layer_of(path) != "hook":
-            assert "hook" not in imports_of(path)[0], f"{path.relative_to(PKG)} imports the gate"
+        if layer_of(path) != "gate":
+            assert "gate" not in imports_of(path)[0], f"{path.relative_to(PKG)} imports the gate"
 
 
 def test_third_party_packages_stay_in_their_layers():
@@ -99,7 +99,7 @@ def test_every_third_party_import_is_a_declared_dependency():
 
 
 def test_the_gate_starts_without_heavy_imports():
-    code = (f"import sys; sys.path.insert(0, {str(PKG.parent)!r}); import gitrelay.hook.gate; "
+    code = (f"import sys; sys.path.insert(0, {str(PKG.parent)!r}); import gitrelay.gate.gate; "
             "print(' '.join(sorted(sys.modules)))")
     out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True,
                          text=True, check=True).stdout.split()

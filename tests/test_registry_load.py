@@ -22,7 +22,7 @@ from gitrelay.core import layout, schema
 from gitrelay.core.gitcli import CatFile
 from gitrelay.core.objects import BIG_TREE, Objects
 from gitrelay.core.vocab import DEFAULT_LIMITS, OPTIONAL_LIMITS
-from gitrelay.hook.gate import check_updates
+from gitrelay.gate.gate import check_updates
 from tests.relaykit import MAIN, Bench
 
 LIMIT_FIELD = "max_registrations_per_push"

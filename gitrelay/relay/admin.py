@@ -39,7 +39,7 @@ PUSHER_ENV_DEFAULT = ["REMOTE_USER", "GL_USER", "GITEA_PUSHER_NAME", "GL_USERNAM
 
 
 def hook_script(python: str | None = None) -> str:
-    """The pre-receive hook: runs gitrelay.hook.gate with absolute paths, no shell.
+    """The pre-receive hook: runs gitrelay.gate.gate with absolute paths, no shell.
 
     ``-I -S`` skips site-packages and the user's environment: the gate needs
     only the standard library and this package, and starts faster without them.
@@ -50,7 +50,7 @@ def hook_script(python: str | None = None) -> str:
     return (f"#!{interpreter} -IS\n"
             "# gitrelay gate, installed by `gitrelay init`; see docs/deploying.md\n"
             f"import sys\nsys.path.insert(0, {package_parent!r})\n"
-            "from gitrelay.hook.gate import run\nrun()\n")
+            "from gitrelay.gate.gate import run\nrun()\n")
 
 
 def install_hook(repo: Path, python: str | None = None) -> Path:

@@ -92,8 +92,8 @@ def gate_checks(relay_url: str) -> list[Check]:
         text = hook.read_text(errors="replace")
     except OSError as exc:
         return [Check("gate", "problem", f"cannot read {hook}: {exc.strerror}")]
-    if "gitrelay.hook.gate" not in text:
-        return [Check("gate", "problem", f"{hook} does not run gitrelay.hook.gate", reinstall)]
+    if "gitrelay.gate.gate" not in text:
+        return [Check("gate", "problem", f"{hook} does not run gitrelay.gate.gate", reinstall)]
     env = hermetic_env({"GIT_DIR": str(path)})
     try:
         proc = subprocess.run([str(hook)], input=b"", capture_output=True, cwd=path, env=env,
@@ -104,7 +104,7 @@ def gate_checks(relay_url: str) -> list[Check]:
         err = proc.stderr.decode(errors="replace").strip().splitlines()
         return [Check("gate", "problem", f"{hook} fails to run: "
                       f"{err[-1] if err else 'exit ' + str(proc.returncode)}", reinstall)]
-    return [Check("gate", "ok", f"{hook} runs gitrelay.hook.gate"), *housekeeping_checks(path)]
+    return [Check("gate", "ok", f"{hook} runs gitrelay.gate.gate"), *housekeeping_checks(path)]
 
 
 def head_checks(relay_url: str, env: dict[str, str]) -> list[Check]:
