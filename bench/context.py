@@ -131,7 +131,7 @@ def build_relay(root: Path, items: int, log: Log) -> tuple[Path, Path, Any, Path
 def _server(bob: Any, trust: Path, *, structured: bool) -> Any:
     from gitrelay.mcp.server import build_server
     from gitrelay.mcp.state import ServerState
-    from gitrelay.relay.trust import TrustStore
+    from gitrelay.trust.trust import TrustStore
 
     def opener() -> ServerState:
         return ServerState(client=bob, trust=TrustStore(trust, watch=False), loop=None,
@@ -146,7 +146,7 @@ def measure(root: Path, log: Log, *, items: int = 200, reps: int = 9,
     structured forms' sizes, start-up times, and the stdio timings."""
     from mcp import Client
 
-    from gitrelay.relay.fencetext import inbox_rows
+    from gitrelay.trust.fencetext import inbox_rows
 
     relay, home, bob, trust = build_relay(root, items, log)
     out: dict[str, Any] = {"texts": {}}
@@ -242,7 +242,7 @@ def measure_stdio(root: Path, relay: Path, home: Path, trust: Path, log: Log, *,
     already installed (the quick run installs nothing)."""
     from bench.suite import mcp_command, sdk_session, tree_at
     from bench.ts_host import HostUnavailable, TsClient, ensure_sdk, sdk_installed
-    from gitrelay.relay.fencetext import inbox_rows
+    from gitrelay.trust.fencetext import inbox_rows
 
     cache = relaygen.CACHE_DIR / "ts-client"
     try:

@@ -265,7 +265,7 @@ def mcp_timer(client: RelayClient, reps: int) -> dict[str, Any] | None:
 
         from gitrelay.mcp.server import build_server
         from gitrelay.mcp.state import ServerState
-        from gitrelay.relay.trust import TrustStore
+        from gitrelay.trust.trust import TrustStore
     except ImportError as exc:
         return {"skipped": f"the MCP server cannot be built here: {exc}"}
     trust = Path(tempfile.mkdtemp()) / "trust.yaml"

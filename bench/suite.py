@@ -398,8 +398,8 @@ def mcp_server(client: Any, trust: Path, *, loop: bool) -> Any:
     """
     from gitrelay.mcp.server import build_server
     from gitrelay.mcp.state import ServerState
-    from gitrelay.relay.trust import TrustStore
     from gitrelay.sync.loop import FRESH_WHILE_RUNNING
+    from gitrelay.trust.trust import TrustStore
 
     def opener() -> ServerState:
         sync = client.start_sync_loop() if loop else None

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gitrelay.relay.inbox import InboxItem, InboxPage, Sender
-from gitrelay.relay.trust import load_trust
+from gitrelay.trust.trust import load_trust
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS: list[dict[str, Any]] = [

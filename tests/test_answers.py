@@ -8,7 +8,7 @@ from typing import Any
 from gitrelay.mcp.answers import MEMO_SIZE, Answer, AnswerMemo, answer_fenced
 from gitrelay.mcp.present import Fenced, present_inbox_fenced
 from gitrelay.relay.inbox import InboxPage
-from gitrelay.relay.trust import TrustRules
+from gitrelay.trust.trust import TrustRules
 from tests.answerkit import read_answer
 from tests.mcpkit import RULES, page_of
 

@@ -34,8 +34,8 @@ from gitrelay.mcp.server import build_server
 from gitrelay.mcp.state import ServerState
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.trust import TrustStore
 from gitrelay.store.gitstore import Store
+from gitrelay.trust.trust import TrustStore
 from tests.answerkit import in_fence, read_answer
 
 ALICE, BOB, CAROL = "alice@acme", "bob@acme", "carol@acme"

@@ -15,7 +15,7 @@ from gitrelay.core.errors import ConfigError, InvalidTransition
 from gitrelay.core.ids import thread_id_for
 from gitrelay.core.threads import STATUSES
 from gitrelay.demo.example import build_example, example_dir, load_example
-from gitrelay.relay.trust import evaluate, load_trust
+from gitrelay.trust.trust import evaluate, load_trust
 
 EXAMPLE = load_example()
 

@@ -24,7 +24,7 @@ from gitrelay.core.errors import (
 from gitrelay.core.gitcli import git_failure
 from gitrelay.mcp.wording import next_step_text as agent_wording
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.trust import load_trust
+from gitrelay.trust.trust import load_trust
 
 
 def test_a_message_on_a_thread_you_completed_yourself_is_thread_terminal(

@@ -19,9 +19,9 @@ from mcp.client.stdio import stdio_client
 
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.fencetext import inbox_rows
 from gitrelay.relay.provenance import FencedValue
 from gitrelay.relay.session import SessionStore
+from gitrelay.trust.fencetext import inbox_rows
 from tests.answerkit import read_answer, read_text
 
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")

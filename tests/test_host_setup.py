@@ -20,7 +20,7 @@ import pytest
 
 from gitrelay.relay import guard
 from gitrelay.relay.guard import trust_file_now
-from gitrelay.relay.trust import default_trust_path, normalize_repo_path
+from gitrelay.trust.trust import default_trust_path, normalize_repo_path
 
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
 SHAPES = json.loads((Path(__file__).parent / "data" / "host_settings.schema.json").read_text())

@@ -63,10 +63,10 @@ from gitrelay.relay.provenance import (
     outside_answer_fence,
     parse_answer_fence,
 )
-from gitrelay.relay.trust import TrustStore
 from gitrelay.store.config import mirror_path
 from gitrelay.store.mirror import Mirror
 from gitrelay.sync.push import Syncer
+from gitrelay.trust.trust import TrustStore
 
 # The sentence under each opening line of the per-value fence answers once carried: a
 # teammate replaying an old answer writes it too.

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "gitrelay"
-LAYERS = ["core", "gate", "store", "sync", "relay", "web", "mcp", "demo", "cli"]
+LAYERS = ["core", "gate", "store", "sync", "trust", "relay", "web", "mcp", "demo", "cli"]
 STDLIB = set(sys.stdlib_module_names)
 # Third-party packages each layer may import (its own and every layer's below).
 THIRD_PARTY = {
@@ -22,7 +22,8 @@ THIRD_PARTY = {
     "gate": set(),
     "store": {"pygit2", "filelock"},
     "sync": {"watchdog"},
-    "relay": {"pydantic", "yaml", "watchdog"},
+    "trust": {"pydantic", "yaml"},
+    "relay": set(),
     "web": {"starlette", "uvicorn", "jinja2"},
     "mcp": {"mcp", "anyio", "pydantic_core"},
     "demo": set(),

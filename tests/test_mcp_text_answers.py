@@ -32,7 +32,9 @@ from gitrelay.mcp.state import ServerState
 from gitrelay.mcp.wording import QUOTES_THE_RELAY, tool_error_text
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.fencetext import (
+from gitrelay.relay.hookrun import run_hook
+from gitrelay.relay.session import SessionStore
+from gitrelay.trust.fencetext import (
     ATTRIBUTES,
     CLOSE_PREFIX,
     DATA_PREAMBLE,
@@ -42,9 +44,7 @@ from gitrelay.relay.fencetext import (
     outside_answer_fence,
     parse_answer_fence,
 )
-from gitrelay.relay.hookrun import run_hook
-from gitrelay.relay.session import SessionStore
-from gitrelay.relay.trust import TrustStore
+from gitrelay.trust.trust import TrustStore
 from tests.mcpkit import ARTIFACTS, REPO, hermetic_env
 
 MARK = "ALICE-WROTE"

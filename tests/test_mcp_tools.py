@@ -47,8 +47,8 @@ from gitrelay.relay.provenance import (
     outside_answer_fence,
     parse_answer_fence,
 )
-from gitrelay.relay.trust import TrustStore, load_trust
 from gitrelay.sync.loop import SyncLoop
+from gitrelay.trust.trust import TrustStore, load_trust
 from tests.answerkit import SEEN, TEXTS, in_fence, read_answer, read_text
 
 DATA = Path(__file__).parent / "data"

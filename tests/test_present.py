@@ -34,7 +34,7 @@ from gitrelay.relay.provenance import (
     OPEN_PREFIX,
     outside_answer_fence,
 )
-from gitrelay.relay.trust import evaluate, load_trust
+from gitrelay.trust.trust import evaluate, load_trust
 from tests.answerkit import markers, read_answer
 
 RULES = load_trust(Path("/nonexistent/trust.yaml"))
@@ -295,7 +295,7 @@ def test_the_inbox_text_says_the_order_its_rows_are_in() -> None:
 
 
 def test_an_inbox_row_is_the_items_words_with_a_basic_time() -> None:
-    from gitrelay.relay.fencetext import basic_time, inbox_row, inbox_rows
+    from gitrelay.trust.fencetext import basic_time, inbox_row, inbox_rows
 
     assert basic_time("2026-05-01T09:14:32.901655Z") == "20260501T091432Z"
     assert basic_time("2026-05-01T09:14:32Z") == "20260501T091432Z"

@@ -18,7 +18,7 @@ if _REPO_ROOT not in sys.path:
     sys.path.insert(0, _REPO_ROOT)
 
 from gitrelay.core.errors import ConfigError  # noqa: E402
-from gitrelay.relay.trust import (  # noqa: E402
+from gitrelay.trust.trust import (  # noqa: E402
     DEFAULT_REQUIRE_APPROVAL,
     TeammateTrust,
     TrustOverlay,

@@ -1,4 +1,4 @@
-"""Editing the trust file with `gitrelay trust add|block|remove` (gitrelay.relay.trustedit).
+"""Editing the trust file with `gitrelay trust add|block|remove` (gitrelay.trust.trustedit).
 
 Every edit is read back with the reader's own checks (load_trust) and judged
 with evaluate, the function accept_handoff uses: what the edit says it did
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from gitrelay.core.errors import ConfigError, InvalidArgument
-from gitrelay.relay.trust import evaluate, load_trust
-from gitrelay.relay.trustedit import block, forget, trust
+from gitrelay.trust.trust import evaluate, load_trust
+from gitrelay.trust.trustedit import block, forget, trust
 
 COMMENTED = """\
 # Bob's trust file.
@@ -134,7 +134,7 @@ def test_the_rewrite_keeps_a_file_mode_the_person_chose(tmp_path: Path):
 
 
 def test_everyone_is_judged_as_accept_would_judge_them(tmp_path: Path):
-    from gitrelay.relay.trustedit import judge_all
+    from gitrelay.trust.trustedit import judge_all
 
     path = tmp_path / "trust.yaml"
     path.write_text(COMMENTED)
@@ -150,7 +150,7 @@ def test_everyone_is_judged_as_accept_would_judge_them(tmp_path: Path):
 def test_a_running_server_sees_each_edit_at_once(tmp_path: Path):
     """The MCP server reads trust through a TrustStore; an edit replaces the file, and
     the very next decision already follows it (no restart, no waiting for an event)."""
-    from gitrelay.relay.trust import TrustStore
+    from gitrelay.trust.trust import TrustStore
 
     path = tmp_path / "trust.yaml"
     with TrustStore(path) as store:
@@ -190,7 +190,7 @@ def test_a_linked_trust_file_stays_linked(tmp_path: Path):
 
 
 def test_without_a_relay_the_file_is_judged_on_its_own(tmp_path: Path):
-    from gitrelay.relay.trustedit import judge_all
+    from gitrelay.trust.trustedit import judge_all
 
     path = tmp_path / "trust.yaml"
     path.write_text(COMMENTED)

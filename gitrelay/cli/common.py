@@ -99,7 +99,7 @@ def resolve(client: RelayClient, ref: str) -> str:
 
 
 def trust_path(args: argparse.Namespace) -> Path:
-    from gitrelay.relay.trust import default_trust_path
+    from gitrelay.trust.trust import default_trust_path
 
     given = getattr(args, "trust", None)
     return Path(given).expanduser() if given else default_trust_path()

@@ -18,7 +18,7 @@ def _untrusted_teammates(me: str, handles: list[str], trust: str) -> list[str]:
     from pathlib import Path
 
     from gitrelay.relay.policy import is_self
-    from gitrelay.relay.trust import load_trust
+    from gitrelay.trust.trust import load_trust
 
     try:
         rules = load_trust(Path(trust))

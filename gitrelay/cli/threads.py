@@ -45,7 +45,7 @@ def _trust_note(args: argparse.Namespace, client: RelayClient, view: ThreadView
                 ) -> tuple[str | None, bool]:
     """How your trust file judges the sender of a thread sent to you, and whether
     `gitrelay accept` would take it (:func:`gitrelay.relay.policy.sender_judgement`)."""
-    from gitrelay.relay.trust import load_trust
+    from gitrelay.trust.trust import load_trust
 
     try:
         judged = policy.sender_judgement(client.handle, view, load_trust(trust_path(args)))
@@ -198,7 +198,7 @@ def _cmd_accept(args: argparse.Namespace) -> int:
     import uuid
 
     from gitrelay.relay.render import conversation
-    from gitrelay.relay.trust import load_trust
+    from gitrelay.trust.trust import load_trust
 
     client = open_client(args, writes="queue" if args.queue else "wait")
     rules = load_trust(trust_path(args))

@@ -20,7 +20,7 @@ from gitrelay.core.errors import InvalidArgument, RelayError
 
 
 def _cmd_trust(args: argparse.Namespace) -> int:
-    from gitrelay.relay import trustedit
+    from gitrelay.trust import trustedit
 
     path = trust_path(args)
     if args.action == "show":
@@ -84,8 +84,8 @@ def _unregistered_note(args: argparse.Namespace, handle: str) -> None:
 
 def _show_trust(args: argparse.Namespace, path: Path) -> int:
     from gitrelay.relay.render import table
-    from gitrelay.relay.trust import load_trust
-    from gitrelay.relay.trustedit import judge_all
+    from gitrelay.trust.trust import load_trust
+    from gitrelay.trust.trustedit import judge_all
 
     rules = load_trust(path)
     try:

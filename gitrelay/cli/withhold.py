@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from gitrelay.relay.client import ThreadView
     from gitrelay.relay.history import HistoryEntry
     from gitrelay.relay.inbox import InboxItem
-    from gitrelay.relay.trust import TrustRules
+    from gitrelay.trust.trust import TrustRules
 
 FLAG = "--show-blocked"
 
@@ -46,7 +46,7 @@ class Withholder:
         shows a blocked sender's text), or nothing withheld with ``--show-blocked``."""
         if getattr(args, "show_blocked", False):
             return cls(me, None, show=True)
-        from gitrelay.relay.trust import load_trust
+        from gitrelay.trust.trust import load_trust
 
         return cls(me, load_trust(trust_path(args)))
 

@@ -59,13 +59,6 @@ from gitrelay.mcp.tool_models import (
 )
 from gitrelay.relay import policy
 from gitrelay.relay.client import ThreadView
-from gitrelay.relay.fencetext import (
-    INBOX_PREVIEW_CHARS,
-    INBOX_ROW_FIELDS,
-    TEXT_PREVIEW_CHARS,
-    inbox_row,
-)
-from gitrelay.relay.fencetext import scalar as _scalar
 from gitrelay.relay.inbox import ClaimResult, InboxPage
 from gitrelay.relay.provenance import (
     RELAY_AUTHOR,
@@ -74,8 +67,15 @@ from gitrelay.relay.provenance import (
     ProvenanceMarker,
     json_line,
 )
-from gitrelay.relay.trust import TrustDecision, TrustRules, evaluate
 from gitrelay.store.mirror import Refused
+from gitrelay.trust.fencetext import (
+    INBOX_PREVIEW_CHARS,
+    INBOX_ROW_FIELDS,
+    TEXT_PREVIEW_CHARS,
+    inbox_row,
+)
+from gitrelay.trust.fencetext import scalar as _scalar
+from gitrelay.trust.trust import TrustDecision, TrustRules, evaluate
 
 __all__ = [
     "INBOX_PREVIEW_CHARS",

@@ -23,9 +23,9 @@ from gitrelay.mcp.answers import AnswerMemo
 from gitrelay.relay import inbox
 from gitrelay.relay.admin import ensure_default_relay, join
 from gitrelay.relay.client import RelayClient, WriteResult
-from gitrelay.relay.trust import TrustStore
 from gitrelay.store.config import default_relay_path, load_user_config
 from gitrelay.sync.loop import SyncLoop
+from gitrelay.trust.trust import TrustStore
 
 __all__ = ["HeldKicks", "ServerOptions", "ServerState", "StateHolder", "open_state", "state_of"]
 

@@ -40,7 +40,7 @@ from gitrelay.core.vocab import (
     WORKER_CHARS,
 )
 from gitrelay.relay.provenance import ProvenanceMarker
-from gitrelay.relay.trust import TrustOverlay
+from gitrelay.trust.trust import TrustOverlay
 
 __all__ = [
     "AcceptOut",

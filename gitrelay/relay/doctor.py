@@ -25,9 +25,9 @@ from gitrelay.relay.client import RelayClient
 from gitrelay.relay.history import queued
 from gitrelay.relay.hosts import host_checks
 from gitrelay.relay.inbox import check_inbox
-from gitrelay.relay.trust import TrustRules, load_trust
-from gitrelay.relay.trustedit import judge_all
 from gitrelay.store.config import config_path, load_user_config
+from gitrelay.trust.trust import TrustRules, load_trust
+from gitrelay.trust.trustedit import judge_all
 
 
 @dataclass

@@ -54,7 +54,7 @@ from typing import Any, Literal, NamedTuple
 
 from gitrelay.relay.hostfiles import HOSTS, all_setup_names, setup_files
 from gitrelay.relay.session import InProgress, SessionState, sessions_root
-from gitrelay.relay.trustkeys import normalize_repo_path
+from gitrelay.trust.trustkeys import normalize_repo_path
 
 __all__ = ["WRITE_TOOLS", "Decision", "PatchFile", "auto_writable", "codex_shell_patch",
            "decide", "parse_codex_patch", "protected_markers"]
@@ -355,7 +355,7 @@ def _host_patch(host: str, tool_name: str, tool_input: dict[str, Any]
 
 
 def trust_file_now() -> str:
-    """The user's trust file as :func:`gitrelay.relay.trust.default_trust_path` names it
+    """The user's trust file as :func:`gitrelay.trust.trust.default_trust_path` names it
     (``$GITRELAY_TRUST``, else ``~/.agentrelay/trust.yaml``), without loading YAML."""
     configured = os.environ.get("GITRELAY_TRUST", "")
     return str(Path(configured).expanduser() if configured
@@ -676,7 +676,7 @@ def _current_overlay(entry: InProgress) -> dict[str, Any]:
         stamp = []
     if stamp == entry.trust_stamp:
         return entry.overlay
-    from gitrelay.relay.trust import evaluate, load_trust
+    from gitrelay.trust.trust import evaluate, load_trust
 
     decision = evaluate(load_trust(Path(entry.trust_file)), entry.sender)
     overlay = decision.overlay.model_dump()

@@ -49,7 +49,7 @@ from gitrelay.relay.session import (
     check_session_id,
     inbox_stamp,
 )
-from gitrelay.relay.trustkeys import blocking_key
+from gitrelay.trust.trustkeys import blocking_key
 
 if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient
@@ -203,7 +203,7 @@ def blocked_senders() -> frozenset[str] | None:
             return frozenset(str(b) for b in kept["blocked"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
-    from gitrelay.relay.trust import load_trust
+    from gitrelay.trust.trust import load_trust
 
     try:
         rules = load_trust(Path(path))
@@ -223,13 +223,13 @@ def blocked_senders() -> frozenset[str] | None:
 def _context(handle: str, items: list[UnreadItem],
              blocked: frozenset[str] | None = frozenset()) -> str:
     """The start context: a line per item in check_inbox's words
-    (:func:`~gitrelay.relay.fencetext.inbox_item_line`), as many as fit in
+    (:func:`~gitrelay.trust.fencetext.inbox_item_line`), as many as fit in
     :data:`MAX_CONTEXT` characters (hosts cap what a hook may add), then a count, then
     ONE fence holding what teammates wrote, as check_inbox's text has it: each sender's
     name and role once, each summary preview as ``[i]`` under its author. A sender in
     ``blocked`` (None: every teammate, the trust file being unreadable) has their name,
     role and preview withheld, as check_inbox withholds them."""
-    from gitrelay.relay.fencetext import (
+    from gitrelay.trust.fencetext import (
         INBOX_FIELDS,
         TEXT_PREVIEW_CHARS,
         TextFence,
@@ -443,7 +443,7 @@ def _thread_ref(hook: HookInput) -> str | None:
     answer = _answer_object(hook.raw.get("tool_response"))
     if answer is not None and isinstance(answer.get("thread_id"), str):
         return str(answer["thread_id"])
-    from gitrelay.relay.fencetext import answer_fields
+    from gitrelay.trust.fencetext import answer_fields
 
     in_text = answer_fields(_answer_text(hook.raw.get("tool_response"))).get("thread_id")
     if in_text:
@@ -467,7 +467,7 @@ def _post_tool_use(host: str, hook: HookInput, store: SessionStore,
                 if isinstance(i, dict) and isinstance(i.get("item_id"), str)
                 and isinstance(i.get("seq"), int)]
         if not seen:  # the text answer: its item rows
-            from gitrelay.relay.fencetext import inbox_rows
+            from gitrelay.trust.fencetext import inbox_rows
 
             seen = inbox_rows(_answer_text(hook.raw.get("tool_response")))
         if seen:
@@ -488,7 +488,7 @@ def _post_tool_use(host: str, hook: HookInput, store: SessionStore,
             if view.status != "accepted":
                 state.finish(tid)
         return HookOutcome()
-    from gitrelay.relay.trust import default_trust_path, evaluate, load_trust
+    from gitrelay.trust.trust import default_trust_path, evaluate, load_trust
 
     if not same_handle(view.recipient, client.handle):
         return HookOutcome()

@@ -40,7 +40,7 @@ from gitrelay.core.vocab import DEFAULT_LIMITS
 
 if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient, ThreadView, WriteResult
-    from gitrelay.relay.trust import TrustDecision, TrustRules
+    from gitrelay.trust.trust import TrustDecision, TrustRules
 
 __all__ = ["DRAFT_NOTE", "Accepted", "Reader", "accept", "accept_refusal", "archive_batches",
            "check_accept",
@@ -129,7 +129,7 @@ def accept_refusal(me: str, view: ThreadView, rules: TrustRules
                    ) -> tuple[TrustDecision | None, RelayError | None]:
     """How the trust file judges the sender of ``view`` for ``me`` (None when ``me``
     sent it), and the error accepting it would raise, if any."""
-    from gitrelay.relay.trust import evaluate  # pydantic: not for every command's start
+    from gitrelay.trust.trust import evaluate  # pydantic: not for every command's start
 
     tid = view.thread_id
     if is_self(me, view.sender):

@@ -18,7 +18,7 @@ line, not another field. The token is fresh and random for every answer and occu
 in no text of it. :func:`parse_answer_fence` reads the values back. The
 structured twin is :class:`ProvenanceMarker`.
 
-The text of the fence is written by :mod:`gitrelay.relay.fencetext` (standard
+The text of the fence is written by :mod:`gitrelay.trust.fencetext` (standard
 library only, so the coding hosts' hooks write the same fence without loading
 pydantic); this module adds the structured markers. A response already in wire
 form is given again with a fresh token by :class:`FencedAnswer`. See
@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from gitrelay.relay.fencetext import (
+from gitrelay.trust.fencetext import (
     CLOSE_PREFIX,
     DATA_PREAMBLE,
     OPEN_PREFIX,
@@ -162,7 +162,7 @@ class FencedAnswer:
 class AnswerFence(TextFence):
     """The single fence of one tool answer, with its structured markers.
 
-    :class:`~gitrelay.relay.fencetext.TextFence` writes the text (every teammate value
+    :class:`~gitrelay.trust.fencetext.TextFence` writes the text (every teammate value
     one ``FIELD JSON`` line under a ``by AUTHOR`` line, the token fresh and found in
     none of ``values``); :meth:`marker` gives each object holding teammate text its
     :class:`ProvenanceMarker` with the same token.

@@ -19,7 +19,7 @@ from gitrelay.core.vocab import INTENTS
 from gitrelay.relay import policy
 from gitrelay.relay.inbox import check_inbox
 from gitrelay.relay.render import when
-from gitrelay.relay.trust import TrustRules, evaluate, load_trust
+from gitrelay.trust.trust import TrustRules, evaluate, load_trust
 from gitrelay.web.text import artifact_view, diff_lines, one_line, shown
 
 if TYPE_CHECKING:

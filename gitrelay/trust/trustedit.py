@@ -2,7 +2,7 @@
 
 The trust file stays the person's own (docs/trust.md); these edits only save
 typing YAML. Each one reads the file with every check of
-:func:`~gitrelay.relay.trust.load_trust` (an invalid file is refused, never
+:func:`~gitrelay.trust.trust.load_trust` (an invalid file is refused, never
 "repaired"), changes one teammate, checks the result the same way, and
 replaces the file atomically, so a running MCP server (which watches it)
 never reads half a file. The file is rewritten in the layout docs/trust.md
@@ -27,7 +27,8 @@ import yaml
 
 from gitrelay.core.errors import InvalidArgument
 from gitrelay.core.ids import check_handle
-from gitrelay.relay.trust import (
+from gitrelay.store.locks import FileMutex
+from gitrelay.trust.trust import (
     TeammateTrust,
     TrustRules,
     evaluate,
@@ -35,7 +36,6 @@ from gitrelay.relay.trust import (
     normalize_handle,
     normalize_repo_path,
 )
-from gitrelay.store.locks import FileMutex
 
 __all__ = ["TrustEdit", "block", "forget", "judge_all", "render_rules", "trust"]
 

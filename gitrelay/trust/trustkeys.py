@@ -1,6 +1,6 @@
 """The trust file's two readings that the hooks need without loading it: a path in
 ``auto_write_paths`` and the match of a ``blocked`` handle. Standard library only, so
-the guard and the session-start hook decide exactly as :mod:`gitrelay.relay.trust`
+the guard and the session-start hook decide exactly as :mod:`gitrelay.trust.trust`
 does without importing YAML or pydantic."""
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from pydantic import (
 )
 
 from gitrelay.core.errors import ConfigError
-from gitrelay.relay.trustkeys import blocking_key, normalize_repo_path
+from gitrelay.trust.trustkeys import blocking_key, normalize_repo_path
 
 if TYPE_CHECKING:
     from watchdog.events import FileSystemEvent
