@@ -165,7 +165,7 @@ def _in_process(env: dict[str, str], reps: int, calls: dict[str, tuple[str, dict
                 ) -> dict[str, list[float]]:
     """Each hook's work without starting Python and importing gitrelay: run in this
     process after one warm-up call."""
-    from gitrelay.relay.hookrun import run_hook
+    from gitrelay.hosts.hookrun import run_hook
 
     saved = {k: os.environ.get(k) for k in ("GITRELAY_HOME", "GITRELAY_TRUST", "HOME")}
     os.environ.update({k: env[k] for k in saved})
@@ -195,7 +195,7 @@ def _wait_for_waiter(folder: Path, proc: subprocess.Popen[str], session: str) ->
     proc.stdin.write(json.dumps({"session_id": session, "cwd": "/", "hook_event_name": "Stop"}))
     proc.stdin.close()
     proc.stdin = None
-    from gitrelay.relay.session import SessionStore
+    from gitrelay.hosts.session import SessionStore
 
     store = SessionStore("claude", folder.parent)
     deadline = time.monotonic() + 60

@@ -929,7 +929,7 @@ def test_doctor_suggests_archiving_once_many_closed_threads_remain(people, monke
     """The example relay's two closed threads were closed today: no note with the
     defaults; with the age and the count lowered, doctor counts them and says what to
     run, and once archived the note is gone."""
-    from gitrelay.relay import doctor
+    from gitrelay.cli import doctor
 
     bob = people["bob"]
     assert "archive" not in bob("doctor").out
@@ -971,7 +971,7 @@ def test_doctor_without_any_config_says_to_join(tmp_path, monkeypatch, capsys):
 
 
 def test_doctor_says_how_to_check_a_remote_relay():
-    from gitrelay.relay.doctor import gate_checks
+    from gitrelay.cli.doctor import gate_checks
 
     (check,) = gate_checks("ssh://git.acme.dev/relay.git")
     assert check.level == "note"

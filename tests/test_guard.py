@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from gitrelay.relay.guard import PatchFile, decide, parse_codex_patch
-from gitrelay.relay.hookrun import run_hook
-from gitrelay.relay.hostfiles import HOSTS, setup_files
-from gitrelay.relay.session import InProgress, SessionStore
+from gitrelay.hosts.guard import PatchFile, decide, parse_codex_patch
+from gitrelay.hosts.hookrun import run_hook
+from gitrelay.hosts.hostfiles import HOSTS, setup_files
+from gitrelay.hosts.session import InProgress, SessionStore
 
 TRUST = "version: 1\nteammates:\n  alice@acme: {auto_write_paths: [docs/], auto_test: true}\n"
 OVERLAY = {"auto_read": True, "auto_test": True, "auto_write_paths": ["docs/"],

@@ -17,10 +17,10 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from gitrelay.hosts.session import SessionStore
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
 from gitrelay.relay.provenance import FencedValue
-from gitrelay.relay.session import SessionStore
 from gitrelay.trust.fencetext import inbox_rows
 from tests.answerkit import read_answer, read_text
 

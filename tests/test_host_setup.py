@@ -18,8 +18,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from gitrelay.relay import guard
-from gitrelay.relay.guard import trust_file_now
+from gitrelay.hosts import guard
+from gitrelay.hosts.guard import trust_file_now
 from gitrelay.trust.trust import default_trust_path, normalize_repo_path
 
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
@@ -302,7 +302,7 @@ def test_a_symlinked_settings_file_stays_a_link_and_its_target_is_written(home: 
 def test_the_new_file_has_the_targets_mode_before_its_first_byte(
         home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """~/.claude.json holds an API key: no moment exists where another user may read it."""
-    from gitrelay.relay import hosts
+    from gitrelay.hosts import settings
 
     secret = home / ".claude.json"
     write_json(secret, {**CLAUDE_JSON, "primaryApiKey": "sk-ant-secret"})
@@ -321,7 +321,7 @@ def test_the_new_file_has_the_targets_mode_before_its_first_byte(
 
     monkeypatch.setattr(os, "write", watching)
     try:
-        hosts.apply(hosts.plan("claude", "user", GITRELAY, cwd=home))
+        settings.apply(settings.plan("claude", "user", GITRELAY, cwd=home))
     finally:
         os.umask(old_umask)
     monkeypatch.undo()

@@ -27,13 +27,13 @@ import pytest
 from mcp import Client
 
 from gitrelay.core.errors import FormatError, GateRefused, RelayUnavailable, ThreadNotFound
+from gitrelay.hosts.hookrun import run_hook
+from gitrelay.hosts.session import SessionStore
 from gitrelay.mcp.server import build_server
 from gitrelay.mcp.state import ServerState
 from gitrelay.mcp.wording import QUOTES_THE_RELAY, tool_error_text
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.hookrun import run_hook
-from gitrelay.relay.session import SessionStore
 from gitrelay.trust.fencetext import (
     ATTRIBUTES,
     CLOSE_PREFIX,

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitrelay.relay import jsonedit, tomledit
+from gitrelay.hosts import jsonedit, tomledit
 
 KEYS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10**30, 10**30),

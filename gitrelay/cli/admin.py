@@ -212,7 +212,7 @@ def _cmd_reindex(args: argparse.Namespace) -> int:
 def _cmd_doctor(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from gitrelay.relay.doctor import diagnose
+    from gitrelay.cli.doctor import diagnose
     from gitrelay.relay.render import one_line, pad
 
     checks = diagnose(lambda: open_client(args, fetch=False), trust_path(args),

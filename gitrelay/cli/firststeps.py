@@ -37,8 +37,8 @@ def _untrusted_teammates(me: str, handles: list[str], trust: str) -> list[str]:
 
 def _hosts_found() -> tuple[list[str], list[str]]:
     """(hosts installed here without gitrelay set up, hosts already set up)."""
-    from gitrelay.relay.hostfiles import HOSTS
-    from gitrelay.relay.hosts import gitrelay_executable, host_status
+    from gitrelay.hosts.hostfiles import HOSTS
+    from gitrelay.hosts.settings import gitrelay_executable, host_status
 
     try:
         exe = gitrelay_executable()

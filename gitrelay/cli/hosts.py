@@ -1,6 +1,6 @@
 """``gitrelay setup`` and ``gitrelay hook``: the coding hosts' side of the command line.
 
-Thin: :mod:`gitrelay.relay.hosts` computes the settings, :mod:`gitrelay.relay.hookrun`
+Thin: :mod:`gitrelay.hosts.settings` computes the settings, :mod:`gitrelay.hosts.hookrun`
 answers the hooks; this module parses, prints and sets the exit code.
 """
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from gitrelay.cli.common import Commands
 
 if TYPE_CHECKING:
-    from gitrelay.relay.hostfiles import Scope
+    from gitrelay.hosts.hostfiles import Scope
 
 __all__ = ["register"]
 
@@ -23,8 +23,8 @@ EVENTS = ("session-start", "stop", "wait", "pre-tool-use", "post-tool-use")
 
 def _cmd_setup(args: argparse.Namespace) -> int:
     from gitrelay.core.errors import InvalidArgument
-    from gitrelay.relay.hosts import HOSTS as ALL
-    from gitrelay.relay.hosts import apply, diff_text, gitrelay_executable, installed_hosts, plan
+    from gitrelay.hosts.settings import HOSTS as ALL
+    from gitrelay.hosts.settings import apply, diff_text, gitrelay_executable, installed_hosts, plan
 
     if args.host and args.all:
         raise InvalidArgument(f"give a host ({args.host}) or --all, not both", field="--all")
@@ -78,7 +78,7 @@ def _cmd_setup(args: argparse.Namespace) -> int:
 
 def _cmd_hook(args: argparse.Namespace) -> int:
     try:
-        from gitrelay.relay.hookrun import run_hook
+        from gitrelay.hosts.hookrun import run_hook
 
         text = sys.stdin.buffer.read().decode("utf-8", "replace")
         outcome = run_hook(args.host, args.event, text, outside=args.outside,

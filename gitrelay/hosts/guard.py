@@ -1,7 +1,7 @@
 """The guard: holds a session to the trust rules once a teammate's text has entered it.
 
 Before each tool call the host runs ``gitrelay hook pre-tool-use``; :func:`decide`
-answers from the session's state (:mod:`gitrelay.relay.session`):
+answers from the session's state (:mod:`gitrelay.hosts.session`):
 
 - no teammate text has entered this session (nothing shown, nothing accepted, no
   gitrelay tool called), or the call is one of gitrelay's own tools (they write to
@@ -52,8 +52,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from gitrelay.relay.hostfiles import HOSTS, all_setup_names, setup_files
-from gitrelay.relay.session import InProgress, SessionState, sessions_root
+from gitrelay.hosts.hostfiles import HOSTS, all_setup_names, setup_files
+from gitrelay.hosts.session import InProgress, SessionState, sessions_root
 from gitrelay.trust.trustkeys import normalize_repo_path
 
 __all__ = ["WRITE_TOOLS", "Decision", "PatchFile", "auto_writable", "codex_shell_patch",

@@ -18,7 +18,7 @@ not a plain name)::
 session was shown (at its start, by a nudge, by the waiter or by ``check_inbox``)
 is never announced again; the same item at a higher ``seq`` (news on it) is.
 ``in_progress`` lists the handoffs accepted in this session and not yet closed;
-the guard (:mod:`gitrelay.relay.guard`) holds the session to their overlays.
+the guard (:mod:`gitrelay.hosts.guard`) holds the session to their overlays.
 ``exposed`` says a teammate's text has entered the session (an item was shown, a
 handoff accepted, a gitrelay tool called). It is never cleared: the text stays in
 the model's context, so the guard keeps the trust file and the host's settings out
@@ -45,7 +45,7 @@ from typing import Any
 
 from gitrelay.core import layout
 from gitrelay.core.errors import ConfigError
-from gitrelay.relay.hostfiles import HOSTS
+from gitrelay.hosts.hostfiles import HOSTS
 from gitrelay.relay.inboxpeek import read_ref
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 For every host, two files: the one holding the MCP server's entry and the one
 holding the hooks, in the home folder (``user`` scope) or in a project. The setup
-(:mod:`gitrelay.relay.hosts`) writes them; the guard (:mod:`gitrelay.relay.guard`)
+(:mod:`gitrelay.hosts.settings`) writes them; the guard (:mod:`gitrelay.hosts.guard`)
 keeps every tool away from them while a handoff is in progress, since either could
 point the agent's gitrelay at other trust rules or remove the hooks. Standard
 library only: the guard reads this on every tool call.

@@ -21,7 +21,7 @@ command line only prints it. The events (docs/agents.md has them per host):
     Records the handoffs this session accepts (and forgets them when it completes
     or cancels them) and what ``check_inbox`` showed it.
 ``pre-tool-use``
-    The guard (:mod:`gitrelay.relay.guard`). Fails closed: bad input, a state that
+    The guard (:mod:`gitrelay.hosts.guard`). Fails closed: bad input, a state that
     cannot be read or any error denies, with the reason.
 
 A hook never crashes the host's turn: bad input is one line on stderr (and, for
@@ -40,15 +40,15 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from gitrelay.core.errors import ConfigError, RelayError
 from gitrelay.core.ids import same_handle
-from gitrelay.relay.guard import Decision, decide
-from gitrelay.relay.inboxpeek import Peek, UnreadItem, peek_unread
-from gitrelay.relay.session import (
+from gitrelay.hosts.guard import Decision, decide
+from gitrelay.hosts.session import (
     InProgress,
     SessionState,
     SessionStore,
     check_session_id,
     inbox_stamp,
 )
+from gitrelay.relay.inboxpeek import Peek, UnreadItem, peek_unread
 from gitrelay.trust.trustkeys import blocking_key
 
 if TYPE_CHECKING:
@@ -185,8 +185,8 @@ def blocked_senders() -> frozenset[str] | None:
     of the hook, so the list is kept in the session state's folder under the file's
     path, size and modification time, and loaded again only when one of them changed.
     """
-    from gitrelay.relay.guard import trust_file_now
-    from gitrelay.relay.session import sessions_root
+    from gitrelay.hosts.guard import trust_file_now
+    from gitrelay.hosts.session import sessions_root
 
     path = trust_file_now()
     try:

@@ -4,7 +4,7 @@ For each host (Claude Code, Codex, Cursor) :func:`plan` computes the new text of
 every file it touches: the MCP server entry and, where the host has hooks, the
 ``gitrelay hook EVENT`` commands (docs/agents.md says which per host). It merges
 into what is there as an editor would: only gitrelay's members change
-(:mod:`~gitrelay.relay.jsonedit`, :mod:`~gitrelay.relay.tomledit`), a second run
+(:mod:`~gitrelay.hosts.jsonedit`, :mod:`~gitrelay.hosts.tomledit`), a second run
 changes nothing, and ``remove`` takes out exactly gitrelay's parts, with the members
 and files setup created once nothing else is in them. A hook command is gitrelay's
 only when it is exactly of the form setup writes (any ``gitrelay`` path: an old
@@ -12,7 +12,7 @@ install's entries are replaced; ``gitrelay hook stop; my.sh`` is the user's); an
 entry named gitrelay with more in it than setup writes is the user's, and is left
 alone. A file that cannot be read and written back unchanged is refused with a
 ConfigError naming it and the line, before anything is written;
-:func:`apply` writes through :mod:`~gitrelay.relay.hostwrite` (symlinks followed,
+:func:`apply` writes through :mod:`~gitrelay.hosts.hostwrite` (symlinks followed,
 modes kept from the first byte, a backup). In a project's files, which a team
 commits, the command is ``gitrelay`` rather than this machine's path.
 
@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gitrelay.core.errors import ConfigError
-from gitrelay.relay import hostwrite, jsonedit, tomledit
-from gitrelay.relay.hostfiles import HOSTS, Scope, setup_files
-from gitrelay.relay.hostwrite import created_by_setup, created_keys, real_path
-from gitrelay.relay.jsonedit import EditError, same
+from gitrelay.hosts import hostwrite, jsonedit, tomledit
+from gitrelay.hosts.hostfiles import HOSTS, Scope, setup_files
+from gitrelay.hosts.hostwrite import created_by_setup, created_keys, real_path
+from gitrelay.hosts.jsonedit import EditError, same
 
 __all__ = ["HOSTS", "FileChange", "HostStatus", "apply", "diff_text", "gitrelay_executable",
            "host_status", "installed", "installed_hosts", "is_our_entry", "is_ours", "mcp_entry",
@@ -483,7 +483,7 @@ def plan(host: str, scope: Scope, exe: str, *, cwd: Path | None = None, remove: 
 
 
 def apply(changes: list[FileChange]) -> list[tuple[Path, Path | None]]:
-    """Write the changed files as an editor does (:mod:`gitrelay.relay.hostwrite`):
+    """Write the changed files as an editor does (:mod:`gitrelay.hosts.hostwrite`):
     each path written or deleted, with the backup of what it held."""
     done = []
     for change in changes:
