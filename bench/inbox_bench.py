@@ -41,10 +41,10 @@ from typing import Any
 from gitrelay.core import layout, schema
 from gitrelay.core.ids import thread_id_for
 from gitrelay.core.ops import Op
+from gitrelay.inbox.inbox import check_inbox
+from gitrelay.inbox.index import INDEX_FILE, index_for
 from gitrelay.relay.admin import init_relay, profile_doc, relay_config
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.inbox import check_inbox
-from gitrelay.relay.index import INDEX_FILE, index_for
 from gitrelay.store.config import mirror_path
 from gitrelay.store.gitstore import Store
 from gitrelay.store.mirror import RELAY_MAIN

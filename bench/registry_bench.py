@@ -161,9 +161,9 @@ def measure_push(root: Path, n: int) -> tuple[float, int, str]:
 
 def measure_reader(root: Path, n: int) -> dict[str, float]:
     """A reader's first calls after ``n`` registrations landed on a hook-less relay."""
+    from gitrelay.inbox.inbox import check_inbox
     from gitrelay.relay import admin
     from gitrelay.relay.client import RelayClient
-    from gitrelay.relay.inbox import check_inbox
 
     relay = root / "reader-relay.git"
     old_home = os.environ.get("GITRELAY_HOME")

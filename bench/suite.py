@@ -291,7 +291,7 @@ class Workspace:
 
 def mirror_template(relay_size: tuple[int, int], ws: Workspace, *, aged: bool = False) -> Path:
     """A mirror of the cached relay with its inbox index built (cached next to the relay)."""
-    from gitrelay.relay.index import INDEX_FORMAT, index_for
+    from gitrelay.inbox.index import INDEX_FORMAT, index_for
     from gitrelay.store.mirror import FETCHED_MAIN, RELAY_MAIN, Mirror
 
     source, _ = ws.cached(relay_size, aged=aged)
@@ -1499,7 +1499,7 @@ JOIN_SCRIPT = """
 import json, os, sys, time
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.inbox import check_inbox
+from gitrelay.inbox.inbox import check_inbox
 relay, handle = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter()
 admin.join(relay, handle, name="Mike Rowe", role="backend", save=False)

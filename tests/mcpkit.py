@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gitrelay.relay.inbox import InboxItem, InboxPage, Sender
+from gitrelay.inbox.inbox import InboxItem, InboxPage, Sender
 from gitrelay.trust.trust import load_trust
 
 REPO = Path(__file__).resolve().parent.parent

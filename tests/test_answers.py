@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gitrelay.inbox.inbox import InboxPage
 from gitrelay.mcp.answers import MEMO_SIZE, Answer, AnswerMemo, answer_fenced
 from gitrelay.mcp.present import Fenced, present_inbox_fenced
-from gitrelay.relay.inbox import InboxPage
 from gitrelay.trust.trust import TrustRules
 from tests.answerkit import read_answer
 from tests.mcpkit import RULES, page_of

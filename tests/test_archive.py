@@ -24,9 +24,9 @@ from gitrelay.core import layout, schema
 from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import RelayError
 from gitrelay.core.ops import archive_op
+from gitrelay.inbox.inbox import check_inbox, reindex
 from gitrelay.relay.client import RelayClient, ThreadView
 from gitrelay.relay.history import history
-from gitrelay.relay.inbox import check_inbox, reindex
 from gitrelay.sync import verify
 from tests.gitcli import git_out
 

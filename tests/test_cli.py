@@ -543,7 +543,7 @@ def test_a_proposed_action_without_a_diff_gets_a_draft_from_the_command_line(peo
 
 INBOX_WAIT_SAYING_WHEN = """
 import sys
-import gitrelay.relay.inbox as inbox
+import gitrelay.inbox.inbox as inbox
 from gitrelay.cli.main import main
 check_inbox = inbox.check_inbox
 

@@ -354,9 +354,9 @@ def test_the_hooks_bench_measures_every_figure_on_a_small_relay(tmp_path: Path) 
 def test_session_start_answers_from_the_inbox_index_only_while_it_is_current(
         relay: Path, bob: Bob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gitrelay.core.layout import REFUSED_FILE
-    from gitrelay.relay.inbox import check_inbox
-    from gitrelay.relay.inboxpeek import peek_unread
-    from gitrelay.relay.index import INDEX_FILE
+    from gitrelay.inbox.inbox import check_inbox
+    from gitrelay.inbox.inboxpeek import peek_unread
+    from gitrelay.inbox.index import INDEX_FILE
 
     first = alice(relay, tmp_path).handoff(to="bob@acme", intent="inform",
                                            summary=SUMMARY).thread_id

@@ -15,9 +15,8 @@ import pytest
 
 from gitrelay.core import layout
 from gitrelay.core.errors import InvalidArgument, InvalidCursor
-from gitrelay.relay import inbox
-from gitrelay.relay.client import RelayClient
-from gitrelay.relay.inbox import (
+from gitrelay.inbox import inbox
+from gitrelay.inbox.inbox import (
     Claim,
     InboxItem,
     InboxPage,
@@ -26,7 +25,8 @@ from gitrelay.relay.inbox import (
     claim_inbox_item,
     merge_states,
 )
-from gitrelay.relay.index import item_id_for, time_us
+from gitrelay.inbox.index import item_id_for, time_us
+from gitrelay.relay.client import RelayClient
 from gitrelay.store.mirror import RELAY_USERS
 
 ALL = ["pending", "accepted", "completed", "cancelled"]

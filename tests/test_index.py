@@ -24,10 +24,11 @@ from hypothesis import strategies as st
 from gitrelay.cli.main import main as cli_main
 from gitrelay.core import layout
 from gitrelay.core.errors import RelayError
-from gitrelay.relay import admin, inbox
+from gitrelay.inbox import inbox
+from gitrelay.inbox.inbox import InboxItem, InboxPage, check_inbox
+from gitrelay.inbox.index import INDEX_FILE, INDEX_FORMAT, ListedFiles, index_for, item_id_for
+from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.inbox import InboxItem, InboxPage, check_inbox
-from gitrelay.relay.index import INDEX_FILE, INDEX_FORMAT, ListedFiles, index_for, item_id_for
 
 ALL = ["pending", "accepted", "completed", "cancelled"]
 
@@ -95,7 +96,7 @@ def test_a_long_history_listed_by_git_log_builds_the_same_index(people, monkeypa
     `git log --raw`; the index is the same row for row as reading each commit,
     with an archive, queued operations (not in git's object store yet) and
     registrations among them."""
-    from gitrelay.relay import index
+    from gitrelay.inbox import index
 
     alice, carol = people["alice"], people["carol"]
     tid = busy_relay(people)
@@ -289,7 +290,7 @@ def test_a_page_read_again_comes_from_memory_until_the_index_changes(people, tmp
         import os
         os.environ["GITRELAY_HOME"] = {str(tmp_path / "alice")!r}
         from gitrelay.relay.client import RelayClient
-        from gitrelay.relay.inbox import check_inbox
+        from gitrelay.inbox.inbox import check_inbox
         c = RelayClient({alice.relay_url!r}, "alice@acme")
         c.refresh(max_age=0)
         print(len(check_inbox(c).items))

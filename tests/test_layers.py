@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "gitrelay"
-LAYERS = ["core", "gate", "store", "sync", "trust", "relay", "hosts", "web", "mcp", "demo", "cli"]
+LAYERS = ["core", "gate", "store", "sync", "trust", "relay", "inbox", "hosts", "web", "mcp", "demo",
+          "cli"]
 STDLIB = set(sys.stdlib_module_names)
 # Third-party packages each layer may import (its own and every layer's below).
 THIRD_PARTY = {
@@ -24,6 +25,7 @@ THIRD_PARTY = {
     "sync": {"watchdog"},
     "trust": {"pydantic", "yaml"},
     "relay": set(),
+    "inbox": set(),
     "hosts": set(),
     "web": {"starlette", "uvicorn", "jinja2"},
     "mcp": {"mcp", "anyio", "pydantic_core"},

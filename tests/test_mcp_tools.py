@@ -24,6 +24,8 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
 from gitrelay.core.errors import ERRORS_BY_NAME, ConfigError, RelayError, StateChanged
+from gitrelay.inbox import inbox
+from gitrelay.inbox.inbox import InboxItem, InboxPage, Sender
 from gitrelay.mcp.present import present_inbox, present_inbox_fenced
 from gitrelay.mcp.server import RelayMCPServer, build_server
 from gitrelay.mcp.state import HeldKicks, ServerOptions, ServerState, open_state
@@ -38,9 +40,8 @@ from gitrelay.mcp.tool_models import (
     TeammatesOut,
     ThreadOut,
 )
-from gitrelay.relay import admin, inbox
+from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.inbox import InboxItem, InboxPage, Sender
 from gitrelay.relay.provenance import (
     CLOSE_PREFIX,
     OPEN_PREFIX,
@@ -1657,7 +1658,7 @@ def test_which_calls_answer_inline(agent: AgentFactory) -> None:
     state = alice.opener()
     try:
         state.client.refresh(max_age=0)
-        from gitrelay.relay import inbox
+        from gitrelay.inbox import inbox
         inbox.check_inbox(state.client, limit=1)  # opens the index, as the first check-in does
         inline = state.answers_inline
         assert inline("send_message", {"delivery": None})

@@ -9,7 +9,7 @@ pure-Python model of the rules predicts each outcome.
 
 After every step each teammate fetches and reads: every thread's status and
 messages (author, text, type, numbering) must equal the model's, and each
-teammate's inbox (``gitrelay.relay.inbox.check_inbox`` over every status) must hold
+teammate's inbox (``gitrelay.inbox.inbox.check_inbox`` over every status) must hold
 exactly the model's items: thread, kind, thread status, unread flag and unread
 message count. An illegal operation must raise the error the model names and
 change nothing. GITRELAY_SOAK=1 runs more and longer examples.
@@ -38,9 +38,9 @@ from hypothesis.stateful import (
 )
 
 from gitrelay.core.errors import RelayError
+from gitrelay.inbox.inbox import check_inbox
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.inbox import check_inbox
 
 SOAK = bool(os.environ.get("GITRELAY_SOAK"))
 EXAMPLES, STEPS = (60, 40) if SOAK else (10, 16)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from gitrelay.inbox.inbox import InboxItem, InboxPage, Sender
 from gitrelay.mcp.present import (
     INBOX_PREVIEW_CHARS,
     MAX_RELAY_TEXT,
@@ -27,7 +28,6 @@ from gitrelay.mcp.present import (
     present_thread_fenced,
 )
 from gitrelay.relay.client import ThreadView
-from gitrelay.relay.inbox import InboxItem, InboxPage, Sender
 from gitrelay.relay.provenance import (
     CLOSE_PREFIX,
     DATA_PREAMBLE,

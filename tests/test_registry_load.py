@@ -292,9 +292,9 @@ def test_a_reader_checks_indexes_and_lists_a_thousand_new_registrations_in_one_p
     the teammates directory only where it changed: before, it read n * n / 2 profiles
     (54 s for 2,000)."""
     from bench.registry_bench import add_registrations
+    from gitrelay.inbox.inbox import check_inbox
     from gitrelay.relay import admin
     from gitrelay.relay.client import RelayClient
-    from gitrelay.relay.inbox import check_inbox
 
     count = 1000
     relay = admin.init_relay(tmp_path / "relay.git", name="acme", hook=False)

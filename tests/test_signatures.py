@@ -20,7 +20,8 @@ from gitrelay.core.errors import ConfigError, RelayError
 from gitrelay.core.objects import parse_commit
 from gitrelay.core.ops import Op
 from gitrelay.core.signing import signer_for
-from gitrelay.relay import admin, inbox
+from gitrelay.inbox import inbox
+from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
 from tests.forging import (
     forge,

@@ -194,7 +194,7 @@ def _print_pin(client: RelayClient, as_json: bool) -> int:
 
 
 def _cmd_reindex(args: argparse.Namespace) -> int:
-    from gitrelay.relay.inbox import reindex
+    from gitrelay.inbox.inbox import reindex
     from gitrelay.relay.render import Progress
 
     client = open_client(args)

@@ -21,10 +21,10 @@ from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import IndexLost, RelayError
 from gitrelay.core.gitcli import hermetic_env
 from gitrelay.hosts.settings import host_checks
+from gitrelay.inbox.inbox import check_inbox
 from gitrelay.relay.admin import RELAY_GC_AUTO
 from gitrelay.relay.client import RelayClient
 from gitrelay.relay.history import queued
-from gitrelay.relay.inbox import check_inbox
 from gitrelay.store.config import config_path, load_user_config
 from gitrelay.trust.trust import TrustRules, load_trust
 from gitrelay.trust.trustedit import judge_all

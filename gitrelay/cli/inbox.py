@@ -25,7 +25,7 @@ CLOSED = ["completed", "cancelled"]
 def _cmd_inbox(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from gitrelay.relay.inbox import check_inbox
+    from gitrelay.inbox.inbox import check_inbox
     from gitrelay.relay.render import one_line, short_id, table, when
 
     client = open_client(args)

@@ -141,8 +141,8 @@ def _confirm_switch(handle: str, force: bool) -> None:
 
 def _index_inbox(relay: str, handle: str) -> str | None:
     """Bring the mirror's inbox index up to date; what went wrong, or None."""
+    from gitrelay.inbox.index import index_for
     from gitrelay.relay.client import RelayClient
-    from gitrelay.relay.index import index_for
 
     try:
         index_for(RelayClient(relay, handle).mirror).update()

@@ -84,7 +84,7 @@ def _mark_read(client: RelayClient, thread_id: str) -> int:
     read at: news since keeps them unread); how many."""
     from gitrelay.core.threads import STATUSES
     from gitrelay.core.vocab import INBOX_PAGE_MAX
-    from gitrelay.relay.inbox import check_inbox
+    from gitrelay.inbox.inbox import check_inbox
 
     try:
         unread = [i for i in check_inbox(client, status=list(STATUSES), unread_only=True,

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from gitrelay.cli.common import trust_path
 
 if TYPE_CHECKING:
+    from gitrelay.inbox.inbox import InboxItem
     from gitrelay.relay.client import ThreadView
     from gitrelay.relay.history import HistoryEntry
-    from gitrelay.relay.inbox import InboxItem
     from gitrelay.trust.trust import TrustRules
 
 FLAG = "--show-blocked"

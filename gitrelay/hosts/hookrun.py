@@ -9,7 +9,7 @@ command line only prints it. The events (docs/agents.md has them per host):
     line each in check_inbox's words, then ONE fence with what teammates wrote (as
     check_inbox's text has it), as ``additionalContext``; nothing at all when nothing
     is waiting. Read from the inbox index alone while it is current
-    (:mod:`gitrelay.relay.inboxpeek`), so the hook loads neither pygit2 nor pydantic.
+    (:mod:`gitrelay.inbox.inboxpeek`), so the hook loads neither pygit2 nor pydantic.
 ``stop``
     Items this session was never shown: block the stop once, with one line
     ("2 new handoffs from bob@acme: call check_inbox"); silent otherwise, and always
@@ -48,7 +48,7 @@ from gitrelay.hosts.session import (
     check_session_id,
     inbox_stamp,
 )
-from gitrelay.relay.inboxpeek import Peek, UnreadItem, peek_unread
+from gitrelay.inbox.inboxpeek import Peek, UnreadItem, peek_unread
 from gitrelay.trust.trustkeys import blocking_key
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ class _FullRead(Peek):
     with thread statuses from the client."""
 
     def __init__(self, client: RelayClient) -> None:
-        from gitrelay.relay.inbox import check_inbox
+        from gitrelay.inbox.inbox import check_inbox
 
         items = [UnreadItem(
             item_id=i.item_id, seq=i.seq, kind=i.kind, thread_id=i.thread_id, status=i.status,
@@ -143,7 +143,7 @@ class _FullRead(Peek):
 
 def _read_inbox() -> tuple[str, Peek] | None:
     """The user's handle and unread items from the local copy: from the inbox index
-    alone when it is current (:mod:`gitrelay.relay.inboxpeek`, the standard library
+    alone when it is current (:mod:`gitrelay.inbox.inboxpeek`, the standard library
     only), else the full way; None when there is no local copy yet."""
     from gitrelay.store.config import load_user_config, mirror_path
 
@@ -357,8 +357,8 @@ def _stop(host: str, hook: HookInput, store: SessionStore) -> HookOutcome:
 
 def _wait(host: str, hook: HookInput, store: SessionStore, timeout: float) -> HookOutcome:
     from gitrelay.core.vocab import WAIT_MAX
+    from gitrelay.inbox.inbox import check_inbox
     from gitrelay.relay.client import RelayClient
-    from gitrelay.relay.inbox import check_inbox
     from gitrelay.store.config import load_user_config
 
     with store.exclusive(hook.session_id, "wait") as mine:

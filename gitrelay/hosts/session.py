@@ -46,7 +46,7 @@ from typing import Any
 from gitrelay.core import layout
 from gitrelay.core.errors import ConfigError
 from gitrelay.hosts.hostfiles import HOSTS
-from gitrelay.relay.inboxpeek import read_ref
+from gitrelay.inbox.inboxpeek import read_ref
 
 __all__ = [
     "FORMAT_VERSION",
@@ -221,7 +221,7 @@ class SessionState:
 def inbox_stamp(mirror: str) -> list[Any]:
     """What changes whenever an inbox item can: the local copy's ``main`` (every item's
     ``seq`` comes from a commit on it) and the record of refused operations. Read with
-    the standard library alone (:func:`gitrelay.relay.inboxpeek.read_ref`)."""
+    the standard library alone (:func:`gitrelay.inbox.inboxpeek.read_ref`)."""
     root = Path(mirror)
     tip = read_ref(root, layout.MAIN_REF) or ""
     try:

@@ -33,6 +33,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
+from gitrelay.inbox.inbox import ClaimResult, InboxPage
 from gitrelay.mcp.tool_models import (
     AcceptOut,
     AckResultOut,
@@ -59,7 +60,6 @@ from gitrelay.mcp.tool_models import (
 )
 from gitrelay.relay import policy
 from gitrelay.relay.client import ThreadView
-from gitrelay.relay.inbox import ClaimResult, InboxPage
 from gitrelay.relay.provenance import (
     RELAY_AUTHOR,
     AnswerFence,

@@ -19,8 +19,8 @@ from typing import Any
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError
 
+from gitrelay.inbox import inbox
 from gitrelay.mcp.answers import AnswerMemo
-from gitrelay.relay import inbox
 from gitrelay.relay.admin import ensure_default_relay, join
 from gitrelay.relay.client import RelayClient, WriteResult
 from gitrelay.store.config import default_relay_path, load_user_config

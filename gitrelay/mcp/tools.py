@@ -28,6 +28,7 @@ from gitrelay.core.vocab import (
     TEAMMATES_PAGE_MAX,
     WAIT_MAX,
 )
+from gitrelay.inbox import inbox
 from gitrelay.mcp.answers import answer_fenced
 from gitrelay.mcp.present import (
     MESSAGE_PAGE,
@@ -62,7 +63,7 @@ from gitrelay.mcp.tool_models import (
     ThreadOut,
     Worker,
 )
-from gitrelay.relay import inbox, policy
+from gitrelay.relay import policy
 from gitrelay.relay.client import DELIVERED, RelayClient, WriteResult
 
 if TYPE_CHECKING:

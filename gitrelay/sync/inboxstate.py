@@ -7,7 +7,7 @@ such a commit, writes one (checked with the gate's rules) and merges two
 machines' states of one user. The sync calls :func:`merge_inbox_states`
 when the relay's copy of the ref moved while this machine had unpushed acks
 or claims, so this module sits below the client: it uses only the mirror,
-the format modules and the rules. :mod:`gitrelay.relay.inbox` builds the inbox
+the format modules and the rules. :mod:`gitrelay.inbox.inbox` builds the inbox
 (items, cursors, acks and claims) on top of it; docs/inbox.md describes both.
 """
 

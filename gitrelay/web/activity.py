@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from gitrelay.core import layout
-from gitrelay.relay.index import index_for
+from gitrelay.inbox.index import index_for
 from gitrelay.store.mirror import Mirror
 
 WEEKS_SHOWN = 26

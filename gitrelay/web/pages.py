@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 from gitrelay.core.errors import InvalidArgument, RelayError
 from gitrelay.core.threads import ACCEPTED, PENDING, STATUSES
 from gitrelay.core.vocab import INTENTS
+from gitrelay.inbox.inbox import check_inbox
 from gitrelay.relay import policy
-from gitrelay.relay.inbox import check_inbox
 from gitrelay.relay.render import when
 from gitrelay.trust.trust import TrustRules, evaluate, load_trust
 from gitrelay.web.text import artifact_view, diff_lines, one_line, shown
 
 if TYPE_CHECKING:
+    from gitrelay.inbox.inbox import InboxItem
     from gitrelay.relay.client import RelayClient, ThreadView
-    from gitrelay.relay.inbox import InboxItem
 
 class Withheld:
     """A blocked sender's words kept off the pages, as ``gitrelay show`` and the agent's

@@ -2,9 +2,9 @@
 
 The coding hosts' hooks show what is waiting when a session starts, within a
 host's patience (150 ms, interpreter included). The full read
-(:func:`gitrelay.relay.inbox.check_inbox`) first brings the index up to date and
+(:func:`gitrelay.inbox.inbox.check_inbox`) first brings the index up to date and
 needs pygit2 and the whole library for that; loading them takes longer than the
-read. This module answers from the derived SQLite index (:mod:`gitrelay.relay.index`
+read. This module answers from the derived SQLite index (:mod:`gitrelay.inbox.index`
 writes it) without them, and only when the index says exactly what the full read
 would. It is current when all of these hold:
 

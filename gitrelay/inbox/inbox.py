@@ -11,7 +11,7 @@ What a user has handled lives on the relay, in the ref
 ``refs/gitrelay/users/<handle>/inbox``: a chain of commits whose tree holds
 only ``inbox.json`` (``acked_up_to``, single ``acked`` items above it, and
 ``claims`` by workers). Reading never changes it; only acks and claims do.
-Items and unread counts come from the local index (:mod:`gitrelay.relay.index`).
+Items and unread counts come from the local index (:mod:`gitrelay.inbox.index`).
 
 docs/inbox.md describes the behaviour; docs/format.md the ref's format.
 """
@@ -40,7 +40,7 @@ from gitrelay.core.ids import check_worker, same_handle
 from gitrelay.core.ops import now_iso
 from gitrelay.core.threads import STATUSES
 from gitrelay.core.vocab import INBOX_PAGE_MAX, LEASE_MAX, WAIT_MAX
-from gitrelay.relay.index import (
+from gitrelay.inbox.index import (
     PREVIEW_CHARS,
     REFUSED,
     Index,
@@ -51,7 +51,7 @@ from gitrelay.relay.index import (
     item_id_for,
     open_index,
 )
-from gitrelay.relay.index import reindex as reindex_mirror
+from gitrelay.inbox.index import reindex as reindex_mirror
 from gitrelay.store.mirror import Mirror, Refused
 from gitrelay.sync.inboxstate import (
     Claim,

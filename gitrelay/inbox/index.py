@@ -46,9 +46,9 @@ from gitrelay.core.errors import IndexLost
 from gitrelay.core.gitcli import hermetic_env, stream_git
 from gitrelay.core.objects import Commit, Objects, diff_trees
 from gitrelay.core.threads import ACCEPTED, CANCELLED, COMPLETED, PENDING
-from gitrelay.relay.inboxpeek import INDEX_FILE as INDEX_FILE
-from gitrelay.relay.inboxpeek import INDEX_FORMAT as INDEX_FORMAT
-from gitrelay.relay.inboxpeek import ITEM_SELECT
+from gitrelay.inbox.inboxpeek import INDEX_FILE as INDEX_FILE
+from gitrelay.inbox.inboxpeek import INDEX_FORMAT as INDEX_FORMAT
+from gitrelay.inbox.inboxpeek import ITEM_SELECT
 from gitrelay.store.mirror import Mirror
 from gitrelay.sync.inboxstate import time_us
 
