@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitrelay.mcp.present import INBOX_PREVIEW_CHARS, TEXT_PREVIEW_CHARS
-from gitrelay.relay.provenance import (
+from gitrelay.mcp.provenance import (
     CLOSE_PREFIX,
     OPEN_PREFIX,
     FencedValue,

@@ -18,9 +18,9 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from gitrelay.hosts.session import SessionStore
+from gitrelay.mcp.provenance import FencedValue
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.provenance import FencedValue
 from gitrelay.trust.fencetext import inbox_rows
 from tests.answerkit import read_answer, read_text
 

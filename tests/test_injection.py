@@ -52,17 +52,17 @@ from mcp import Client
 
 from gitrelay.core.ops import Op
 from gitrelay.mcp.present import INBOX_PREVIEW_CHARS
-from gitrelay.mcp.server import build_server
-from gitrelay.mcp.state import ServerState
-from gitrelay.relay import admin
-from gitrelay.relay.client import RelayClient
-from gitrelay.relay.provenance import (
+from gitrelay.mcp.provenance import (
     CLOSE_PREFIX,
     DATA_PREAMBLE,
     OPEN_PREFIX,
     outside_answer_fence,
     parse_answer_fence,
 )
+from gitrelay.mcp.server import build_server
+from gitrelay.mcp.state import ServerState
+from gitrelay.relay import admin
+from gitrelay.relay.client import RelayClient
 from gitrelay.store.config import mirror_path
 from gitrelay.store.mirror import Mirror
 from gitrelay.sync.push import Syncer

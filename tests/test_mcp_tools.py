@@ -27,6 +27,12 @@ from gitrelay.core.errors import ERRORS_BY_NAME, ConfigError, RelayError, StateC
 from gitrelay.inbox import inbox
 from gitrelay.inbox.inbox import InboxItem, InboxPage, Sender
 from gitrelay.mcp.present import present_inbox, present_inbox_fenced
+from gitrelay.mcp.provenance import (
+    CLOSE_PREFIX,
+    OPEN_PREFIX,
+    outside_answer_fence,
+    parse_answer_fence,
+)
 from gitrelay.mcp.server import RelayMCPServer, build_server
 from gitrelay.mcp.state import HeldKicks, ServerOptions, ServerState, open_state
 from gitrelay.mcp.tool_models import (
@@ -42,12 +48,6 @@ from gitrelay.mcp.tool_models import (
 )
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.provenance import (
-    CLOSE_PREFIX,
-    OPEN_PREFIX,
-    outside_answer_fence,
-    parse_answer_fence,
-)
 from gitrelay.sync.loop import SyncLoop
 from gitrelay.trust.trust import TrustStore, load_trust
 from tests.answerkit import SEEN, TEXTS, in_fence, read_answer, read_text

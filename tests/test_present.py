@@ -27,13 +27,13 @@ from gitrelay.mcp.present import (
     present_thread,
     present_thread_fenced,
 )
-from gitrelay.relay.client import ThreadView
-from gitrelay.relay.provenance import (
+from gitrelay.mcp.provenance import (
     CLOSE_PREFIX,
     DATA_PREAMBLE,
     OPEN_PREFIX,
     outside_answer_fence,
 )
+from gitrelay.relay.client import ThreadView
 from gitrelay.trust.trust import evaluate, load_trust
 from tests.answerkit import markers, read_answer
 

@@ -41,7 +41,7 @@ _REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 if _REPO_ROOT not in sys.path:
     sys.path.insert(0, _REPO_ROOT)
 
-from gitrelay.relay.provenance import (  # noqa: E402
+from gitrelay.mcp.provenance import (  # noqa: E402
     CLOSE_PREFIX,
     DATA_PREAMBLE,
     OPEN_PREFIX,

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from gitrelay.mcp.provenance import CLOSE_PREFIX
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.provenance import CLOSE_PREFIX
 from tests.answerkit import read_text
 from tests.hostkit import (
     PADDING_COMMAND,

@@ -11,7 +11,7 @@ programmatic clients. The text is the same in both.
 :func:`answer_of` builds the answer of a tool whose output holds no teammate text,
 :func:`answer_fenced` that of a read with its fence. :class:`AnswerMemo` serves a response
 equal to one it built recently (``check_inbox`` asked again with nothing new) from its
-wire form, under a new fence token (:class:`gitrelay.relay.provenance.FencedAnswer`): the
+wire form, under a new fence token (:class:`gitrelay.mcp.provenance.FencedAnswer`): the
 page is not presented and dumped again for every check-in.
 """
 
@@ -25,7 +25,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from gitrelay.mcp.present import Fenced, head_lines
-from gitrelay.relay.provenance import FencedAnswer
+from gitrelay.mcp.provenance import FencedAnswer
 
 __all__ = ["MEMO_SIZE", "Answer", "AnswerMemo", "answer_fenced", "answer_of", "plain_text"]
 

@@ -34,6 +34,13 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from pydantic import BaseModel
 
 from gitrelay.inbox.inbox import ClaimResult, InboxPage
+from gitrelay.mcp.provenance import (
+    RELAY_AUTHOR,
+    AnswerFence,
+    FenceCollision,
+    ProvenanceMarker,
+    json_line,
+)
 from gitrelay.mcp.tool_models import (
     AcceptOut,
     AckResultOut,
@@ -60,13 +67,6 @@ from gitrelay.mcp.tool_models import (
 )
 from gitrelay.relay import policy
 from gitrelay.relay.client import ThreadView
-from gitrelay.relay.provenance import (
-    RELAY_AUTHOR,
-    AnswerFence,
-    FenceCollision,
-    ProvenanceMarker,
-    json_line,
-)
 from gitrelay.store.mirror import Refused
 from gitrelay.trust.fencetext import (
     INBOX_PREVIEW_CHARS,

@@ -9,7 +9,7 @@ written.
 Output models carry text a teammate wrote as it was written, in an object
 whose ``provenance`` marker names the teammate and the token of the answer's
 fence; the answer's text content, which the agent reads, has every such value
-inside that fence (see :mod:`gitrelay.relay.provenance`). :mod:`gitrelay.mcp.present`
+inside that fence (see :mod:`gitrelay.mcp.provenance`). :mod:`gitrelay.mcp.present`
 is the only place that fills them. A few fields are wider than in the
 references: a free-form object a teammate wrote (``payload``, ``metadata``,
 an ``api_contract``'s ``inline``) is returned as its JSON *text*, so that a
@@ -39,7 +39,7 @@ from gitrelay.core.vocab import (
     URL_CHARS,
     WORKER_CHARS,
 )
-from gitrelay.relay.provenance import ProvenanceMarker
+from gitrelay.mcp.provenance import ProvenanceMarker
 from gitrelay.trust.trust import TrustOverlay
 
 __all__ = [

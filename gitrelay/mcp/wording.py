@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from gitrelay.core.errors import NextStep, RelayError, next_step_of, with_hint
-from gitrelay.relay.provenance import RELAY_AUTHOR, json_line
+from gitrelay.mcp.provenance import RELAY_AUTHOR, json_line
 from gitrelay.trust.fencetext import TextFence
 
 __all__ = ["NEXT_STEP", "QUOTES_THE_RELAY", "STEP_TEXT", "next_step_text", "tool_error_text"]

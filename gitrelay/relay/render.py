@@ -5,7 +5,7 @@ terminal: escape sequences, other control characters, bidirectional
 overrides and invisible tag characters are shown as visible escapes
 (``\\x1b``), so a hostile teammate can neither colour, move, hide nor
 reorder what the reader sees. Agents get teammate text inside provenance
-fences instead (:mod:`gitrelay.relay.provenance`); people get it cleaned, unwrapped, as plain text.
+fences instead (:mod:`gitrelay.mcp.provenance`); people get it cleaned, unwrapped, as plain text.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ back, for the coding hosts' hooks) and :func:`inbox_item_line` the line of one i
 the session-start context. This
 module imports nothing heavier than :mod:`re` and :mod:`json`, so a hook that only
 shows the inbox can answer without loading the rest of the library;
-:mod:`gitrelay.relay.provenance` builds the MCP answers' fence (with its structured
+:mod:`gitrelay.mcp.provenance` builds the MCP answers' fence (with its structured
 markers) on it. ``docs/trust.md`` describes the format.
 """
 
