@@ -103,14 +103,14 @@ def _byte_figure(name: str, size: int, note: str = "") -> Figure:
 def build_relay(root: Path, items: int, log: Log) -> tuple[Path, Path, Any, Path]:
     """A relay where alice sent bob ``items`` handoffs: the relay, bob's home, his client
     and his trust file."""
-    from gitrelay.relay import admin
+    from gitrelay.relay import setup
 
-    relay = admin.init_relay(root / "relay.git", name="acme")
+    relay = setup.init_relay(root / "relay.git", name="acme")
     homes = {h: root / h.split("@")[0] for h in ("alice@acme", "bob@acme")}
     people = {"alice@acme": ("Alice Martin", "backend"), "bob@acme": ("Bob Chen", "frontend")}
     for handle, home in homes.items():
         with gitrelay_home(home):
-            admin.join(str(relay), handle, name=people[handle][0], role=people[handle][1],
+            setup.join(str(relay), handle, name=people[handle][0], role=people[handle][1],
                        save=False)
     alice = client_for(relay, homes["alice@acme"], "alice@acme", writes="queue")
     started = time.perf_counter()

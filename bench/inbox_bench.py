@@ -43,8 +43,8 @@ from gitrelay.core.ids import thread_id_for
 from gitrelay.core.ops import Op
 from gitrelay.inbox.inbox import check_inbox
 from gitrelay.inbox.index import INDEX_FILE, index_for
-from gitrelay.relay.admin import init_relay, profile_doc, relay_config
 from gitrelay.relay.client import RelayClient
+from gitrelay.relay.setup import init_relay, profile_doc, relay_config
 from gitrelay.store.config import mirror_path
 from gitrelay.store.gitstore import Store
 from gitrelay.store.mirror import RELAY_MAIN

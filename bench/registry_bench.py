@@ -36,7 +36,7 @@ from typing import Any
 from gitrelay.core import layout, schema
 from gitrelay.core.ops import Op
 from gitrelay.core.vocab import DEFAULT_LIMITS
-from gitrelay.relay.admin import hook_script, install_hook, relay_config
+from gitrelay.relay.setup import hook_script, install_hook, relay_config
 
 FULL_REGISTRATIONS = 4000
 QUICK_REGISTRATIONS = 300
@@ -162,15 +162,15 @@ def measure_push(root: Path, n: int) -> tuple[float, int, str]:
 def measure_reader(root: Path, n: int) -> dict[str, float]:
     """A reader's first calls after ``n`` registrations landed on a hook-less relay."""
     from gitrelay.inbox.inbox import check_inbox
-    from gitrelay.relay import admin
+    from gitrelay.relay import setup
     from gitrelay.relay.client import RelayClient
 
     relay = root / "reader-relay.git"
     old_home = os.environ.get("GITRELAY_HOME")
     try:
         os.environ["GITRELAY_HOME"] = str(root / "bob-home")
-        admin.init_relay(relay, name="bench", hook=False)
-        admin.join(str(relay), "bob@acme", name="Bob Chen", role="frontend", save=False)
+        setup.init_relay(relay, name="bench", hook=False)
+        setup.join(str(relay), "bob@acme", name="Bob Chen", role="frontend", save=False)
         bob = RelayClient(str(relay), "bob@acme", writes="wait")
         bob.refresh(max_age=0)
         check_inbox(bob)

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gitrelay.core import layout
-from gitrelay.relay import admin
+from gitrelay.relay import setup
 
-PUSHER_VARS = (*admin.PUSHER_ENV_DEFAULT, "GITRELAY_PUSHER")
+PUSHER_VARS = (*setup.PUSHER_ENV_DEFAULT, "GITRELAY_PUSHER")
 
 
 def kit_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -12,7 +12,7 @@ import pytest
 
 from gitrelay.core import layout
 from gitrelay.core.signing import signer_for
-from gitrelay.relay import admin
+from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from tests.gitcli import push
 
@@ -45,7 +45,7 @@ class OpenRelay:
 
 def make_open_relay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
                 keys: dict[str, Path] | None = None) -> OpenRelay:
-    relay = admin.init_relay(tmp_path / "relay.git", name="acme", hook=False,
+    relay = setup.init_relay(tmp_path / "relay.git", name="acme", hook=False,
                              require_signatures=keys is not None)
 
     def reader(handle: str) -> RelayClient:
@@ -56,7 +56,7 @@ def make_open_relay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
 
     def join(handle: str) -> RelayClient:
         monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / handle.split("@")[0]))
-        admin.join(str(relay), handle, name=handle[:3].title(), role="engineer", save=False,
+        setup.join(str(relay), handle, name=handle[:3].title(), role="engineer", save=False,
                    signing_key=str(keys[handle]) if keys else None)
         return reader(handle)
 

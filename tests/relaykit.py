@@ -29,7 +29,7 @@ from gitrelay.core.ids import thread_id_for
 from gitrelay.core.objects import MODE_BLOB, MODE_TREE, Commit, Objects
 from gitrelay.core.view import RelayView, thread_files
 from gitrelay.gate.gate import REFUSAL_PREFIX
-from gitrelay.relay import admin
+from gitrelay.relay import setup
 from tests.forging import STAMP, WHEN, Forge, inbox_doc, keygen, public_key
 from tests.gitcli import git, kit_env, refs_of
 
@@ -171,16 +171,16 @@ class Bench:
         root.mkdir(parents=True, exist_ok=True)
         relay = root / "relay.git"
         if config is None:
-            admin.init_relay(relay, name="acme")
+            setup.init_relay(relay, name="acme")
         else:
-            admin.init_relay(relay, name="acme", hook=False)
-            doc = dict(admin.relay_config("acme"), created_at=STAMP, **config)
+            setup.init_relay(relay, name="acme", hook=False)
+            doc = dict(setup.relay_config("acme"), created_at=STAMP, **config)
             forge = Forge(relay)
             tree = forge.put(None, [layout.CONFIG_PATH], MODE_BLOB, forge.blob(schema.dumps(doc)))
             root_commit = forge.commit(tree, [], commit_message("init", "gitrelay", 0),
                                        author="gitrelay")
             git("update-ref", MAIN, root_commit, git_dir=relay)
-            admin.install_hook(relay)
+            setup.install_hook(relay)
         # `gitrelay init` has git check every pushed object (receive.fsckObjects), which
         # refuses malformed trees and commits before the gate runs; hosts without it
         # exist, so these relays leave every refusal to the gate.

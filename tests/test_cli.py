@@ -34,7 +34,7 @@ from gitrelay.cli.main import (
 )
 from gitrelay.core.ids import thread_id_for
 from gitrelay.demo.example import build_example, load_example
-from gitrelay.relay import admin
+from gitrelay.relay import setup
 from gitrelay.relay.render import Progress, clean, one_line
 
 EXAMPLE = load_example()
@@ -214,7 +214,7 @@ def test_a_new_relay_has_gits_guards_and_packs_pushed_objects_early(tmp_path, mo
 
     assert setting("receive.denyNonFastForwards") == "true"
     assert setting("receive.denyDeletes") == "true"
-    assert setting("gc.auto") == str(admin.RELAY_GC_AUTO) == "1000"
+    assert setting("gc.auto") == str(setup.RELAY_GC_AUTO) == "1000"
 
 
 def test_joining_again_keeps_the_registered_profile_and_says_what_was_not_used(

@@ -19,7 +19,7 @@ from mcp.client.stdio import stdio_client
 
 from gitrelay.hosts.session import SessionStore
 from gitrelay.mcp.provenance import FencedValue
-from gitrelay.relay import admin
+from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from gitrelay.trust.fencetext import inbox_rows
 from tests.answerkit import read_answer, read_text
@@ -99,9 +99,9 @@ def decision(proc: subprocess.CompletedProcess[str]) -> str | None:
 def bob(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Bob:
     machine = Bob(tmp_path, relay)
     monkeypatch.setenv("GITRELAY_HOME", str(machine.home))
-    admin.join(str(relay), "bob@acme", name="Bob Chen", role="frontend")
+    setup.join(str(relay), "bob@acme", name="Bob Chen", role="frontend")
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice-gitrelay"))
-    admin.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
+    setup.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
     return machine
 
 

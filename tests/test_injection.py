@@ -61,7 +61,7 @@ from gitrelay.mcp.provenance import (
 )
 from gitrelay.mcp.server import build_server
 from gitrelay.mcp.state import ServerState
-from gitrelay.relay import admin
+from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.config import mirror_path
 from gitrelay.store.mirror import Mirror
@@ -595,7 +595,7 @@ def _env(mp: pytest.MonkeyPatch, base: Path) -> None:
 def _client(mp: pytest.MonkeyPatch, relay: Path, home: Path, handle: str, name: str,
             role: str) -> RelayClient:
     mp.setenv("GITRELAY_HOME", str(home))
-    admin.join(str(relay), handle, name=name, role=role, save=False)
+    setup.join(str(relay), handle, name=name, role=role, save=False)
     return RelayClient(str(relay), handle, writes="queue")
 
 
@@ -642,7 +642,7 @@ def register_vendors(relay: Path, home: Path, mp: pytest.MonkeyPatch,
         prof = Profile(handle, joined(batch, NAME_CAP), joined(role_batch, NAME_CAP),
                        tuple(p.name for p in batch), tuple(p.name for p in role_batch))
         people[handle.casefold()] = prof
-        mirror.append(Op("profile", admin.profile_doc(handle, prof.name, prof.role),
+        mirror.append(Op("profile", setup.profile_doc(handle, prof.name, prof.role),
                          handle=handle))
         handles.append(handle)
     assert not syncer.deliver().refused
@@ -651,7 +651,7 @@ def register_vendors(relay: Path, home: Path, mp: pytest.MonkeyPatch,
 
 
 def build_world(base: Path, mp: pytest.MonkeyPatch) -> World:
-    relay = admin.init_relay(base / "relay.git", name="acme")
+    relay = setup.init_relay(base / "relay.git", name="acme")
     alice = _client(mp, relay, base / "alice", ALICE, *PEOPLE[ALICE])
     bob = _client(mp, relay, base / "bob", BOB, *PEOPLE[BOB])
     people = {h.casefold(): Profile(h, *PEOPLE[h]) for h in PEOPLE}

@@ -15,7 +15,7 @@ import pytest
 
 from gitrelay.cli.main import main as cli_main
 from gitrelay.core.errors import ConfigError, Forbidden, InvalidArgument
-from gitrelay.relay import admin
+from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.config import load_user_config
 from tests.forging import forge, keygen, profile_op, public_key, push
@@ -23,9 +23,9 @@ from tests.forging import forge, keygen, profile_op, public_key, push
 
 @pytest.fixture
 def hookless(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    relay = admin.init_relay(tmp_path / "relay.git", name="acme", hook=False)
+    relay = setup.init_relay(tmp_path / "relay.git", name="acme", hook=False)
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "mallory"))
-    admin.join(str(relay), "mallory@acme", name="Mal Lory", role="intern", save=False)
+    setup.join(str(relay), "mallory@acme", name="Mal Lory", role="intern", save=False)
     return relay
 
 
@@ -41,9 +41,9 @@ def squat(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **fields
 
 
 def dana_joins(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-               **kwargs: object) -> admin.UserConfig:
+               **kwargs: object) -> setup.UserConfig:
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "dana"))
-    return admin.join(str(relay), "dana@acme", name="Dana Kim", role="design",
+    return setup.join(str(relay), "dana@acme", name="Dana Kim", role="design",
                       **kwargs)  # type: ignore[arg-type]
 
 
@@ -105,10 +105,10 @@ def test_a_profile_without_a_key_is_not_taken_over_by_a_joiner_with_one(
 def checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A relay whose gate learns the pusher from REMOTE_USER (a local push hands the
     hook the pusher's environment, as a web server would set it), alice on it."""
-    relay = admin.init_relay(tmp_path / "relay.git", name="acme", require_pusher=True,
+    relay = setup.init_relay(tmp_path / "relay.git", name="acme", require_pusher=True,
                              pusher_env=["REMOTE_USER"])
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))
-    admin.join(str(relay), "alice@acme", name="Alice Martin", role="backend",
+    setup.join(str(relay), "alice@acme", name="Alice Martin", role="backend",
                usernames=["alice"], env={"REMOTE_USER": "alice"}, save=False)
     return relay
 
@@ -144,7 +144,7 @@ def test_joining_again_without_usernames_is_told_the_exact_command(
         checked: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice-laptop"))
     with pytest.raises(Forbidden) as err:
-        admin.join(str(checked), "alice@acme", name="Alice Martin", role="backend")
+        setup.join(str(checked), "alice@acme", name="Alice Martin", role="backend")
     assert (f"run `gitrelay join {checked} --as alice@acme --name 'Alice Martin' --role "
             "backend --username alice`") in err.value.hint
 
@@ -160,5 +160,5 @@ def test_every_join_refusal_names_a_command_that_works(
             "--signing-key ~/.ssh/id_ed25519`") in err.value.hint
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "dana"))
     with pytest.raises(InvalidArgument, match="already registered") as bad:
-        admin.join(str(hookless), "DANA@acme", name="Dana Kim", role="design")
+        setup.join(str(hookless), "DANA@acme", name="Dana Kim", role="design")
     assert f"`gitrelay join {hookless} --as dana@acme --name" in bad.value.hint

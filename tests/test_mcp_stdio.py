@@ -16,7 +16,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from gitrelay.relay import admin
+from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from tests.answerkit import in_fence, read_answer
 from tests.mcpkit import ARTIFACTS, REPO, TRUST, hermetic_env
@@ -88,9 +88,9 @@ def two_homes(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> H
     without one (his server gets --relay/--as/--trust)."""
     alice_home, bob_home = tmp_path / "alice", tmp_path / "bob"
     monkeypatch.setenv("GITRELAY_HOME", str(alice_home))
-    admin.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
+    setup.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
     monkeypatch.setenv("GITRELAY_HOME", str(bob_home))
-    admin.join(str(relay), "bob@acme", name="Bob Chen", role="frontend", save=False)
+    setup.join(str(relay), "bob@acme", name="Bob Chen", role="frontend", save=False)
     alice_trust, bob_trust = tmp_path / "alice-trust.yaml", tmp_path / "bob-trust.yaml"
     alice_trust.write_text(TRUST.format(who="bob@acme"))
     bob_trust.write_text(TRUST.format(who="alice@acme"))

@@ -32,7 +32,7 @@ from gitrelay.hosts.session import SessionStore
 from gitrelay.mcp.server import build_server
 from gitrelay.mcp.state import ServerState
 from gitrelay.mcp.wording import QUOTES_THE_RELAY, tool_error_text
-from gitrelay.relay import admin
+from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from gitrelay.trust.fencetext import (
     ATTRIBUTES,
@@ -127,7 +127,7 @@ def pair(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[s
         user = handle.split("@")[0]
         monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / user))
         mark = MARK if user == "alice" else BOB_MARK
-        admin.join(str(relay), handle, name=f"{user.title()} {mark}",
+        setup.join(str(relay), handle, name=f"{user.title()} {mark}",
                    role=f"{mark} engineer", save=False)
         trust = tmp_path / f"trust-{user}.yaml"
         trust.write_text(TRUST)

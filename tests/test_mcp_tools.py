@@ -46,7 +46,7 @@ from gitrelay.mcp.tool_models import (
     TeammatesOut,
     ThreadOut,
 )
-from gitrelay.relay import admin
+from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from gitrelay.sync.loop import SyncLoop
 from gitrelay.trust.trust import TrustStore, load_trust
@@ -111,7 +111,7 @@ def join(relay: Path, home: Path, handle: str) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GITRELAY_HOME", str(home))
         name, role, email = TEAM[handle]
-        admin.join(str(relay), handle, name=name, role=role, email=email, save=False)
+        setup.join(str(relay), handle, name=name, role=role, email=email, save=False)
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,7 @@ def team_relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
         for key, value in (("GIT_CONFIG_GLOBAL", "/dev/null"), ("GIT_CONFIG_NOSYSTEM", "1"),
                            ("GIT_TERMINAL_PROMPT", "0"), ("HOME", str(base))):
             mp.setenv(key, value)
-        relay = admin.init_relay(base / "relay.git", name="acme")
+        relay = setup.init_relay(base / "relay.git", name="acme")
         for handle in TEAM:
             join(relay, base / handle.split("@")[0], handle)
     yield relay, base
@@ -555,7 +555,7 @@ def test_a_cancelled_handoff_shows_the_reason_and_cannot_be_accepted(agent: Agen
 
 
 def test_inbox_url_follows_the_relays_web_url_template(agent: AgentFactory, tmp_path: Path) -> None:
-    hosted = admin.init_relay(
+    hosted = setup.init_relay(
         tmp_path / "hosted.git", name="acme",
         web_url_template="https://git.acme.dev/team/relay/src/branch/main/{path}#{thread_id}")
     agent("bob@acme", relay_path=hosted)
@@ -1710,7 +1710,7 @@ def test_without_any_identity_the_server_says_how_to_get_one(
 def test_the_user_config_written_by_join_is_used(
         relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "erin"))
-    admin.join(str(relay), "erin@acme", name="Erin", role="qa")
+    setup.join(str(relay), "erin@acme", name="Erin", role="qa")
     state = open_state(ServerOptions(background=False))
     try:
         assert state.client.handle == "erin@acme" and state.client.relay_url == str(relay)
@@ -1808,11 +1808,11 @@ def test_a_relay_invalid_under_a_hookless_host_is_said_stale_with_its_words_fenc
     for key, value in (("GIT_CONFIG_GLOBAL", "/dev/null"), ("GIT_CONFIG_NOSYSTEM", "1"),
                        ("HOME", str(tmp_path))):
         monkeypatch.setenv(key, value)
-    relay = admin.init_relay(tmp_path / "relay.git", name="acme", hook=False)
+    relay = setup.init_relay(tmp_path / "relay.git", name="acme", hook=False)
     clients = {}
     for handle, name in (("alice@acme", "Alice Martin"), ("bob@acme", "Bob Chen")):
         monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / handle.split("@")[0]))
-        admin.join(str(relay), handle, name=name, role="backend", save=False)
+        setup.join(str(relay), handle, name=name, role="backend", save=False)
         clients[handle] = RelayClient(str(relay), handle, writes="wait")
     alice, bob = clients["alice@acme"], clients["bob@acme"]
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))

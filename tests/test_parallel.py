@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gitrelay.core.objects import Commit
-from gitrelay.relay import admin
+from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
 from gitrelay.sync import parallel
@@ -26,11 +26,11 @@ from tests.gitcli import push
 @pytest.fixture
 def history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[Commit]]:
     """A gate-less relay: a dozen genuine operations, a forged accept, then more."""
-    relay = admin.init_relay(tmp_path / "relay.git", name="acme", hook=False)
+    relay = setup.init_relay(tmp_path / "relay.git", name="acme", hook=False)
     clients = {}
     for handle in ("alice@acme", "bob@acme"):
         monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / handle.split("@")[0]))
-        admin.join(str(relay), handle, name=handle[:3].title(), role="dev", save=False)
+        setup.join(str(relay), handle, name=handle[:3].title(), role="dev", save=False)
         clients[handle] = RelayClient(str(relay), handle, writes="wait")
     alice, bob = clients["alice@acme"], clients["bob@acme"]
     alice.refresh(max_age=0)

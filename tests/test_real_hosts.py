@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from gitrelay.mcp.provenance import CLOSE_PREFIX
-from gitrelay.relay import admin
+from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from tests.answerkit import read_text
 from tests.hostkit import (
@@ -68,10 +68,10 @@ class Team:
     def __init__(self, root: Path, relay: Path) -> None:
         self.desk = Desk(root, relay)
         with gitrelay_home(self.desk.gitrelay_home):
-            admin.join(str(relay), "bob@acme", name="Bob Chen", role="frontend")
+            setup.join(str(relay), "bob@acme", name="Bob Chen", role="frontend")
         self.alice_home = root / "alice-gitrelay"
         with gitrelay_home(self.alice_home):
-            admin.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
+            setup.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
         self.relay = relay
 
     def handoff(self, summary: str = SUMMARY, *, message: bool = True) -> str:
@@ -117,7 +117,7 @@ def check_in(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
                             "GIT_COMMITTER_NAME": "test",
                             "GIT_COMMITTER_EMAIL": "test@example.invalid"}.items():
             mp.setenv(name, value)
-        team = Team(root, admin.init_relay(root / "relay.git", name="acme"))
+        team = Team(root, setup.init_relay(root / "relay.git", name="acme"))
         tid = team.handoff()
         team.fetched()
         run = run_host(host, team.desk, [

@@ -77,7 +77,7 @@ def test_a_relay_made_before_the_limit_gets_the_default(tmp_path: Path) -> None:
 
 
 def test_a_new_relay_writes_the_limit_and_a_relay_json_may_set_it() -> None:
-    from gitrelay.relay.admin import relay_config
+    from gitrelay.relay.setup import relay_config
 
     config: dict[str, Any] = relay_config("acme")
     assert config["limits"][LIMIT_FIELD] == DEFAULT_LIMITS[LIMIT_FIELD]
@@ -293,13 +293,13 @@ def test_a_reader_checks_indexes_and_lists_a_thousand_new_registrations_in_one_p
     (54 s for 2,000)."""
     from bench.registry_bench import add_registrations
     from gitrelay.inbox.inbox import check_inbox
-    from gitrelay.relay import admin
+    from gitrelay.relay import setup
     from gitrelay.relay.client import RelayClient
 
     count = 1000
-    relay = admin.init_relay(tmp_path / "relay.git", name="acme", hook=False)
+    relay = setup.init_relay(tmp_path / "relay.git", name="acme", hook=False)
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "bob"))
-    admin.join(str(relay), "bob@acme", name="Bob Chen", role="frontend", save=False)
+    setup.join(str(relay), "bob@acme", name="Bob Chen", role="frontend", save=False)
     check_inbox(RelayClient(str(relay), "bob@acme", writes="wait"))  # the index, built
     from tests.gitcli import ref_of
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from gitrelay.cli.main import main as cli_main
-from gitrelay.relay import admin
+from gitrelay.relay import setup
 from gitrelay.store.config import mirror_path
 from gitrelay.store.mirror import Mirror
 from tests.servers.ssh import SshGitServer
@@ -57,7 +57,7 @@ def closed_port() -> int:
 def test_an_unknown_host_key_is_named_with_the_fix_in_join_whoami_status_and_doctor(
         ssh_server: SshGitServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    admin.init_relay(ssh_server.root / "relay.git", name="acme")
+    setup.init_relay(ssh_server.root / "relay.git", name="acme")
     url = ssh_server.url("relay.git", "alice")
     empty = tmp_path / "known_hosts"
     empty.write_text("")

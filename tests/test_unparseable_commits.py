@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gitrelay.core import layout
-from gitrelay.relay import admin
+from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from gitrelay.sync.verify import verify_relay
 from tests.forging import (
@@ -48,14 +48,14 @@ class Team:
 
 def _team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, hook: bool,
           fsck: bool) -> Team:
-    relay = admin.init_relay(tmp_path / "relay.git", name="acme", hook=hook)
+    relay = setup.init_relay(tmp_path / "relay.git", name="acme", hook=hook)
     if not fsck:  # a host that takes whatever git can store
         subprocess.run(["git", "--git-dir", str(relay), "config", "receive.fsckObjects",
                         "false"], check=True)
     clients = {}
     for handle in ("alice@acme", "bob@acme"):
         monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / handle.split("@")[0]))
-        admin.join(str(relay), handle, name=handle[:3].title(), role="engineer", save=False)
+        setup.join(str(relay), handle, name=handle[:3].title(), role="engineer", save=False)
         clients[handle] = RelayClient(str(relay), handle, writes="wait")
     alice, bob = clients["alice@acme"], clients["bob@acme"]
     alice.refresh(max_age=0)

@@ -13,7 +13,7 @@ from gitrelay.core.vocab import DELIVERY_MODES
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
-    from gitrelay.relay.admin import init_relay
+    from gitrelay.relay.setup import init_relay
 
     path = init_relay(Path(args.path), name=args.name, web_url_template=args.web_url,
                       require_pusher=args.require_pusher,
@@ -23,8 +23,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _cmd_join(args: argparse.Namespace) -> int:
-    from gitrelay.relay.admin import join
     from gitrelay.relay.render import Progress
+    from gitrelay.relay.setup import join
 
     progress = Progress()
     unpinned: list[str] = []  # the teammates to ask for a pin, when none was given

@@ -29,8 +29,8 @@ from gitrelay.core import schema
 from gitrelay.core.errors import ConfigError, InvalidArgument
 from gitrelay.core.ids import check_handle, is_key, thread_id_for
 from gitrelay.core.threads import STATUSES
-from gitrelay.relay.admin import init_relay, join
 from gitrelay.relay.client import RelayClient
+from gitrelay.relay.setup import init_relay, join
 
 EXAMPLE_ENV = "GITRELAY_EXAMPLE"
 STEP_KINDS = ("accept", "message", "draft", "complete", "cancel")

@@ -40,8 +40,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from gitrelay.core.errors import RelayError
 from gitrelay.demo.example import Example, load_example
-from gitrelay.relay.admin import ensure_default_relay, join
 from gitrelay.relay.render import clean, clip, one_line, short_id
+from gitrelay.relay.setup import ensure_default_relay, join
 from gitrelay.store.config import default_relay_path
 
 ALICE, BOB, CAROL = "alice@acme", "bob@acme", "carol@acme"

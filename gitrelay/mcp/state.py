@@ -21,8 +21,8 @@ from mcp.server.mcpserver.exceptions import ResourceError
 
 from gitrelay.inbox import inbox
 from gitrelay.mcp.answers import AnswerMemo
-from gitrelay.relay.admin import ensure_default_relay, join
 from gitrelay.relay.client import RelayClient, WriteResult
+from gitrelay.relay.setup import ensure_default_relay, join
 from gitrelay.store.config import default_relay_path, load_user_config
 from gitrelay.sync.loop import SyncLoop
 from gitrelay.trust.trust import TrustStore

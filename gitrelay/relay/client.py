@@ -60,7 +60,6 @@ from gitrelay.core.threads import (
 )
 from gitrelay.core.view import RelayView, thread_files
 from gitrelay.core.vocab import DELIVERY_MODES, TEAMMATES_PAGE, TEAMMATES_PAGE_MAX
-from gitrelay.relay.admin import ensure_default_relay
 from gitrelay.relay.policy import (
     check_new_handoff,
     handoff_key,
@@ -68,6 +67,7 @@ from gitrelay.relay.policy import (
     limits,
     written_from_arguments,
 )
+from gitrelay.relay.setup import ensure_default_relay
 from gitrelay.store.config import UserConfig, default_relay_path, load_user_config, mirror_path
 from gitrelay.store.mirror import Mirror, Refused, Written, op_key
 from gitrelay.store.recovery import mirror_problem, salvage_outbox, set_aside
