@@ -7,6 +7,7 @@ answers the hooks; this module parses, prints and sets the exit code.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from gitrelay.cli.common import Commands
@@ -14,7 +15,7 @@ from gitrelay.cli.common import Commands
 __all__ = ["register"]
 
 HOSTS = ("claude", "codex", "cursor")
-EVENTS = ("session-start", "stop", "wait", "pre-tool-use", "post-tool-use")
+EVENTS = ("session-start", "stop", "wait", "session-end", "pre-tool-use", "post-tool-use")
 
 
 def _cmd_setup(args: argparse.Namespace) -> int:
@@ -55,6 +56,12 @@ def _cmd_hook(args: argparse.Namespace) -> int:
         sys.stdout.write(outcome.stdout + "\n")
     if outcome.stderr:
         sys.stderr.write(outcome.stderr)
+    if args.event == "wait":
+        # The host reads the waiter's answer when it exits: leave now, not after the sync
+        # loop's threads (a fetch in flight) wind down.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(outcome.exit_code)
     return outcome.exit_code
 
 

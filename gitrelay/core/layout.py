@@ -25,6 +25,12 @@ REFUSED_FILE = "gitrelay-refused.jsonl"
 
 MAIN_REF = "refs/heads/main"
 USERS_REF_PREFIX = "refs/gitrelay/users/"
+# A mirror's own refs: the relay's refs as last fetched (quarantined, before
+# verify-on-read) and as verified.
+FETCHED_MAIN = "refs/fetched/main"
+FETCHED_USERS = "refs/fetched/users/"
+RELAY_MAIN = "refs/relay/main"
+RELAY_USERS = "refs/relay/users/"
 INBOX_REF_LEAF = "inbox"
 
 # Operations, one per commit; each but archive adds exactly one file.

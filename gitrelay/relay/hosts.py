@@ -34,6 +34,8 @@ __all__ = ["HOSTS", "FileChange", "HostStatus", "apply", "diff_text", "gitrelay_
 
 SERVER = "gitrelay"
 WAIT_TIMEOUT = 3600          # seconds Claude Code lets the background waiter run
+REWAKE_MESSAGE = "gitrelay, the inbox waiter (not an error):"
+REWAKE_SUMMARY = "gitrelay: new in the inbox"
 
 _CLAUDE_START = "startup|resume|clear|compact"
 _CODEX_START = "startup|resume|clear"
@@ -92,8 +94,11 @@ def wanted_hooks(host: str, exe: str, *, outside: str = "ask") -> dict[str, list
     """gitrelay's matcher groups per event, in the host's own shape."""
     guard = ("--outside", "deny") if outside == "deny" else ()
     if host == "claude":
-        waiter = _hook(_command(exe, host, "wait"), WAIT_TIMEOUT, **{"async": True,
-                                                                     "asyncRewake": True})
+        # rewakeMessage and rewakeSummary label the waiter's wake-up as what it is
+        # (without them Claude Code calls it a blocking error of the event that started it).
+        waiter = _hook(_command(exe, host, "wait"), WAIT_TIMEOUT, **{
+            "async": True, "asyncRewake": True, "rewakeMessage": REWAKE_MESSAGE,
+            "rewakeSummary": REWAKE_SUMMARY})
         return {
             "SessionStart": [{"matcher": _CLAUDE_START, "hooks": [
                 _hook(_command(exe, host, "session-start"), 10), waiter]}],
@@ -102,6 +107,7 @@ def wanted_hooks(host: str, exe: str, *, outside: str = "ask") -> dict[str, list
                 _hook(_command(exe, host, "pre-tool-use", *guard), 10)]}],
             "PostToolUse": [{"matcher": _MCP_MATCHER, "hooks": [
                 _hook(_command(exe, host, "post-tool-use"), 30)]}],
+            "SessionEnd": [{"hooks": [_hook(_command(exe, host, "session-end"), 5)]}],
         }
     if host == "codex":
         return {
@@ -272,7 +278,9 @@ def plan(host: str, scope: Scope, exe: str, *, cwd: Path | None = None, remove: 
         before, doc = _load_json(mcp_file)
         entry: dict[str, Any] = {"command": exe, "args": ["mcp"]}
         if host == "claude":
-            entry = {"type": "stdio", **entry}
+            # alwaysLoad: Claude Code connects the server before the first request (and
+            # never defers its tools behind tool search), so a cold run's first turn has them.
+            entry = {"type": "stdio", **entry, "alwaysLoad": True}
         merged = _merge_mcp_json(doc, None if remove else entry, mcp_file)
         changes.append(FileChange(mcp_file, before,
                                   before if before is not None and merged == doc

@@ -43,10 +43,8 @@ from gitrelay.store import journal
 from gitrelay.store.gitstore import Store
 from gitrelay.store.locks import FileMutex, LockTimeout
 
-RELAY_MAIN = "refs/relay/main"
-RELAY_USERS = "refs/relay/users/"
-FETCHED_MAIN = "refs/fetched/main"
-FETCHED_USERS = "refs/fetched/users/"
+RELAY_MAIN, RELAY_USERS = layout.RELAY_MAIN, layout.RELAY_USERS
+FETCHED_MAIN, FETCHED_USERS = layout.FETCHED_MAIN, layout.FETCHED_USERS
 LOCK_TIMEOUT = 60.0
 
 Signer = Callable[[bytes], str]
