@@ -7,8 +7,6 @@ import time
 from pathlib import Path
 
 from gitrelay.cli.common import (
-    EXIT_INVALID,
-    EXIT_OK,
     Commands,
     at_least,
     delivery_text,
@@ -18,6 +16,7 @@ from gitrelay.cli.common import (
     stale_note,
     trust_path,
 )
+from gitrelay.cli.exits import EXIT_INVALID, EXIT_OK
 from gitrelay.core.errors import RelayUnavailable
 
 

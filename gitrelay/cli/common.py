@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from gitrelay.cli.exits import EXIT_USAGE
 from gitrelay.core.errors import AmbiguousId, InvalidArgument
 from gitrelay.core.threads import STATUSES
 from gitrelay.core.vocab import WAIT_MAX
@@ -17,13 +18,6 @@ from gitrelay.core.vocab import WAIT_MAX
 if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient, WriteResult
 
-EXIT_OK = 0            # success
-EXIT_ERROR = 1         # the operation was refused or failed (the line says which rule)
-EXIT_USAGE = 2         # the command line itself is wrong
-EXIT_INVALID = 3       # a check found problems (`verify`, `doctor`)
-EXIT_UNAVAILABLE = 4   # the relay could not be reached and there is no local copy to use
-EXIT_INTERNAL = 70     # a bug in gitrelay (please report it with GITRELAY_DEBUG=1 output)
-EXIT_INTERRUPTED = 130
 
 
 

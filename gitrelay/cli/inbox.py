@@ -6,7 +6,6 @@ import argparse
 from typing import TYPE_CHECKING
 
 from gitrelay.cli.common import (
-    EXIT_OK,
     Commands,
     note,
     open_client,
@@ -15,6 +14,7 @@ from gitrelay.cli.common import (
     statuses_arg,
     wait_seconds,
 )
+from gitrelay.cli.exits import EXIT_OK
 from gitrelay.core.threads import STATUSES
 from gitrelay.core.vocab import INBOX_PAGE_MAX
 

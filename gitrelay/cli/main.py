@@ -10,25 +10,24 @@ and an exit code; never a traceback.
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import sys
-from collections.abc import Sequence
 
-from gitrelay.cli.common import (
+from gitrelay.cli.exits import (
     EXIT_ERROR,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_INVALID,
     EXIT_OK,
     EXIT_UNAVAILABLE,
-    Commands,
-    Parser,
-    common_flags,
 )
-from gitrelay.cli.wording import error_text
-from gitrelay.core.errors import RelayError, RelayUnavailable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+    from gitrelay.core.errors import RelayError
 
 __all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "EXIT_UNAVAILABLE", "build_parser", "main"]
 
@@ -39,6 +38,11 @@ GROUPS = ("setup", "inbox", "threads", "trust", "admin", "hosts")
 
 
 def build_parser(groups: Sequence[str] = GROUPS) -> argparse.ArgumentParser:
+    import argparse
+    import importlib
+
+    from gitrelay.cli.common import Commands, Parser, common_flags
+
     common = common_flags()
     parser = Parser(prog="gitrelay", parents=[common],
                     formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -55,6 +59,9 @@ def build_parser(groups: Sequence[str] = GROUPS) -> argparse.ArgumentParser:
 
 
 def _fail(exc: RelayError) -> int:
+    from gitrelay.cli.wording import error_text
+    from gitrelay.core.errors import RelayUnavailable
+
     print(f"gitrelay: {error_text(exc)}", file=sys.stderr)
     for line in exc.data.get("details", []):
         print(f"  {line}", file=sys.stderr)
@@ -63,8 +70,16 @@ def _fail(exc: RelayError) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
-    # A host runs `gitrelay hook` on every tool call: it needs its own group's parser
-    # only, and building the whole one is a good part of the hook's time.
+    if given[:1] == ["hook"]:
+        # A host runs `gitrelay hook` on every tool call, and starting up is most of its
+        # time: a plain hook command is read without argparse and the command modules.
+        from gitrelay.cli.hosts import hook_command
+
+        answered = hook_command(given[1:])
+        if answered is not None:
+            return answered
+    from gitrelay.core.errors import RelayError
+
     args = build_parser(("hosts",) if given[:1] == ["hook"] else GROUPS).parse_args(given)
     try:
         code: int = args.func(args)

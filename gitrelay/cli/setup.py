@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gitrelay.cli.common import EXIT_OK, Commands, note, open_client, print_json, trust_path
+from gitrelay.cli.common import Commands, note, open_client, print_json, trust_path
+from gitrelay.cli.exits import EXIT_OK
 from gitrelay.core.errors import InvalidArgument, RelayError, RelayUnavailable
 from gitrelay.core.vocab import DELIVERY_MODES
 

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from gitrelay.cli.artifacts import add_artifact_flags, artifacts_from, json_arg, read_file
 from gitrelay.cli.common import (
-    EXIT_OK,
     Commands,
     at_least,
     delivery_text,
@@ -21,6 +20,7 @@ from gitrelay.cli.common import (
     trust_path,
     write_json,
 )
+from gitrelay.cli.exits import EXIT_OK
 from gitrelay.core.errors import InvalidArgument, RelayError
 from gitrelay.core.vocab import INTENTS
 from gitrelay.relay import policy

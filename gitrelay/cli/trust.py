@@ -5,15 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gitrelay.cli.common import (
-    EXIT_OK,
-    Commands,
-    note,
-    open_client,
-    print_json,
-    stale_note,
-    trust_path,
-)
+from gitrelay.cli.common import Commands, note, open_client, print_json, stale_note, trust_path
+from gitrelay.cli.exits import EXIT_OK
 from gitrelay.core.errors import InvalidArgument, RelayError
 
 

@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from gitrelay.core import layout
 from gitrelay.core.errors import ConfigError, RelayError, RelayUnavailable
 from gitrelay.core.ids import same_handle
-from gitrelay.relay.guard import Decision, decide
 from gitrelay.relay.inboxpeek import Peek, UnreadItem, peek_unread, read_ref
 from gitrelay.relay.session import (
     InProgress,
@@ -63,6 +62,7 @@ from gitrelay.relay.trustkeys import blocking_key
 
 if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient
+    from gitrelay.relay.guard import Decision
 
 __all__ = ["EVENTS", "HookOutcome", "run_hook"]
 
@@ -683,6 +683,8 @@ def _guard_output(host: str, decision: Decision) -> HookOutcome:
 def _pre_tool_use(host: str, text: str, store: SessionStore, outside: Literal["ask", "deny"],
                   server: str) -> HookOutcome:
     try:
+        from gitrelay.relay.guard import decide  # here: the other events never load it
+
         hook = _parse(text)
         state = store.read(hook.session_id)
         decision = decide(state, hook.raw.get("tool_name"), hook.raw.get("tool_input"),
