@@ -315,11 +315,17 @@ def test_the_hooks_bench_measures_every_figure_on_a_small_relay(tmp_path: Path) 
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    assert [f.median is not None and f.median > 0 for f in figures] == [True] * 8
+    assert [f.median is not None and f.median > 0 for f in figures] == [True] * 11
     assert {f.name for f in figures if f.limit == hooks_bench.GOAL_PRE_TOOL_USE_MS} == {
         "pre-tool-use guard, handoff in progress", "pre-tool-use guard, nothing in progress"}
     assert {f.name for f in figures if f.limit == hooks_bench.GOAL_SESSION_START_MS} == {
         "session-start hook (a new session)"}
+    assert {f.name for f in figures if f.limit == hooks_bench.GOAL_STOP_MS} == {
+        "stop hook (nothing new)"}
+    assert {f.name for f in figures if f.limit == hooks_bench.GOAL_UNATTENDED_EXIT_MS} == {
+        "claude -p: its stop to the waiter's exit"}
+    assert {f.name for f in figures if f.limit == hooks_bench.GOAL_ORPHAN_EXIT_MS} == {
+        "host killed to the waiter's exit"}
 
 
 def test_session_start_answers_from_the_inbox_index_only_while_it_is_current(
@@ -608,3 +614,30 @@ def test_the_waiter_exits_when_its_host_dies(bob: Bob, tmp_path: Path,
     finally:
         if host.poll() is None:
             host.kill()
+
+
+@pytest.mark.parametrize("event", ["pre-tool-use", "stop", "session-end"])
+def test_a_hook_loads_only_what_its_event_needs(bob: Bob, event: str) -> None:
+    """The host waits for every hook, and starting Python is most of a hook's time: no
+    argparse, no command modules, no pygit2, pydantic or YAML; the guard only for
+    pre-tool-use."""
+    code = ("import sys\n"
+            f"sys.argv = ['gitrelay', 'hook', {event!r}, '--host', 'claude']\n"
+            "from gitrelay.cli.main import main\n"
+            "code = main()\n"
+            "sys.stderr.write(' '.join(sorted(sys.modules)))\n"
+            "sys.exit(code)\n")
+    start_context(bob, "warm")  # the first look builds the inbox index; later ones read it
+    python = str(Path(sys.executable))
+    out = subprocess.run([python, "-c", code], input=json.dumps(
+        bob.event("PreToolUse", "light", tool_name="Bash", tool_input={"command": "ls"},
+                  stop_hook_active=False)), capture_output=True, text=True, env=bob.env,
+                         timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    loaded = set(out.stderr.split())
+    heavy = {"argparse", "pygit2", "pydantic", "yaml", "mcp", "watchdog", "filelock",
+             "gitrelay.cli.common", "gitrelay.cli.setup", "gitrelay.relay.client",
+             "gitrelay.store.mirror"}
+    if event != "pre-tool-use":
+        heavy.add("gitrelay.relay.guard")
+    assert not heavy & loaded, sorted(heavy & loaded)
