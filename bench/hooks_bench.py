@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -51,15 +52,21 @@ GOAL_ORPHAN_EXIT_MS = 5000.0
 UNATTENDED = {"CLAUDE_CODE_ENTRYPOINT": "sdk-cli"}  # what `claude -p` gives its hooks
 
 
-def _hook(env: dict[str, str], event: str, payload: dict[str, Any]) -> tuple[float, Any]:
+def _hook(env: dict[str, str], event: str, payload: dict[str, Any]
+          ) -> tuple[float, Any, float]:
+    """Seconds of wall time, the finished process, and its CPU seconds (user and system,
+    with the processes it ran): on a busy machine the CPU time says what the hook costs
+    better than the wall time, which waits for the other processes too."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.run([GITRELAY, "hook", event, "--host", "claude"],
                           input=json.dumps(payload), capture_output=True, text=True, env=env,
                           timeout=120, check=False)
     took = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in (0, 2):
         raise RuntimeError(f"hook {event} failed: {proc.stderr.strip()}")
-    return took, proc
+    return took, proc, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def _event(name: str, session: str, cwd: Path, **fields: Any) -> dict[str, Any]:
@@ -67,12 +74,16 @@ def _event(name: str, session: str, cwd: Path, **fields: Any) -> dict[str, Any]:
             "permission_mode": "default", "hook_event_name": name, **fields}
 
 
-def _floor(reps: int) -> list[float]:
+def _floor(reps: int, cpu: list[float] | None = None) -> list[float]:
     out = []
     for _ in range(reps):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         subprocess.run([sys.executable, "-c", "pass"], check=True)
         out.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if cpu is not None:
+            cpu.append((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime))
     return out
 
 
@@ -126,14 +137,17 @@ def measure(ws: suite.Workspace, size: tuple[int, int], reps: int, wake_reps: in
     log(f"measuring the hooks {reps} times each, interleaved, on {relay}")
     times: dict[str, list[float]] = {k: [] for k in ("start", "stop", "guarded", "idle",
                                                     "floor")}
+    cpu: dict[str, list[float]] = {k: [] for k in ("start", "stop", "guarded", "floor")}
     for n in range(reps):  # interleaved, so that a busy machine slows each alike
-        times["floor"] += _floor(1)
-        times["start"].append(_hook(env, "session-start", _event(
-            "SessionStart", f"start-{n}", work, source="startup"))[0])
-        times["stop"].append(_hook(env, "stop", _event("Stop", "steady", work,
-                                                       stop_hook_active=False))[0])
-        times["guarded"].append(_hook(env, "pre-tool-use",
-                                      _event("PreToolUse", "steady", work, **edit))[0])
+        times["floor"] += _floor(1, cpu["floor"])
+        for name, event, payload in (
+                ("start", "session-start", _event("SessionStart", f"start-{n}", work,
+                                                  source="startup")),
+                ("stop", "stop", _event("Stop", "steady", work, stop_hook_active=False)),
+                ("guarded", "pre-tool-use", _event("PreToolUse", "steady", work, **edit))):
+            took, _, used = _hook(env, event, payload)
+            times[name].append(took)
+            cpu[name].append(used)
         times["idle"].append(_hook(env, "pre-tool-use",
                                    _event("PreToolUse", "idle", work, **edit))[0])
     inside = _in_process(env, reps, {
@@ -158,8 +172,8 @@ def measure(ws: suite.Workspace, size: tuple[int, int], reps: int, wake_reps: in
         # session's start fetches it and reads the full way.
         with suite.gitrelay_home(sender_home):
             sender.handoff(to=me, intent="inform", summary=f"bench cold {uuid.uuid4()}")
-        took, proc = _hook(env, "session-start", _event("SessionStart", f"cold-{n}", work,
-                                                        source="startup"))
+        took, proc, _ = _hook(env, "session-start", _event("SessionStart", f"cold-{n}", work,
+                                                           source="startup"))
         if "bench cold" not in proc.stdout:
             raise RuntimeError(f"the cold start missed the handoff: {proc.stdout[:200]!r}")
         cold.append(took)
@@ -181,6 +195,11 @@ def measure(ws: suite.Workspace, size: tuple[int, int], reps: int, wake_reps: in
         suite.ms_figure(section, "pre-tool-use, the decision alone (in one process)",
                         inside["guarded"]),
         suite.ms_figure(section, "floor: the interpreter starting and exiting", floor),
+        suite.ms_figure(section, "CPU time: session-start", cpu["start"]),
+        suite.ms_figure(section, "CPU time: stop", cpu["stop"]),
+        suite.ms_figure(section, "CPU time: pre-tool-use, handoff in progress",
+                        cpu["guarded"]),
+        suite.ms_figure(section, "CPU time: the floor", cpu["floor"]),
         suite.ms_figure(section, "wake-up: handoff delivered to waiter exit", wakes),
         suite.ms_figure(section, "claude -p: its stop to the waiter's exit", ends,
                         limit=GOAL_UNATTENDED_EXIT_MS),

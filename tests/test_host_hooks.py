@@ -315,7 +315,7 @@ def test_the_hooks_bench_measures_every_figure_on_a_small_relay(tmp_path: Path) 
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    assert [f.median is not None and f.median > 0 for f in figures] == [True] * 11
+    assert [f.median is not None and f.median > 0 for f in figures] == [True] * 15
     assert {f.name for f in figures if f.limit == hooks_bench.GOAL_PRE_TOOL_USE_MS} == {
         "pre-tool-use guard, handoff in progress", "pre-tool-use guard, nothing in progress"}
     assert {f.name for f in figures if f.limit == hooks_bench.GOAL_SESSION_START_MS} == {

@@ -459,7 +459,9 @@ def _stop(host: str, hook: HookInput, store: SessionStore) -> HookOutcome:
 
 
 def _session_end(hook: HookInput, store: SessionStore) -> HookOutcome:
-    if store.path(hook.session_id).exists():
+    # A session gitrelay never recorded anything for, and that has no waiter, leaves no
+    # file behind.
+    if store.path(hook.session_id).exists() or store.held(hook.session_id, "wait"):
         with store.update(hook.session_id) as state:
             state.ended = True
     return HookOutcome()
