@@ -486,8 +486,7 @@ def test_a_handoff_sent_while_nothing_ran_is_in_the_start_context(
     ended = bob.hook("session-end", bob.event("SessionEnd", "cold", reason="other"))
     assert (ended.returncode, ended.stdout, ended.stderr) == (0, "", "")
     assert announced(bob.hook("stop", bob.event("Stop", "cold")), background) == []
-    # A second handoff sent while nothing ran: a new session's start lists both, and the
-    # fetch happened only because the relay had moved (a third start fetches nothing).
+    # A second handoff sent while nothing ran: a new session's start lists both.
     second = alice(relay, tmp_path).handoff(to="bob@acme", intent="inform",
                                             summary="The admin list pages too").thread_id
     both = start_context(bob, "cold-2")
@@ -509,8 +508,7 @@ def test_a_slow_or_unreachable_relay_gets_one_line_and_the_local_copy(
     real_git = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True,
                               check=True).stdout.strip()
     (bin_dir / "git").write_text(
-        f'#!/bin/sh\nfor a in "$@"; do case "$a" in ls-remote|fetch) sleep 5;; esac; done\n'
-        f'exec {real_git} "$@"\n')
+        f'#!/bin/sh\ncase " $* " in *" fetch "*) exec sleep 5;; esac\nexec {real_git} "$@"\n')
     (bin_dir / "git").chmod(0o755)
     slow = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
     started = time.monotonic()
@@ -641,3 +639,36 @@ def test_a_hook_loads_only_what_its_event_needs(bob: Bob, event: str) -> None:
     if event != "pre-tool-use":
         heavy.add("gitrelay.relay.guard")
     assert not heavy & loaded, sorted(heavy & loaded)
+
+
+@pytest.mark.servers
+def test_over_ssh_a_handoff_sent_while_nothing_ran_is_in_the_start_context(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.servers.ssh import ssh_git_server
+
+    with ssh_git_server(tmp_path / "sshd") as server:
+        admin.init_relay(server.root / "relay.git", name="acme")
+        url = server.url("relay.git", "bob")
+        homes = {who: tmp_path / f"{who}-gitrelay" for who in ("alice", "bob")}
+        for who, (name, role) in {"alice": ("Alice Martin", "backend"),
+                                  "bob": ("Bob Chen", "frontend")}.items():
+            monkeypatch.setenv("GITRELAY_HOME", str(homes[who]))
+            admin.join(url, f"{who}@acme", name=name, role=role, usernames=[who],
+                       env={"GIT_SSH_COMMAND": server.client_env(who)["GIT_SSH_COMMAND"]})
+        monkeypatch.setenv("GITRELAY_HOME", str(homes["alice"]))
+        monkeypatch.setenv("GIT_SSH_COMMAND", server.client_env("alice")["GIT_SSH_COMMAND"])
+        tid = RelayClient(url, "alice@acme", writes="wait").handoff(
+            to="bob@acme", intent="inform", summary=SUMMARY).thread_id
+        env = {**server.client_env("bob"), "GITRELAY_HOME": str(homes["bob"]),
+               "HOME": str(tmp_path), "PATH": os.environ["PATH"]}
+        started = time.monotonic()
+        out = subprocess.run([GITRELAY, "hook", "session-start", "--host", "claude"],
+                             input=json.dumps({"session_id": "ssh-1", "cwd": str(tmp_path),
+                                               "hook_event_name": "SessionStart",
+                                               "source": "startup"}),
+                             capture_output=True, text=True, env=env, timeout=60, check=False)
+        took = time.monotonic() - started
+        assert out.returncode == 0, out.stderr
+        context = json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert tid in context and "did not answer" not in context, context
+        print(f"session-start over ssh with a fetch: {took * 1000:.0f} ms")

@@ -5,9 +5,10 @@ Each function takes the host's input (the raw text read from stdin) and returns 
 command line only prints it. The events (docs/agents.md has them per host):
 
 ``session-start``
-    What is waiting: first the relay is asked, within :data:`FETCH_BUDGET` seconds,
-    whether anything arrived while nothing of gitrelay ran (``git ls-remote``; a
-    fetch only when something did), then the unread items this session was never
+    What is waiting: first the relay is fetched from, within :data:`FETCH_BUDGET`
+    seconds, for what arrived while nothing of gitrelay ran (one ``git fetch``; the
+    library is loaded to verify and take it only when it brought something), then
+    the unread items this session was never
     shown, one line each in check_inbox's words, then ONE fence with what teammates
     wrote (as check_inbox's text has it), as ``additionalContext``; nothing at all
     when nothing is waiting. When the relay does not answer in time, one line says so
@@ -365,46 +366,53 @@ def _unattended(host: str) -> bool:
 # --------------------------------------------------------------------------- the relay
 
 
-def _remote_tips(url: str, handle: str, timeout: float) -> list[tuple[str, str | None]]:
-    """The relay's ``main`` and the user's inbox ref, by ``git ls-remote``, each paired
-    with the mirror's ref that holds it as last fetched."""
+def _git_fetch(mirror: Path, url: str, deadline: float) -> None:
+    """``git fetch`` of the relay into the mirror's quarantine refs, the fetch the sync
+    layer runs, under the mirror's sync lock; both waited for until ``deadline`` at the
+    latest (RelayUnavailable past it, or when the fetch fails)."""
+    import fcntl
+
     from gitrelay.core.gitcli import git_failure, hermetic_env, run_git
 
-    inbox = layout.inbox_ref(handle)
-    proc = run_git(["ls-remote", url, layout.MAIN_REF, inbox], env=hermetic_env(),
-                   timeout=timeout)
+    with open(mirror / layout.SYNC_LOCK_FILE, "a+b") as lock:
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise RelayUnavailable("another fetch of the relay took longer") from None
+                time.sleep(0.02)
+        proc = run_git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--prune",
+                        url, *layout.FETCH_REFSPECS], git_dir=mirror, env=hermetic_env(),
+                       timeout=max(deadline - time.monotonic(), 0.05))
     if proc.returncode != 0:
         reason, _ = git_failure(proc.stderr.decode(errors="replace"))
-        raise RelayUnavailable(f"cannot reach {url}: {reason}")
-    tips: dict[str, str] = {}
-    for line in proc.stdout.decode(errors="replace").splitlines():
-        oid, _, name = line.partition("\t")
-        tips[name] = oid
-    fetched_inbox = layout.FETCHED_USERS + inbox[len(layout.USERS_REF_PREFIX):]
-    return [(layout.FETCHED_MAIN, tips.get(layout.MAIN_REF)),
-            (fetched_inbox, tips.get(inbox))]
+        raise RelayUnavailable(f"cannot fetch from {url}: {reason}")
 
 
 def _fetch_news(budget: float = FETCH_BUDGET) -> str | None:
-    """Bring the local copy up to date with the relay, within ``budget`` seconds: ask
-    the relay for its tips (the standard library and ``git ls-remote``) and fetch the
-    full way only when one differs from the copy's. None when the copy is current (or
-    there is none: the first fetch is `gitrelay join`'s); else the one line that says
-    the relay was not reached in time."""
+    """Bring the local copy up to date with the relay, within ``budget`` seconds: one
+    ``git fetch`` (the standard library and the git CLI), and pygit2 and the rest only
+    when it brought something (to verify it and take it, as every fetch does). None
+    when the copy is current (or there is none: the first fetch is `gitrelay join`'s);
+    else the one line that says the relay was not reached in time."""
     from gitrelay.store.config import load_user_config, mirror_path
 
     cfg = load_user_config()
     if cfg is None or not mirror_path(cfg.relay).exists():
         return None
     mirror = mirror_path(cfg.relay)
-    deadline = time.monotonic() + budget
+    inbox = layout.FETCHED_USERS + layout.inbox_ref(cfg.handle)[len(layout.USERS_REF_PREFIX):]
+    mine = (layout.FETCHED_MAIN, inbox)
     try:
-        tips = _remote_tips(cfg.relay, cfg.handle, budget)
-        if all(read_ref(mirror, mine) == theirs for mine, theirs in tips):
+        before = [read_ref(mirror, ref) for ref in mine]
+        _git_fetch(mirror, cfg.relay, time.monotonic() + budget)
+        if [read_ref(mirror, ref) for ref in mine] == before:
             return None
         from gitrelay.relay.client import RelayClient
 
-        RelayClient.from_config().syncer.fetch(timeout=max(deadline - time.monotonic(), 0.05))
+        RelayClient.from_config().syncer.take_fetched()
     except RelayError as exc:
         return (f"gitrelay: the relay did not answer within {budget:g} s ({exc.message}); "
                 "below is the local copy, and what arrives later is announced when it does.")

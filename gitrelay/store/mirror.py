@@ -146,7 +146,7 @@ class Mirror:
         self.signer = signer
         self.store = Store(self.path, create=True)
         self._refs_lock = FileMutex(self.path / "gitrelay-refs.lock")
-        self.sync_lock = FileMutex(self.path / "gitrelay-sync.lock")
+        self.sync_lock = FileMutex(self.path / layout.SYNC_LOCK_FILE)
         self.refused_path = self.path / layout.REFUSED_FILE
         self.state_path = self.path / "gitrelay-sync.json"
         self.journal_path = self.path / journal.FILENAME

@@ -36,7 +36,6 @@ from gitrelay.core.objects import ZERO_OID, first_parent_chain
 from gitrelay.core.ops import now_iso
 from gitrelay.core.rules import check_inbox_commit
 from gitrelay.core.view import RelayView
-from gitrelay.store.locks import LockTimeout
 from gitrelay.store.mirror import (
     FETCHED_MAIN,
     FETCHED_USERS,
@@ -88,37 +87,30 @@ class Syncer:
         return proc.returncode, proc.stdout.decode(errors="replace"), \
             proc.stderr.decode(errors="replace")
 
-    def fetch(self, *, timeout: float | None = None) -> SyncReport:
-        """Fetch, verify and take the relay's refs. ``timeout``: at most that many seconds
-        for the wait for the sync lock and the transfer together (RelayUnavailable past
-        them; checking what arrived is not cut short)."""
-        if timeout is None:
-            with self.mirror.sync_lock:
-                return self._fetch()
-        deadline = time.monotonic() + timeout
-        try:
-            self.mirror.sync_lock.acquire(timeout)
-        except LockTimeout:
-            raise RelayUnavailable(f"another fetch from {self.url} took longer than "
-                                   f"{timeout:.1f} s") from None
-        try:
-            return self._fetch(max(deadline - time.monotonic(), 0.01))
-        finally:
-            self.mirror.sync_lock.release()
+    def fetch(self) -> SyncReport:
+        with self.mirror.sync_lock:
+            return self._fetch()
 
-    def _fetch(self, timeout: float = 120.0) -> SyncReport:
-        report = SyncReport()
+    def _fetch(self) -> SyncReport:
         code, _, err = self._git("fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
-                                 "--prune", self.url,
-                                 f"+{layout.MAIN_REF}:{FETCHED_MAIN}",
-                                 f"+{layout.USERS_REF_PREFIX}*:{FETCHED_USERS}*",
-                                 timeout=timeout)
+                                 "--prune", self.url, *layout.FETCH_REFSPECS)
         if code != 0:
             reason, fix = git_failure(err)
             self.mirror.update_sync_state(last_error=reason, last_error_at=time.time())
             raise RelayUnavailable(f"cannot fetch from {self.url}: {reason}",
                                    hint=fix or "Check the relay URL and your access to it.",
                                    **_ssh_cause(fix))
+        return self._take_fetched()
+
+    def take_fetched(self) -> SyncReport:
+        """Verify and take what the last fetch left in the quarantine refs: for a process
+        that ran that fetch with the git CLI alone (``git fetch`` with
+        :data:`~gitrelay.core.layout.FETCH_REFSPECS`, under the sync lock)."""
+        with self.mirror.sync_lock:
+            return self._take_fetched()
+
+    def _take_fetched(self) -> SyncReport:
+        report = SyncReport()
         store = self.mirror.store
         fetched = store.ref(FETCHED_MAIN)
         if fetched is None:
