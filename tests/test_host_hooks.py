@@ -519,11 +519,12 @@ def test_a_slow_or_unreachable_relay_gets_one_line_and_the_local_copy(
     assert "local copy" in first_line
     assert first in context and second not in context
     assert took < 1.5 + 5, took  # bounded by the budget, not by the relay (5 s)
-    # An unreachable relay: the same one line.
+    # An unreachable relay: one line with git's reason.
     relay.rename(tmp_path / "relay-away.git")
     gone = start_context(bob, "gone")
-    assert gone.splitlines()[0].startswith("gitrelay: the relay did not answer within 1.5 s")
-    assert first in gone
+    assert gone.splitlines()[0].startswith("gitrelay: the relay could not be reached (cannot "
+                                           f"fetch from {relay}")
+    assert "below is the local copy" in gone.splitlines()[0] and first in gone
     # Back again: the next start fetches what the relay had, only what was not shown.
     (tmp_path / "relay-away.git").rename(relay)
     back = start_context(bob, "gone")

@@ -405,17 +405,21 @@ def _fetch_news(budget: float = FETCH_BUDGET) -> str | None:
     mirror = mirror_path(cfg.relay)
     inbox = layout.FETCHED_USERS + layout.inbox_ref(cfg.handle)[len(layout.USERS_REF_PREFIX):]
     mine = (layout.FETCHED_MAIN, inbox)
+    deadline = time.monotonic() + budget
     try:
         before = [read_ref(mirror, ref) for ref in mine]
-        _git_fetch(mirror, cfg.relay, time.monotonic() + budget)
+        _git_fetch(mirror, cfg.relay, deadline)
         if [read_ref(mirror, ref) for ref in mine] == before:
             return None
         from gitrelay.relay.client import RelayClient
 
         RelayClient.from_config().syncer.take_fetched()
-    except RelayError as exc:
-        return (f"gitrelay: the relay did not answer within {budget:g} s ({exc.message}); "
-                "below is the local copy, and what arrives later is announced when it does.")
+    except (RelayError, OSError) as exc:
+        why = (f"did not answer within {budget:g} s" if time.monotonic() >= deadline else
+               "could not be reached ("
+               + (exc.message if isinstance(exc, RelayError) else str(exc)) + ")")
+        return (f"gitrelay: the relay {why}; below is the local copy, and what arrives "
+                "later is announced when it does.")
     return None
 
 
