@@ -13,15 +13,9 @@ from __future__ import annotations
 import os
 import sys
 
-from gitrelay.cli.exits import (
-    EXIT_ERROR,
-    EXIT_INTERNAL,
-    EXIT_INTERRUPTED,
-    EXIT_INVALID,
-    EXIT_OK,
-    EXIT_UNAVAILABLE,
-)
-
+# A host runs `gitrelay hook` on every tool call, and starting up is most of its time:
+# this module loads argparse, the command modules and the rest only for the other
+# commands (see main).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
@@ -29,7 +23,16 @@ if TYPE_CHECKING:
 
     from gitrelay.core.errors import RelayError
 
-__all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "EXIT_UNAVAILABLE", "build_parser", "main"]
+__all__ = ["build_parser", "main"]
+
+
+def __getattr__(name: str) -> int:
+    """The exit codes (``EXIT_OK``, ...), which live in :mod:`gitrelay.cli.common`."""
+    if name.startswith("EXIT_"):
+        from gitrelay.cli import common
+
+        return int(getattr(common, name))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # The groups of commands (modules of this package), in the order `gitrelay --help` lists
@@ -41,7 +44,16 @@ def build_parser(groups: Sequence[str] = GROUPS) -> argparse.ArgumentParser:
     import argparse
     import importlib
 
-    from gitrelay.cli.common import Commands, Parser, common_flags
+    from gitrelay.cli.common import EXIT_OK, Commands, Parser, common_flags
+
+    class _PrintVersion(argparse.Action):
+        """``--version``: looked up only when asked (a host's hook builds this parser
+        often)."""
+
+        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                     values: object, option_string: str | None = None) -> None:
+            print(f"gitrelay {_version()}")
+            parser.exit(EXIT_OK)
 
     common = common_flags()
     parser = Parser(prog="gitrelay", parents=[common],
@@ -51,6 +63,8 @@ def build_parser(groups: Sequence[str] = GROUPS) -> argparse.ArgumentParser:
                     epilog="Exit codes: 0 ok, 1 refused or failed, 2 usage, 3 a check found "
                            "problems, 4 relay unreachable, 70 internal error.\n"
                            "Every command has --help with an example. Docs: docs/cli.md")
+    parser.add_argument("--version", action=_PrintVersion, nargs=0,
+                        help="print gitrelay's version and exit")
     commands = Commands(parser.add_subparsers(dest="command", required=True,
                                               metavar="COMMAND", parser_class=Parser), common)
     for name in groups:
@@ -58,26 +72,48 @@ def build_parser(groups: Sequence[str] = GROUPS) -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    """The installed distribution's version, else the package's own."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gitrelay")
+    except PackageNotFoundError:
+        from gitrelay import __version__
+
+        return __version__
+
+
 def _fail(exc: RelayError) -> int:
+    from gitrelay.cli.common import EXIT_ERROR, EXIT_UNAVAILABLE, EXIT_USAGE
     from gitrelay.cli.wording import error_text
-    from gitrelay.core.errors import RelayUnavailable
+    from gitrelay.core.errors import InvalidArgument, RelayUnavailable
 
     print(f"gitrelay: {error_text(exc)}", file=sys.stderr)
     for line in exc.data.get("details", []):
         print(f"  {line}", file=sys.stderr)
-    return EXIT_UNAVAILABLE if isinstance(exc, RelayUnavailable) else EXIT_ERROR
+    if isinstance(exc, RelayUnavailable):
+        return EXIT_UNAVAILABLE
+    # A bad value given on the command line is a usage mistake, as argparse's own are.
+    return EXIT_USAGE if isinstance(exc, InvalidArgument) else EXIT_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
     if given[:1] == ["hook"]:
-        # A host runs `gitrelay hook` on every tool call, and starting up is most of its
-        # time: a plain hook command is read without argparse and the command modules.
+        # A plain hook command (what `gitrelay setup` writes) is read without argparse;
+        # anything else (--help, a mistake) goes to its group's parser below.
         from gitrelay.cli.hosts import hook_command
 
         answered = hook_command(given[1:])
         if answered is not None:
             return answered
+    from gitrelay.cli.common import (
+        EXIT_ERROR,
+        EXIT_INTERNAL,
+        EXIT_INTERRUPTED,
+        EXIT_OK,
+    )
     from gitrelay.core.errors import RelayError
 
     args = build_parser(("hosts",) if given[:1] == ["hook"] else GROUPS).parse_args(given)

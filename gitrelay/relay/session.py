@@ -7,7 +7,7 @@ is kept in one small JSON file per session, outside the workspace, under
 not a plain name)::
 
     {"format_version": 1, "host": "claude", "session_id": "...",
-     "shown": {"<item_id>": <seq>, ...},
+     "shown": {"<item_id>": <seq>, ...}, "exposed": true,
      "in_progress": [{"thread_id": "...", "sender": "alice@acme",
                       "overlay": {...}, "test_commands": ["pytest -q"],
                       "trust_file": "/home/bob/.agentrelay/trust.yaml",
@@ -26,6 +26,10 @@ it lets that look go first); ``stopped`` says a non-interactive run's turn is ov
 waiter leaves on either.
 ``in_progress`` lists the handoffs accepted in this session and not yet closed;
 the guard (:mod:`gitrelay.relay.guard`) holds the session to their overlays.
+``exposed`` says a teammate's text has entered the session (an item was shown, a
+handoff accepted, a gitrelay tool called). It is never cleared: the text stays in
+the model's context, so the guard keeps the trust file and the host's settings out
+of reach until the session ends, whatever the session calls or closes.
 
 Only the hook processes write these files, each update under an exclusive lock
 and replaced atomically, so two hooks of one session never lose each other's
@@ -132,16 +136,18 @@ class InProgress:
 class SessionState:
     """The whole file of one session."""
 
-    __slots__ = ("ended", "host", "in_progress", "inbox_stamp", "session_id", "shown",
-                 "started_at", "stopped")
+    __slots__ = ("ended", "exposed", "host", "in_progress", "inbox_stamp", "session_id",
+                 "shown", "started_at", "stopped")
 
     def __init__(self, host: str, session_id: str, shown: dict[str, int] | None = None,
                  in_progress: list[InProgress] | None = None,
-                 inbox_stamp: list[Any] | None = None, started_at: float = 0.0,
-                 stopped: bool = False, ended: bool = False) -> None:
+                 inbox_stamp: list[Any] | None = None, exposed: bool = False,
+                 started_at: float = 0.0, stopped: bool = False, ended: bool = False) -> None:
         self.host, self.session_id = host, session_id
         self.shown: dict[str, int] = shown if shown is not None else {}
         self.in_progress: list[InProgress] = in_progress if in_progress is not None else []
+        # Teammate text has entered the session: set once, never cleared.
+        self.exposed = bool(exposed or self.shown or self.in_progress)
         # The local copy as of the last full look (see inbox_stamp): while it is the
         # same, nothing new can have arrived, and a stop answers without reading it.
         self.inbox_stamp: list[Any] = inbox_stamp if inbox_stamp is not None else []
@@ -151,6 +157,10 @@ class SessionState:
         """True when this item at this seq was never shown to the session."""
         return self.shown.get(item_id, 0) < seq
 
+    def expose(self) -> None:
+        """Record that a teammate's text entered the session (kept until it ends)."""
+        self.exposed = True
+
     def claim(self, items: list[tuple[str, int]]) -> list[tuple[str, int]]:
         """The ``(item_id, seq)`` pairs never shown to the session, now marked shown: the
         caller announces exactly these (call it under :meth:`SessionStore.update`)."""
@@ -159,6 +169,8 @@ class SessionState:
         return new
 
     def mark_shown(self, items: list[tuple[str, int]]) -> None:
+        if items:
+            self.exposed = True
         for item_id, seq in items:
             if self.shown.get(item_id, 0) < seq:
                 self.shown.pop(item_id, None)  # re-inserted last: the newest are kept
@@ -167,6 +179,7 @@ class SessionState:
             self.shown.pop(next(iter(self.shown)))
 
     def start(self, entry: InProgress) -> None:
+        self.exposed = True
         self.in_progress = [e for e in self.in_progress if e.thread_id != entry.thread_id]
         self.in_progress.append(entry)
 
@@ -179,8 +192,8 @@ class SessionState:
         return {"format_version": FORMAT_VERSION, "host": self.host,
                 "session_id": self.session_id, "shown": self.shown,
                 "in_progress": [e.to_json() for e in self.in_progress],
-                "inbox_stamp": self.inbox_stamp, "started_at": self.started_at,
-                "stopped": self.stopped, "ended": self.ended}
+                "inbox_stamp": self.inbox_stamp, "exposed": self.exposed,
+                "started_at": self.started_at, "stopped": self.stopped, "ended": self.ended}
 
     @classmethod
     def parse(cls, text: str, path: Path) -> SessionState:
@@ -213,6 +226,10 @@ class SessionState:
         if not isinstance(stamp, list):
             raise ConfigError(f"the session state {path}: 'inbox_stamp' must be a list",
                               path=str(path), field="inbox_stamp")
+        exposed = raw.get("exposed", False)
+        if not isinstance(exposed, bool):
+            raise ConfigError(f"the session state {path}: 'exposed' must be true or false",
+                              path=str(path), field="exposed")
         started_at, stopped, ended = (raw.get("started_at", 0.0), raw.get("stopped", False),
                                       raw.get("ended", False))
         if not isinstance(started_at, (int, float)) or not isinstance(stopped, bool) \
@@ -223,7 +240,8 @@ class SessionState:
         return cls(host=host, session_id=session_id, shown=dict(shown),
                    in_progress=[InProgress.from_json(e, f"in_progress[{n}]")
                                 for n, e in enumerate(progress)], inbox_stamp=stamp,
-                   started_at=float(started_at), stopped=stopped, ended=ended)
+                   exposed=exposed, started_at=float(started_at), stopped=stopped,
+                   ended=ended)
 
 
 def inbox_stamp(mirror: str) -> list[Any]:
