@@ -110,13 +110,16 @@ def test_setup_claude_merges_into_existing_settings_and_validates(home: Path) ->
         "notify-send done", f"{exe} hook stop --host claude", f"{exe} hook wait --host claude"]
     waiter = settings["hooks"]["Stop"][1]["hooks"][1]
     assert waiter["async"] is True and waiter["asyncRewake"] is True
+    assert waiter["rewakeMessage"].startswith("gitrelay")
+    assert commands(settings["hooks"]["SessionEnd"]) == [f"{exe} hook session-end --host claude"]
     assert settings["hooks"]["SessionStart"][0]["matcher"] == "startup|resume|clear|compact"
     assert settings["hooks"]["PostToolUse"][0]["matcher"] == "mcp__gitrelay__.*"
     servers = read_json(home / ".claude.json")
     validate(servers, "mcp_servers")
     assert servers["numStartups"] == 12
+    # alwaysLoad: Claude Code connects it before the first model request.
     assert servers["mcpServers"] == {**CLAUDE_JSON["mcpServers"], "gitrelay": {
-        "type": "stdio", "command": GITRELAY, "args": ["mcp"]}}
+        "type": "stdio", "command": GITRELAY, "args": ["mcp"], "alwaysLoad": True}}
 
     before = files_of(home)
     again = run(home, "setup", "claude")
