@@ -65,6 +65,102 @@ def imports_of(path: Path) -> tuple[set[str], set[str]]:
     return layers, others
 
 
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PKG.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def type_only(tree: ast.Module) -> set[int]:
+    """The nodes under ``if TYPE_CHECKING:``: names for the type checker, never run."""
+    hidden: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            hidden.update(id(sub) for stmt in node.body for sub in ast.walk(stmt))
+    return hidden
+
+
+def runtime_imports(path: Path) -> set[str]:
+    """The gitrelay modules a module imports when it runs, at its top or inside a function
+    (an import deferred into a function is still a dependency); type-only ones are left out."""
+    tree = ast.parse(path.read_text())
+    hidden = type_only(tree)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in hidden:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.startswith("gitrelay.")}
+
+
+def dynamic_imports(path: Path) -> list[tuple[int, str | None]]:
+    """Each ``importlib.import_module(...)`` or ``__import__(...)``: its line and the module
+    name as far as the source spells it (an f-string's literal start, each name of a literal
+    tuple a loop variable runs over), or None where the source does not say."""
+    tree = ast.parse(path.read_text())
+    loops: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) \
+                and isinstance(node.iter, ast.Tuple | ast.List):
+            items = [e.value for e in node.iter.elts if isinstance(e, ast.Constant)]
+            if len(items) == len(node.iter.elts) and all(isinstance(i, str) for i in items):
+                loops[node.target.id] = [str(i) for i in items]
+    found: list[tuple[int, str | None]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if called not in {"import_module", "__import__"}:
+            continue
+        arg = node.args[0]
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            found.append((node.lineno, arg.value))
+        elif isinstance(arg, ast.JoinedStr) and arg.values \
+                and isinstance(arg.values[0], ast.Constant):
+            found.append((node.lineno, str(arg.values[0].value)))
+        elif isinstance(arg, ast.Name) and arg.id in loops:
+            found.extend((node.lineno, name) for name in loops[arg.id])
+        else:
+            found.append((node.lineno, None))
+    return sorted(found, key=lambda item: (item[0], item[1] or ""))
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            part: list[str] = []
+            while True:
+                top = stack.pop()
+                part.append(top)
+                if top == node:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
 def test_every_module_lives_in_a_layer():
     strays = {p.name for p in PKG.glob("*.py")} - {"__init__.py", "__main__.py"}
     assert not strays, f"modules outside a layer folder: {sorted(strays)}"
@@ -110,3 +206,48 @@ def test_the_gate_starts_without_heavy_imports():
     heavy = {"pygit2", "pydantic", "yaml", "typing", "dataclasses", "subprocess", "pathlib",
              "mcp", "filelock", "watchdog"}
     assert not heavy & set(out), heavy & set(out)
+
+
+def test_no_cycle_inside_a_layer():
+    """Within a layer the modules form a tree of imports too: two modules that import each
+    other (directly or round a loop, at the top or inside a function) are one concept split
+    in two, or two concepts tangled."""
+    names = {module_name(p): p for p in modules()}
+    graph = {name: {dep for dep in runtime_imports(path) if dep in names and dep != name
+                    and dep.split(".")[1] == name.split(".")[1]}
+             for name, path in names.items()}
+    found = cycles(graph)
+    assert not found, f"modules of one layer that import each other: {found}"
+
+
+def test_a_dynamic_import_does_not_climb():
+    """``importlib.import_module`` and ``__import__`` follow the same rule as ``import``, and
+    name their module where this test can read it."""
+    for path in modules():
+        here = LAYERS.index(layer_of(path))
+        for line, name in dynamic_imports(path):
+            where = f"{path.relative_to(PKG)}:{line}"
+            assert name is not None, f"{where}: a dynamic import whose module the source hides"
+            parts = name.split(".")
+            if parts[0] != "gitrelay":
+                continue
+            assert len(parts) > 1 and parts[1] in LAYERS, f"{where}: {name!r} names no layer"
+            assert LAYERS.index(parts[1]) <= here, f"{where}: imports {name!r}, above it"
+            assert parts[1] != "gate" or layer_of(path) == "gate", f"{where}: imports the gate"
+
+
+def test_the_rules_above_catch_what_they_name(tmp_path: Path):
+    """The helpers see a cycle, a deferred import and a climbing dynamic import."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from gitrelay.cli import main\n"
+        "def f():\n    from gitrelay.relay import client\n"
+        "    import importlib\n    importlib.import_module(f'gitrelay.cli.{x}')\n"
+        "    for m in ('_a', '_b'):\n        __import__(m)\n"
+        "    __import__(name)\n")
+    probe = tmp_path / "probe.py"
+    probe.write_text(source)
+    assert runtime_imports(probe) == {"gitrelay.relay", "gitrelay.relay.client"}
+    assert dynamic_imports(probe) == [(7, "gitrelay.cli."), (9, "_a"), (9, "_b"), (10, None)]
