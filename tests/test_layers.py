@@ -2,8 +2,12 @@
 
 The folders of ``gitrelay/`` are its layers, listed here from the bottom up. A
 module may import only from its own folder and the folders below it; nothing
-imports the gate (``gate``), which is an entry point of its own. The rule is
-read off the folder names alone: there is no list of exceptions.
+imports the gate (``gate``), which is an entry point of its own. Inside a layer
+the modules import one another without a cycle (imports only the type checker
+reads, under ``if TYPE_CHECKING:``, are left out of that rule), and a dynamic
+import (``importlib.import_module``, ``__import__``) keeps the same rule as
+``import``. The rules are read off the folder names alone: there is no list of
+exceptions.
 """
 
 from __future__ import annotations
