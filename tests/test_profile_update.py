@@ -20,8 +20,8 @@ from gitrelay.cli.main import EXIT_OK, EXIT_USAGE, main
 from gitrelay.core import layout
 from gitrelay.relay.client import RelayClient
 from tests.forging import STAMP, public_key
-from tests.relaykit import ALICE, BOB, MAIN, RelayTemplates, profile_update_doc
 from tests.gitcli import git
+from tests.relaykit import ALICE, BOB, MAIN, RelayTemplates, profile_update_doc
 
 # --- the gate -------------------------------------------------------------------------------
 
