@@ -2,7 +2,8 @@
 
 Thin: each command module (one per group: :mod:`~gitrelay.cli.setup`,
 :mod:`~gitrelay.cli.inbox`, :mod:`~gitrelay.cli.threads`, :mod:`~gitrelay.cli.trust`,
-:mod:`~gitrelay.cli.admin`, :mod:`~gitrelay.cli.hosts`) registers its commands on the
+:mod:`~gitrelay.cli.admin`, :mod:`~gitrelay.cli.hosts`,
+:mod:`~gitrelay.cli.web`) registers its commands on the
 parser built here; a command calls the library and prints with
 :mod:`gitrelay.relay.render`. Errors are one line (``gitrelay: <name> (<code>): message``)
 and an exit code; never a traceback.
@@ -37,7 +38,7 @@ __all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "EXIT_UNAVAILABLE", "EXIT_US
 
 # The groups of commands (modules of this package), in the order `gitrelay --help` lists
 # them. Imported when a parser is built: a host's `gitrelay hook` loads only its own.
-GROUPS = ("setup", "inbox", "threads", "trust", "admin", "hosts")
+GROUPS = ("setup", "inbox", "threads", "trust", "admin", "hosts", "web")
 
 
 def build_parser(groups: Sequence[str] = GROUPS) -> argparse.ArgumentParser:

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 # profiles; without this each check would parse them all again.
 _CONFIGS: dict[str, dict[str, Any]] = {}
 _PROFILE_SETS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+# Every server username a profile set claims, to the handle claiming it (same keys).
+_USERNAMES: dict[tuple[str, str], dict[str, str]] = {}
 _PROFILES: dict[tuple[str, str, str], dict[str, Any] | None] = {}
 
 
@@ -77,12 +79,74 @@ class RelayView:
             if cached is None:
                 cached = {}
                 for e in self.objs.tree(key[0]):
-                    found = self._read_profile(e.name)
+                    # From the entry itself: a lookup by path would scan the directory
+                    # for each teammate again.
+                    found = self._profile_in(e.oid) if e.is_tree else None
                     if found is not None:
                         cached[e.name.casefold()] = found
                 remember(_PROFILE_SETS, key, cached)
             self._profiles = cached
         return self._profiles
+
+    def handles(self) -> list[str]:
+        """Every registered handle, sorted, from the ``teammates`` directory's names
+        alone (each is its profile's handle: the gate holds them equal)."""
+        key = self._teammates()
+        if key is None:
+            return []
+        return sorted(e.name for e in self.objs.tree(key[0]) if e.is_tree)
+
+    def profiles_named(self, names: list[str]) -> list[dict[str, Any]]:
+        """The profiles in these ``teammates`` directories (names as :meth:`handles`
+        gives them), in their order: a page reads its own profiles only, in one pass
+        over the directory, unless every profile is at hand already."""
+        key = self._teammates()
+        if key is None:
+            return []
+        whole = _PROFILE_SETS.get(key)
+        if whole is not None:
+            return [whole[n.casefold()] for n in names if n.casefold() in whole]
+        wanted = set(names)
+        found = {e.name: e for e in self.objs.tree(key[0]) if e.is_tree and e.name in wanted}
+        out = []
+        for name in names:
+            entry = found.get(name)
+            profile = self._profile_in(entry.oid) if entry else None
+            if profile is not None:
+                out.append(profile)
+        return out
+
+    def usernames(self) -> dict[str, str]:
+        """Every server username a registered profile claims, to that profile's handle."""
+        key = self._teammates()
+        if key is None:
+            return {}
+        cached = _USERNAMES.get(key)
+        if cached is None:
+            cached = {str(u): str(p["handle"]) for p in self.profiles().values()
+                      for u in p.get("usernames", [])}
+            remember(_USERNAMES, key, cached)
+        return cached
+
+    def registered(self, tree: str, doc: Mapping[str, Any]) -> None:
+        """Remember the registry of ``tree``: this view's plus the profile ``doc``, which a
+        commit from this view's tree to ``tree`` adds (checked by the rules just now).
+
+        The next operation is checked against ``tree``, and registrations come in
+        runs: without this, each of them would read the whole registry again, and a
+        push of n registrations would read n * n / 2 profiles.
+        """
+        key = self._teammates()
+        profiles = _PROFILE_SETS.get(key) if key is not None else {}
+        names = _USERNAMES.get(key) if key is not None else {}
+        if profiles is None or names is None:
+            return  # not read here: the next view reads its own when it needs it
+        after = RelayView(self.objs, tree)._teammates()
+        if after is None:
+            return
+        handle = str(doc["handle"])
+        remember(_PROFILE_SETS, after, {**profiles, handle.casefold(): dict(doc)})
+        remember(_USERNAMES, after, {**names, **{str(u): handle for u in doc["usernames"]}})
 
     def profile(self, handle: str) -> dict[str, Any] | None:
         """One teammate's profile (handles compare ignoring case), or None.
@@ -115,7 +179,15 @@ class RelayView:
     def _read_profile(self, name: str, as_of: str | None = None) -> dict[str, Any] | None:
         """The profile under ``teammates/<name>``, as its newest update corrected it
         (or the newest made at ``as_of`` or before, a relay time)."""
-        found = self._teammate_files(name)
+        entry = self.objs.entry(self.tree, layout.teammate_dir(name))
+        if entry is None or not entry.is_tree:
+            return None
+        return self._profile_in(entry.oid, as_of)
+
+    def _profile_in(self, directory: str, as_of: str | None = None) -> dict[str, Any] | None:
+        """The profile in a teammate's directory (a tree id), corrected by its newest
+        update (made at ``as_of`` or before, when given)."""
+        found = self._teammate_files(directory)
         if found is None:
             return None
         profile, updates = found
@@ -126,14 +198,12 @@ class RelayView:
                 return corrected(doc, update)
         return doc
 
-    def _teammate_files(self, name: str) -> tuple[TreeEntry, list[TreeEntry]] | None:
-        """A teammate's ``profile.json`` and update files (oldest first), or None."""
-        entry = self.objs.entry(self.tree, layout.teammate_dir(name))
-        if entry is None or not entry.is_tree:
-            return None
+    def _teammate_files(self, directory: str) -> tuple[TreeEntry, list[TreeEntry]] | None:
+        """A teammate directory's ``profile.json`` and update files (oldest first), or
+        None when it holds no profile."""
         profile = None
         updates: list[tuple[int, TreeEntry]] = []
-        for e in self.objs.tree(entry.oid):
+        for e in self.objs.tree(directory):
             if e.name == layout.PROFILE_FILE:
                 profile = e
             else:
@@ -150,9 +220,9 @@ class RelayView:
         number: the rules keep them numbered from 1 with no gaps)."""
         folded = handle.casefold()
         key = self._teammates()
-        names = [e.name for e in self.objs.tree(key[0])] if key is not None else []
-        found = next((self._teammate_files(n) for n in reversed(names)
-                      if n.casefold() == folded), None)
+        dirs = [e.oid for e in self.objs.tree(key[0]) if e.is_tree
+                and e.name.casefold() == folded] if key is not None else []
+        found = self._teammate_files(dirs[-1]) if dirs else None
         if not found or not found[1]:
             return 0
         return layout.profile_update_number(found[1][-1].name) or 0
