@@ -149,6 +149,12 @@ def test_gitrelay_profile_corrects_the_name_teammates_see_and_old_threads_keep_t
                              capture_output=True, text=True, check=True).stdout.strip()
     assert subject == "profile alice@acme (platform): Alice Martin-Kim"
 
+    code, out, err = bob("log", "-n", "1")
+    assert code == EXIT_OK, err
+    assert "alice@acme corrected their profile: Alice Martin-Kim, platform" in out
+    code, out, err = bob("inbox")
+    assert code == EXIT_OK, err
+    assert "alice@acme" in out and "The /users endpoint pages now" in out
     code, out, err = bob("teammates", "--json")
     assert code == EXIT_OK, err
     shown = {p["handle"]: (p["name"], p["role"]) for p in json.loads(out)}
