@@ -1255,6 +1255,7 @@ ERROR_PATHS: dict[str, list[tuple[tuple[str, ...], int, str]]] = {
     "reindex": [(("--relay", "{missing}"), 4, "")],
     "setup": [(("claud",), 2, "Did you mean claude?")],
     "hook": [(("sesion-start",), 2, "not one of")],
+    "web": [(("--port", "70000"), 2, "70000"), (("--relay", "{missing}"), 4, "")],
 }
 
 
