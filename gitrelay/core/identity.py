@@ -162,14 +162,12 @@ def check_profile_update(view: RelayView, commit: Commit, doc: Mapping[str, Any]
                      f"expected {expected}", commit=commit.oid, field="update")
     known = current.get("usernames", [])
     added = [u for u in doc["usernames"] if u not in known]
-    for p in view.profiles().values():
-        if p["handle"] == current["handle"]:
-            continue
-        for username in added:
-            if username in p.get("usernames", []):
-                raise refuse("registration", f"commit {short}: server username {username!r} "
-                             f"already belongs to {p['handle']}", commit=commit.oid,
-                             field="usernames")
+    taken = view.usernames() if added else {}
+    for username in added:
+        if username in taken:
+            raise refuse("registration", f"commit {short}: server username {username!r} "
+                         f"already belongs to {taken[username]}", commit=commit.oid,
+                         field="usernames")
     if pusher is None or not pusher.username or pusher.username in known:
         check_identity(view, commit, handle, pusher, verify_signature=verify_signature)
         if pusher is not None and pusher.username and added:
