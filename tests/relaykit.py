@@ -53,6 +53,16 @@ def profile_doc(handle: str, **fields: Any) -> dict[str, Any]:
     return doc
 
 
+def profile_update_doc(handle: str, **fields: Any) -> dict[str, Any]:
+    """A correction of ``handle``'s profile: a new role, the rest as registered."""
+    registered = profile_doc(handle)
+    doc = {"format_version": 1, "kind": "profile_update", "handle": handle,
+           "name": registered["name"], "role": "staff engineer",
+           "usernames": registered["usernames"], "updated_at": STAMP}
+    doc.update(fields)
+    return doc
+
+
 def handoff_doc(sender: str, recipient: str, key: str, intent: str = "inform",
                 **fields: Any) -> dict[str, Any]:
     doc: dict[str, Any] = {
@@ -268,7 +278,7 @@ class Bench:
             tree = self.forge.put(tree, xpath.split("/"), xmode, self.forge.blob(xdata))
         actor = str(d.get(schema.AUTHOR_FIELD.get(kind, "by"), "gitrelay"))
         op = op_name(kind, d)
-        tid = d.get("thread_id") if kind not in ("profile",) else None
+        tid = d.get("thread_id") if kind not in ("profile", "profile_update") else None
         msg = message or commit_message(op, actor, commit_seq(base_commit) + 1,
                                         str(tid) if tid else None)
         if trailers:
@@ -424,6 +434,8 @@ class Bench:
 def op_name(kind: str, doc: Mapping[str, Any]) -> str:
     if kind == "profile":
         return layout.OP_REGISTER
+    if kind == "profile_update":
+        return layout.OP_PROFILE
     if kind == "message" and doc.get("type") == "draft":
         return layout.OP_DRAFT
     return kind
@@ -432,6 +444,8 @@ def op_name(kind: str, doc: Mapping[str, Any]) -> str:
 def default_path(kind: str, doc: Mapping[str, Any]) -> str:
     if kind == "profile":
         return layout.profile_path(str(doc["handle"]))
+    if kind == "profile_update":  # the first: the standard relay has none
+        return layout.profile_update_path(str(doc["handle"]), 1)
     tid = str(doc["thread_id"])
     if kind == "handoff":
         return layout.handoff_path(tid)
@@ -552,11 +566,11 @@ class RelayTemplates:
 
 SAMPLE_DIFF = "--- a/db/schema.sql\n+++ b/db/schema.sql\n@@ -1 +1 @@\n-users\n+accounts\n"
 DEFAULT_BY = {"message": ALICE, "draft": BOB, "accept": BOB, "complete": BOB, "cancel": ALICE,
-              "handoff": ALICE, "register": DAVE, "rewrite": ALICE, "delete": ALICE,
-              "empty": ALICE}
+              "handoff": ALICE, "register": DAVE, "profile": ALICE, "rewrite": ALICE,
+              "delete": ALICE, "empty": ALICE}
 DEFAULT_THREAD = {"message": "pending", "draft": "proposal", "accept": "pending",
                   "complete": "accepted", "cancel": "pending"}
-KINDS = {"register": "profile", "draft": "message"}
+KINDS = {"register": "profile", "profile": "profile_update", "draft": "message"}
 
 
 @dataclass
@@ -624,6 +638,8 @@ class CaseBuilder:
         if op == "register":
             handle = step.get("handle", by)
             return profile_doc(handle, usernames=[handle.split("@")[0].lower()])
+        if op == "profile":
+            return profile_update_doc(step.get("handle", by))
         if op == "handoff":
             key = step.get("key", f"key-{self.case['id']}")
             return handoff_doc(by, step.get("to", BOB), key, step.get("intent", "inform"))

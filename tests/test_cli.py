@@ -1232,6 +1232,10 @@ ERROR_PATHS: dict[str, list[tuple[tuple[str, ...], int, str]]] = {
     "inbox": [(("--limit", "0"), 2, "limit 0"), (("--status", "done"), 2, "not one of"),
               (("--relay", "{missing}"), 4, "")],
     "teammates": [(("--relay", "{missing}"), 4, "")],
+    "profile": [(("--name", " "), 2, "--name must not be empty"),
+                (("--role", "frontend"), 2, "nothing to change"),
+                (("--as", "zed@acme", "--role", "x"), 1, "recipient_not_found"),
+                (("--relay", "{missing}"), 4, "")],
     "show": [((), 2, "required: thread"), (("ZZZZZZ",), 1, "thread_not_found")],
     "log": [(("-n", "0"), 2, "below 1"), (("ZZZZZZ",), 1, "thread_not_found")],
     "send": [(("bob", "--intent", "inform", "--summary", "x"), 2, "Did you mean bob@acme?"),
@@ -1251,6 +1255,7 @@ ERROR_PATHS: dict[str, list[tuple[tuple[str, ...], int, str]]] = {
     "reindex": [(("--relay", "{missing}"), 4, "")],
     "setup": [(("claud",), 2, "Did you mean claude?")],
     "hook": [(("sesion-start",), 2, "not one of")],
+    "web": [(("--port", "70000"), 2, "70000"), (("--relay", "{missing}"), 4, "")],
 }
 
 

@@ -636,6 +636,28 @@ def test_list_teammates_pages_by_handle_with_a_cursor(agent: AgentFactory) -> No
     run(body)
 
 
+def test_a_corrected_profile_shows_in_list_teammates_and_old_threads_keep_the_old_name(
+        agent: AgentFactory) -> None:
+    alice = agent("alice@acme", isolated=True)
+    bob = agent("bob@acme", isolated=True)
+
+    async def body() -> None:
+        async with Client(alice.server()) as a, Client(bob.server()) as b:
+            old = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
+            alice.client.update_profile(name="Alice Martin-Kim", role="platform")
+            people = {p["handle"]: p for p in (await ok(b, "list_teammates"))["teammates"]}
+            token = people["alice@acme"]["provenance"]["fence"]
+            assert fenced_body(people["alice@acme"]["name"], token) == "Alice Martin-Kim"
+            assert fenced_body(people["alice@acme"]["role"], token) == "platform"
+            seen = await ok(b, "view_thread", {"thread_id": old})
+            assert fenced_body(seen["sender"]["name"], token_of(seen)) == "Alice Martin"
+            new = (await ok(a, "handoff_to_teammate", handoff_args(summary="Next")))["thread_id"]
+            seen = await ok(b, "view_thread", {"thread_id": new})
+            assert fenced_body(seen["sender"]["name"], token_of(seen)) == "Alice Martin-Kim"
+
+    run(body)
+
+
 # --- delivery modes ---------------------------------------------------------------------------
 
 

@@ -65,8 +65,8 @@ def gitrelay_home(path: Path) -> Iterator[None]:
 class Team:
     """bob's desk (where the host runs) and alice, who sends him work."""
 
-    def __init__(self, root: Path, relay: Path) -> None:
-        self.desk = Desk(root, relay)
+    def __init__(self, root: Path, relay: Path, *, home: Path | None = None) -> None:
+        self.desk = Desk(root, relay, gitrelay_home=home)
         with gitrelay_home(self.desk.gitrelay_home):
             setup.join(str(relay), "bob@acme", name="Bob Chen", role="frontend")
         self.alice_home = root / "alice-gitrelay"
@@ -284,6 +284,18 @@ def test_the_start_context_lists_a_handoff_that_arrived_while_nothing_ran(
     run = run_host(host, team.desk, [say("done")])
     shown = start_context(run.first_request)
     assert len(shown) == 1 and tid in shown[0], debug(run)
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_gitrelay_home_set_in_the_shell_reaches_the_server(relay: Path, tmp_path: Path,
+                                                             host: str) -> None:
+    # Codex passes an MCP server only a few of the shell's variables: setup's env_vars
+    # entry is what carries GITRELAY_HOME to it.
+    team = Team(tmp_path, relay, home=tmp_path / "elsewhere" / "gitrelay-home")
+    tid = team.handoff()
+    run = run_host(host, team.desk, [call("gitrelay.check_inbox", {}), say("done")])
+    answers = list(tool_results(run).values())
+    assert len(answers) == 1 and tid[:6] in answers[0], debug(run)
 
 
 def test_a_write_the_guard_denies_in_claude_code_is_not_executed(team: Team) -> None:

@@ -116,6 +116,41 @@ def _cmd_teammates(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from gitrelay.cli.common import delivery_text, write_json
+    from gitrelay.core.errors import RecipientNotFound
+    from gitrelay.relay.render import one_line
+
+    changing = args.name is not None or args.role is not None or args.username is not None
+    client = open_client(args, writes="queue" if args.queue else "wait")
+    if not changing:
+        mine = client.teammate(client.handle)
+        stale_note(client)
+        if mine is None:
+            raise RecipientNotFound(f"{client.handle} is not registered on the relay; join it "
+                                    "first (`gitrelay join`)", field="handle")
+        if args.json:
+            print_json({k: mine.get(k) for k in ("handle", "name", "role", "email",
+                                                  "usernames")})
+            return EXIT_OK
+        print(f"{mine['handle']}: {one_line(str(mine['name']), 80)} "
+              f"({one_line(str(mine['role']), 60)}); server usernames: "
+              f"{', '.join(mine.get('usernames', [])) or 'none'}")
+        print("Correct it with `gitrelay profile --name … --role … --username …`.")
+        return EXIT_OK
+    result = client.update_profile(name=args.name, role=args.role,
+                                   usernames=None if args.username is None
+                                   else [u for u in args.username if u])
+    if args.json:
+        print_json(write_json(result, status="updated"))
+        return EXIT_OK
+    doc = result.doc
+    print(f"profile of {doc['handle']} corrected: {one_line(str(doc['name']), 80)} "
+          f"({one_line(str(doc['role']), 60)}); server usernames: "
+          f"{', '.join(doc['usernames']) or 'none'}: {delivery_text(result)}")
+    print("Threads opened before keep the name they were written under.")
+    return EXIT_OK
+
 
 def register(commands: Commands) -> None:
     add = commands.add
@@ -142,3 +177,12 @@ def register(commands: Commands) -> None:
     p.add_argument("--limit", type=int, default=TEAMMATES_PAGE,
                    help=f"at most this many, by handle (1-{TEAMMATES_PAGE_MAX})")
     p.add_argument("--cursor", help="the next page, from the cursor the last one printed")
+    p = add("profile", _cmd_profile, "show or correct your own profile (name, role, server "
+            "usernames)", 'gitrelay profile --role "platform"\n'
+            'gitrelay profile --name "Alice Martin-Kim" --username alice --username amartin',
+            json_flag=True, write=True)
+    p.add_argument("--name", help="your name as teammates see it")
+    p.add_argument("--role", help="your role as teammates see it")
+    p.add_argument("--username", action="append", metavar="USERNAME",
+                   help="your user name on the git server (repeat for several; they replace "
+                        "the listed ones; --username '' lists none)")

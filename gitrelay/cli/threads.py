@@ -71,7 +71,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         print_json(_thread_json(shown))
     else:
         judged, acceptable = _trust_note(args, client, view)
-        print(conversation(shown, client.handle, hold.profiles(client.mirror.view().profiles()),
+        print(conversation(shown, client.handle, hold.profiles(client.thread_profiles(view)),
                            judged, acceptable=acceptable))
     marked = 0 if args.keep_unread else _mark_read(client, view.thread_id)
     if marked and not args.json:
@@ -212,7 +212,7 @@ def _cmd_accept(args: argparse.Namespace) -> int:
     view = client.thread(tid)
     hold = Withholder(client.handle, rules)
     print(conversation(hold.thread(view), client.handle,
-                       hold.profiles(client.mirror.view().profiles()),
+                       hold.profiles(client.thread_profiles(view)),
                        _trust_note(args, client, view)[0]))
     return EXIT_OK
 

@@ -133,3 +133,57 @@ def check_registrations_per_push(commits: Sequence[Commit], limits: Mapping[str,
                              "(limits.max_registrations_per_push in relay.json); push them "
                              f"in batches of at most {most:,}", commit=commit.oid,
                              field="limits.max_registrations_per_push")
+
+
+def check_profile_update(view: RelayView, commit: Commit, doc: Mapping[str, Any], handle: str,
+                         number: int | None, pusher: Pusher | None, *,
+                         verify_signature: SignatureCheck | None = None) -> None:
+    """A teammate's correction of their own profile (``teammates/<handle>/update-N.json``).
+
+    Only they may write it: the pusher and signature rules hold as for any of their
+    operations. A server username it adds is proved as at registration: where the
+    server names the pusher, it is the pusher's own, and since that account is not yet
+    in the profile, the commit's signature by a registered key is what shows it is
+    them (so only a relay that requires signatures takes it in band).
+    """
+    short = commit.oid[:12]
+    current = view.profile(handle)
+    if current is None:
+        raise refuse("recipient_not_found", f"commit {short}: {handle} is not a registered "
+                     "teammate; only a registered teammate corrects their profile",
+                     commit=commit.oid, field="handle")
+    if doc["handle"] != handle or current["handle"] != handle:
+        raise refuse("layout", f"commit {short}: a profile update of {doc['handle']} stored "
+                     f"under teammates/{handle}, where {current['handle']} is registered; a "
+                     "handle never changes", commit=commit.oid, field="handle")
+    expected = view.profile_updates(handle) + 1
+    if number != expected:
+        raise refuse("sequence", f"commit {short}: profile update {number} of {handle}, "
+                     f"expected {expected}", commit=commit.oid, field="update")
+    known = current.get("usernames", [])
+    added = [u for u in doc["usernames"] if u not in known]
+    taken = view.usernames() if added else {}
+    for username in added:
+        if username in taken:
+            raise refuse("registration", f"commit {short}: server username {username!r} "
+                         f"already belongs to {taken[username]}", commit=commit.oid,
+                         field="usernames")
+    if pusher is None or not pusher.username or pusher.username in known:
+        check_identity(view, commit, handle, pusher, verify_signature=verify_signature)
+        if pusher is not None and pusher.username and added:
+            raise refuse("registration", f"commit {short}: {handle}'s profile update claims "
+                         f"the server username {added[0]!r}, but the pusher is "
+                         f"{pusher.username!r} ({pusher.env}); a server username is added "
+                         "only by a push from that account", commit=commit.oid,
+                         field="usernames")
+        return
+    # Pushed from an account the profile does not list yet.
+    if added != [pusher.username]:
+        check_identity(view, commit, handle, pusher, verify_signature=verify_signature)
+    if not view.config.get("require_signatures"):
+        raise refuse("pusher", f"commit {short}: actor {handle} is not the authenticated "
+                     f"pusher {pusher.username!r} ({pusher.env}); a profile update adding "
+                     "the pusher's server username must be signed by the teammate's "
+                     "registered key, and this relay does not require signatures: nothing in "
+                     "this push shows the account is theirs", commit=commit.oid, field="actor")
+    check_identity(view, commit, handle, None, verify_signature=verify_signature)

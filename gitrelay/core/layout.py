@@ -13,6 +13,8 @@ CONFIG_PATH = "relay.json"
 TEAMMATES_DIR = "teammates"
 THREADS_DIR = "threads"
 PROFILE_FILE = "profile.json"
+# A teammate's corrections of their own profile: update-000001.json, numbered from 1.
+PROFILE_UPDATE_PREFIX = "update-"
 HANDOFF_FILE = "handoff.json"
 TRANSITION_FILES = {"accept": "accept.json", "complete": "complete.json", "cancel": "cancel.json"}
 INBOX_FILE = "inbox.json"
@@ -40,6 +42,7 @@ INBOX_REF_LEAF = "inbox"
 # Operations, one per commit; each but archive adds exactly one file.
 OP_INIT = "init"
 OP_REGISTER = "register"
+OP_PROFILE = "profile"  # a teammate corrects their own name, role or server usernames
 OP_HANDOFF = "handoff"
 OP_MESSAGE = "message"
 OP_DRAFT = "draft"
@@ -51,7 +54,7 @@ OP_INBOX = "inbox"
 # out of main's tree into the archive snapshot (docs/format.md, "Archived threads").
 OP_ARCHIVE = "archive"
 THREAD_OPS = (OP_HANDOFF, OP_MESSAGE, OP_DRAFT, OP_ACCEPT, OP_COMPLETE, OP_CANCEL)
-ALL_OPS = (OP_INIT, OP_REGISTER, *THREAD_OPS, OP_ARCHIVE)
+ALL_OPS = (OP_INIT, OP_REGISTER, OP_PROFILE, *THREAD_OPS, OP_ARCHIVE)
 
 TRAILER_OP = "Gitrelay-Op"
 TRAILER_THREAD = "Gitrelay-Thread"
@@ -102,6 +105,22 @@ def profile_path(handle: str) -> str:
     return f"{teammate_dir(handle)}/{PROFILE_FILE}"
 
 
+def profile_update_name(number: int) -> str:
+    return f"{PROFILE_UPDATE_PREFIX}{number:0{MESSAGE_DIGITS}d}.json"
+
+
+def profile_update_path(handle: str, number: int) -> str:
+    return f"{teammate_dir(handle)}/{profile_update_name(number)}"
+
+
+def profile_update_number(name: str) -> int | None:
+    """N of a name ``update-NNNNNN.json`` (exactly six ASCII digits, N >= 1), else None."""
+    if not name.startswith(PROFILE_UPDATE_PREFIX):
+        return None
+    number = message_number("msg-" + name[len(PROFILE_UPDATE_PREFIX):])
+    return number if number is not None and number >= 1 else None
+
+
 def inbox_ref(handle: str) -> str:
     return f"{USERS_REF_PREFIX}{handle}/{INBOX_REF_LEAF}"
 
@@ -119,8 +138,8 @@ def inbox_ref_owner(ref: str) -> str | None:
 class FileRef:
     """What a path in the relay tree is, per the layout.
 
-    ``kind`` is one of config, archive, profile, handoff, message, accept, complete,
-    cancel, archived.
+    ``kind`` is one of config, archive, profile, profile_update, handoff, message,
+    accept, complete, cancel, archived.
     """
 
     __slots__ = ("handle", "kind", "sequence_no", "thread_id")
@@ -140,9 +159,14 @@ def classify(path: str) -> FileRef | None:
     if path == ARCHIVE_PATH:
         return FileRef("archive")
     parts = path.split("/")
-    if parts[0] == TEAMMATES_DIR and len(parts) == 3 and parts[2] == PROFILE_FILE:
-        if handle_problem(parts[1]) is None:
+    if parts[0] == TEAMMATES_DIR and len(parts) == 3:
+        if handle_problem(parts[1]) is not None:
+            return None
+        if parts[2] == PROFILE_FILE:
             return FileRef("profile", handle=parts[1])
+        number = profile_update_number(parts[2])
+        if number is not None:
+            return FileRef("profile_update", handle=parts[1], sequence_no=number)
         return None
     if parts[0] != THREADS_DIR or len(parts) != 5:
         return None

@@ -41,7 +41,8 @@ def _clip(text: str, room: int) -> str:
 
 @dataclass
 class Op:
-    kind: str  # file kind: profile, handoff, message, accept, complete, cancel; or archive
+    kind: str  # file kind: profile, profile_update, handoff, message, accept, complete,
+    # cancel; or archive
     doc: dict[str, Any]
     thread_id: str | None = None
     handle: str | None = None
@@ -57,6 +58,8 @@ class Op:
     def op_name(self) -> str:
         if self.kind == "profile":
             return layout.OP_REGISTER
+        if self.kind == "profile_update":
+            return layout.OP_PROFILE
         if self.kind == "message":
             return layout.OP_DRAFT if self.doc.get("type") == "draft" else layout.OP_MESSAGE
         return self.kind
@@ -65,6 +68,10 @@ class Op:
         """The path and document of this op on top of ``view``."""
         if self.kind == "profile":
             return layout.profile_path(str(self.doc["handle"])), self.doc
+        if self.kind == "profile_update":
+            # The next number on this state of the relay, as a message takes its own.
+            handle = str(self.doc["handle"])
+            return layout.profile_update_path(handle, view.profile_updates(handle) + 1), self.doc
         assert self.thread_id is not None
         if self.kind == "handoff":
             return layout.handoff_path(self.thread_id), self.doc
@@ -85,6 +92,12 @@ class Op:
         if self.kind == "profile":
             profile = view.profile(str(self.doc["handle"]))
             return profile is not None and profile == self.doc
+        if self.kind == "profile_update":
+            handle = str(self.doc["handle"])
+            number = view.profile_updates(handle)
+            data = schema.dumps(self.doc)
+            return any(objs.read_path(tree, layout.profile_update_path(handle, n)) == data
+                       for n in range(number, 0, -1))
         assert self.thread_id is not None
         found = thread_files(objs, tree, self.thread_id)
         if self.kind == "message":
@@ -106,6 +119,9 @@ class Op:
         tid = (self.thread_id or "")[:10]
         if self.kind == "profile":
             head = f"register {doc['handle']} ({_clip(str(doc['role']), 24)}): "
+            return head + _clip(str(doc["name"]), SUBJECT_MAX - len(head))
+        if self.kind == "profile_update":
+            head = f"profile {doc['handle']} ({_clip(str(doc['role']), 24)}): "
             return head + _clip(str(doc["name"]), SUBJECT_MAX - len(head))
         if self.kind == "handoff":
             head = f"handoff {tid} {doc['sender']} → {doc['recipient']} ({doc['intent']}): "

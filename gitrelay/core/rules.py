@@ -29,7 +29,7 @@ from gitrelay.core.commits import (
 )
 from gitrelay.core.errors import RelayError
 from gitrelay.core.errors import error_for_rule as refuse
-from gitrelay.core.identity import check_identity, check_registration
+from gitrelay.core.identity import check_identity, check_profile_update, check_registration
 from gitrelay.core.ids import same_handle
 from gitrelay.core.objects import (
     MODE_BLOB,
@@ -178,6 +178,9 @@ def _check_commit(objs: Objects, commit: Commit, parent: Commit | None,
         check_registration(view, commit, doc, ref.handle or "")
         check_identity(view, commit, actor, pusher, registering=doc,
                        verify_signature=verify_signature)
+    elif ref.kind == "profile_update":
+        check_profile_update(view, commit, doc, ref.handle or "", ref.sequence_no, pusher,
+                             verify_signature=verify_signature)
     else:
         assert ref.thread_id is not None
         if doc.get("thread_id") != ref.thread_id:
@@ -198,6 +201,8 @@ def _check_commit(objs: Objects, commit: Commit, parent: Commit | None,
 def _op_for(kind: str, doc: Mapping[str, Any]) -> str:
     if kind == "profile":
         return layout.OP_REGISTER
+    if kind == "profile_update":
+        return layout.OP_PROFILE
     if kind == "message":
         return layout.OP_DRAFT if doc["type"] == "draft" else layout.OP_MESSAGE
     return kind

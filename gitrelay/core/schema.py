@@ -370,6 +370,14 @@ def predicate(test: Callable[[Any], bool], what: str) -> Check:
     return check
 
 
+def never(why: str) -> Check:
+    """A field that may not appear: ``why`` says so, better than "not a known field"."""
+    def check(v: Any, loc: str, ctx: Ctx) -> None:
+        _fail(loc, why)
+
+    return check
+
+
 def timestamp() -> Check:
     return predicate(is_timestamp, "an ISO 8601 UTC time like 2026-05-01T09:14:32Z")
 
@@ -471,6 +479,8 @@ _object_id = predicate(is_object_id, "a lowercase git object id (40 or 64 hex di
 _tid = predicate(is_thread_id, "a thread id")
 _key = predicate(is_key, "1-128 characters of A-Z a-z 0-9 . _ : -")
 
+_usernames = array(text(max_chars=200, pattern=NO_SPACE_PATTERN, test=_no_space), max_items=20)
+
 PROPOSED_ACTION = Shape(
     {"description": text(), "target_files": array(_path, max_items=TARGET_FILES_MAX),
      "rationale": text()},
@@ -492,12 +502,22 @@ SHAPES: dict[str, Shape] = {
     "profile": Shape({
         "format_version": _version, "kind": const("profile"), "handle": handle(),
         "name": text(max_chars=200), "role": text(max_chars=200),
-        "usernames": array(text(max_chars=200, pattern=NO_SPACE_PATTERN, test=_no_space),
-                           max_items=20),
+        "usernames": _usernames,
         "registered_at": timestamp(),
     }, {"email": text(max_chars=320, pattern=EMAIL_PATTERN, test=_email),
         "signing_keys": array(text(max_chars=4096, pattern=SSH_KEY_PATTERN, test=_ssh_key),
                               max_items=10)}),
+    # A teammate's correction of their own profile: the name, role and server
+    # usernames it gives replace the profile's (the newest update wins). The handle
+    # and the signing keys are fixed at registration (docs/identity.md).
+    "profile_update": Shape({
+        "format_version": _version, "kind": const("profile_update"), "handle": handle(),
+        "name": text(max_chars=200), "role": text(max_chars=200), "usernames": _usernames,
+        "updated_at": timestamp(),
+    }, {"signing_keys": never("a profile update cannot change signing keys: keys are fixed "
+                              "at registration (docs/identity.md, Adding or rotating a key)"),
+        "new_handle": never("a profile update cannot change the handle: handles are fixed "
+                            "at registration; join under a new handle instead")}),
     "handoff": Shape({
         "format_version": _version, "kind": const("handoff"), "thread_id": _tid,
         "sender": handle(), "recipient": handle(),
@@ -541,9 +561,9 @@ SHAPES: dict[str, Shape] = {
 }
 
 # Which file field names the operation's author, per kind.
-AUTHOR_FIELD = {"profile": "handle", "handoff": "sender", "message": "from", "accept": "by",
-                "complete": "by", "cancel": "by", "archive": "by",
-                "inbox": "handle"}
+AUTHOR_FIELD = {"profile": "handle", "profile_update": "handle", "handoff": "sender",
+                "message": "from", "accept": "by", "complete": "by", "cancel": "by",
+                "archive": "by", "inbox": "handle"}
 
 
 def validate(kind: str, doc: Any, limits: Mapping[str, int] | None = None) -> dict[str, Any]:

@@ -81,10 +81,9 @@ class RelayView:
                 for e in self.objs.tree(key[0]):
                     # From the entry itself: a lookup by path would scan the directory
                     # for each teammate again.
-                    data = self.objs.read_path(e.oid, layout.PROFILE_FILE) if e.is_tree \
-                        else None
-                    if data is not None:
-                        cached[e.name.casefold()] = schema.load("profile", data, self.limits)
+                    found = self._profile_in(e.oid) if e.is_tree else None
+                    if found is not None:
+                        cached[e.name.casefold()] = found
                 remember(_PROFILE_SETS, key, cached)
             self._profiles = cached
         return self._profiles
@@ -112,9 +111,9 @@ class RelayView:
         out = []
         for name in names:
             entry = found.get(name)
-            data = self.objs.read_path(entry.oid, layout.PROFILE_FILE) if entry else None
-            if data is not None:
-                out.append(schema.load("profile", data, self.limits))
+            profile = self._profile_in(entry.oid) if entry else None
+            if profile is not None:
+                out.append(profile)
         return out
 
     def usernames(self) -> dict[str, str]:
@@ -177,9 +176,65 @@ class RelayView:
         remember(_PROFILES, one, found)
         return found
 
-    def _read_profile(self, name: str) -> dict[str, Any] | None:
-        data = self.objs.read_path(self.tree, layout.profile_path(name))
-        return None if data is None else schema.load("profile", data, self.limits)
+    def _read_profile(self, name: str, as_of: str | None = None) -> dict[str, Any] | None:
+        """The profile under ``teammates/<name>``, as its newest update corrected it
+        (or the newest made at ``as_of`` or before, a relay time)."""
+        entry = self.objs.entry(self.tree, layout.teammate_dir(name))
+        if entry is None or not entry.is_tree:
+            return None
+        return self._profile_in(entry.oid, as_of)
+
+    def _profile_in(self, directory: str, as_of: str | None = None) -> dict[str, Any] | None:
+        """The profile in a teammate's directory (a tree id), corrected by its newest
+        update (made at ``as_of`` or before, when given)."""
+        found = self._teammate_files(directory)
+        if found is None:
+            return None
+        profile, updates = found
+        doc = schema.load("profile", self.objs.blob(profile.oid), self.limits)
+        for entry in reversed(updates):
+            update = schema.load("profile_update", self.objs.blob(entry.oid), self.limits)
+            if as_of is None or _instant(str(update["updated_at"])) <= _instant(as_of):
+                return corrected(doc, update)
+        return doc
+
+    def _teammate_files(self, directory: str) -> tuple[TreeEntry, list[TreeEntry]] | None:
+        """A teammate directory's ``profile.json`` and update files (oldest first), or
+        None when it holds no profile."""
+        profile = None
+        updates: list[tuple[int, TreeEntry]] = []
+        for e in self.objs.tree(directory):
+            if e.name == layout.PROFILE_FILE:
+                profile = e
+            else:
+                number = layout.profile_update_number(e.name)
+                if number is not None:
+                    updates.append((number, e))
+        if profile is None:
+            return None
+        updates.sort(key=lambda pair: pair[0])
+        return profile, [e for _, e in updates]
+
+    def profile_updates(self, handle: str) -> int:
+        """How many corrections ``handle`` made to their profile (the last update's
+        number: the rules keep them numbered from 1 with no gaps)."""
+        folded = handle.casefold()
+        key = self._teammates()
+        dirs = [e.oid for e in self.objs.tree(key[0]) if e.is_tree
+                and e.name.casefold() == folded] if key is not None else []
+        found = self._teammate_files(dirs[-1]) if dirs else None
+        if not found or not found[1]:
+            return 0
+        return layout.profile_update_number(found[1][-1].name) or 0
+
+    def profile_as_of(self, handle: str, when: str) -> dict[str, Any] | None:
+        """``handle``'s profile as it read at the relay time ``when``: a thread shows
+        its people under the names they had when it was opened."""
+        current = self.profile(handle)
+        if current is None:
+            return None
+        return self._read_profile(str(current["handle"]), as_of=when)
+
 
     def thread(self, thread_id: str) -> ThreadState | None:
         found = thread_files(self.objs, self.tree, thread_id)
@@ -213,3 +268,14 @@ def thread_files(objs: Objects, tree: str, thread_id: str
             return entry.oid, objs.tree(entry.oid)
     return None
 
+
+def corrected(profile: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """A profile with an update's name, role and server usernames."""
+    return {**profile, "name": update["name"], "role": update["role"],
+            "usernames": list(update["usernames"])}
+
+
+def _instant(stamp: str) -> str:
+    """A relay time that compares as text: its fraction written out to six digits."""
+    fraction = stamp[19:-1].lstrip(".")
+    return f"{stamp[:19]}.{fraction:0<6}"

@@ -45,6 +45,8 @@ __all__ = ["HOSTS", "FileChange", "HostStatus", "apply", "diff_text", "gitrelay_
            "plan"]
 
 SERVER = "gitrelay"
+FORWARDED_ENV = ("GITRELAY_HOME", "GITRELAY_TRUST")
+"""The variables ``gitrelay mcp`` reads that a host must pass on from the user's shell."""
 WAIT_TIMEOUT = 3600          # seconds Claude Code lets the background waiter run
 REWAKE_MESSAGE = "gitrelay, the inbox waiter (not an error):"
 REWAKE_SUMMARY = "gitrelay: new in the inbox"
@@ -170,6 +172,10 @@ def mcp_entry(host: str, command: str) -> dict[str, Any]:
         # alwaysLoad: Claude Code connects the server before the first model request
         # (and never defers its tools behind tool search): a cold run's first turn has them.
         entry = {"type": "stdio", **entry, "alwaysLoad": True}
+    if host == "codex":
+        # Codex hands an MCP server only a short list of the user's environment: without
+        # this a GITRELAY_HOME or GITRELAY_TRUST set in the shell would not reach the server.
+        entry = {**entry, "env_vars": list(FORWARDED_ENV)}
     return entry
 
 

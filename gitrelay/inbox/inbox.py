@@ -233,7 +233,8 @@ def _refused_items(mirror: Mirror, idx: Index) -> list[_RefusedItem]:
             preview = str(doc.get("summary") or doc.get("body") or "")[:PREVIEW_CHARS]
             created = str(doc.get("created_at") or rec.at)
         profile = idx.profile(other)
-        what = {"message": "message", "profile": "registration"}.get(rec.kind, rec.kind)
+        what = {"message": "message", "profile": "registration",
+                "profile_update": "profile update"}.get(rec.kind, rec.kind)
         item = InboxItem(
             item_id=item_id_for(handle, group, REFUSED), seq=int(entry["seq"]), kind=REFUSED,
             thread_id=rec.thread_id or "",

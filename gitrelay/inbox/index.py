@@ -561,8 +561,11 @@ class Index:
                          "VALUES (?, ?, ?, NULL, ?, ?, ?)",
                          (seq, commit.oid, layout.OP_REGISTER, actor.casefold(), at, time_us(at)))
             return
+        if kind == "profile_update":  # views show a teammate's current name and role
+            conn.execute("UPDATE profiles SET name = ?, role = ? WHERE handle_cf = ?",
+                         (doc["name"], doc["role"], str(doc["handle"]).casefold()))
         tid = ref.thread_id if ref is not None else None
-        at = str(doc.get("created_at") or doc.get("at") or "")
+        at = str(doc.get("created_at") or doc.get("at") or doc.get("updated_at") or "")
         at_us = time_us(at) if at else 0
         if kind == "handoff":
             summary = str(doc["summary"])
@@ -573,6 +576,8 @@ class Index:
             op = layout.OP_HANDOFF
         elif kind == "message":
             op = layout.OP_DRAFT if doc.get("type") == "draft" else layout.OP_MESSAGE
+        elif kind == "profile_update":
+            op = layout.OP_PROFILE
         else:
             op = kind
         conn.execute("INSERT INTO events(seq, oid, op, thread_id, actor_cf, at, at_us) "

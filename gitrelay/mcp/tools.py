@@ -129,7 +129,7 @@ def view_out(st: ServerState, ref: str, limit: int = MESSAGE_PAGE,
     rules = st.trust.current()
     view = policy.thread_to_read(st.client, ref, policy.Reader.AGENT)
     return present_thread_fenced(view, caller=st.me, rules=rules,
-                                 profiles=_profiles(st.client),
+                                 profiles=st.client.thread_profiles(view),
                                  sync_warning=sync_warning(st.client), limit=limit,
                                  before=before)
 

@@ -33,6 +33,7 @@ from gitrelay.core.errors import (
     InvalidCursor,
     InvalidTransition,
     NextStep,
+    RecipientNotFound,
     RelayError,
     RelayUnavailable,
     StateChanged,
@@ -287,6 +288,18 @@ class RelayClient:
 
     def teammate(self, handle: str) -> dict[str, Any] | None:
         return self.view().profile(handle)
+
+    def thread_profiles(self, view: ThreadView) -> dict[str, dict[str, Any]]:
+        """The teammates' profiles for showing ``view``: its sender and recipient as they
+        were when the thread was opened (a thread keeps the names it was written
+        under), everyone else as they are now."""
+        relay = self.mirror.view()
+        profiles = dict(relay.profiles())
+        for who in (view.sender, view.recipient):
+            then = relay.profile_as_of(who, str(view.handoff["created_at"]))
+            if then is not None:
+                profiles[who.casefold()] = then
+        return profiles
 
     def resolve_thread(self, ref: str) -> str:
         """A full thread id from an id or a unique prefix."""
@@ -566,6 +579,38 @@ class RelayClient:
             # The note is the draft message's body: name it as the caller gave it.
             raise InvalidArgument(exc.message.replace("body", "note", 1),
                                   **{**exc.data, "field": "note"}) from None
+
+    def update_profile(self, *, name: str | None = None, role: str | None = None,
+                       usernames: list[str] | None = None,
+                       mode: str | None = None) -> WriteResult:
+        """Correct the caller's own profile: what is given replaces the profile's name,
+        role or server usernames (docs/identity.md); the rest stays as it is."""
+        current = self.view().profile(self.handle)
+        if current is None:
+            raise RecipientNotFound(f"{self.handle} is not registered on the relay; join it "
+                                    "first (`gitrelay join`)", field="handle")
+        if str(current["handle"]) != self.handle:
+            raise InvalidArgument(f"the relay spells your handle {current['handle']}, not "
+                                  f"{self.handle}; use the registered spelling", field="handle")
+        doc: dict[str, Any] = {
+            "format_version": layout.FORMAT_VERSION, "kind": "profile_update",
+            "handle": self.handle,
+            "name": current["name"] if name is None else name,
+            "role": current["role"] if role is None else role,
+            "usernames": list(current.get("usernames", []) if usernames is None else usernames),
+            "updated_at": now_iso(),
+        }
+        for what in ("name", "role"):
+            if not str(doc[what]).strip():
+                raise InvalidArgument(f"--{what} must not be empty", field=what)
+        if len(set(doc["usernames"])) != len(doc["usernames"]):
+            raise InvalidArgument("a server username is given twice", field="usernames")
+        if (doc["name"], doc["role"], doc["usernames"]) == (
+                current["name"], current["role"], list(current.get("usernames", []))):
+            raise InvalidArgument(f"nothing to change: {self.handle}'s profile already reads "
+                                  "so", field="profile")
+        self._check_input("profile_update", doc)
+        return self.write(Op("profile_update", doc, handle=self.handle), mode=mode)
 
     def _transition(self, kind: str, thread_id: str, fields: dict[str, Any],
                     mode: str | None) -> WriteResult:

@@ -42,6 +42,9 @@ class HistoryEntry:
             return f"relay {d.get('name', '')} created"
         if self.op == layout.OP_REGISTER:
             return f"{d.get('handle')} joined as {d.get('role')}: {d.get('name')}"
+        if self.op == layout.OP_PROFILE:
+            return (f"{d.get('handle')} corrected their profile: {d.get('name')}, "
+                    f"{d.get('role')}")
         if self.op == layout.OP_HANDOFF:
             return (f"{d.get('sender')} → {d.get('recipient')} ({d.get('intent')}): "
                     f"{d.get('summary')}")

@@ -130,6 +130,8 @@ def op_key(op: Op) -> str:
         return f"message:{op.doc['id']}"
     if op.kind == "profile":
         return f"register:{op.doc['handle']}"
+    if op.kind == "profile_update":
+        return f"profile:{op.doc['handle']}:{op.doc['updated_at']}"
     if op.kind == layout.OP_ARCHIVE:
         return f"archive:{op.doc['by']}:{op.doc['archived_at']}"
     return f"{op.kind}:{op.thread_id}"

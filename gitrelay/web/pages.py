@@ -243,7 +243,7 @@ def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
                 withheld: Withheld) -> ThreadData:
     me = client.handle
     h = view.handoff
-    profiles = {k: p for k, p in client.mirror.view().profiles().items()
+    profiles = {k: p for k, p in client.thread_profiles(view).items()
                 if not withheld.blocked(p.get("handle"))}
     hidden = False
     if withheld.blocked(view.sender):
