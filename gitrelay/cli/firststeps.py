@@ -17,7 +17,7 @@ def _untrusted_teammates(me: str, handles: list[str], trust: str) -> list[str]:
     """The teammates (not ``me``) the trust file neither lists nor blocks."""
     from pathlib import Path
 
-    from gitrelay.relay.policy import is_self
+    from gitrelay.core.ids import same_handle
     from gitrelay.trust.trust import load_trust
 
     try:
@@ -26,7 +26,7 @@ def _untrusted_teammates(me: str, handles: list[str], trust: str) -> list[str]:
         rules = None
     out = []
     for handle in handles:
-        if is_self(me, handle):
+        if same_handle(me, handle):
             continue
         if rules is not None and (rules.entry_for(handle) is not None
                                   or rules.is_blocked(handle)):

@@ -94,7 +94,7 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
 
 
 def _cmd_teammates(args: argparse.Namespace) -> int:
-    from gitrelay.relay.policy import is_self
+    from gitrelay.core.ids import same_handle
     from gitrelay.relay.render import table
 
     client = open_client(args)
@@ -108,7 +108,7 @@ def _cmd_teammates(args: argparse.Namespace) -> int:
         if more:
             note(more)
         return EXIT_OK
-    rows = [[p["handle"] + (" (you)" if is_self(client.handle, str(p["handle"])) else ""),
+    rows = [[p["handle"] + (" (you)" if same_handle(client.handle, str(p["handle"])) else ""),
              p["name"], p["role"], p.get("email") or ""] for p in people]
     print(table(["HANDLE", "NAME", "ROLE", "EMAIL"], rows, max_widths={1: 40, 2: 30}))
     if more:

@@ -117,14 +117,14 @@ def _print_next_steps(args: argparse.Namespace, relay: str, handle: str) -> None
 def _confirm_switch(handle: str, force: bool) -> None:
     """Joining as someone else than the configured handle switches who this machine
     writes as: asked on a terminal, refused elsewhere, unless ``--force``."""
-    from gitrelay.relay.policy import is_self
+    from gitrelay.core.ids import same_handle
     from gitrelay.store.config import load_user_config
 
     try:
         current = load_user_config()
     except RelayError:
         return  # a broken config: join writes a good one
-    if current is None or is_self(current.handle, handle) or force:
+    if current is None or same_handle(current.handle, handle) or force:
         return
     what = (f"this machine's config is {current.handle}'s (on {current.relay}); joining as "
             f"{handle} switches it, and every later command and your agent then write as "

@@ -69,8 +69,16 @@ def check_handle(handle: object, field: str = "handle") -> str:
     return handle
 
 
+def handle_key(handle: str) -> str:
+    """The one form in which handles are compared and keyed: case does not matter
+    (``casefold``), as for the gate. A trust file's ``blocked`` entries add a more generous
+    reading on top of it (:func:`gitrelay.trust.trustkeys.blocking_key`)."""
+    return handle.casefold()
+
+
 def same_handle(a: str, b: str) -> bool:
-    return a.casefold() == b.casefold()
+    """Whether two handles name the same teammate (yourself, when one is ``me``)."""
+    return handle_key(a) == handle_key(b)
 
 
 def _crockford(data: bytes, length: int) -> str:

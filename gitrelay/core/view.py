@@ -8,6 +8,7 @@ from __future__ import annotations
 from gitrelay.core import layout, schema
 from gitrelay.core.archive import snapshot_tree
 from gitrelay.core.errors import error_for_rule as refuse
+from gitrelay.core.ids import handle_key
 from gitrelay.core.objects import Objects, TreeEntry, remember
 from gitrelay.core.threads import ThreadState, last_sequence, status_from_names
 
@@ -161,7 +162,7 @@ class RelayView:
         key = self._teammates()
         if key is None:
             return None
-        folded = handle.casefold()
+        folded = handle_key(handle)
         whole = _PROFILE_SETS.get(key)
         if whole is not None:
             self._profiles = whole
@@ -171,7 +172,7 @@ class RelayView:
             return _PROFILES[one]
         found = None
         for e in self.objs.tree(key[0]):
-            if e.name.casefold() == folded:  # the last of equal names, as in profiles()
+            if handle_key(e.name) == folded:  # the last of equal names, as in profiles()
                 found = self._read_profile(e.name) or found
         remember(_PROFILES, one, found)
         return found
@@ -218,10 +219,10 @@ class RelayView:
     def profile_updates(self, handle: str) -> int:
         """How many corrections ``handle`` made to their profile (the last update's
         number: the rules keep them numbered from 1 with no gaps)."""
-        folded = handle.casefold()
+        folded = handle_key(handle)
         key = self._teammates()
         dirs = [e.oid for e in self.objs.tree(key[0]) if e.is_tree
-                and e.name.casefold() == folded] if key is not None else []
+                and handle_key(e.name) == folded] if key is not None else []
         found = self._teammate_files(dirs[-1]) if dirs else None
         if not found or not found[1]:
             return 0

@@ -44,6 +44,7 @@ from gitrelay.core import layout
 from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import IndexLost
 from gitrelay.core.gitcli import hermetic_env, stream_git
+from gitrelay.core.ids import handle_key
 from gitrelay.core.objects import Commit, Objects, diff_trees
 from gitrelay.core.threads import ACCEPTED, CANCELLED, COMPLETED, PENDING
 from gitrelay.inbox.inboxpeek import INDEX_FILE as INDEX_FILE
@@ -616,8 +617,8 @@ class Index:
             conn.execute("UPDATE items SET open = 0 WHERE user_cf IN (?, ?) AND thread_id = ?",
                          (sender.casefold(), recipient.casefold(), tid))
         kind = ITEM_KIND.get(op)
-        target = recipient if actor_cf == sender.casefold() else sender
-        if kind is None or target.casefold() == actor_cf:
+        target = recipient if actor_cf == handle_key(sender) else sender
+        if kind is None or handle_key(target) == actor_cf:
             return
         other = sender if target == recipient else recipient
         user_cf = target.casefold()

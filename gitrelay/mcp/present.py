@@ -33,6 +33,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
+from gitrelay.core.ids import handle_key, same_handle
 from gitrelay.inbox.inbox import ClaimResult, InboxPage
 from gitrelay.mcp.provenance import (
     RELAY_AUTHOR,
@@ -144,7 +145,7 @@ class Pen:
     def is_caller(self, author: str) -> bool:
         known = self._callers.get(author)
         if known is None:
-            known = self._callers[author] = policy.is_self(self.caller, author)
+            known = self._callers[author] = same_handle(self.caller, author)
         return known
 
     def _is_blocked(self, author: str) -> bool:
@@ -326,7 +327,7 @@ def _quiet(value: Mapping[str, Any], pen: Pen) -> set[str]:
 
 
 def _person(pen: Pen, handle: str, profiles: Profiles, field: str) -> Person:
-    profile = profiles.get(handle.casefold())
+    profile = profiles.get(handle_key(handle))
     if profile is None:
         return Person(handle=handle, name=handle, role="")
     email = profile.get("email")

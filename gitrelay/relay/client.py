@@ -42,11 +42,13 @@ from gitrelay.core.errors import (
 from gitrelay.core.ids import (
     check_handle,
     check_thread_id,
+    handle_key,
     handle_problem,
     new_key,
     new_message_id,
     read_thread_ref,
     resolve_prefix,
+    same_handle,
     thread_id_for,
 )
 from gitrelay.core.ops import Op, archive_moves, archive_op, closed_threads, now_iso
@@ -298,7 +300,7 @@ class RelayClient:
         for who in (view.sender, view.recipient):
             then = relay.profile_as_of(who, str(view.handoff["created_at"]))
             if then is not None:
-                profiles[who.casefold()] = then
+                profiles[handle_key(who)] = then
         return profiles
 
     def resolve_thread(self, ref: str) -> str:
@@ -381,7 +383,7 @@ class RelayClient:
                           docs.get("accept"), docs.get("complete"), docs.get("cancel"),
                           [k for k in outbox_keys if _key_thread(k, messages, docs, tid)],
                           [r for r in self.mirror.refused() if r.thread_id == tid
-                           and r.actor.casefold() == self.handle.casefold()],
+                           and same_handle(r.actor, self.handle)],
                           names, tip)
 
     def archivable(self, *, older_than: float, limit: int | None = None

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DRAFT_NOTE", "Accepted", "Reader", "accept", "accept_refusal", "archive_batches",
            "check_accept",
-           "check_new_handoff", "handoff_key", "input_error", "is_self", "limits",
+           "check_new_handoff", "handoff_key", "input_error", "limits",
            "participant_view", "read_thread", "resolve_thread", "sender_judgement",
            "thread_to_read", "withheld_from_agent", "written_from_arguments"]
 
@@ -59,12 +59,6 @@ class Reader(Enum):
 
     PERSON = "person"   # someone at a terminal: ``gitrelay show``
     AGENT = "agent"     # a coding agent's model: the MCP server's tools and resources
-
-
-def is_self(me: str, handle: str) -> bool:
-    """Whether ``handle`` names ``me``: the one comparison of handles both front ends
-    use (case does not matter, as for the gate)."""
-    return same_handle(me, handle)
 
 
 # --- which thread ---------------------------------------------------------------------
@@ -94,7 +88,7 @@ def participant_view(client: RelayClient, ref: str) -> ThreadView:
     """The thread ``ref`` names, for its sender or recipient only."""
     view = read_thread(client, resolve_thread(client, ref))
     me = client.handle
-    if not (is_self(me, view.sender) or is_self(me, view.recipient)):
+    if not (same_handle(me, view.sender) or same_handle(me, view.recipient)):
         raise NotAParticipant(f"{me} is neither the sender ({view.sender}) nor the "
                               f"recipient ({view.recipient}) of thread {view.thread_id}",
                               thread_id=view.thread_id, field="thread_id",
@@ -119,7 +113,7 @@ def thread_to_read(client: RelayClient, ref: str, reader: Reader) -> ThreadView:
 def withheld_from_agent(me: str, author: str, rules: TrustRules) -> bool:
     """Whether an agent never reads ``author``'s text: a teammate its trust file
     blocks (never ``me``). A person sees it, marked, and decides."""
-    return not is_self(me, author) and rules.is_blocked(author)
+    return not same_handle(me, author) and rules.is_blocked(author)
 
 
 # --- accepting ------------------------------------------------------------------------
@@ -132,7 +126,7 @@ def accept_refusal(me: str, view: ThreadView, rules: TrustRules
     from gitrelay.trust.trust import evaluate  # pydantic: not for every command's start
 
     tid = view.thread_id
-    if is_self(me, view.sender):
+    if same_handle(me, view.sender):
         return None, NotAuthorizedTransition(
             f"only the recipient ({view.recipient}) can accept thread {tid}; you sent it",
             thread_id=tid, field="by", rule="not_authorized_transition")
@@ -157,7 +151,7 @@ def sender_judgement(me: str, view: ThreadView, rules: TrustRules
     """How the trust file judges the sender of a thread sent to ``me`` and the
     refusal accepting it would raise (None when it accepts); None when ``me`` is not
     its recipient or sent it to themselves, where no trust decision applies."""
-    if not is_self(me, view.recipient) or is_self(me, view.sender):
+    if not same_handle(me, view.recipient) or same_handle(me, view.sender):
         return None
     decision, refusal = accept_refusal(me, view, rules)
     assert decision is not None

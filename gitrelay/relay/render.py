@@ -17,6 +17,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from gitrelay.core.ids import handle_key, same_handle
 from gitrelay.core.terminal import char_class, visible
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ def indent(text: str, prefix: str = "    ") -> str:
 
 def person(handle: str, profiles: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """``Bob Chen <bob@acme>`` when the profile is known, else the handle."""
-    profile = (profiles or {}).get(handle.casefold())
+    profile = (profiles or {}).get(handle_key(handle))
     if profile:
         return f"{one_line(profile['name'], 60)} <{one_line(handle)}>"
     return one_line(handle)
@@ -191,7 +192,7 @@ def conversation(view: ThreadView, me: str,
     accepting out of the suggested next steps.
     """
     h = view.handoff
-    mine = view.sender.casefold() == me.casefold()
+    mine = same_handle(view.sender, me)
     lines = [
         f"Thread {view.thread_id}   {view.status.upper()}",
         f"  {person(view.sender, profiles)} → {person(view.recipient, profiles)}"

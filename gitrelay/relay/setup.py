@@ -25,7 +25,7 @@ from gitrelay.core.errors import (
     RelayUnavailable,
     with_hint,
 )
-from gitrelay.core.ids import check_handle
+from gitrelay.core.ids import check_handle, same_handle
 from gitrelay.core.ops import Op, now_iso
 from gitrelay.core.terminal import quoted
 from gitrelay.store.config import UserConfig, mirror_path, save_user_config
@@ -258,7 +258,7 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
         newcomer = mirror.view().profile(handle) is None
         if expect_tip is None and ask_pin is not None and newcomer:
             others = sorted(str(p["handle"]) for p in mirror.view().profiles().values()
-                            if str(p["handle"]).casefold() != handle.casefold())
+                            if not same_handle(str(p["handle"]), handle))
             expect_tip = ask_pin(others)
             if expect_tip is not None:
                 expect_tip = check_pin(expect_tip)

@@ -44,6 +44,7 @@ from pydantic import (
 )
 
 from gitrelay.core.errors import ConfigError
+from gitrelay.core.ids import handle_key
 from gitrelay.trust.trustkeys import blocking_key, normalize_repo_path
 
 if TYPE_CHECKING:
@@ -64,7 +65,6 @@ __all__ = [
     "default_trust_path",
     "evaluate",
     "load_trust",
-    "normalize_handle",
     "normalize_repo_path",
     "path_auto_writable",
 ]
@@ -76,11 +76,6 @@ DEFAULT_REQUIRE_APPROVAL: tuple[str, ...] = ("Edit", "Write", "Bash")
 
 
 # --------------------------------------------------------------------------- handles and paths
-
-
-def normalize_handle(handle: str) -> str:
-    """The form in which handles are compared: case-insensitive, nothing else."""
-    return handle.lower()
 
 
 
@@ -170,7 +165,7 @@ class TrustRules(BaseModel):
     ) -> dict[str, TeammateTrust | None]:
         seen: dict[str, str] = {}
         for handle in value:
-            key = normalize_handle(handle)
+            key = handle_key(handle)
             if key in seen:
                 raise ValueError(
                     f"{seen[key]!r} and {handle!r} are the same teammate (handles "
@@ -193,9 +188,9 @@ class TrustRules(BaseModel):
 
     def entry_for(self, handle: str) -> TeammateTrust | None:
         """The ``teammates`` entry for ``handle`` (an empty entry if listed as null)."""
-        key = normalize_handle(handle)
+        key = handle_key(handle)
         for listed, entry in self.teammates.items():
-            if normalize_handle(listed) == key:
+            if handle_key(listed) == key:
                 return entry if entry is not None else TeammateTrust()
         return None
 

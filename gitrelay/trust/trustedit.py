@@ -26,14 +26,13 @@ from typing import Any, Concatenate, ParamSpec
 import yaml
 
 from gitrelay.core.errors import InvalidArgument
-from gitrelay.core.ids import check_handle
+from gitrelay.core.ids import check_handle, handle_key
 from gitrelay.store.locks import FileMutex
 from gitrelay.trust.trust import (
     TeammateTrust,
     TrustRules,
     evaluate,
     load_trust,
-    normalize_handle,
     normalize_repo_path,
 )
 
@@ -137,15 +136,15 @@ def judge_all(rules: TrustRules, registered: list[str] | None, me: str
     names that nobody registered: ``handle``, ``registered``, ``allowed``, ``reason``
     and ``trust_overlay``, as accept_handoff would decide. With ``registered`` None (no
     relay to ask), the handles the file names, ``registered`` null."""
-    known = {normalize_handle(h) for h in registered or []}
-    named = [h for h in [*rules.teammates, *rules.blocked] if normalize_handle(h) not in known]
+    known = {handle_key(h) for h in registered or []}
+    named = [h for h in [*rules.teammates, *rules.blocked] if handle_key(h) not in known]
     out = []
     for handle in [*(registered or []), *dict.fromkeys(named)]:
-        if normalize_handle(handle) == normalize_handle(me):
+        if handle_key(handle) == handle_key(me):
             continue
         decision = evaluate(rules, handle)
         out.append({"handle": handle, "registered": None if registered is None
-                    else normalize_handle(handle) in known,
+                    else handle_key(handle) in known,
                     "allowed": decision.allowed, "reason": decision.reason,
                     "trust_overlay": decision.overlay.model_dump()})
     return out
@@ -212,8 +211,8 @@ def _as_data(rules: TrustRules) -> dict[str, Any]:
 
 
 def _listed_key(teammates: dict[str, Any], handle: str) -> str | None:
-    wanted = normalize_handle(handle)
-    return next((k for k in teammates if normalize_handle(k) == wanted), None)
+    wanted = handle_key(handle)
+    return next((k for k in teammates if handle_key(k) == wanted), None)
 
 
 def _drop_blocked(data: dict[str, Any], handle: str) -> bool:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from gitrelay.core.ids import handle_key
+
 __all__ = ["blocking_key", "normalize_repo_path"]
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
@@ -20,7 +22,7 @@ def blocking_key(handle: str) -> str:
     Blocking errs on the side of blocking: compatibility forms, case and
     surrounding whitespace do not let a blocked sender slip through.
     """
-    return unicodedata.normalize("NFKC", handle).casefold().strip()
+    return handle_key(unicodedata.normalize("NFKC", handle)).strip()
 
 
 def normalize_repo_path(path: str) -> str | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitrelay.core.errors import InvalidArgument, RelayError
+from gitrelay.core.ids import handle_key, same_handle
 from gitrelay.core.threads import ACCEPTED, PENDING, STATUSES
 from gitrelay.core.vocab import INTENTS
 from gitrelay.inbox.inbox import check_inbox
@@ -228,7 +229,7 @@ class ThreadData:
 
 
 def _name(profiles: Mapping[str, Mapping[str, Any]], handle: str) -> str:
-    profile = profiles.get(handle.casefold())
+    profile = profiles.get(handle_key(handle))
     return one_line(profile["name"], 60) if profile else ""
 
 
@@ -262,7 +263,7 @@ def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
             hidden = True
         events.append(Event(
             str(m.get("created_at", "")), 1, "draft" if m.get("type") == "draft" else "message",
-            one_line(author, 80), policy.is_self(me, author), int(m.get("sequence_no", 0)),
+            one_line(author, 80), same_handle(me, author), int(m.get("sequence_no", 0)),
             shown(m.get("body", "")).rstrip(),
             diff_lines(m["suggested_diff"]) if m.get("suggested_diff") else [],
             shown(json.dumps(m["payload"], indent=2, sort_keys=True, ensure_ascii=False))
@@ -270,13 +271,13 @@ def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
     if view.accept:
         by = str(view.accept.get("by", ""))
         events.append(Event(str(view.accept.get("at", "")), 0, "accept", one_line(by, 80),
-                            policy.is_self(me, by)))
+                            same_handle(me, by)))
     if view.complete:
         by = str(view.complete.get("by", ""))
         blocked = withheld.blocked(by)
         hidden = hidden or blocked
         events.append(Event(str(view.complete.get("at", "")), 2, "complete", one_line(by, 80),
-                            policy.is_self(me, by),
+                            same_handle(me, by),
                             body=withheld.notice(by) if blocked
                             else shown(view.complete.get("result_summary", "")).rstrip(),
                             artifacts=[] if blocked else [
@@ -287,7 +288,7 @@ def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
         blocked = bool(reason) and withheld.blocked(by)
         hidden = hidden or blocked
         events.append(Event(str(view.cancel.get("at", "")), 2, "cancel", one_line(by, 80),
-                            policy.is_self(me, by),
+                            same_handle(me, by),
                             body=withheld.notice(by) if blocked else shown(reason).rstrip()))
     events.sort(key=lambda e: (e.at, e.order, e.number or 0))
     for e in events:
@@ -309,7 +310,7 @@ def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
                                         else "; accepting is refused")
     except RelayError as exc:
         note = f"cannot judge {view.sender}: {exc.message}"
-    me_sender, me_recipient = policy.is_self(me, view.sender), policy.is_self(me, view.recipient)
+    me_sender, me_recipient = same_handle(me, view.sender), same_handle(me, view.recipient)
     open_ = view.status in (PENDING, ACCEPTED)
     return ThreadData(
         thread_id=view.thread_id, status=view.status, sender=one_line(view.sender, 80),
@@ -362,7 +363,7 @@ def teammates(client: RelayClient, rules: TrustRules) -> list[Teammate]:
         hide = decision.reason == "blocked"   # their words: name and role too
         out.append(Teammate(
             handle=one_line(handle, 80), name="" if hide else one_line(p.get("name", ""), 80),
-            role="" if hide else one_line(p.get("role", ""), 80), me=policy.is_self(me, handle),
+            role="" if hide else one_line(p.get("role", ""), 80), me=same_handle(me, handle),
             allowed=decision.allowed, reason=decision.reason,
             message=one_line(decision.message, 300), auto_read=overlay.auto_read,
             auto_test=overlay.auto_test,
