@@ -255,3 +255,19 @@ def test_the_rules_above_catch_what_they_name(tmp_path: Path):
     probe.write_text(source)
     assert runtime_imports(probe) == {"gitrelay.relay", "gitrelay.relay.client"}
     assert dynamic_imports(probe) == [(7, "gitrelay.cli."), (9, "_a"), (9, "_b"), (10, None)]
+
+
+def test_the_library_never_prints():
+    """Below the front ends nothing calls ``print``: the library raises coded errors and
+    logs through :mod:`logging`; only the gate (whose stderr is the push's answer), the
+    command line and the demo write to a terminal, and the MCP server's stdout is its
+    transport."""
+    speaking = {"gate", "demo", "cli"}
+    found = []
+    for path in modules():
+        if layer_of(path) in speaking:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
+                found.append(f"{path.relative_to(PKG)}:{node.lineno}")
+    assert not found, f"print() below the front ends: {found}"

@@ -17,7 +17,7 @@ points' job.
 from __future__ import annotations
 
 import base64
-import sys
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -76,6 +76,8 @@ from gitrelay.store.mirror import Mirror, Refused, Written, op_key
 from gitrelay.store.recovery import mirror_problem, salvage_outbox, set_aside
 from gitrelay.sync.loop import FRESH_WHILE_RUNNING, SyncLoop
 from gitrelay.sync.push import Syncer, SyncReport, probe
+
+log = logging.getLogger(__name__)
 
 FRESH_SECONDS = 2.0
 WAIT_SECONDS = 5.0
@@ -174,9 +176,9 @@ class RelayClient:
                 self.mirror.record_refused(op, exc, rule=str(exc.data.get("rule", exc.name)))
         self.mirror.update_sync_state(repaired={"at": now_iso(), "problem": problem,
                                                 "moved_to": str(damaged), "requeued": requeued})
-        print(f"gitrelay: the local copy was damaged ({problem}); fetched it again from the "
-              f"relay, re-queued {requeued} operation(s); the old copy is in {damaged}",
-              file=sys.stderr)
+        log.warning("gitrelay: the local copy was damaged (%s); fetched it again from the "
+                    "relay, re-queued %d operation(s); the old copy is in %s",
+                    problem, requeued, damaged)
 
     @classmethod
     def from_config(cls, *, relay: str | None = None, handle: str | None = None,

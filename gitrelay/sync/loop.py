@@ -16,7 +16,7 @@ long-poll: it returns as soon as a pass brought something new.
 
 from __future__ import annotations
 
-import sys
+import logging
 import threading
 import time
 from pathlib import Path
@@ -26,6 +26,8 @@ from gitrelay.core import layout
 from gitrelay.core.errors import RelayError
 from gitrelay.store.mirror import RELAY_USERS, Mirror
 from gitrelay.sync.push import Syncer
+
+log = logging.getLogger(__name__)
 
 MIN_INTERVAL = 0.5
 MAX_INTERVAL = 15.0
@@ -93,8 +95,8 @@ class SyncLoop:
             try:
                 self.syncer.deliver(deadline=time.monotonic() + timeout)
             except RelayError as exc:
-                print(f"gitrelay: {len(self.mirror.outbox())} operation(s) stay queued: "
-                      f"{exc}", file=sys.stderr)
+                log.warning("gitrelay: %d operation(s) stay queued: %s",
+                            len(self.mirror.outbox()), exc)
 
     @property
     def running(self) -> bool:
@@ -173,7 +175,7 @@ class SyncLoop:
                 self.interval = min(MAX_INTERVAL, max(self.interval * 2, 1.0))
                 continue
             except Exception as exc:  # keep serving reads whatever happens here
-                print(f"gitrelay: sync loop error: {exc!r}", file=sys.stderr)
+                log.error("gitrelay: sync loop error: %r", exc)
                 self.interval = MAX_INTERVAL
                 continue
             finally:
