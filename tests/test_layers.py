@@ -25,7 +25,7 @@ STDLIB = set(sys.stdlib_module_names)
 THIRD_PARTY = {
     "core": set(),
     "gate": set(),
-    "store": {"pygit2", "filelock"},
+    "store": {"pygit2"},
     "sync": {"watchdog"},
     "trust": {"pydantic", "yaml"},
     "relay": set(),
