@@ -10,6 +10,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Literal
 
+from gitrelay.core.vocab import HOOK_EVENTS, HOOK_WAIT_SECONDS, HOSTS
+
 if TYPE_CHECKING:
     import argparse
 
@@ -18,9 +20,8 @@ if TYPE_CHECKING:
 
 __all__ = ["register"]
 
-HOSTS = ("claude", "codex", "cursor")
-EVENTS = ("session-start", "stop", "wait", "session-end", "pre-tool-use", "post-tool-use")
-WAIT_DEFAULT = 3000.0  # seconds (hookrun.WAIT_DEFAULT: this module does not import it early)
+EVENTS = HOOK_EVENTS
+WAIT_DEFAULT = HOOK_WAIT_SECONDS
 
 
 def _cmd_setup(args: argparse.Namespace) -> int:

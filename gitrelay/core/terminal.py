@@ -14,6 +14,8 @@ Pure and import-light: the gate imports it.
 
 from __future__ import annotations
 
+from gitrelay.core.vocab import ERROR_MESSAGE_CHARS
+
 _RANGES = ((0x00, 0x1F), (0x7F, 0x9F), (0x061C, 0x061C), (0x200B, 0x200F), (0x2028, 0x202E),
            (0x2060, 0x2069), (0xFEFF, 0xFEFF), (0xE0000, 0xE007F))
 
@@ -89,8 +91,7 @@ def shown(value: object, limit: int = QUOTE_LIMIT) -> str:
     return text if plain(text, limit) else quoted(text, limit)
 
 
-# A refusal message is cut after this many characters.
-MESSAGE_LIMIT = 2000
+MESSAGE_LIMIT = ERROR_MESSAGE_CHARS
 
 
 def one_line(message: str, limit: int = MESSAGE_LIMIT) -> str:

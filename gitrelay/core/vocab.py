@@ -17,7 +17,29 @@ if TYPE_CHECKING:
 INTENTS = ("inform", "ask_question", "propose_action")
 # How a write is delivered (the client's ``writes`` mode), and where it went.
 DELIVERY_MODES = ("queue", "wait")
-DELIVERIES = ("delivered", "queued")
+DELIVERED, QUEUED = "delivered", "queued"
+DELIVERIES = (DELIVERED, QUEUED)
+
+# The kinds of inbox item: a new handoff, a reply, a thread's status moved, a draft
+# to review, an operation of yours the relay refused.
+ASSIGNMENT, REPLY, TASK_UPDATE, PROPOSAL_REVIEW, REFUSED = (
+    "assignment", "reply", "task_update", "proposal_review", "refused")
+INBOX_KINDS = (ASSIGNMENT, REPLY, TASK_UPDATE, PROPOSAL_REVIEW, REFUSED)
+# The first characters of a handoff's summary that its inbox item carries.
+SUMMARY_PREVIEW_CHARS = 240
+# Inbox items acknowledged by one call, at most.
+ACK_ITEMS_MAX = 1_000
+
+# The coding hosts `gitrelay setup` knows, and the events their hooks run
+# `gitrelay hook EVENT` with.
+HOSTS = ("claude", "codex", "cursor")
+HOOK_EVENTS = ("session-start", "stop", "wait", "session-end", "pre-tool-use", "post-tool-use")
+# Seconds the `wait` hook's waiter waits before leaving quietly, unless told otherwise.
+HOOK_WAIT_SECONDS = 3000.0
+
+# An error's message is cut after this many characters, for a person, an agent or a
+# refused push alike.
+ERROR_MESSAGE_CHARS = 2000
 
 # The longest text of a field with a fixed purpose; every other text is bounded by the
 # relay's own max_text_chars.

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from gitrelay.core import layout
 from gitrelay.core.errors import ConfigError, RelayError, RelayUnavailable
 from gitrelay.core.ids import same_handle
+from gitrelay.core.vocab import HOOK_EVENTS, HOOK_WAIT_SECONDS
 from gitrelay.hosts.session import (
     InProgress,
     SessionState,
@@ -67,12 +68,12 @@ if TYPE_CHECKING:
 
 __all__ = ["EVENTS", "HookOutcome", "run_hook"]
 
-EVENTS = ("session-start", "stop", "wait", "session-end", "post-tool-use", "pre-tool-use")
+EVENTS = HOOK_EVENTS
 EXIT_BLOCK = 2          # Claude Code and Codex: block (or wake), stderr is the reason
 MAX_LISTED = 10         # items listed at session start; the rest are counted
 UNREAD_MAX = 200        # unread items read (and marked shown) at once
 MAX_CONTEXT = 9_000     # characters of start context (Claude Code keeps 10,000 of a hook's)
-WAIT_DEFAULT = 3000.0   # seconds the waiter waits before leaving quietly
+WAIT_DEFAULT = HOOK_WAIT_SECONDS   # seconds the waiter waits before leaving quietly
 FETCH_BUDGET = 1.5      # seconds session-start gives the relay to say what is new
 WAIT_TICK = 0.25        # seconds between the waiter's looks at its host and session
 START_GRACE = 12.0      # seconds the waiter lets session-start look first (its timeout: 10)

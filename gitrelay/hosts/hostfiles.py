@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Literal
 
 from gitrelay.core.errors import ConfigError
+from gitrelay.core.vocab import HOSTS
 
 __all__ = ["HOSTS", "Scope", "all_setup_names", "setup_files"]
 
-HOSTS = ("claude", "codex", "cursor")
 Scope = Literal["user", "project"]
 SCOPES: tuple[Scope, ...] = ("user", "project")
 

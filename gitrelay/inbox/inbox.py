@@ -39,10 +39,16 @@ from gitrelay.core.errors import (
 from gitrelay.core.ids import check_worker, same_handle
 from gitrelay.core.ops import now_iso
 from gitrelay.core.threads import STATUSES
-from gitrelay.core.vocab import INBOX_PAGE_MAX, LEASE_MAX, WAIT_MAX
-from gitrelay.inbox.index import (
-    PREVIEW_CHARS,
+from gitrelay.core.vocab import (
+    ACK_ITEMS_MAX,
+    INBOX_KINDS,
+    INBOX_PAGE_MAX,
+    LEASE_MAX,
     REFUSED,
+    SUMMARY_PREVIEW_CHARS,
+    WAIT_MAX,
+)
+from gitrelay.inbox.index import (
     Index,
     ItemRow,
     ReindexReport,
@@ -70,13 +76,12 @@ from gitrelay.sync.inboxstate import (
 if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient
 
-KINDS = ("assignment", "reply", "task_update", "proposal_review", "refused")
+KINDS = INBOX_KINDS
 DEFAULT_STATUSES = ("pending", "accepted")
 LIMIT_MAX = INBOX_PAGE_MAX
 LEASE_SECONDS = 600.0       # a claim's default lease: 10 minutes
 POLL_SECONDS = 0.5          # how often a long-poll without a sync loop fetches
 MAX_ACKED = 5_000           # single acks kept before the cursor is moved up under them
-ACK_ITEMS_MAX = 1_000
 QUICK_CATCH_UP = 64         # operations an index may lag and still count as nearly current
 REFUSED_BOOK = "gitrelay-inbox-refused.json"
 _CURSOR_SALT = b"gitrelay inbox cursor v1\n"
@@ -96,7 +101,7 @@ class InboxItem:
     kind: str
     thread_id: str
     sender: Sender          # the other participant (who caused the item)
-    summary_preview: str    # first 240 characters of the handoff summary
+    summary_preview: str    # the summary's first SUMMARY_PREVIEW_CHARS characters
     status: str             # the thread's status
     unread_messages: int
     created_at: str         # the thread's creation time
@@ -230,7 +235,7 @@ def _refused_items(mirror: Mirror, idx: Index) -> list[_RefusedItem]:
             other = str(doc.get("recipient") or handle)
             # A handoff that never reached the relay: its thread does not exist.
             status = "cancelled"
-            preview = str(doc.get("summary") or doc.get("body") or "")[:PREVIEW_CHARS]
+            preview = str(doc.get("summary") or doc.get("body") or "")[:SUMMARY_PREVIEW_CHARS]
             created = str(doc.get("created_at") or rec.at)
         profile = idx.profile(other)
         what = {"message": "message", "profile": "registration",

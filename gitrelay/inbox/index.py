@@ -47,6 +47,13 @@ from gitrelay.core.gitcli import hermetic_env, stream_git
 from gitrelay.core.ids import handle_key
 from gitrelay.core.objects import Commit, Objects, diff_trees
 from gitrelay.core.threads import ACCEPTED, CANCELLED, COMPLETED, PENDING
+from gitrelay.core.vocab import (
+    ASSIGNMENT,
+    PROPOSAL_REVIEW,
+    REPLY,
+    SUMMARY_PREVIEW_CHARS,
+    TASK_UPDATE,
+)
 from gitrelay.inbox.inboxpeek import INDEX_FILE as INDEX_FILE
 from gitrelay.inbox.inboxpeek import INDEX_FORMAT as INDEX_FORMAT
 from gitrelay.inbox.inboxpeek import ITEM_SELECT
@@ -56,13 +63,10 @@ from gitrelay.sync.inboxstate import time_us
 if TYPE_CHECKING:
     import subprocess
 
-PREVIEW_CHARS = 240
 BUSY_SECONDS = 120.0  # how long to wait for another process writing the index
 # From this many new commits, the files they added are listed by one `git log --raw`.
 BULK_COMMITS = 500
 
-ASSIGNMENT, REPLY, TASK_UPDATE, PROPOSAL_REVIEW, REFUSED = (
-    "assignment", "reply", "task_update", "proposal_review", "refused")
 # Which item an operation creates or moves, for the participant who did not do it.
 ITEM_KIND = {layout.OP_HANDOFF: ASSIGNMENT, layout.OP_MESSAGE: REPLY,
              layout.OP_DRAFT: PROPOSAL_REVIEW, layout.OP_ACCEPT: TASK_UPDATE,
@@ -573,7 +577,7 @@ class Index:
             conn.execute("INSERT OR REPLACE INTO handoffs(thread_id, seq, sender, recipient, "
                          "intent, summary_preview, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                          (tid, seq, doc["sender"], doc["recipient"], doc["intent"],
-                          summary[:PREVIEW_CHARS], doc["created_at"]))
+                          summary[:SUMMARY_PREVIEW_CHARS], doc["created_at"]))
             op = layout.OP_HANDOFF
         elif kind == "message":
             op = layout.OP_DRAFT if doc.get("type") == "draft" else layout.OP_MESSAGE

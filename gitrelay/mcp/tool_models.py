@@ -34,6 +34,7 @@ from gitrelay.core.vocab import (
     INTENTS,
     ITEM_ID_CHARS,
     PATH_CHARS,
+    SUMMARY_PREVIEW_CHARS,
     TARGET_FILES_MAX,
     TITLE_CHARS,
     URL_CHARS,
@@ -409,7 +410,8 @@ class InboxSender(_Out):
 class InboxItemOut(_Out):
     thread_id: str
     sender: InboxSender
-    summary_preview: str = Field(description="The first 240 characters of the summary.")
+    summary_preview: str = Field(
+        description=f"The first {SUMMARY_PREVIEW_CHARS} characters of the summary.")
     status: Status
     unread_messages: int
     created_at: Timestamp

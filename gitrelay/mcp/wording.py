@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from gitrelay.core.errors import NextStep, RelayError, next_step_of, with_hint
+from gitrelay.core.vocab import ERROR_MESSAGE_CHARS
 from gitrelay.mcp.provenance import RELAY_AUTHOR, json_line
 from gitrelay.trust.fencetext import TextFence
 
@@ -72,7 +73,7 @@ def next_step_text(err: RelayError) -> str:
 _COMMIT_LABEL = re.compile(r"\bcommit [0-9a-f]{12}: ")
 
 
-MAX_ERROR_MESSAGE = 2000
+MAX_ERROR_MESSAGE = ERROR_MESSAGE_CHARS
 """Characters of an error's message a tool error keeps."""
 
 

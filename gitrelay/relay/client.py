@@ -62,7 +62,13 @@ from gitrelay.core.threads import (
     status_from_names,
 )
 from gitrelay.core.view import RelayView, thread_files
-from gitrelay.core.vocab import DELIVERY_MODES, TEAMMATES_PAGE, TEAMMATES_PAGE_MAX
+from gitrelay.core.vocab import (
+    DELIVERED,
+    DELIVERY_MODES,
+    QUEUED,
+    TEAMMATES_PAGE,
+    TEAMMATES_PAGE_MAX,
+)
 from gitrelay.relay.policy import (
     check_new_handoff,
     handoff_key,
@@ -81,7 +87,6 @@ log = logging.getLogger(__name__)
 
 FRESH_SECONDS = 2.0
 WAIT_SECONDS = 5.0
-DELIVERED, QUEUED = "delivered", "queued"
 # Refusals that a fresher copy of the relay may lift: retried once after a fetch.
 # Refusals a fresher copy may lift or explain. Not thread_terminal: a closed thread
 # in your own copy is closed for good, whoever closed it (no race was lost).

@@ -73,7 +73,8 @@ RELAY_AUTHOR = "relay"
 
 TEXT_PREVIEW_CHARS = 100
 """How much of each summary preview an inbox text shows (check_inbox's structured
-``summary_preview`` keeps its 240 characters; view_thread has the whole summary)."""
+``summary_preview`` keeps ``core.vocab.SUMMARY_PREVIEW_CHARS``; view_thread has the whole
+summary)."""
 
 INBOX_FIELDS = "[i] seq item_id thread_id kind status unread|read unread_messages from updated_at"
 """What the words of an inbox item's line (:func:`inbox_item_line`) are."""
