@@ -1,0 +1,378 @@
+"""Search across threads: the full-text tables of the local index and their query.
+
+The index (:mod:`gitrelay.relay.index`) folds every commit of main; for each file
+that holds searchable text this module adds one row to ``search_text``, an FTS5
+table of SQLite's standard library build:
+
+- a handoff: its summary, question, and its artifacts' paths and link titles;
+- a message or a drafted diff: its body;
+- a completion: its result summary and its artifacts' paths and titles.
+
+The FTS5 table is *contentless* (``content=''``): it holds the words' positions
+but not the text, which is already in the relay, so the index grows by a fraction
+of the JSON it covers. Its rowid is the commit's seq, which joins it to
+``events`` (thread, author) and through it to ``handoffs`` and ``threads``
+(sender, recipient, intent, status, times). ``search_docs`` keeps the blob id
+each row was read from: snippets are cut from the file itself, and a row to be
+removed (the outbox replayed onto a newer relay) is read again, because a
+contentless table removes a row only given its text. ``artifact_paths`` holds
+every artifact path of a thread for the ``path:`` filter.
+
+:func:`run` answers a query (:mod:`gitrelay.relay.searchquery`) for one reader
+(:func:`gitrelay.relay.search.search_threads` says which): every thread, or only
+those one handle sent or received; text by a teammate the caller's trust file
+blocks is never matched nor shown. Archived threads are found like any other: the
+index never forgets a thread. Results are threads, best first (FTS5's bm25 of the
+thread's best-matching file), each with a snippet of that file; a query of
+filters only lists threads most recently updated first.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gitrelay.core import layout
+from gitrelay.core.errors import InvalidArgument, InvalidCursor
+from gitrelay.core.objects import Objects
+from gitrelay.relay.searchquery import Query, Term, path_glob
+
+__all__ = ["SCHEMA", "SEARCH_PAGE_DEFAULT", "SEARCH_PAGE_MAX", "SNIPPET_CHARS", "SearchHit",
+           "SearchPage", "clear", "fold", "roll_back", "run", "texts_of"]
+
+SEARCH_PAGE_DEFAULT = 10
+SEARCH_PAGE_MAX = 50
+SNIPPET_CHARS = 160
+"""The longest snippet shown of a result (a whole short text, or the part around the
+first words that matched)."""
+
+SCHEMA = """
+CREATE VIRTUAL TABLE IF NOT EXISTS search_text USING fts5(
+    text, content='', tokenize='unicode61 remove_diacritics 2');
+CREATE TABLE IF NOT EXISTS search_docs(seq INTEGER PRIMARY KEY, blob BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS artifact_paths(
+    thread_id TEXT NOT NULL, path TEXT NOT NULL, seq INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS artifact_paths_thread ON artifact_paths(thread_id);
+CREATE INDEX IF NOT EXISTS artifact_paths_seq ON artifact_paths(seq);
+"""
+TABLES = ("search_docs", "artifact_paths")  # besides search_text (see clear)
+
+_CURSOR_SALT = b"gitrelay-search-cursor-1"
+
+
+# --- what is indexed ------------------------------------------------------------------------
+
+
+def _artifact_texts(arts: Iterable[Mapping[str, Any]], field: str) -> list[tuple[str, str]]:
+    out = []
+    for i, art in enumerate(arts):
+        if not isinstance(art, Mapping):
+            continue
+        for key in ("path", "title"):
+            value = art.get(key)
+            if isinstance(value, str) and value:
+                out.append((f"{field}[{i}].{key}", value))
+    return out
+
+
+def texts_of(op: str, doc: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The searchable texts of a file the operation ``op`` added, as (field, text):
+    the field names are those of ``view_thread``'s answer."""
+    if op == layout.OP_HANDOFF:
+        out = [("summary", str(doc.get("summary") or ""))]
+        if doc.get("question"):
+            out.append(("question", str(doc["question"])))
+        return out + _artifact_texts(doc.get("artifacts") or [], "artifacts")
+    if op in (layout.OP_MESSAGE, layout.OP_DRAFT):
+        return [("message", str(doc.get("body") or ""))]
+    if op == layout.OP_COMPLETE:
+        result = str(doc.get("result_summary") or "")
+        return [("completion.result_summary", result),
+                *_artifact_texts(doc.get("artifacts") or [], "completion.artifacts")]
+    return []
+
+
+def _paths_of(doc: Mapping[str, Any]) -> list[str]:
+    return [str(a["path"]) for a in doc.get("artifacts") or []
+            if isinstance(a, Mapping) and isinstance(a.get("path"), str)]
+
+
+def _row_text(texts: Sequence[tuple[str, str]]) -> str:
+    return "\n".join(text for _, text in texts)
+
+
+def fold(conn: sqlite3.Connection, seq: int, op: str, tid: str, doc: Mapping[str, Any],
+         blob: str) -> None:
+    """Index the texts of the file commit ``seq`` added to thread ``tid``."""
+    texts = texts_of(op, doc)
+    if not texts:
+        return
+    conn.execute("INSERT INTO search_text(rowid, text) VALUES (?, ?)", (seq, _row_text(texts)))
+    conn.execute("INSERT OR REPLACE INTO search_docs(seq, blob) VALUES (?, ?)",
+                 (seq, bytes.fromhex(blob)))
+    paths = _paths_of(doc)
+    if paths:
+        conn.executemany("INSERT INTO artifact_paths(thread_id, path, seq) VALUES (?, ?, ?)",
+                         [(tid, p, seq) for p in paths])
+
+
+def roll_back(conn: sqlite3.Connection, objs: Objects, ancestor: int) -> None:
+    """Remove the rows of commits above seq ``ancestor`` (before their events go)."""
+    rows = conn.execute("SELECT d.seq, d.blob, e.op FROM search_docs d "
+                        "JOIN events e ON e.seq = d.seq WHERE d.seq > ?", (ancestor,)).fetchall()
+    for seq, blob, op in rows:
+        doc = json.loads(objs.blob(bytes(blob).hex()))
+        conn.execute("INSERT INTO search_text(search_text, rowid, text) VALUES ('delete', ?, ?)",
+                     (seq, _row_text(texts_of(op, doc))))
+    conn.execute("DELETE FROM search_docs WHERE seq > ?", (ancestor,))
+    conn.execute("DELETE FROM artifact_paths WHERE seq > ?", (ancestor,))
+
+
+def clear(conn: sqlite3.Connection) -> None:
+    """Empty the search tables (the index starts over)."""
+    conn.execute("INSERT INTO search_text(search_text) VALUES ('delete-all')")
+    for table in TABLES:
+        conn.execute(f"DELETE FROM {table}")
+
+
+# --- answering a query ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One thread found, with the snippet of its best-matching text."""
+
+    thread_id: str
+    status: str
+    intent: str
+    sender: str
+    recipient: str
+    created_at: str
+    updated_at: str
+    field: str | None       # where the snippet is from: summary, message, question, ...
+    by: str | None          # who wrote it
+    snippet: str | None     # None when withheld (its author is blocked) or nothing matched
+    withheld: bool = False
+    sequence_no: int | None = None  # the message's number, for a snippet of a message
+
+
+@dataclass
+class SearchPage:
+    hits: list[SearchHit]
+    next_cursor: str | None
+    index_rebuilt: bool = False
+
+
+def _bad_cursor(why: str) -> InvalidCursor:
+    return InvalidCursor(f"That cursor isn't one this search returned ({why}).",
+                         hint="Search again without a cursor.", field="cursor")
+
+
+def _query_hash(query: Query, scope: str) -> str:
+    return hashlib.sha256(repr((query.key(), scope)).encode()).hexdigest()[:16]
+
+
+def _token(query_hash: str, position: tuple[float, str]) -> str:
+    payload = json.dumps({"q": query_hash, "p": list(position)}, separators=(",", ":"))
+    body = base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+    check = hashlib.sha256(_CURSOR_SALT + body.encode()).hexdigest()[:12]
+    return f"s1.{body}.{check}"
+
+
+def _position(cursor: str, query_hash: str) -> tuple[float, str]:
+    parts = cursor.split(".") if isinstance(cursor, str) else []
+    if len(parts) != 3 or parts[0] != "s1":
+        raise _bad_cursor("unknown form")
+    body, check = parts[1], parts[2]
+    if hashlib.sha256(_CURSOR_SALT + body.encode()).hexdigest()[:12] != check:
+        raise _bad_cursor("damaged")
+    try:
+        data = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        score, tid = data["p"]
+        if not isinstance(score, int | float) or not isinstance(tid, str):
+            raise ValueError
+    except (ValueError, KeyError, TypeError):
+        raise _bad_cursor("unreadable") from None
+    if data.get("q") != query_hash:
+        raise _bad_cursor("it belongs to another query")
+    return float(score), tid
+
+
+def _in(name: str, values: Sequence[str], params: dict[str, Any]) -> str:
+    names = []
+    for n, value in enumerate(values):
+        params[f"{name}{n}"] = value
+        names.append(f":{name}{n}")
+    return ", ".join(names)
+
+
+def _filters(query: Query, me: str | None, withheld: Sequence[str], tid: str,
+             params: dict[str, Any]) -> list[str]:
+    where = []
+    if me is not None:
+        params["me"] = me
+        where.append("(h.sender = :me COLLATE NOCASE OR h.recipient = :me COLLATE NOCASE)")
+    if query.senders:
+        where.append(f"h.sender COLLATE NOCASE IN ({_in('f', query.senders, params)})")
+    if query.recipients:
+        where.append(f"h.recipient COLLATE NOCASE IN ({_in('r', query.recipients, params)})")
+    if query.statuses:
+        where.append(f"t.status IN ({_in('s', query.statuses, params)})")
+    if query.intents:
+        where.append(f"h.intent IN ({_in('i', query.intents, params)})")
+    if query.since_us is not None:
+        params["since"] = query.since_us
+        where.append("t.updated_us > :since")
+    if query.paths:
+        globs = [path_glob(p) for p in query.paths]
+        names = _in("p", globs, params).split(", ")
+        where.append("EXISTS (SELECT 1 FROM artifact_paths a WHERE a.thread_id = "
+                     f"{tid} AND ({' OR '.join(f'a.path GLOB {n}' for n in names)}))")
+    if withheld:
+        where.append(f"e.actor_cf NOT IN ({_in('w', withheld, params)})")
+    return where
+
+
+_COLUMNS = "h.sender, h.recipient, h.intent, t.status, h.created_at, t.updated_at"
+
+
+def run(conn: sqlite3.Connection, objs: Objects, query: Query, *, me: str | None,
+        withheld: Callable[[str], bool], limit: int, cursor: str | None,
+        scope: str) -> tuple[list[SearchHit], str | None]:
+    """The page of threads ``query`` finds, read from the index connection ``conn``.
+
+    ``me``: only the threads this handle sent or received (None: every thread);
+    ``withheld(author)``: whether that author's text is never matched nor shown.
+    ``scope`` names who asks, so a cursor only continues the same reader's query."""
+    if isinstance(limit, bool) or not isinstance(limit, int) \
+            or not 1 <= limit <= SEARCH_PAGE_MAX:
+        raise InvalidArgument(f"limit {limit!r} must be an integer from 1 to "
+                              f"{SEARCH_PAGE_MAX}", field="limit")
+    query_hash = _query_hash(query, scope)
+    position = _position(cursor, query_hash) if cursor is not None else None
+    blocked = [h for (h,) in conn.execute("SELECT handle_cf FROM profiles") if withheld(h)]
+    params: dict[str, Any] = {"limit": limit + 1}
+    match = query.match_expression()
+    if match is not None:
+        params["match"] = match
+        where = _filters(query, me, blocked, "e.thread_id", params)
+        having = ""
+        if position is not None:
+            params["pb"], params["pt"] = position
+            having = " HAVING best > :pb OR (best = :pb AND e.thread_id > :pt)"
+        # bm25() only in the FTS5 query itself: ranked first, grouped by thread after.
+        sql = ("WITH m AS MATERIALIZED (SELECT rowid AS seq, bm25(search_text) AS score "
+               "FROM search_text WHERE search_text MATCH :match) "
+               f"SELECT e.thread_id, min(m.score) AS best, e.seq, e.actor_cf, "
+               f"{_COLUMNS} FROM m JOIN events e ON e.seq = m.seq "
+               "JOIN handoffs h ON h.thread_id = e.thread_id "
+               "JOIN threads t ON t.thread_id = e.thread_id "
+               f"WHERE {' AND '.join(where) or '1'} GROUP BY e.thread_id{having} "
+               "ORDER BY best, e.thread_id LIMIT :limit")
+    else:
+        where = _filters(query, me, [], "h.thread_id", params)
+        if position is not None:
+            params["pb"], params["pt"] = position
+            where.append("(t.updated_us < :pb OR (t.updated_us = :pb AND h.thread_id < :pt))")
+        sql = (f"SELECT h.thread_id, t.updated_us, h.seq, NULL, {_COLUMNS} FROM handoffs h "
+               "JOIN threads t ON t.thread_id = h.thread_id "
+               f"WHERE {' AND '.join(where) or '1'} "
+               "ORDER BY t.updated_us DESC, h.thread_id DESC LIMIT :limit")
+    try:
+        rows = conn.execute(sql, params).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
+            raise InvalidArgument(f"the query could not be searched ({exc})",
+                                  field="query") from None
+        raise
+    more = len(rows) > limit
+    rows = rows[:limit]
+    hits = [_hit(conn, objs, row, query.terms, withheld) for row in rows]
+    next_cursor = _token(query_hash, (float(rows[-1][1]), str(rows[-1][0]))) \
+        if more and rows else None
+    return hits, next_cursor
+
+
+def _hit(conn: sqlite3.Connection, objs: Objects, row: Sequence[Any], terms: Sequence[Term],
+         withheld: Callable[[str], bool]) -> SearchHit:
+    tid, _, seq, _, sender, recipient, intent, status, created_at, updated_at = row
+    facts = {"thread_id": tid, "status": status, "intent": intent, "sender": sender,
+             "recipient": recipient, "created_at": created_at, "updated_at": updated_at}
+    found = conn.execute("SELECT d.blob, e.op, e.actor_cf FROM search_docs d "
+                         "JOIN events e ON e.seq = d.seq WHERE d.seq = ?", (seq,)).fetchone()
+    if found is None:
+        return SearchHit(**facts, field=None, by=None, snippet=None)
+    blob, op, actor_cf = found
+    doc = json.loads(objs.blob(bytes(blob).hex()))
+    author = _author(op, doc, actor_cf)
+    if withheld(author.casefold()):
+        return SearchHit(**facts, field=None, by=author, snippet=None, withheld=True)
+    field, text = best_text(texts_of(op, doc), terms)
+    number = doc.get("sequence_no") if op in (layout.OP_MESSAGE, layout.OP_DRAFT) else None
+    return SearchHit(**facts, field=field, by=author, snippet=snippet(text, terms),
+                     sequence_no=number if isinstance(number, int) else None)
+
+
+def _author(op: str, doc: Mapping[str, Any], actor_cf: str) -> str:
+    key = {layout.OP_HANDOFF: "sender", layout.OP_MESSAGE: "from", layout.OP_DRAFT: "from",
+           layout.OP_COMPLETE: "by"}.get(op)
+    value = doc.get(key) if key else None
+    return str(value) if isinstance(value, str) else actor_cf
+
+
+# --- snippets -------------------------------------------------------------------------------
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _matches(word: str, terms: Sequence[Term]) -> bool:
+    for term in terms:
+        for i, w in enumerate(term.words()):
+            last = i == len(term.words()) - 1
+            if word == w or (term.prefix and last and word.startswith(w)):
+                return True
+    return False
+
+
+def _hits(text: str, terms: Sequence[Term]) -> list[re.Match[str]]:
+    return [m for m in _WORD.finditer(text) if _matches(m.group().casefold(), terms)]
+
+
+def best_text(texts: Sequence[tuple[str, str]], terms: Sequence[Term]) -> tuple[str, str]:
+    """The (field, text) of ``texts`` where the most query words occur (the first one
+    when none do, or there are no words)."""
+    best, count = texts[0], 0
+    for field, text in texts:
+        n = len(_hits(text, terms)) if terms else 0
+        if n > count:
+            best, count = (field, text), n
+    return best
+
+
+def snippet(text: str, terms: Sequence[Term], width: int = SNIPPET_CHARS) -> str:
+    """At most ``width`` characters of ``text`` around the first word a term matched,
+    cut at word boundaries, with ``…`` where text was left out; whitespace runs become
+    one space."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    found = _hits(flat, terms)
+    start = 0
+    if found:
+        first = found[0].start()
+        start = max(0, first - width // 4)
+        if start:
+            space = flat.rfind(" ", 0, start + 1)
+            start = space + 1 if space >= 0 and first - space <= width // 2 else start
+    end = start + width - (1 if start else 0) - 1
+    if end < len(flat):
+        space = flat.rfind(" ", start, end)
+        end = space if space > start + width // 2 else end
+    cut = flat[start:end].strip()
+    return ("…" if start else "") + cut + ("…" if end < len(flat) else "")
