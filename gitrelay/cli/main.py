@@ -35,7 +35,7 @@ __all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "EXIT_UNAVAILABLE", "build_p
 
 # The groups of commands (modules of this package), in the order `gitrelay --help` lists
 # them. Imported when a parser is built: a host's `gitrelay hook` loads only its own.
-GROUPS = ("setup", "inbox", "threads", "trust", "admin", "hosts")
+GROUPS = ("setup", "inbox", "search", "threads", "trust", "admin", "hosts")
 
 
 def build_parser(groups: Sequence[str] = GROUPS) -> argparse.ArgumentParser:

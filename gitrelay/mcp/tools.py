@@ -33,6 +33,7 @@ from gitrelay.mcp.present import (
     present_accept_fenced,
     present_claim,
     present_inbox_fenced,
+    present_search_fenced,
     present_teammates_fenced,
     present_thread_fenced,
 )
@@ -53,6 +54,7 @@ from gitrelay.mcp.tool_models import (
     Intent,
     OrNone,
     ProposedAction,
+    SearchOut,
     SentMessageOut,
     Status,
     TeammatesOut,
@@ -63,6 +65,10 @@ from gitrelay.mcp.tool_models import (
 )
 from gitrelay.relay import inbox, policy
 from gitrelay.relay.client import DELIVERED, RelayClient, WriteResult
+from gitrelay.relay.search import SEARCH_PAGE_DEFAULT
+from gitrelay.relay.search import search_threads as find_threads
+from gitrelay.relay.searchindex import SEARCH_PAGE_MAX
+from gitrelay.relay.searchquery import QUERY_CHARS
 
 if TYPE_CHECKING:
     from gitrelay.mcp.server import RelayMCPServer
@@ -375,3 +381,25 @@ def register(server: RelayMCPServer) -> None:
             tid, suggested_diff, note or policy.DRAFT_NOTE,
             mode=delivery)
         return _message_answer(state.client, tid, result, "draft")
+
+    @server.relay_tool(annotations=READ)
+    def search_threads(
+        query: Annotated[str, Field(min_length=1, max_length=QUERY_CHARS, description=(
+            'Words and "exact phrases"; filters from:, to:, status:, intent:, since: '
+            "(7d or an ISO date), path: (a glob)."))],
+        ctx: Ctx,
+        limit: Annotated[int, Field(ge=1, le=SEARCH_PAGE_MAX,
+                                    description="Threads per page.")] = SEARCH_PAGE_DEFAULT,
+        cursor: Annotated[OrNone[str], Field(description=(
+            "next_cursor from the previous call: the next page."))] = None,
+    ) -> Annotated[CallToolResult, SearchOut]:
+        """Find threads you sent or received, archived ones too, by their words (summary,
+        question, messages, result, artifact paths) and filters; best match first, each
+        with a snippet.
+        """
+        state = st(ctx)
+        rules = state.trust.current()
+        page = find_threads(state.client, query, reader=policy.Reader.AGENT, rules=rules,
+                            limit=limit, cursor=cursor)
+        return answer_fenced(present_search_fenced(page, caller=state.me, rules=rules,
+                                                   sync_warning=sync_warning(state.client)))
