@@ -1724,6 +1724,7 @@ SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list
     ("gate", bench_gate),
     ("reads", bench_reads),
     ("inbox", bench_inbox),
+    ("search", lambda ws, sizes, log, shared: _search(ws, sizes, log, shared)),
     ("delivery", bench_delivery),
     ("writers", bench_writers),
     ("storage", bench_storage),
@@ -1732,6 +1733,12 @@ SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list
     ("peer", bench_peer),
     ("context", lambda ws, sizes, log, shared: _context(ws, sizes, log, shared)),
 ]
+
+
+def _search(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
+    from bench.search_bench import bench_search  # imports this module: imported when run
+
+    return bench_search(ws, sizes, log, shared)
 
 
 def _context(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
@@ -1786,4 +1793,5 @@ def run(*, quick: bool, workdir: Path, log: Log, only: list[str] | None = None,
         "host_clients": shared.get("host_clients"),
         "host_unavailable": shared.get("host_unavailable"),
         "context": shared.get("context"),
+        "search": shared.get("search"),
     }

@@ -586,7 +586,7 @@ class Index:
                      (seq, commit.oid, op, tid, actor.casefold(), at, at_us))
         if tid is not None:
             self._fold(conn, seq, op, tid, actor.casefold(), at, at_us)
-            searchindex.fold(conn, seq, op, tid, doc, blob)
+            searchindex.fold(conn, seq, op, tid, doc, blob, actor.casefold())
 
     @staticmethod
     def _fold(conn: sqlite3.Connection, seq: int, op: str, tid: str, actor_cf: str, at: str,

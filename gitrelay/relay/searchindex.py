@@ -12,7 +12,14 @@ The FTS5 table is *contentless* (``content=''``): it holds the words' positions
 but not the text, which is already in the relay, so the index grows by a fraction
 of the JSON it covers. Its rowid is the commit's seq, which joins it to
 ``events`` (thread, author) and through it to ``handoffs`` and ``threads``
-(sender, recipient, intent, status, times). ``search_docs`` keeps the blob id
+(sender, recipient, intent, status, times). Its second column, ``tags``, holds
+one word per fact of the row that never changes (:func:`tags_of`): each
+participant of its thread, its sender, recipient and intent, its author. A query
+names the reader's tag, the filters' and the blocked authors' in the same FTS5
+expression, so the full-text engine itself keeps only the rows the reader may
+see before any is ranked or joined (a word common to a tenth of a large relay
+is ranked for the caller's own threads only). The tags column weighs nothing in
+the ranking. ``search_docs`` keeps the blob id
 each row was read from: snippets are cut from the file itself, and a row to be
 removed (the outbox replayed onto a newer relay) is read again, because a
 contentless table removes a row only given its text. ``artifact_paths`` holds
@@ -54,7 +61,7 @@ first words that matched)."""
 
 SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS search_text USING fts5(
-    text, content='', tokenize='unicode61 remove_diacritics 2');
+    text, tags, content='', tokenize='unicode61 remove_diacritics 2');
 CREATE TABLE IF NOT EXISTS search_docs(seq INTEGER PRIMARY KEY, blob BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS artifact_paths(
     thread_id TEXT NOT NULL, path TEXT NOT NULL, seq INTEGER NOT NULL);
@@ -107,13 +114,33 @@ def _row_text(texts: Sequence[tuple[str, str]]) -> str:
     return "\n".join(text for _, text in texts)
 
 
+def tag(kind: str, value: str) -> str:
+    """One word that stands for a fact (``kind``: p participant, s sender, r recipient,
+    a author, i intent) in the ``tags`` column: letters and digits only, so the
+    tokenizer keeps it whole; a handle is hashed (its ``@`` and dots would split it)."""
+    return kind + hashlib.blake2b(value.casefold().encode(), digest_size=8).hexdigest()
+
+
+def tags_of(conn: sqlite3.Connection, tid: str, author: str) -> str | None:
+    """The tags of a row of thread ``tid`` written by ``author`` (None: no such thread)."""
+    row = conn.execute("SELECT sender, recipient, intent FROM handoffs WHERE thread_id = ?",
+                       (tid,)).fetchone()
+    if row is None:
+        return None
+    sender, recipient, intent = row
+    return " ".join((tag("p", sender), tag("p", recipient), tag("s", sender),
+                     tag("r", recipient), tag("i", intent), tag("a", author)))
+
+
 def fold(conn: sqlite3.Connection, seq: int, op: str, tid: str, doc: Mapping[str, Any],
-         blob: str) -> None:
-    """Index the texts of the file commit ``seq`` added to thread ``tid``."""
+         blob: str, actor_cf: str) -> None:
+    """Index the texts of the file commit ``seq`` (by ``actor_cf``) added to thread ``tid``."""
     texts = texts_of(op, doc)
-    if not texts:
+    tags = tags_of(conn, tid, actor_cf) if texts else None
+    if tags is None:
         return
-    conn.execute("INSERT INTO search_text(rowid, text) VALUES (?, ?)", (seq, _row_text(texts)))
+    conn.execute("INSERT INTO search_text(rowid, text, tags) VALUES (?, ?, ?)",
+                 (seq, _row_text(texts), tags))
     conn.execute("INSERT OR REPLACE INTO search_docs(seq, blob) VALUES (?, ?)",
                  (seq, bytes.fromhex(blob)))
     paths = _paths_of(doc)
@@ -124,12 +151,13 @@ def fold(conn: sqlite3.Connection, seq: int, op: str, tid: str, doc: Mapping[str
 
 def roll_back(conn: sqlite3.Connection, objs: Objects, ancestor: int) -> None:
     """Remove the rows of commits above seq ``ancestor`` (before their events go)."""
-    rows = conn.execute("SELECT d.seq, d.blob, e.op FROM search_docs d "
+    rows = conn.execute("SELECT d.seq, d.blob, e.op, e.thread_id, e.actor_cf FROM search_docs d "
                         "JOIN events e ON e.seq = d.seq WHERE d.seq > ?", (ancestor,)).fetchall()
-    for seq, blob, op in rows:
+    for seq, blob, op, tid, actor_cf in rows:
         doc = json.loads(objs.blob(bytes(blob).hex()))
-        conn.execute("INSERT INTO search_text(search_text, rowid, text) VALUES ('delete', ?, ?)",
-                     (seq, _row_text(texts_of(op, doc))))
+        conn.execute("INSERT INTO search_text(search_text, rowid, text, tags) "
+                     "VALUES ('delete', ?, ?, ?)",
+                     (seq, _row_text(texts_of(op, doc)), tags_of(conn, tid, actor_cf)))
     conn.execute("DELETE FROM search_docs WHERE seq > ?", (ancestor,))
     conn.execute("DELETE FROM artifact_paths WHERE seq > ?", (ancestor,))
 
@@ -212,6 +240,24 @@ def _in(name: str, values: Sequence[str], params: dict[str, Any]) -> str:
     return ", ".join(names)
 
 
+def _match(query: Query, me: str | None, withheld: Sequence[str]) -> str:
+    """The FTS5 expression of the words, the reader's scope and the fixed filters."""
+    parts = [f"text : {t.fts()}" for t in query.terms]
+
+    def any_of(kind: str, values: Sequence[str]) -> None:
+        if values:
+            parts.append(f"tags : ({' OR '.join(tag(kind, v) for v in values)})")
+
+    any_of("p", [me] if me is not None else [])
+    any_of("s", query.senders)
+    any_of("r", query.recipients)
+    any_of("i", query.intents)
+    expression = " AND ".join(parts)
+    if withheld:
+        expression += f" NOT tags : ({' OR '.join(tag('a', h) for h in withheld)})"
+    return expression
+
+
 def _filters(query: Query, me: str | None, withheld: Sequence[str], tid: str,
              params: dict[str, Any]) -> list[str]:
     where = []
@@ -258,23 +304,24 @@ def run(conn: sqlite3.Connection, objs: Objects, query: Query, *, me: str | None
     position = _position(cursor, query_hash) if cursor is not None else None
     blocked = [h for (h,) in conn.execute("SELECT handle_cf FROM profiles") if withheld(h)]
     params: dict[str, Any] = {"limit": limit + 1}
-    match = query.match_expression()
-    if match is not None:
-        params["match"] = match
-        where = _filters(query, me, blocked, "e.thread_id", params)
-        having = ""
+    if query.terms:
+        params["match"] = _match(query, me, blocked)
+        # Scope, sender, recipient, intent and authors are in the expression already;
+        # status, time and paths are the thread's, checked once per thread found.
+        where = _filters(Query(statuses=query.statuses, since_us=query.since_us,
+                               paths=query.paths), None, [], "g.tid", params)
         if position is not None:
             params["pb"], params["pt"] = position
-            having = " HAVING best > :pb OR (best = :pb AND e.thread_id > :pt)"
-        # bm25() only in the FTS5 query itself: ranked first, grouped by thread after.
-        sql = ("WITH m AS MATERIALIZED (SELECT rowid AS seq, bm25(search_text) AS score "
-               "FROM search_text WHERE search_text MATCH :match) "
-               f"SELECT e.thread_id, min(m.score) AS best, e.seq, e.actor_cf, "
-               f"{_COLUMNS} FROM m JOIN events e ON e.seq = m.seq "
-               "JOIN handoffs h ON h.thread_id = e.thread_id "
-               "JOIN threads t ON t.thread_id = e.thread_id "
-               f"WHERE {' AND '.join(where) or '1'} GROUP BY e.thread_id{having} "
-               "ORDER BY best, e.thread_id LIMIT :limit")
+            where.append("(g.best > :pb OR (g.best = :pb AND g.tid > :pt))")
+        # bm25() only in the FTS5 query itself: ranked first, grouped by thread after
+        # (a thread's best row gives its score and its snippet).
+        sql = ("WITH m AS MATERIALIZED (SELECT rowid AS seq, bm25(search_text, 1.0, 0.0) "
+               "AS score FROM search_text WHERE search_text MATCH :match), "
+               "g AS MATERIALIZED (SELECT e.thread_id AS tid, min(m.score) AS best, e.seq AS seq "
+               "FROM m JOIN events e ON e.seq = m.seq GROUP BY e.thread_id) "
+               f"SELECT g.tid, g.best, g.seq, NULL, {_COLUMNS} FROM g "
+               "JOIN handoffs h ON h.thread_id = g.tid JOIN threads t ON t.thread_id = g.tid "
+               f"WHERE {' AND '.join(where) or '1'} ORDER BY g.best, g.tid LIMIT :limit")
     else:
         where = _filters(query, me, [], "h.thread_id", params)
         if position is not None:
