@@ -348,6 +348,17 @@ def test_results_are_paged_with_a_cursor(world: World):
         answers = search(world, handle, [{"query": "gizmo", "limit": 5,
                                           "cursor": ans.next_cursor}])
     assert len(seen) == PAGED == len(set(seen))
+    # Words with a filter of the thread's own (status): the same pages, filtered.
+    seen = []
+    cursor = None
+    for _ in range(PAGED):
+        ans = search(world, handle, [{"query": "gizmo status:pending", "limit": 5,
+                                      "cursor": cursor}])[0]
+        seen += ans.ids()
+        cursor = ans.next_cursor
+        if cursor is None:
+            break
+    assert len(seen) == PAGED == len(set(seen))
     filters_only = search(world, handle, [{"query": "from:alice@acme", "limit": 4}])[0]
     rest = search(world, handle, [{"query": "from:alice@acme", "limit": 50,
                                    "cursor": filters_only.next_cursor}])[0]

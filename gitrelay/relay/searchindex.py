@@ -10,20 +10,24 @@ table of SQLite's standard library build:
 
 The FTS5 table is *contentless* (``content=''``): it holds the words' positions
 but not the text, which is already in the relay, so the index grows by a fraction
-of the JSON it covers. Its rowid is the commit's seq, which joins it to
-``events`` (thread, author) and through it to ``handoffs`` and ``threads``
-(sender, recipient, intent, status, times). Its second column, ``tags``, holds
-one word per fact of the row that never changes (:func:`tags_of`): each
-participant of its thread, its sender, recipient and intent, its author. A query
-names the reader's tag, the filters' and the blocked authors' in the same FTS5
-expression, so the full-text engine itself keeps only the rows the reader may
-see before any is ranked or joined (a word common to a tenth of a large relay
-is ranked for the caller's own threads only). The tags column weighs nothing in
-the ranking. ``search_docs`` keeps the blob id
-each row was read from: snippets are cut from the file itself, and a row to be
-removed (the outbox replayed onto a newer relay) is read again, because a
-contentless table removes a row only given its text. ``artifact_paths`` holds
-every artifact path of a thread for the ``path:`` filter.
+of the JSON it covers. ``search_docs`` keeps the blob id each row was read from:
+snippets are cut from the file itself, and a row to be removed (the outbox
+replayed onto a newer relay) is read again, because a contentless table removes
+a row only given its text. ``artifact_paths`` holds every artifact path of a
+thread for the ``path:`` filter.
+
+Its second column, ``tags``, holds one word per fact of the row that never
+changes (:func:`tags_of`): each participant of its thread, its sender, recipient
+and intent, its author. A query names the reader's tag, the filters' and the
+blocked authors' in the same FTS5 expression, so the full-text engine itself
+keeps only the rows the reader may see before any is ranked (a word common to a
+tenth of a large relay is ranked for the caller's own threads only). The tags
+column weighs nothing in the ranking.
+
+Its rowid holds the thread's number (``search_threads``) and the commit's seq
+(:data:`SEQ_BITS`): the matching rows group into threads on the rowid alone, and
+only the threads of the page (or, with a status, time or path filter, the
+threads found) are looked up in ``handoffs`` and ``threads``.
 
 :func:`run` answers a query (:mod:`gitrelay.relay.searchquery`) for one reader
 (:func:`gitrelay.relay.search.search_threads` says which): every thread, or only
@@ -63,12 +67,21 @@ SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS search_text USING fts5(
     text, tags, content='', tokenize='unicode61 remove_diacritics 2');
 CREATE TABLE IF NOT EXISTS search_docs(seq INTEGER PRIMARY KEY, blob BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS search_threads(no INTEGER PRIMARY KEY, thread_id TEXT NOT NULL UNIQUE);
+-- a reader's threads for a query of filters only (an agent reads its own)
+CREATE INDEX IF NOT EXISTS handoffs_sender ON handoffs(sender COLLATE NOCASE);
+CREATE INDEX IF NOT EXISTS handoffs_recipient ON handoffs(recipient COLLATE NOCASE);
 CREATE TABLE IF NOT EXISTS artifact_paths(
     thread_id TEXT NOT NULL, path TEXT NOT NULL, seq INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS artifact_paths_thread ON artifact_paths(thread_id);
 CREATE INDEX IF NOT EXISTS artifact_paths_seq ON artifact_paths(seq);
 """
-TABLES = ("search_docs", "artifact_paths")  # besides search_text (see clear)
+TABLES = ("search_docs", "search_threads", "artifact_paths")  # besides search_text (see clear)
+SEQ_BITS = 27
+"""The low bits of a ``search_text`` rowid hold the commit's seq (up to 134 million
+operations), the high bits the thread's number in ``search_threads``: the rows of a
+query group by thread on the rowid alone, without a lookup per row."""
+_SEQ_MASK = (1 << SEQ_BITS) - 1
 
 _CURSOR_SALT = b"gitrelay-search-cursor-1"
 
@@ -132,15 +145,24 @@ def tags_of(conn: sqlite3.Connection, tid: str, author: str) -> str | None:
                      tag("r", recipient), tag("i", intent), tag("a", author)))
 
 
+def _thread_no(conn: sqlite3.Connection, tid: str) -> int:
+    row = conn.execute("SELECT no FROM search_threads WHERE thread_id = ?", (tid,)).fetchone()
+    if row is not None:
+        return int(row[0])
+    cur = conn.execute("INSERT INTO search_threads(thread_id) VALUES (?)", (tid,))
+    assert cur.lastrowid is not None
+    return cur.lastrowid
+
+
 def fold(conn: sqlite3.Connection, seq: int, op: str, tid: str, doc: Mapping[str, Any],
          blob: str, actor_cf: str) -> None:
     """Index the texts of the file commit ``seq`` (by ``actor_cf``) added to thread ``tid``."""
     texts = texts_of(op, doc)
     tags = tags_of(conn, tid, actor_cf) if texts else None
-    if tags is None:
+    if tags is None or seq > _SEQ_MASK:
         return
     conn.execute("INSERT INTO search_text(rowid, text, tags) VALUES (?, ?, ?)",
-                 (seq, _row_text(texts), tags))
+                 ((_thread_no(conn, tid) << SEQ_BITS) | seq, _row_text(texts), tags))
     conn.execute("INSERT OR REPLACE INTO search_docs(seq, blob) VALUES (?, ?)",
                  (seq, bytes.fromhex(blob)))
     paths = _paths_of(doc)
@@ -157,7 +179,8 @@ def roll_back(conn: sqlite3.Connection, objs: Objects, ancestor: int) -> None:
         doc = json.loads(objs.blob(bytes(blob).hex()))
         conn.execute("INSERT INTO search_text(search_text, rowid, text, tags) "
                      "VALUES ('delete', ?, ?, ?)",
-                     (seq, _row_text(texts_of(op, doc)), tags_of(conn, tid, actor_cf)))
+                     ((_thread_no(conn, tid) << SEQ_BITS) | seq, _row_text(texts_of(op, doc)),
+                      tags_of(conn, tid, actor_cf)))
     conn.execute("DELETE FROM search_docs WHERE seq > ?", (ancestor,))
     conn.execute("DELETE FROM artifact_paths WHERE seq > ?", (ancestor,))
 
@@ -206,14 +229,17 @@ def _query_hash(query: Query, scope: str) -> str:
     return hashlib.sha256(repr((query.key(), scope)).encode()).hexdigest()[:16]
 
 
-def _token(query_hash: str, position: tuple[float, str]) -> str:
+Position = tuple[float, "int | str"]
+
+
+def _token(query_hash: str, position: Position) -> str:
     payload = json.dumps({"q": query_hash, "p": list(position)}, separators=(",", ":"))
     body = base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
     check = hashlib.sha256(_CURSOR_SALT + body.encode()).hexdigest()[:12]
     return f"s1.{body}.{check}"
 
 
-def _position(cursor: str, query_hash: str) -> tuple[float, str]:
+def _position(cursor: str, query_hash: str) -> Position:
     parts = cursor.split(".") if isinstance(cursor, str) else []
     if len(parts) != 3 or parts[0] != "s1":
         raise _bad_cursor("unknown form")
@@ -223,7 +249,8 @@ def _position(cursor: str, query_hash: str) -> tuple[float, str]:
     try:
         data = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
         score, tid = data["p"]
-        if not isinstance(score, int | float) or not isinstance(tid, str):
+        if not isinstance(score, int | float) or isinstance(score, bool) \
+                or not isinstance(tid, int | str) or isinstance(tid, bool):
             raise ValueError
     except (ValueError, KeyError, TypeError):
         raise _bad_cursor("unreadable") from None
@@ -306,29 +333,40 @@ def run(conn: sqlite3.Connection, objs: Objects, query: Query, *, me: str | None
     params: dict[str, Any] = {"limit": limit + 1}
     if query.terms:
         params["match"] = _match(query, me, blocked)
+        params["bits"] = SEQ_BITS
+        params["mask"] = _SEQ_MASK
         # Scope, sender, recipient, intent and authors are in the expression already;
         # status, time and paths are the thread's, checked once per thread found.
         where = _filters(Query(statuses=query.statuses, since_us=query.since_us,
-                               paths=query.paths), None, [], "g.tid", params)
+                               paths=query.paths), None, [], "n.thread_id", params)
+        after = ""
         if position is not None:
             params["pb"], params["pt"] = position
-            where.append("(g.best > :pb OR (g.best = :pb AND g.tid > :pt))")
+            after = "({0}.best > :pb OR ({0}.best = :pb AND {0}.no > :pt))"
         # bm25() only in the FTS5 query itself: ranked first, grouped by thread after
-        # (a thread's best row gives its score and its snippet).
-        sql = ("WITH m AS MATERIALIZED (SELECT rowid AS seq, bm25(search_text, 1.0, 0.0) "
+        # (a thread's best row gives its score and its snippet). Without filters of
+        # the thread's own, the page is chosen before anything else is read.
+        page = "" if where else (f"WHERE {after.format('g')} " if after else "") + \
+            "ORDER BY g.best, g.no LIMIT :limit"
+        if where and after:
+            where.append(after.format("p"))
+        sql = ("WITH m AS MATERIALIZED (SELECT rowid AS r, bm25(search_text, 1.0, 0.0) "
                "AS score FROM search_text WHERE search_text MATCH :match), "
-               "g AS MATERIALIZED (SELECT e.thread_id AS tid, min(m.score) AS best, e.seq AS seq "
-               "FROM m JOIN events e ON e.seq = m.seq GROUP BY e.thread_id) "
-               f"SELECT g.tid, g.best, g.seq, NULL, {_COLUMNS} FROM g "
-               "JOIN handoffs h ON h.thread_id = g.tid JOIN threads t ON t.thread_id = g.tid "
-               f"WHERE {' AND '.join(where) or '1'} ORDER BY g.best, g.tid LIMIT :limit")
+               "g AS MATERIALIZED (SELECT r >> :bits AS no, min(score) AS best, "
+               "r & :mask AS seq FROM m GROUP BY r >> :bits), "
+               f"p AS MATERIALIZED (SELECT * FROM g {page}) "
+               f"SELECT n.thread_id, p.best, p.seq, p.no, {_COLUMNS} FROM p "
+               "JOIN search_threads n ON n.no = p.no "
+               "JOIN handoffs h ON h.thread_id = n.thread_id "
+               "JOIN threads t ON t.thread_id = n.thread_id "
+               f"WHERE {' AND '.join(where) or '1'} ORDER BY p.best, p.no LIMIT :limit")
     else:
         where = _filters(query, me, [], "h.thread_id", params)
         if position is not None:
             params["pb"], params["pt"] = position
             where.append("(t.updated_us < :pb OR (t.updated_us = :pb AND h.thread_id < :pt))")
-        sql = (f"SELECT h.thread_id, t.updated_us, h.seq, NULL, {_COLUMNS} FROM handoffs h "
-               "JOIN threads t ON t.thread_id = h.thread_id "
+        sql = (f"SELECT h.thread_id, t.updated_us, h.seq, h.thread_id, {_COLUMNS} "
+               "FROM handoffs h JOIN threads t ON t.thread_id = h.thread_id "
                f"WHERE {' AND '.join(where) or '1'} "
                "ORDER BY t.updated_us DESC, h.thread_id DESC LIMIT :limit")
     try:
@@ -341,7 +379,7 @@ def run(conn: sqlite3.Connection, objs: Objects, query: Query, *, me: str | None
     more = len(rows) > limit
     rows = rows[:limit]
     hits = [_hit(conn, objs, row, query.terms, withheld) for row in rows]
-    next_cursor = _token(query_hash, (float(rows[-1][1]), str(rows[-1][0]))) \
+    next_cursor = _token(query_hash, (float(rows[-1][1]), rows[-1][3])) \
         if more and rows else None
     return hits, next_cursor
 
@@ -378,25 +416,39 @@ def _author(op: str, doc: Mapping[str, Any], actor_cf: str) -> str:
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
-def _matches(word: str, terms: Sequence[Term]) -> bool:
-    for term in terms:
-        for i, w in enumerate(term.words()):
-            last = i == len(term.words()) - 1
-            if word == w or (term.prefix and last and word.startswith(w)):
-                return True
-    return False
+class _Finder:
+    """Which words of a text a query's terms match: whole words, and the last word of a
+    prefix term as a beginning (as FTS5 matches them, up to its accent folding)."""
 
+    def __init__(self, terms: Sequence[Term]) -> None:
+        self.words: set[str] = set()
+        starts: set[str] = set()
+        for term in terms:
+            words = term.words()
+            if term.prefix and words:
+                starts.add(words[-1])
+                words = words[:-1]
+            self.words.update(words)
+        self.starts = tuple(sorted(starts))
 
-def _hits(text: str, terms: Sequence[Term]) -> list[re.Match[str]]:
-    return [m for m in _WORD.finditer(text) if _matches(m.group().casefold(), terms)]
+    def hits(self, text: str) -> list[re.Match[str]]:
+        out = []
+        for m in _WORD.finditer(text):
+            word = m.group().casefold()
+            if word in self.words or (self.starts and word.startswith(self.starts)):
+                out.append(m)
+        return out
 
 
 def best_text(texts: Sequence[tuple[str, str]], terms: Sequence[Term]) -> tuple[str, str]:
     """The (field, text) of ``texts`` where the most query words occur (the first one
     when none do, or there are no words)."""
+    if len(texts) == 1 or not terms:
+        return texts[0]
+    finder = _Finder(terms)
     best, count = texts[0], 0
     for field, text in texts:
-        n = len(_hits(text, terms)) if terms else 0
+        n = len(finder.hits(text))
         if n > count:
             best, count = (field, text), n
     return best
@@ -409,7 +461,7 @@ def snippet(text: str, terms: Sequence[Term], width: int = SNIPPET_CHARS) -> str
     flat = " ".join(text.split())
     if len(flat) <= width:
         return flat
-    found = _hits(flat, terms)
+    found = _Finder(terms).hits(flat) if terms else []
     start = 0
     if found:
         first = found[0].start()
