@@ -346,20 +346,24 @@ def run(conn: sqlite3.Connection, objs: Objects, query: Query, *, me: str | None
         # bm25() only in the FTS5 query itself: ranked first, grouped by thread after
         # (a thread's best row gives its score and its snippet). Without filters of
         # the thread's own, the page is chosen before anything else is read.
-        page = "" if where else (f"WHERE {after.format('g')} " if after else "") + \
-            "ORDER BY g.best, g.no LIMIT :limit"
-        if where and after:
-            where.append(after.format("p"))
+        if after:
+            where.append(after.format("g"))
+        # The page: the best threads after the position that pass the thread's own
+        # filters (their status and times are in ``threads``, their paths in
+        # ``artifact_paths``); the rest of their facts are read for the page only.
+        filtered = "JOIN search_threads n ON n.no = g.no JOIN threads t " \
+            "ON t.thread_id = n.thread_id " if query.statuses or query.since_us is not None \
+            else "JOIN search_threads n ON n.no = g.no " if query.paths else ""
         sql = ("WITH m AS MATERIALIZED (SELECT rowid AS r, bm25(search_text, 1.0, 0.0) "
                "AS score FROM search_text WHERE search_text MATCH :match), "
                "g AS MATERIALIZED (SELECT r >> :bits AS no, min(score) AS best, "
                "r & :mask AS seq FROM m GROUP BY r >> :bits), "
-               f"p AS MATERIALIZED (SELECT * FROM g {page}) "
+               f"p AS MATERIALIZED (SELECT g.* FROM g {filtered}"
+               f"WHERE {' AND '.join(where) or '1'} ORDER BY g.best, g.no LIMIT :limit) "
                f"SELECT n.thread_id, p.best, p.seq, p.no, {_COLUMNS} FROM p "
                "JOIN search_threads n ON n.no = p.no "
                "JOIN handoffs h ON h.thread_id = n.thread_id "
-               "JOIN threads t ON t.thread_id = n.thread_id "
-               f"WHERE {' AND '.join(where) or '1'} ORDER BY p.best, p.no LIMIT :limit")
+               "JOIN threads t ON t.thread_id = n.thread_id ORDER BY p.best, p.no")
     else:
         where = _filters(query, me, [], "h.thread_id", params)
         if position is not None:
