@@ -298,6 +298,16 @@ def _mcp_cases() -> list[Any]:
     add("send-misspelt-delivery", Case("send_message", {"thread_id": "{pending}", "body": "x",
                                                         "delivry": "queue"}, mentions="delivry"))
     add("inbox-misspelt-limit", Case("check_inbox", {"limt": 5}, mentions="limt"))
+    add("search-no-query", Case("search_threads", {}, mentions="query"))
+    add("search-query-number", Case("search_threads", {"query": 5}, mentions="query"))
+    add("search-unknown-filter", Case("search_threads", {"query": "x colour:blue"},
+                                      mentions="colour:blue"))
+    add("search-open-quote", Case("search_threads", {"query": '"paginate users'},
+                                  mentions="quote"))
+    add("search-limit-zero", Case("search_threads", {"query": "x", "limit": 0},
+                                  mentions="limit"))
+    add("search-foreign-cursor", Case("search_threads", {"query": "x", "cursor": "c1.e30.x"},
+                                      expect="invalid_cursor", mentions="cursor"))
 
     # Over the relay's limits.
     over = "x" * (MAX_TEXT + 1)

@@ -511,3 +511,47 @@ def test_gitrelay_search_runs_as_a_command(world: World, as_user: Any):
                          capture_output=True, text=True, env=dict(os.environ), timeout=60)
     assert run.returncode == 0, run.stderr
     assert "Flaky login test" in run.stdout
+
+
+# --- the injection corpus ----------------------------------------------------------------------
+
+_OWN_LINE = re.compile(r"^(search_threads \d+ results next_cursor=\S+( index_rebuilt=true)?"
+                       r"|results, best first: .*"
+                       r"|\[\d+\] [0-9A-Z]{26} [a-z]+ [a-z_]+ \S+ \S+ \S+ \S+)$")
+
+
+def test_every_payload_of_the_injection_corpus_stays_inside_the_fence(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Each hostile text of tests/data/injection_payloads.json as a summary alice sends
+    bob, found by a word of its own: outside the fence, bob's agent reads only
+    gitrelay's own lines, and the fence parses with its token nowhere else."""
+    from tests.test_injection import TEXT_PAYLOADS
+
+    relay = admin.init_relay(tmp_path / "relay.git", name="acme")
+    clients = {}
+    for handle in ("alice@acme", "bob@acme"):
+        monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / handle.split("@")[0]))
+        admin.join(str(relay), handle, name=TEAM[handle][0], role=TEAM[handle][1],
+                   save=False)
+        clients[handle] = RelayClient(str(relay), handle, writes="queue")
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))
+    alice = clients["alice@acme"]
+    for n, payload in enumerate(TEXT_PAYLOADS):
+        alice.handoff(to="bob@acme", intent="inform",
+                      summary=f"{payload.cut(4000)} qzx{n}")
+    assert not alice.deliver().refused
+    trust = tmp_path / "trust-bob.yaml"
+    trust.write_text(TRUST)
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "bob"))
+    world = World(relay, {"bob@acme": tmp_path / "bob"}, {"bob@acme": trust}, {})
+    answers = search(world, "bob@acme", [{"query": f"qzx{n}"}
+                                         for n in range(len(TEXT_PAYLOADS))])
+    for payload, ans in zip(TEXT_PAYLOADS, answers, strict=True):
+        assert not isinstance(ans, str), (payload.name, ans)
+        assert len(ans.lines) == 1 and ans.token is not None, payload.name
+        outside = outside_answer_fence(ans.text, ans.token)
+        for line in outside.splitlines():
+            assert _OWN_LINE.match(line), (payload.name, line)
+        assert ans.text.count(ans.token) == 2, payload.name
+        author, value = ans.fenced["[0]"]
+        assert author == "alice@acme" and isinstance(value, str), payload.name
