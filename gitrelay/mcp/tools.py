@@ -385,18 +385,13 @@ def register(server: RelayMCPServer) -> None:
     @server.relay_tool(annotations=READ)
     def search_threads(
         query: Annotated[str, Field(min_length=1, max_length=QUERY_CHARS, description=(
-            'Words and "exact phrases"; filters from:, to:, status:, intent:, since: '
-            "(7d or an ISO date), path: (a glob)."))],
+            'Words, "phrases", filters from: to: status: intent: since:7d path:glob'))],
         ctx: Ctx,
-        limit: Annotated[int, Field(ge=1, le=SEARCH_PAGE_MAX,
-                                    description="Threads per page.")] = SEARCH_PAGE_DEFAULT,
-        cursor: Annotated[OrNone[str], Field(description=(
-            "next_cursor from the previous call: the next page."))] = None,
+        limit: Annotated[int, Field(ge=1, le=SEARCH_PAGE_MAX)] = SEARCH_PAGE_DEFAULT,
+        cursor: Annotated[OrNone[str], Field(description="next_cursor: the next page.")] = None,
     ) -> Annotated[CallToolResult, SearchOut]:
-        """Find threads you sent or received, archived ones too, by their words (summary,
-        question, messages, result, artifact paths) and filters; best match first, each
-        with a snippet.
-        """
+        """Find your threads, archived too, by words and filters: best match first, each
+        with a snippet."""
         state = st(ctx)
         rules = state.trust.current()
         page = find_threads(state.client, query, reader=policy.Reader.AGENT, rules=rules,
