@@ -555,3 +555,15 @@ def test_every_payload_of_the_injection_corpus_stays_inside_the_fence(
         assert ans.text.count(ans.token) == 2, payload.name
         author, value = ans.fenced["[0]"]
         assert author == "alice@acme" and isinstance(value, str), payload.name
+
+
+def test_an_agent_of_a_handle_that_never_joined_is_refused_not_answered_empty(world: World):
+    from gitrelay.core.errors import Forbidden
+    from gitrelay.relay.policy import Reader
+    from gitrelay.relay.search import search_threads
+    from gitrelay.relay.trust import load_trust
+
+    stranger = RelayClient(str(world.relay), "nobody@acme")
+    with pytest.raises(Forbidden, match="nobody@acme is not a registered teammate"):
+        search_threads(stranger, "paginate", reader=Reader.AGENT,
+                       rules=load_trust(world.trusts["bob@acme"]))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
-from gitrelay.core.errors import IndexLost
+from gitrelay.core.errors import Forbidden, IndexLost
 from gitrelay.relay import policy, searchindex
 from gitrelay.relay.index import index_for, is_busy
 from gitrelay.relay.searchindex import SEARCH_PAGE_DEFAULT, SearchHit, SearchPage
@@ -38,6 +38,12 @@ def search_threads(client: RelayClient, query: str, *, reader: policy.Reader,
     scope = policy.search_scope(me, reader)
     client.refresh()
     mirror = client.mirror
+    if scope is not None and mirror.main() is not None and mirror.view().profile(me) is None:
+        # As for the inbox: an empty answer would look like nothing found.
+        raise Forbidden(f"{me} is not a registered teammate on this relay, so no thread "
+                        "is theirs", hint="Check the handle you run as (your config or "
+                                          "--as), or join the relay first (gitrelay join).",
+                        field="handle")
     idx = index_for(mirror)
 
     def withheld(author: str) -> bool:
