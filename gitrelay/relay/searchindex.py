@@ -360,19 +360,27 @@ def run(conn: sqlite3.Connection, objs: Objects, query: Query, *, me: str | None
                "r & :mask AS seq FROM m GROUP BY r >> :bits), "
                f"p AS MATERIALIZED (SELECT g.* FROM g {filtered}"
                f"WHERE {' AND '.join(where) or '1'} ORDER BY g.best, g.no LIMIT :limit) "
-               f"SELECT n.thread_id, p.best, p.seq, p.no, {_COLUMNS} FROM p "
+               f"SELECT n.thread_id AS tid, p.best AS score, p.seq AS seq, p.no AS tie, "
+               f"{_COLUMNS} FROM p "
                "JOIN search_threads n ON n.no = p.no "
                "JOIN handoffs h ON h.thread_id = n.thread_id "
                "JOIN threads t ON t.thread_id = n.thread_id ORDER BY p.best, p.no")
+        order = "q.score, q.tie"
     else:
         where = _filters(query, me, [], "h.thread_id", params)
         if position is not None:
             params["pb"], params["pt"] = position
             where.append("(t.updated_us < :pb OR (t.updated_us = :pb AND h.thread_id < :pt))")
-        sql = (f"SELECT h.thread_id, t.updated_us, h.seq, h.thread_id, {_COLUMNS} "
+        order = "q.score DESC, q.tie DESC"
+        sql = (f"SELECT h.thread_id AS tid, t.updated_us AS score, h.seq AS seq, "
+               f"h.thread_id AS tie, {_COLUMNS} "
                "FROM handoffs h JOIN threads t ON t.thread_id = h.thread_id "
                f"WHERE {' AND '.join(where) or '1'} "
                "ORDER BY t.updated_us DESC, h.thread_id DESC LIMIT :limit")
+    # The file of each thread's best row, for its snippet: read for the page only.
+    sql = ("SELECT q.*, d.blob, e.op, e.actor_cf FROM (" + sql + ") q "
+           "LEFT JOIN search_docs d ON d.seq = q.seq LEFT JOIN events e ON e.seq = q.seq "
+           f"ORDER BY {order}")
     try:
         rows = conn.execute(sql, params).fetchall()
     except sqlite3.OperationalError as exc:
@@ -382,23 +390,21 @@ def run(conn: sqlite3.Connection, objs: Objects, query: Query, *, me: str | None
         raise
     more = len(rows) > limit
     rows = rows[:limit]
-    hits = [_hit(conn, objs, row, query.terms, withheld) for row in rows]
+    hits = [_hit(objs, row, query.terms, withheld) for row in rows]
     next_cursor = _token(query_hash, (float(rows[-1][1]), rows[-1][3])) \
         if more and rows else None
     return hits, next_cursor
 
 
-def _hit(conn: sqlite3.Connection, objs: Objects, row: Sequence[Any], terms: Sequence[Term],
+def _hit(objs: Objects, row: Sequence[Any], terms: Sequence[Term],
          withheld: Callable[[str], bool]) -> SearchHit:
-    tid, _, seq, _, sender, recipient, intent, status, created_at, updated_at = row
+    (tid, _, _, _, sender, recipient, intent, status, created_at, updated_at,
+     blob, op, actor_cf) = row
     facts = {"thread_id": tid, "status": status, "intent": intent, "sender": sender,
              "recipient": recipient, "created_at": created_at, "updated_at": updated_at}
-    found = conn.execute("SELECT d.blob, e.op, e.actor_cf FROM search_docs d "
-                         "JOIN events e ON e.seq = d.seq WHERE d.seq = ?", (seq,)).fetchone()
-    if found is None:
+    if blob is None:
         return SearchHit(**facts, field=None, by=None, snippet=None)
-    blob, op, actor_cf = found
-    doc = json.loads(objs.blob(bytes(blob).hex()))
+    doc = json.loads(objs.blob(bytes(blob).hex()).decode())
     author = _author(op, doc, actor_cf)
     if withheld(author.casefold()):
         return SearchHit(**facts, field=None, by=author, snippet=None, withheld=True)
