@@ -17,9 +17,9 @@ a row only given its text. ``artifact_paths`` holds every artifact path of a
 thread for the ``path:`` filter.
 
 Its second column, ``tags``, holds one word per fact of the row that never
-changes (:func:`tags_of`): each participant of its thread, its sender, recipient
-and intent, its author. A query names the reader's tag, the filters' and the
-blocked authors' in the same FTS5 expression, so the full-text engine itself
+changes (:func:`_row_key`): its thread's sender, recipient and intent, and its
+author. A query names the reader's tags (as sender or recipient), the filters'
+and the blocked authors' in the same FTS5 expression, so the full-text engine itself
 keeps only the rows the reader may see before any is ranked (a word common to a
 tenth of a large relay is ranked for the caller's own threads only). The tags
 column weighs nothing in the ranking.
@@ -41,6 +41,7 @@ filters only lists threads most recently updated first.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import re
@@ -127,43 +128,40 @@ def _row_text(texts: Sequence[tuple[str, str]]) -> str:
     return "\n".join(text for _, text in texts)
 
 
+@functools.lru_cache(maxsize=4096)
 def tag(kind: str, value: str) -> str:
-    """One word that stands for a fact (``kind``: p participant, s sender, r recipient,
-    a author, i intent) in the ``tags`` column: letters and digits only, so the
+    """One word that stands for a fact (``kind``: s sender, r recipient, a author,
+    i intent) in the ``tags`` column: letters and digits only, so the
     tokenizer keeps it whole; a handle is hashed (its ``@`` and dots would split it)."""
     return kind + hashlib.blake2b(value.casefold().encode(), digest_size=8).hexdigest()
 
 
-def tags_of(conn: sqlite3.Connection, tid: str, author: str) -> str | None:
-    """The tags of a row of thread ``tid`` written by ``author`` (None: no such thread)."""
-    row = conn.execute("SELECT sender, recipient, intent FROM handoffs WHERE thread_id = ?",
-                       (tid,)).fetchone()
+def _row_key(conn: sqlite3.Connection, tid: str, author: str) -> tuple[int, str] | None:
+    """The rowid's thread part and the tags of a row of thread ``tid`` written by
+    ``author`` (None: no such thread); the thread gets its number on its first row."""
+    row = conn.execute("SELECT h.sender, h.recipient, h.intent, n.no FROM handoffs h "
+                       "LEFT JOIN search_threads n ON n.thread_id = h.thread_id "
+                       "WHERE h.thread_id = ?", (tid,)).fetchone()
     if row is None:
         return None
-    sender, recipient, intent = row
-    return " ".join((tag("p", sender), tag("p", recipient), tag("s", sender),
-                     tag("r", recipient), tag("i", intent), tag("a", author)))
-
-
-def _thread_no(conn: sqlite3.Connection, tid: str) -> int:
-    row = conn.execute("SELECT no FROM search_threads WHERE thread_id = ?", (tid,)).fetchone()
-    if row is not None:
-        return int(row[0])
-    cur = conn.execute("INSERT INTO search_threads(thread_id) VALUES (?)", (tid,))
-    assert cur.lastrowid is not None
-    return cur.lastrowid
+    sender, recipient, intent, no = row
+    if no is None:
+        no = conn.execute("INSERT INTO search_threads(thread_id) VALUES (?)", (tid,)).lastrowid
+    tags = " ".join((tag("s", sender), tag("r", recipient), tag("i", intent),
+                     tag("a", author)))
+    return int(no) << SEQ_BITS, tags
 
 
 def fold(conn: sqlite3.Connection, seq: int, op: str, tid: str, doc: Mapping[str, Any],
          blob: str, actor_cf: str) -> None:
     """Index the texts of the file commit ``seq`` (by ``actor_cf``) added to thread ``tid``."""
     texts = texts_of(op, doc)
-    tags = tags_of(conn, tid, actor_cf) if texts else None
-    if tags is None or seq > _SEQ_MASK:
+    key = _row_key(conn, tid, actor_cf) if texts and seq <= _SEQ_MASK else None
+    if key is None:
         return
     conn.execute("INSERT INTO search_text(rowid, text, tags) VALUES (?, ?, ?)",
-                 ((_thread_no(conn, tid) << SEQ_BITS) | seq, _row_text(texts), tags))
-    conn.execute("INSERT OR REPLACE INTO search_docs(seq, blob) VALUES (?, ?)",
+                 (key[0] | seq, _row_text(texts), key[1]))
+    conn.execute("INSERT INTO search_docs(seq, blob) VALUES (?, ?)",
                  (seq, bytes.fromhex(blob)))
     paths = _paths_of(doc)
     if paths:
@@ -177,10 +175,11 @@ def roll_back(conn: sqlite3.Connection, objs: Objects, ancestor: int) -> None:
                         "JOIN events e ON e.seq = d.seq WHERE d.seq > ?", (ancestor,)).fetchall()
     for seq, blob, op, tid, actor_cf in rows:
         doc = json.loads(objs.blob(bytes(blob).hex()))
+        key = _row_key(conn, tid, actor_cf)
+        assert key is not None  # its handoff is removed after its rows
         conn.execute("INSERT INTO search_text(search_text, rowid, text, tags) "
                      "VALUES ('delete', ?, ?, ?)",
-                     ((_thread_no(conn, tid) << SEQ_BITS) | seq, _row_text(texts_of(op, doc)),
-                      tags_of(conn, tid, actor_cf)))
+                     (key[0] | seq, _row_text(texts_of(op, doc)), key[1]))
     conn.execute("DELETE FROM search_docs WHERE seq > ?", (ancestor,))
     conn.execute("DELETE FROM artifact_paths WHERE seq > ?", (ancestor,))
 
@@ -275,7 +274,8 @@ def _match(query: Query, me: str | None, withheld: Sequence[str]) -> str:
         if values:
             parts.append(f"tags : ({' OR '.join(tag(kind, v) for v in values)})")
 
-    any_of("p", [me] if me is not None else [])
+    if me is not None:  # the caller's threads: sent or received
+        parts.append(f"tags : ({tag('s', me)} OR {tag('r', me)})")
     any_of("s", query.senders)
     any_of("r", query.recipients)
     any_of("i", query.intents)
