@@ -70,7 +70,7 @@ from gitrelay.relay.provenance import (
     ProvenanceMarker,
     json_line,
 )
-from gitrelay.relay.search import SearchPage
+from gitrelay.relay.searchindex import SearchPage
 from gitrelay.relay.trust import TrustDecision, TrustRules, evaluate
 from gitrelay.store.mirror import Refused
 
