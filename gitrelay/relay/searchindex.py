@@ -175,8 +175,9 @@ def roll_back(conn: sqlite3.Connection, objs: Objects, ancestor: int) -> None:
                         "JOIN events e ON e.seq = d.seq WHERE d.seq > ?", (ancestor,)).fetchall()
     for seq, blob, op, tid, actor_cf in rows:
         doc = json.loads(objs.blob(bytes(blob).hex()))
-        key = _row_key(conn, tid, actor_cf)
-        assert key is not None  # its handoff is removed after its rows
+        key = _row_key(conn, tid, actor_cf)  # its handoff row goes after its rows
+        if key is None:  # cannot happen in an index the update wrote: start over
+            raise sqlite3.DatabaseError(f"search row {seq} has no thread {tid}")
         conn.execute("INSERT INTO search_text(search_text, rowid, text, tags) "
                      "VALUES ('delete', ?, ?, ?)",
                      (key[0] | seq, _row_text(texts_of(op, doc)), key[1]))
