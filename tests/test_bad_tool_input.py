@@ -585,7 +585,7 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
 
     commands = ["init", "join", "verify", "mcp", "demo", "inbox", "show", "log", "teammates",
                 "whoami", "send", "reply", "accept", "complete", "cancel", "archive", "status",
-                "doctor", "reindex", "trust", "draft", "setup", "hook"]
+                "doctor", "reindex", "trust", "draft", "setup", "hook", "search"]
     # Each with its required arguments, so that the unknown option is the one problem.
     required = {"init": ["{base}/new-relay.git"], "join": ["{relay}", "--as", "dave@acme",
                                                            "--name", "Dave", "--role", "qa"],
@@ -593,7 +593,8 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
                 "reply": ["{pending}", "hello"], "accept": ["{pending}"],
                 "draft": ["{pending}", "-"],
                 "complete": ["{accepted}", "--summary", "done"], "cancel": ["{pending}"],
-                "setup": ["claude", "--dry-run"], "hook": ["pre-tool-use"]}
+                "setup": ["claude", "--dry-run"], "hook": ["pre-tool-use"],
+                "search": ["paginate"]}
     for command in commands:
         add(f"{command}-unknown-option", command, *required.get(command, []), "--bogus",
             mentions="--bogus")
@@ -623,6 +624,11 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
     add("join-blank-name", "join", "{relay}", "--as", "dave@acme", "--name", " ",
         "--role", "qa", mentions="--name")
     add("mcp-bad-writes", "mcp", "--writes", "later", mentions="--writes")
+    add("search-unknown-filter", "search", "paginate", "colour:blue", mentions="colour:blue")
+    add("search-open-quote", "search", '"paginate users', mentions="quote")
+    add("search-limit-0", "search", "x", "--limit", "0", mentions="limit")
+    add("search-bad-cursor", "search", "x", "--cursor", "s1.e30.000000000000",
+        expect="invalid_cursor", mentions="cursor")
     add("inbox-limit-0", "inbox", "--limit", "0", mentions="limit")
     add("inbox-limit-201", "inbox", "--limit", "201", mentions="limit")
     add("inbox-limit-word", "inbox", "--limit", "ten", mentions="--limit")
