@@ -166,6 +166,17 @@ def unavailable(section: str, name: str, why: str) -> Figure:
     return Figure(section, name, "", None, goal="report", note=f"unavailable: {why}")
 
 
+def missed_goals(figures: list[dict[str, Any]]) -> list[str]:
+    """One short line per figure of a run's JSON that missed its goal."""
+    out = []
+    for f in figures:
+        if f.get("met") is False:
+            unit = f" {f['unit']}" if f.get("unit") and f["unit"] != "×" else f.get("unit", "")
+            out.append(f"{f['section']}: {f['figure']} ({f['median']:,.2f}{unit}; goal "
+                       f"{f['goal']})")
+    return out
+
+
 def format_table(figures: list[Figure]) -> str:
     rows = [("figure", "median", "p95", "goal", "met")]
     for f in figures:
@@ -398,7 +409,7 @@ def mcp_server(client: Any, trust: Path, *, loop: bool) -> Any:
         return ServerState(client=client, trust=TrustStore(trust, watch=False), loop=sync,
                            session_id=f"bench-{uuid.uuid4()}")
 
-    server = build_server(opener)
+    server = build_server(opener, structured=True)  # the harness reads the typed data
     inner = server.call_tool
     times: dict[str, list[float]] = {}
 
@@ -608,9 +619,11 @@ def settle_servers(relay: Path, clients: list[Any]) -> None:
     time.sleep(0.1)
 
 
-def mcp_command(relay: Path, handle: str, trust: Path) -> list[str]:
+def mcp_command(relay: Path, handle: str, trust: Path, *, structured: bool = True) -> list[str]:
+    """``gitrelay mcp`` for ``handle``; ``structured``: with the typed data the harness reads
+    (the context section also measures the default, text alone, as coding hosts get it)."""
     return ["-m", "gitrelay", "mcp", "--relay", str(relay), "--as", handle,
-            "--trust", str(trust), "--writes", "queue"]
+            "--trust", str(trust), "--writes", "queue", *(["--structured"] if structured else [])]
 
 
 async def sdk_session(stack: contextlib.AsyncExitStack, command: list[str], env: dict[str, str],
@@ -1732,6 +1745,7 @@ SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list
     ("join", bench_join),
     ("peer", bench_peer),
     ("context", lambda ws, sizes, log, shared: _context(ws, sizes, log, shared)),
+    ("model", lambda ws, sizes, log, shared: _model(ws, sizes, log, shared)),
 ]
 
 
@@ -1745,6 +1759,12 @@ def _context(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> l
     from bench.context import bench_context  # imports this module: imported when run
 
     return bench_context(ws, sizes, log, shared)
+
+
+def _model(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
+    from bench.real_hosts import bench_model  # imports this module: imported when run
+
+    return bench_model(ws, sizes, log, shared)
 
 
 def run(*, quick: bool, workdir: Path, log: Log, only: list[str] | None = None,
@@ -1794,4 +1814,5 @@ def run(*, quick: bool, workdir: Path, log: Log, only: list[str] | None = None,
         "host_unavailable": shared.get("host_unavailable"),
         "context": shared.get("context"),
         "search": shared.get("search"),
+        "model_hosts": shared.get("model_hosts"),
     }

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gitrelay.mcp.present import TEXT_PREVIEW_CHARS
+from gitrelay.mcp.present import INBOX_PREVIEW_CHARS, TEXT_PREVIEW_CHARS
 from gitrelay.relay.provenance import (
     CLOSE_PREFIX,
     OPEN_PREFIX,
@@ -54,8 +54,9 @@ class Read:
 
 
 def read_answer(text: str, structured: dict[str, Any] | None) -> Read:
-    """The fence of one answer, checked against its markers: one token for all of them,
-    the token nowhere but in the fence's two lines, no other fence line outside it."""
+    """The fence of one answer, checked against its markers (``structured``; None for a
+    text-only answer, the default): one token for all of them, the token nowhere but in
+    the fence's two lines, no other fence line outside it."""
     tokens = {str(m["fence"]) for m in markers(structured)}
     assert len(tokens) <= 1, f"several fence tokens in one answer: {tokens}"
     token = next(iter(tokens), None)
@@ -66,7 +67,8 @@ def read_answer(text: str, structured: dict[str, Any] | None) -> Read:
             assert OPEN_PREFIX not in text and CLOSE_PREFIX not in text, text[:300]
             return Read(None, [], text)
         token = opening[1]
-        assert {v.author for v in parse_answer_fence(text, token)} == {"relay"}
+        if structured is not None:  # markers name every teammate: only the relay is left
+            assert {v.author for v in parse_answer_fence(text, token)} == {"relay"}
     values = parse_answer_fence(text, token)
     outside = outside_answer_fence(text, token)
     assert token not in outside
@@ -87,7 +89,8 @@ def in_fence(value: Any, token: str) -> Any:
                 and json.loads(value) == shown:
             return value
         if isinstance(shown, str) and isinstance(value, str) and (
-                value == shown or (len(shown) == TEXT_PREVIEW_CHARS and value.startswith(shown))):
+                value == shown or (len(shown) in (TEXT_PREVIEW_CHARS, INBOX_PREVIEW_CHARS)
+                                   and value.startswith(shown))):
             return value
     raise AssertionError(f"{value!r:.200} is not inside the fence {token}")
 

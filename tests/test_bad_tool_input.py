@@ -91,7 +91,7 @@ class Bench:
                                    trust=TrustStore(self.trust_path, watch=False), loop=None,
                                    session_id=f"session-{handle.split('@')[0]}")
 
-            self.servers[handle] = build_server(opener)
+            self.servers[handle] = build_server(opener, structured=True)  # reads typed data
         return self.servers[handle]
 
     def snapshot(self) -> dict[str, Any]:

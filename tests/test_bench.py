@@ -192,3 +192,10 @@ def test_the_housekeeping_experiment_measures_loose_and_packed_states(tmp_path):
     assert packs["after"]["loose"] == 0 and packs["after"]["packs"] >= 3
     assert all(v["after_repack_ms"] > 0 for v in (default, packs))
     assert "unpackLimit=1" in housekeeping.table(result)
+
+
+def test_a_quick_run_lists_missed_goals_briefly_not_as_a_table():
+    figures = [suite.ms_figure("writes", "handoff", [0.05, 0.06], limit=20).to_json(),
+               suite.ms_figure("reads", "inbox", [0.001, 0.002], limit=20).to_json(),
+               suite.unavailable("host", "claude", "not installed").to_json()]
+    assert suite.missed_goals(figures) == ["writes: handoff (55.00 ms; goal ≤ 20 ms)"]

@@ -28,6 +28,7 @@ from gitrelay.cli.main import (
     EXIT_ERROR,
     EXIT_INVALID,
     EXIT_UNAVAILABLE,
+    EXIT_USAGE,
     build_parser,
     main,
 )
@@ -124,8 +125,9 @@ def relay_subjects(relay: Path) -> list[str]:
 
 
 def one_error_line(run: Run, name: str, code: int) -> None:
+    """One coded line; exit 2 for a mistake on the command line, else 1 (docs/cli.md)."""
     lines = run.err.strip().splitlines()
-    assert run.code == EXIT_ERROR, run
+    assert run.code == (EXIT_USAGE if name == "invalid_argument" else EXIT_ERROR), run
     assert len(lines) == 1, run.err
     assert lines[0].startswith(f"gitrelay: {name} ({code}): "), run.err
 
@@ -176,7 +178,7 @@ def test_a_new_user_joins_and_sees_who_they_are_and_the_team(acme, tmp_path, mon
     run = dana("join", str(acme), "--as", "dana@acme", "--name", "Dana Okafor",
                "--role", "data")
     assert run.code == 0, run.err
-    assert run.out.strip() == f"joined {acme} as dana@acme"
+    assert run.out.splitlines()[0] == f"joined {acme} as dana@acme"
     assert relay_subjects(acme)[0] == "register dana@acme (data): Dana Okafor"
     # The join built the inbox index: the first look at the inbox rebuilds nothing.
     first = dana("inbox", "--json")
@@ -223,7 +225,7 @@ def test_joining_again_keeps_the_registered_profile_and_says_what_was_not_used(
     run = laptop("join", str(acme), "--as", "bob@acme", "--name", "Bob C.", "--role",
                  "frontend")
     assert run.code == 0, run.err
-    assert run.out.strip() == f"joined {acme} as bob@acme"
+    assert run.out.splitlines()[0] == f"joined {acme} as bob@acme"
     assert run.err.strip() == ("gitrelay: bob@acme was registered already, as Bob Chen "
                                "(frontend); profiles never change, so --name 'Bob C.' was "
                                "not used")
@@ -790,24 +792,12 @@ def test_inbox_ack_marks_what_was_listed_as_handled(people, acme):
     assert run.code == 0, run.err
     n = len(listed["items"])
     assert f"Acknowledged {n} of {n} (delivered to the relay)." in run.out
-    after = bob("inbox", "--json").json
+    after = bob("inbox", "--all", "--json").json
     assert isinstance(after, dict)
-    assert [i["item_id"] for i in after["items"]] == [i["item_id"] for i in listed["items"]]
-    assert not any(i["unread"] for i in after["items"])
+    acked = [i for i in after["items"] if i["item_id"] in
+             {j["item_id"] for j in listed["items"]}]
+    assert len(acked) == n and not any(i["unread"] for i in acked)
     assert inbox_commits() == before + 1, "the acks reached the relay on bob's inbox ref"
-
-
-def test_inbox_says_what_waits_unread_on_closed_threads(people):
-    """As a sender would see it: the completion of your handoff is on a closed thread,
-    which the default view leaves out; the view says how many such items wait."""
-    alice = people["alice"]
-    closed = alice("inbox", "--status", "completed,cancelled", "--unread", "--json").json
-    assert isinstance(closed, dict) and closed["items"], closed
-    run = alice("inbox")
-    assert run.code == 0, run.err
-    assert run.out.rstrip().endswith(f"{len(closed['items'])} unread item(s) on completed or "
-                                     "cancelled threads: `gitrelay inbox --all`."), run.out
-    assert "unread item(s) on completed" not in alice("inbox", "--all").out
 
 
 def test_inbox_lists_what_is_waiting_as_a_table(people):
@@ -817,7 +807,10 @@ def test_inbox_lists_what_is_waiting_as_a_table(people):
     header = run.out.splitlines()[0].split()
     assert header == ["THREAD", "KIND", "FROM", "STATUS", "NEW", "UPDATED", "SUMMARY"]
     assert IDS["04-ci-typecheck"][:10] in run.out
-    assert IDS["01-paginate-users"][:10] not in run.out      # completed: not by default
+    # A completed thread shows while it has news bob has not read (alice's last message).
+    assert IDS["01-paginate-users"][:10] in run.out
+    assert bob("show", IDS["01-paginate-users"][:6]).code == 0
+    assert IDS["01-paginate-users"][:10] not in bob("inbox").out
     assert IDS["01-paginate-users"][:10] in bob("inbox", "--all").out
     only = bob("inbox", "--status", "completed", "--json").json
     assert isinstance(only, dict)
@@ -1068,3 +1061,205 @@ def test_archive_splits_many_threads_into_operations_the_gate_takes(people, acme
     assert "archived 2 closed thread(s) in 2 operations" in done.out
     assert relay_subjects(acme)[:2] == ["archive 1 closed thread by bob@acme"] * 2
     assert bob("archive", "--older-than", "0", "--json").json["archived"] == []
+
+
+# --- the first hour: what a person expects ---------------------------------------------------
+
+
+def test_the_default_inbox_shows_news_on_threads_you_started_until_you_read_them(people):
+    """As a sender would look after handing work over: bob completed alice's handoff, and
+    her default inbox shows it (not "empty"); once she has read it, the default view
+    leaves it out and says so in its first line."""
+    alice = people["alice"]
+    done = IDS["01-paginate-users"]           # alice → bob, completed by bob
+    run = alice("inbox")
+    assert run.code == 0, run.err
+    line = next(ln for ln in run.out.splitlines() if done[:10] in ln)
+    assert line.startswith("*") and "task_update" in line and "completed" in line, line
+    assert "Your inbox is empty" not in run.out
+
+    shown = alice("show", done[:6])
+    assert shown.code == 0, shown.err
+    assert "Marked read in your inbox; `--keep-unread` leaves it unread." in shown.out
+
+    run = alice("inbox")
+    first = run.out.splitlines()[0]
+    assert first.startswith("Open threads and unread news; ") and "not shown" in first, run.out
+    assert "`gitrelay inbox --all`" in first
+    assert done[:10] not in run.out
+    assert done[:10] in alice("inbox", "--all").out
+
+
+def test_show_marks_the_thread_read_and_keep_unread_keeps_it(people):
+    bob = people["bob"]
+    pending = IDS["04-ci-typecheck"]           # alice → bob, pending, unread for bob
+
+    def unread() -> bool:
+        listed = bob("inbox", "--all", "--json").json
+        assert isinstance(listed, dict)
+        return next(i for i in listed["items"] if i["thread_id"] == pending)["unread"]
+
+    assert unread()
+    kept = bob("show", pending[:6], "--keep-unread")
+    assert kept.code == 0 and "Marked read" not in kept.out
+    assert unread()
+    assert bob("show", pending[:6], "--json").code == 0
+    assert not unread()
+    again = bob("show", pending[:6])
+    assert "Marked read" not in again.out  # nothing left to mark
+
+
+def test_the_cli_withholds_a_blocked_senders_words_unless_asked(people):
+    """Bob's trust file blocks carol: show, inbox and log keep her words from him as his
+    agent's answers do; --show-blocked shows them on purpose."""
+    bob = people["bob"]
+    spec = EXAMPLE.thread("regenerated-fixtures").spec
+    words = spec["summary"]
+    tid = IDS["06-regenerated-fixtures"]
+    notice = "[withheld: carol@acme is blocked"
+    for argv in (("show", tid[:6]), ("inbox",), ("log",), ("show", tid[:6], "--json"),
+                 ("log", "--json"), ("inbox", "--json")):
+        run = bob(*argv)
+        assert run.code == 0, (argv, run.err)
+        assert words[:40] not in run.out, argv
+        assert spec["artifacts"][0]["path"] not in run.out, argv
+        assert notice in run.out, argv
+    assert "Carol Diaz" not in bob("show", tid[:6]).out
+    assert "--show-blocked shows it" in bob("show", tid[:6]).out
+    for argv in (("show", tid[:6]), ("inbox",), ("log",)):
+        run = bob(*argv, "--show-blocked")
+        assert words[:40] in run.out and notice not in run.out, argv
+    # Her own words are never withheld from carol, nor alice's from bob.
+    assert words[:40] in people["carol"]("show", tid[:6]).out
+    assert EXAMPLE.thread("ci-typecheck").spec["summary"][:30] in bob(
+        "show", IDS["04-ci-typecheck"][:6]).out
+
+
+def test_join_ends_with_the_next_steps(acme, tmp_path, monkeypatch, capsys):
+    dana = Person("dana@acme", tmp_path, monkeypatch, capsys)
+    dana.trust.write_text("version: 1\nteammates: {alice@acme: {}}\n")
+    run = dana("join", str(acme), "--as", "dana@acme", "--name", "Dana Ruiz", "--role", "qa")
+    assert run.code == 0, run.err
+    steps = run.out.split("Next steps:\n", 1)[1]
+    assert "gitrelay trust add bob@acme" in steps and "gitrelay trust add carol@acme" in steps
+    assert "trust add alice@acme" not in steps      # listed already
+    assert "trust add dana@acme" not in steps       # herself
+    assert "gitrelay setup" in steps
+    assert steps.rstrip().endswith("gitrelay doctor")
+
+
+def test_version_prints_the_installed_version():
+    from importlib.metadata import version
+
+    proc = subprocess.run([sys.executable, "-m", "gitrelay", "--version"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0
+    assert proc.stdout == f"gitrelay {version('gitrelay')}\n"
+
+
+def test_mistakes_get_a_did_you_mean(people):
+    bob = people["bob"]
+    run = bob("sned", "alice@acme")
+    assert run.code == 2
+    assert "unknown command 'sned'. Did you mean `gitrelay send`?" in run.err
+    run = bob("send", "alice", "--intent", "inform", "--summary", "hi")
+    assert run.code == 2
+    assert run.err.strip().endswith('is not a handle (name@team). Did you mean alice@acme?')
+    assert "^[" not in run.err  # no regular expression
+    run = bob("send", "alice@acme", "--intent", "infrom", "--summary", "hi")
+    assert run.code == 2 and "Did you mean inform?" in run.err
+    run = bob("trust", "add", "carl")
+    assert run.code == 2 and "Did you mean carol@acme?" in run.err
+    run = bob("--as", "bob", "inbox")
+    assert run.code == 2 and "Did you mean bob@acme?" in run.err
+
+
+def _queue_and_cut_off(person: Person, acme: Path) -> Path:
+    run = person("reply", IDS["04-ci-typecheck"][:6], "On it", "--queue")
+    assert run.code == 0, run.err
+    away = acme.with_name("away.git")
+    acme.rename(away)
+    return away
+
+
+def test_status_deliver_that_cannot_deliver_exits_4(people, acme):
+    bob = people["bob"]
+    away = _queue_and_cut_off(bob, acme)
+    try:
+        run = bob("status", "--deliver")
+        assert run.code == EXIT_UNAVAILABLE, run
+        assert "could not deliver" in run.err
+        assert "queued: 1 operation(s)" in run.out
+    finally:
+        away.rename(acme)
+    run = bob("status", "--deliver")
+    assert run.code == 0, run.err
+    assert "delivered 1 operation(s), 0 refused" in run.err
+
+
+# Every command's error paths, as docs/cli.md's exit codes say: 2 for a mistake on the
+# command line, 1 for a refusal, 3 for a check that found problems, 4 for an unreachable
+# relay. {x} is filled in per test (a missing path, a thread id).
+ERROR_PATHS: dict[str, list[tuple[tuple[str, ...], int, str]]] = {
+    "init": [((), 2, "required: path"), (("{acme}",), 2, "exists and is not empty")],
+    "join": [(("{acme}", "--name", "N", "--role", "r"), 2, "--as"),
+             (("{acme}", "--as", "dana", "--name", "N", "--role", "r"), 2, "name@team"),
+             (("{missing}", "--as", "dana@acme", "--name", "N", "--role", "r"), 4, "")],
+    "whoami": [(("--as", "bob"), 2, "Did you mean bob@acme?")],
+    "mcp": [(("--writes", "later"), 2, "not one of")],
+    "demo": [(("now",), 2, "unrecognized arguments")],
+    "inbox": [(("--limit", "0"), 2, "limit 0"), (("--status", "done"), 2, "not one of"),
+              (("--relay", "{missing}"), 4, "")],
+    "teammates": [(("--relay", "{missing}"), 4, "")],
+    "show": [((), 2, "required: thread"), (("ZZZZZZ",), 1, "thread_not_found")],
+    "log": [(("-n", "0"), 2, "below 1"), (("ZZZZZZ",), 1, "thread_not_found")],
+    "send": [(("bob", "--intent", "inform", "--summary", "x"), 2, "Did you mean bob@acme?"),
+             (("zoe@acme", "--intent", "inform", "--summary", "x"), 1, "recipient_not_found"),
+             (("bob@acme", "--intent", "inform", "--summary", " "), 2, "must not be empty")],
+    "reply": [(("ZZZZZZ", "hi"), 1, "thread_not_found"), (("{pending}", " "), 2, "empty")],
+    "draft": [(("{pending}", "{missing}"), 2, "DIFF")],
+    "accept": [(("ZZZZZZ",), 1, "thread_not_found"),
+               (("{blocked}",), 1, "teammate_blocked")],
+    "complete": [(("{pending}", "--summary", "done"), 1, "invalid_transition")],
+    "cancel": [(("{pending}",), 1, "not_authorized_transition")],
+    "trust": [(("frob",), 2, "not one of"), (("add", "alic"), 2, "Did you mean alice@acme?")],
+    "verify": [(("{missing}",), 4, ""), (("--expect-tip", "zz"), 2, "")],
+    "archive": [(("--older-than", "-1"), 2, "below 0")],
+    "status": [(("--refused", "0"), 2, "below 1")],
+    "doctor": [(("--trust", "{badtrust}"), 3, "")],
+    "reindex": [(("--relay", "{missing}"), 4, "")],
+    "setup": [(("claud",), 2, "Did you mean claude?")],
+    "hook": [(("sesion-start",), 2, "not one of")],
+}
+
+
+def test_every_commands_error_paths_exit_as_documented(people, acme, tmp_path):
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert set(ERROR_PATHS) == set(commands), "every command has its error paths here"
+    bob = people["bob"]
+    bad_trust = tmp_path / "bad-trust.yaml"
+    bad_trust.write_text("version: 1\nteamates: {}\n")
+    values = {"acme": str(acme), "missing": str(tmp_path / "no-such"),
+              "pending": IDS["04-ci-typecheck"][:6], "blocked": IDS["06-regenerated-fixtures"],
+              "badtrust": str(bad_trust)}
+    wrong = []
+    for name, cases in ERROR_PATHS.items():
+        for argv, code, says in [*cases, (("--no-such-flag",), 2, "")]:
+            run = bob(name, *(a.format(**values) for a in argv))
+            shown = f"gitrelay {name} {' '.join(argv)}"
+            first = (run.err.strip().splitlines() or [""])[0]
+            if run.code != code or "Traceback" in run.err:
+                wrong.append(f"{shown}: exit {run.code}, not {code}: {run.err.strip()}")
+            elif code in (1, 2, 4) and (not first.startswith("gitrelay: ")
+                                        or says not in run.err):
+                wrong.append(f"{shown}: {run.err.strip()!r} does not say {says!r}")
+            elif code == 2 and not first.startswith("gitrelay: invalid_argument (-32602): "):
+                wrong.append(f"{shown}: {first!r} is not invalid_argument")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_show_by_someone_with_no_inbox_on_the_relay_reads_it_and_says_nothing_more(people):
+    run = people["bob"]("show", IDS["01-paginate-users"][:6], "--as", "zed@acme")
+    assert run.code == 0, run.err
+    assert "GET /users is now paginated" in run.out
+    assert run.err == "" and "Marked read" not in run.out

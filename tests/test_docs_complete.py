@@ -23,7 +23,7 @@ import anyio
 import pytest
 
 from gitrelay.cli.main import EXIT_INVALID, build_parser, main
-from gitrelay.demo.example import build_example, load_example
+from gitrelay.demo.example import load_example
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI_DOC = ROOT / "docs" / "cli.md"
@@ -221,7 +221,8 @@ def bobs_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """HOME with the example relay at ~/relays/acme.git and Bob's trust file."""
     home = tmp_path / "home" / "bob"
     home.mkdir(parents=True)
-    build_example(home / "relays" / "acme.git", home=tmp_path / "loader")
+    # As docs/cli.md tells a reader to build it: one command.
+    assert main(["demo", "--example-relay", str(home / "relays" / "acme.git")]) == 0
     (home / ".agentrelay").mkdir()
     shutil.copyfile(load_example().trust_path, home / ".agentrelay" / "trust.yaml")
     monkeypatch.setenv("HOME", str(home))

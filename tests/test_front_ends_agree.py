@@ -212,7 +212,8 @@ def _cli(relay: Relay, case: Case) -> Answer:
 
 async def _mcp(relay: Relay, who: str, cases: list[tuple[str, Case]]) -> dict[str, Answer]:
     params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "gitrelay", "mcp", "--writes", "wait"],
+                                   args=["-m", "gitrelay", "mcp", "--writes", "wait",
+                                         "--structured"],
                                    env=relay.env(who), cwd=str(REPO))
     answers: dict[str, Answer] = {}
     with open(relay.base / f"mcp-{who}.log", "w") as errlog:

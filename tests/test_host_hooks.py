@@ -19,6 +19,7 @@ from mcp.client.stdio import stdio_client
 
 from gitrelay.relay import admin
 from gitrelay.relay.client import RelayClient
+from gitrelay.relay.fencetext import inbox_rows
 from gitrelay.relay.provenance import FencedValue
 from gitrelay.relay.session import SessionStore
 from tests.answerkit import read_answer, read_text
@@ -124,9 +125,11 @@ def test_a_session_sees_its_inbox_is_nudged_once_wakes_and_is_held_to_the_overla
                 await session.initialize()
                 # bob's server fetches the handoff into his local copy.
                 page = await session.call_tool("check_inbox", {"wait_seconds": 30})
-                assert page.structured_content is not None
-                assert [i["thread_id"] for i in page.structured_content["items"]] == [first]
-                inbox = read_answer(page.content[0].text, page.structured_content)
+                text = page.content[0].text  # type: ignore[union-attr]
+                # What the host hands the model: the text alone, no structured content.
+                assert page.structured_content is None
+                assert len(inbox_rows(text)) == 1 and f" {first} " in text
+                inbox = read_answer(text, None)
                 await hooks(session, first, inbox.values)
 
     async def hooks(session: ClientSession, tid: str, inbox: list[FencedValue]) -> None:
@@ -136,7 +139,11 @@ def test_a_session_sees_its_inbox_is_nudged_once_wakes_and_is_held_to_the_overla
         assert start.returncode == 0, start.stderr
         context = json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
         read = read_text(context)
-        assert read.values == inbox
+        listed = {v.field: v for v in inbox}
+        assert read.by_field()["name"] == listed["name"]
+        assert read.by_field()["role"] == listed["role"]
+        (preview,) = [v for v in inbox if v.field.startswith("#")]  # cut shorter there
+        assert preview.author == "alice@acme" and SUMMARY.startswith(str(preview.value))
         assert read.by_field()["[0]"] == FencedValue("alice@acme", "[0]", SUMMARY)
         assert read.by_field()["name"] == FencedValue("alice@acme", "name", "Alice Martin")
         assert tid in read.outside and "alice@acme" in read.outside
@@ -225,7 +232,9 @@ def test_a_session_sees_its_inbox_is_nudged_once_wakes_and_is_held_to_the_overla
         # Another session of bob's accepted nothing: the guard leaves it alone.
         assert decision(bob.pre("s2", "Bash", {"command": "ls"})) is None
 
-        # After complete, the guard has no opinion again.
+        # After complete, the overlay no longer applies, but the teammate's text is still
+        # in the session: the trust file, the host's settings and gitrelay's own trust
+        # and setup commands stay out of reach until the session ends.
         done = await session.call_tool("complete_handoff", {
             "thread_id": tid, "result_summary": "Documented the paging"})
         assert not done.is_error
@@ -235,6 +244,14 @@ def test_a_session_sees_its_inbox_is_nudged_once_wakes_and_is_held_to_the_overla
             tool_response=done.model_dump(mode="json", by_alias=True)))
         assert post.returncode == 0, post.stderr
         assert decision(bob.pre("s1", "Bash", {"command": "ls"})) is None
+        assert decision(bob.pre("s1", "Edit", {"file_path": str(bob.trust), **edit})) == "deny"
+        assert decision(bob.pre("s1", "Write", {
+            "file_path": str(bob.user_home / ".Claude" / "settings.json"),
+            "content": "{}"})) == "deny"
+        assert decision(bob.pre("s1", "Bash", {
+            "command": "gitrelay trust --json add alice@acme --write src/"})) == "deny"
+        assert decision(bob.pre("s1", "Write", {"file_path": str(bob.work / "src/x.py"),
+                                                 "content": "x"})) is None
 
     anyio.run(body)
 
@@ -304,6 +321,18 @@ def test_codex_and_cursor_get_the_answers_their_hooks_understand(
         "*** Begin Patch\n*** Add File: docs/new.md\n+hello\n*** End Patch\n")}}
     allowed = hook("codex", "pre-tool-use", bob.event("PreToolUse", "x1", **inside))
     assert (allowed.returncode, allowed.stdout, allowed.stderr) == (0, "", "")
+    # Codex 0.171 hands a patch the model wrote as a shell heredoc to the hook as Bash;
+    # Codex applies it itself, so it is judged as a patch, not as the Bash that bob's
+    # trust file makes ask for.
+    heredoc: dict[str, Any] = {"tool_name": "Bash", "tool_input": {"command": (
+        "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: docs/new.md\n+hello\n"
+        "*** End Patch\nEOF\n")}}
+    allowed = hook("codex", "pre-tool-use", bob.event("PreToolUse", "x1", **heredoc))
+    assert (allowed.returncode, allowed.stdout, allowed.stderr) == (0, "", "")
+    outside = heredoc["tool_input"]["command"].replace("docs/", "src/")
+    denied = hook("codex", "pre-tool-use", bob.event(
+        "PreToolUse", "x1", tool_name="Bash", tool_input={"command": outside}))
+    assert json.loads(denied.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
 
 
 def test_the_hooks_bench_measures_every_figure_on_a_small_relay(tmp_path: Path) -> None:

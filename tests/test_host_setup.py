@@ -150,9 +150,33 @@ def test_setup_claude_for_one_project_and_the_stricter_guard_setting(home: Path)
     settings = read_json(project / ".claude" / "settings.local.json")
     validate(settings, "claude_settings")
     assert commands(settings["hooks"]["PreToolUse"]) == [
-        f"{shlex.quote(GITRELAY)} hook pre-tool-use --host claude --outside deny"]
+        "gitrelay hook pre-tool-use --host claude --outside deny"]
     validate(read_json(project / ".mcp.json"), "mcp_servers")
     assert not (home / ".claude").exists()
+
+
+def test_project_files_name_a_portable_command_not_this_machines_path(home: Path) -> None:
+    """.mcp.json is committed: a teammate has no /home/alice/.venv/bin/gitrelay."""
+    project = home / "web"
+    project.mkdir()
+    out = run(home, "setup", "claude", "--project", cwd=project)
+    assert out.returncode == 0, out.stderr
+    shared = (project / ".mcp.json").read_text()
+    assert str(home) not in shared and GITRELAY not in shared
+    assert read_json(project / ".mcp.json")["mcpServers"]["gitrelay"]["command"] == "gitrelay"
+    assert "warning" not in out.stderr  # gitrelay is on PATH here
+
+    # Off PATH, the host would not find it: said, with what to do.
+    env = {**os.environ, "HOME": str(home), "GITRELAY_HOME": str(home / ".gitrelay"),
+           "PATH": "/usr/bin:/bin"}
+    other = home / "api"
+    other.mkdir()
+    off = subprocess.run([GITRELAY, "setup", "cursor", "--project"], capture_output=True,
+                         text=True, env=env, cwd=other, timeout=60, check=False)
+    assert off.returncode == 0, off.stderr
+    assert "`gitrelay` is not on your PATH" in off.stderr
+    assert f"ln -s {GITRELAY} ~/.local/bin/gitrelay" in off.stderr
+    assert "gitrelay setup cursor" in off.stderr
 
 
 def test_setup_codex_keeps_the_users_toml_and_hooks(home: Path) -> None:
@@ -221,8 +245,9 @@ def test_a_settings_file_that_is_not_json_is_refused_and_left_alone(home: Path) 
 
 
 def test_doctor_says_whether_each_installed_host_is_set_up_and_current(home: Path) -> None:
-    (home / ".claude").mkdir()
+    (home / ".claude" / "projects").mkdir(parents=True)  # what the host itself keeps there
     (home / ".codex").mkdir()
+    (home / ".codex" / "auth.json").write_text("{}")
 
     def hosts() -> dict[str, tuple[str, str]]:
         out = run(home, "doctor", "--json")
@@ -252,3 +277,260 @@ def test_the_guard_finds_the_same_trust_file(monkeypatch: pytest.MonkeyPatch) ->
     assert trust_file_now() == str(default_trust_path())
     monkeypatch.delenv("GITRELAY_TRUST")
     assert trust_file_now() == str(default_trust_path())
+
+
+# --------------------------------------------------------------------------- as editors do
+
+
+def test_a_symlinked_settings_file_stays_a_link_and_its_target_is_written(home: Path) -> None:
+    dotfiles = home / "dotfiles" / "claude-settings.json"
+    write_json(dotfiles, CLAUDE_SETTINGS)
+    link = home / ".claude" / "settings.json"
+    link.parent.mkdir()
+    link.symlink_to(dotfiles)
+
+    assert run(home, "setup", "claude").returncode == 0
+
+    assert link.is_symlink() and link.resolve() == dotfiles
+    assert "hook stop --host claude" in dotfiles.read_text()
+    assert run(home, "setup", "claude", "--remove").returncode == 0
+    assert link.is_symlink() and read_json(dotfiles) == CLAUDE_SETTINGS
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to name a file "
+                    "descriptor's file")
+def test_the_new_file_has_the_targets_mode_before_its_first_byte(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """~/.claude.json holds an API key: no moment exists where another user may read it."""
+    from gitrelay.relay import hosts
+
+    secret = home / ".claude.json"
+    write_json(secret, {**CLAUDE_JSON, "primaryApiKey": "sk-ant-secret"})
+    secret.chmod(0o600)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GITRELAY_HOME", str(home / ".gitrelay"))
+    monkeypatch.setattr(os, "umask", os.umask)  # restored after the test either way
+    old_umask = os.umask(0o022)
+    modes: list[int] = []
+    real_write = os.write
+
+    def watching(fd: int, data: Any) -> int:
+        if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")).startswith("..claude.json."):
+            modes.append(os.fstat(fd).st_mode & 0o777)
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", watching)
+    try:
+        hosts.apply(hosts.plan("claude", "user", GITRELAY, cwd=home))
+    finally:
+        os.umask(old_umask)
+    monkeypatch.undo()
+    assert modes and all(mode == 0o600 for mode in modes), modes
+    assert secret.stat().st_mode & 0o777 == 0o600
+    assert "primaryApiKey" in secret.read_text()
+
+
+def test_values_python_reads_differently_are_written_back_as_they_were(home: Path) -> None:
+    text = ('{\n    "cleanupPeriodDays": 1e400,\n    "big": 123456789012345678901234567890,\n'
+            '    "tiny": 5e-400,\n    "pi": 3.141592653589793238462643383279,\n'
+            '    "odd": "\\ud800"\n}\n')
+    path = home / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(text)
+
+    assert run(home, "setup", "claude").returncode == 0
+
+    written = path.read_text()
+    assert "Infinity" not in written and "NaN" not in written
+    assert written.startswith('{\n    "cleanupPeriodDays": 1e400,\n    "big": '
+                              '123456789012345678901234567890,\n    "tiny": 5e-400,\n'
+                              '    "pi": 3.141592653589793238462643383279,\n'
+                              '    "odd": "\\ud800",\n    "hooks": {\n')
+    assert run(home, "setup", "claude", "--remove").returncode == 0
+    assert path.read_text() == text
+
+
+def test_a_toml_table_whose_name_needs_quotes_is_kept(home: Path) -> None:
+    text = ('model = "gpt-5"\n\n[mcp_servers.gitrelay]\ncommand = "/opt/old/bin/gitrelay"\n'
+            'args = ["mcp"]\n\n[profiles."a]b"]\nmodel = "o3"\n\n'
+            "[profiles.'x.y']\nnote = \"\"\"\n[not.a.table]\n\"\"\"\n")
+    path = home / ".codex" / "config.toml"
+    path.parent.mkdir()
+    path.write_text(text)
+
+    assert run(home, "setup", "codex").returncode == 0
+
+    config = tomllib.loads(path.read_text())
+    assert config["profiles"] == {"a]b": {"model": "o3"}, "x.y": {"note": "[not.a.table]\n"}}
+    assert config["mcp_servers"]["gitrelay"]["command"] == GITRELAY
+    assert path.read_text() == text.replace("/opt/old/bin/gitrelay", GITRELAY)
+    assert run(home, "setup", "codex", "--remove").returncode == 0
+    assert tomllib.loads(path.read_text()) == {"model": "gpt-5", "profiles": config["profiles"]}
+
+
+@pytest.mark.parametrize(("name", "text", "line", "why"), [
+    (".claude/settings.json", '{\n  "model": "opus",\n  "x": NaN\n}\n', 3, "NaN"),
+    (".claude/settings.json", '{\n  "hooks": {},\n  "hooks": {}\n}\n', 3, "appears twice"),
+    (".claude/settings.json", '{\n  // mine\n  "model": "opus"\n}\n', 2, "not valid JSON"),
+    (".codex/config.toml", 'model = "gpt-5"\n[x]\ny = \n', 3, "not valid TOML"),
+])
+def test_a_file_that_cannot_be_round_tripped_is_refused_naming_the_line(
+        home: Path, name: str, text: str, line: int, why: str) -> None:
+    path = home / name
+    path.parent.mkdir(parents=True)
+    path.write_bytes(text.encode())
+    host = "codex" if name.endswith(".toml") else "claude"
+
+    out = run(home, "setup", host)
+
+    assert out.returncode == 1
+    assert f"line {line}" in out.stderr and why in out.stderr and str(path) in out.stderr
+    assert "nothing was written" in out.stderr
+    assert path.read_bytes() == text.encode()
+    assert len(files_of(home)) == 1
+
+
+def test_a_backup_of_each_file_is_kept(home: Path) -> None:
+    write_json(home / ".claude" / "settings.json", CLAUDE_SETTINGS)
+    out = run(home, "setup", "claude")
+    assert out.returncode == 0
+    [line] = [x for x in out.stdout.splitlines() if "settings.json" in x]
+    backup = Path(line.split("(backup: ")[1].rstrip(")"))
+    assert backup.parent == home / ".gitrelay" / "setup-backups"
+    assert json.loads(backup.read_text()) == CLAUDE_SETTINGS
+    assert backup.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_users_own_gitrelay_server_entry_is_left_alone(home: Path) -> None:
+    mine = {"command": "/home/bob/bin/gitrelay", "args": ["mcp"],
+            "env": {"GITRELAY_TRUST": "/home/bob/strict-trust.yaml"}}
+    write_json(home / ".claude.json", {"mcpServers": {"gitrelay": mine}})
+    toml = ('[mcp_servers.gitrelay]\ncommand = "gitrelay"\nargs = ["mcp", "--writes", "wait"]\n')
+    (home / ".codex").mkdir()
+    (home / ".codex" / "config.toml").write_text(toml)
+
+    for host in ("claude", "codex"):
+        out = run(home, "setup", host)
+        assert out.returncode == 0, out.stderr
+        assert "gitrelay server entry of your own" in out.stderr
+    assert read_json(home / ".claude.json")["mcpServers"]["gitrelay"] == mine
+    assert (home / ".codex" / "config.toml").read_text() == toml
+
+    for host in ("claude", "codex"):
+        assert run(home, "setup", host, "--remove").returncode == 0
+    assert read_json(home / ".claude.json")["mcpServers"]["gitrelay"] == mine
+    assert (home / ".codex" / "config.toml").read_text() == toml
+
+
+def test_remove_keeps_a_users_hook_line_that_runs_gitrelay_among_other_things(
+        home: Path) -> None:
+    settings = {"hooks": {"Stop": [{"hooks": [
+        {"type": "command", "command": "gitrelay hook stop; my.sh"},
+        {"type": "command", "command": "GITRELAY_TRUST=x gitrelay hook stop --host claude"},
+        {"type": "command", "command": "gitrelay hook stop --host claude | tee log"}]}]}}
+    write_json(home / ".claude" / "settings.json", settings)
+
+    assert run(home, "setup", "claude").returncode == 0
+    assert run(home, "setup", "claude", "--remove").returncode == 0
+
+    assert read_json(home / ".claude" / "settings.json") == settings
+
+
+def test_remove_leaves_no_file_or_folder_that_setup_created(home: Path) -> None:
+    project = home / "web"
+    project.mkdir()
+    for host in ("claude", "codex", "cursor"):
+        assert run(home, "setup", host).returncode == 0
+        assert run(home, "setup", host, "--project", cwd=project).returncode == 0
+    assert (home / ".cursor" / "hooks.json").exists()
+
+    for host in ("claude", "codex", "cursor"):
+        out = run(home, "setup", host, "--remove")
+        assert out.returncode == 0, out.stderr
+        assert "deleted" in out.stdout
+        assert run(home, "setup", host, "--project", "--remove", cwd=project).returncode == 0
+
+    assert sorted(p.name for p in home.iterdir()) == [".gitrelay", "web"]
+    assert list(project.iterdir()) == []
+
+
+def test_remove_restores_a_hand_written_file_byte_for_byte(home: Path) -> None:
+    hand = ('{\n\t"model":"opus",\n\t"permissions": { "allow": ["Bash(ls)"] },\n'
+            '\t"hooks": {\n\t\t"Stop": [ {"hooks": [{"type": "command", "command": "say done"}]} ]'
+            '\n\t}\n}')
+    crlf = '{\r\n  "numStartups": 3,\r\n  "mcpServers": {\r\n  }\r\n}\r\n'
+    path = home / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(hand)
+    (home / ".claude.json").write_bytes(crlf.encode())
+
+    assert run(home, "setup", "claude").returncode == 0
+    written = (home / ".claude.json").read_bytes()
+    assert b"\n" not in written.replace(b"\r\n", b"")  # its line endings kept
+    assert run(home, "setup", "claude", "--remove").returncode == 0
+
+    assert path.read_text() == hand
+    assert json.loads((home / ".claude.json").read_bytes()) == json.loads(crlf)
+
+
+def test_a_dry_run_on_a_hand_written_file_shows_only_gitrelays_lines(home: Path) -> None:
+    hand = ('{\n    "model": "opus",\n    "permissions": {"allow": ["Bash(npm run lint)"]},\n'
+            '    "env": {"A": "1"}\n}\n')
+    path = home / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(hand)
+
+    out = run(home, "setup", "claude", "--dry-run")
+
+    assert out.returncode == 0
+    part = out.stdout.split(f"+++ {path}")[1]
+    removed = [x for x in part.splitlines() if x.startswith("-")]
+    added = [x for x in part.splitlines() if x.startswith("+")]
+    assert removed == ['-    "env": {"A": "1"}']  # only its comma moves
+    assert added[0] == '+    "env": {"A": "1"},' and len(added) > 10
+    assert '"permissions": {"allow": ["Bash(npm run lint)"]}' not in "".join(added)
+
+
+def test_a_leftover_host_folder_does_not_make_the_host_installed(home: Path) -> None:
+    assert run(home, "setup", "cursor").returncode == 0
+    (home / ".cursor" / "mcp.json").unlink()
+    out = run(home, "doctor", "--json")
+    names = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+    # set up there, so doctor speaks of it, but never as installed-and-not-set-up
+    assert "cursor is installed" not in names.get("cursor", {}).get("detail", "")
+    (home / ".cursor" / "hooks.json").unlink()
+    out = run(home, "doctor", "--json")
+    assert "cursor" not in {c["name"] for c in json.loads(out.stdout)["checks"]}
+    (home / ".cursor" / "extensions").mkdir()  # the Cursor app's own folder
+    out = run(home, "doctor", "--json")
+    checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+    assert checks["cursor"]["detail"].startswith("cursor is installed")
+
+
+def test_setup_without_a_host_wires_every_host_installed(home: Path) -> None:
+    (home / ".claude" / "projects").mkdir(parents=True)
+    (home / ".codex").mkdir()
+    (home / ".codex" / "sessions").mkdir()
+
+    out = run(home, "setup")
+
+    assert out.returncode == 0, out.stderr
+    assert (home / ".claude.json").exists() and (home / ".codex" / "config.toml").exists()
+    assert not (home / ".cursor").exists()
+    assert "Next: restart claude, codex to load gitrelay" in out.stdout
+    assert "open /hooks in Codex" in out.stdout and "gitrelay doctor" in out.stdout
+    again = run(home, "setup", "--all")
+    assert again.returncode == 0
+    assert "claude: already set up" in again.stdout and "codex: already set up" in again.stdout
+    assert run(home, "setup", "--remove").returncode == 0
+    assert not (home / ".claude.json").exists()
+    assert sorted(p.name for p in (home / ".codex").iterdir()) == ["sessions"]
+    nothing = run(home, "setup", "--remove")
+    assert nothing.returncode == 0 and "nothing to remove" in nothing.stdout
+
+
+def test_setup_without_a_host_on_a_machine_without_one_says_what_to_run(home: Path) -> None:
+    out = run(home, "setup")
+    assert out.returncode == 2  # nothing to set up is a command-line mistake, coded
+    assert "found no coding host" in out.stderr and "gitrelay setup claude" in out.stderr
+    assert files_of(home) == {}

@@ -318,7 +318,8 @@ def test_a_join_without_username_says_which_one_to_add_and_leaves_nothing_refuse
                    env=served.env("carol"), save=False)
 
     assert err.value.data["rule"] == "pusher"
-    assert "run join again with --username carol" in err.value.hint
+    assert "The git server knows you as \"carol\"" in err.value.hint
+    assert "--role platform --username carol`" in err.value.hint
     carol = served.client("carol")
     assert carol.mirror.refused() == []  # said once, here; not in status and doctor forever
 

@@ -51,7 +51,7 @@ import pytest
 from mcp import Client
 
 from gitrelay.core.ops import Op
-from gitrelay.mcp.present import TEXT_PREVIEW_CHARS
+from gitrelay.mcp.present import INBOX_PREVIEW_CHARS
 from gitrelay.mcp.server import build_server
 from gitrelay.mcp.state import ServerState
 from gitrelay.relay import admin
@@ -396,7 +396,7 @@ _NAMES = re.compile(rf"\[({_NAME}(?:,{_NAME})*)\](?= |$)")
 _NUMBERS = {"sequence_no", "messages_total", "messages_before", "seq", "cursor", "you",
             "unread_messages", "lines", "current_seq", "unread", "index_rebuilt", "code"}
 _INBOX_ITEM = re.compile(
-    r"\[(\d+)\] (\d+) (ibx_[0-9a-z]+) ([0-9A-Z]*) (\w+) (\w+) (unread|read) (\d+) (\S+) (\S+)"
+    r"(\d+) (ibx_[0-9a-z]+) ([0-9A-Z]*) (\w+) (\w+) (unread|read)(?:\+(\d+))? (\S+) (\S+)"
     r"(?: claimed_by=\S+ until=\S+)?(?: preview=(.*))?$")
 
 
@@ -449,12 +449,13 @@ def check_text(text: str, out: dict[str, Any], *, caller: str,
         author = exp.author.casefold()
         if inbox:
             i, key = re.fullmatch(r"items\[(\d+)\]\.(.+)", path).groups()  # type: ignore[union-attr]
+            seq = out["items"][int(i)]["seq"]
             if key == "summary_preview":
-                got = fenced.get((author, f"[{i}]"))
-                assert got == exp.value[:TEXT_PREVIEW_CHARS], f"{where}: {path} not fenced"
+                got = fenced.get((author, f"#{seq}"))
+                assert got == exp.value[:INBOX_PREVIEW_CHARS], f"{where}: {path} not fenced"
             else:
                 short = key.rsplit(".", 1)[1]
-                got = fenced.get((author, f"[{i}].{short}"), fenced.get((author, short)))
+                got = fenced.get((author, f"#{seq}.{short}"), fenced.get((author, short)))
                 assert got == exp.value, f"{where}: {path} not fenced"
             continue
         assert (author, path) in fenced, f"{where}: {path} by {author} not in the fence"
@@ -495,21 +496,21 @@ def _check_inbox_head(lines: list[str], out: dict[str, Any], *, caller: str,
                         r"( index_rebuilt=true)?", lines[0]), \
         f"{where}: {lines[0][:120]}"
     items = out["items"]
-    rows = [ln for ln in lines[1:] if ln.startswith("[")]
+    rows = [ln for ln in lines[1:] if ln[:1].isdigit()]
     assert len(rows) == len(items), f"{where}: {len(rows)} item lines for {len(items)} items"
-    for row, item in zip(rows, items, strict=True):
+    for i, (row, item) in enumerate(zip(rows, items, strict=True)):
         m = _INBOX_ITEM.fullmatch(row)
         assert m is not None, f"{where}: not an item line: {row[:160]}"
-        i = int(m.group(1))
-        assert (int(m.group(2)), m.group(3), m.group(4), m.group(5), m.group(6),
-                m.group(9)) == (item["seq"], item["item_id"], item["thread_id"], item["kind"],
+        assert (int(m.group(1)), m.group(2), m.group(3), m.group(4), m.group(5),
+                m.group(8)) == (item["seq"], item["item_id"], item["thread_id"], item["kind"],
                                 item["status"], item["sender"]["handle"]), where
-        if m.group(11) is not None:  # a preview outside the fence: the caller's own
+        if m.group(10) is not None:  # a preview outside the fence: the caller's own
             exp = expected[f"items[{i}].summary_preview"]
             assert _same(exp.author, caller), f"{where}: a teammate's preview outside"
-            assert json.loads(m.group(11)) == exp.value[:TEXT_PREVIEW_CHARS]
-    rest = [ln for ln in lines[1:] if not ln.startswith("[")]
-    assert all(ln.startswith("items, oldest first:") for ln in rest), f"{where}: {rest}"
+            assert json.loads(m.group(10)) == exp.value[:INBOX_PREVIEW_CHARS]
+    rest = [ln for ln in lines[1:] if not ln[:1].isdigit()]
+    assert all(re.match(r"items(, (newest|oldest) first)?: ", ln) for ln in rest), \
+        f"{where}: {rest}"
 
 
 def _server_string(path: str, value: Any) -> bool:
@@ -577,7 +578,7 @@ class World:
             return ServerState(client=client, trust=TrustStore(self.trust_path, watch=False),
                                loop=None, session_id=f"session-{client.handle}")
 
-        return build_server(opener)
+        return build_server(opener, structured=True)  # the typed data, checked field by field
 
 
 def _env(mp: pytest.MonkeyPatch, base: Path) -> None:

@@ -8,12 +8,15 @@ own profile is joined again as before.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
 
-from gitrelay.core.errors import ConfigError, Forbidden
+from gitrelay.cli.main import main as cli_main
+from gitrelay.core.errors import ConfigError, Forbidden, InvalidArgument
 from gitrelay.relay import admin
+from gitrelay.relay.client import RelayClient
 from gitrelay.store.config import load_user_config
 from tests.forging import forge, keygen, profile_op, public_key, push
 
@@ -65,7 +68,8 @@ def test_a_profile_with_usernames_needs_them_to_join_again(
     with pytest.raises(Forbidden) as err:
         dana_joins(hookless, tmp_path, monkeypatch)
     assert "you gave none" in err.value.message
-    assert err.value.hint.startswith("Run join again with --username")
+    assert err.value.hint.startswith("If those are your usernames on the git server, run "
+                                     f"`gitrelay join {hookless} --as dana@acme")
 
     again = dana_joins(hookless, tmp_path, monkeypatch, usernames=["Dana"])
     assert again.handle == "dana@acme"
@@ -92,3 +96,69 @@ def test_a_profile_without_a_key_is_not_taken_over_by_a_joiner_with_one(
 
     with pytest.raises(Forbidden, match="without a signing key, and you join with one"):
         dana_joins(hookless, tmp_path, monkeypatch, signing_key=str(dana_key))
+
+
+# --------------------------------------------------------------------------- the server's word
+
+
+@pytest.fixture
+def checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A relay whose gate learns the pusher from REMOTE_USER (a local push hands the
+    hook the pusher's environment, as a web server would set it), alice on it."""
+    relay = admin.init_relay(tmp_path / "relay.git", name="acme", require_pusher=True,
+                             pusher_env=["REMOTE_USER"])
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))
+    admin.join(str(relay), "alice@acme", name="Alice Martin", role="backend",
+               usernames=["alice"], env={"REMOTE_USER": "alice"}, save=False)
+    return relay
+
+
+@pytest.mark.parametrize("given", [["carl"], ["carl", "carol"], ["carol", "carl"]])
+def test_a_username_the_server_does_not_know_as_the_joiner_is_refused(
+        checked: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], given: list[str]) -> None:
+    """carol typed carl: the server knows her as carol. The advice is a command that works
+    (her username alone), never one that keeps the typo in a profile forever."""
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol"))
+    monkeypatch.setenv("REMOTE_USER", "carol")
+    argv = ["join", str(checked), "--as", "carol@acme", "--name", "Carol Diaz", "--role",
+            "platform"] + [x for u in given for x in ("--username", u)]
+
+    assert cli_main(argv) != 0
+
+    err = capsys.readouterr().err
+    advice = (f"gitrelay join {checked} --as carol@acme --name 'Carol Diaz' --role platform "
+              "--username carol")
+    assert f"run `{advice}`" in err and "The git server knows you as \"carol\"" in err
+    assert "--username carl" not in err
+    assert load_user_config() is None
+    assert cli_main(shlex.split(advice)[1:]) == 0  # the advice works as written
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))
+    alice = RelayClient(str(checked), "alice@acme")
+    alice.refresh(max_age=0)
+    profile = alice.teammate("carol@acme")
+    assert profile is not None and profile["usernames"] == ["carol"]
+
+
+def test_joining_again_without_usernames_is_told_the_exact_command(
+        checked: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice-laptop"))
+    with pytest.raises(Forbidden) as err:
+        admin.join(str(checked), "alice@acme", name="Alice Martin", role="backend")
+    assert (f"run `gitrelay join {checked} --as alice@acme --name 'Alice Martin' --role "
+            "backend --username alice`") in err.value.hint
+
+
+def test_every_join_refusal_names_a_command_that_works(
+        hookless: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dana_key = keygen(tmp_path / "keys" / "dana", "dana@acme")
+    dana_joins(hookless, tmp_path, monkeypatch, signing_key=str(dana_key), save=False)
+
+    with pytest.raises(ConfigError, match="pass --signing-key") as err:
+        dana_joins(hookless, tmp_path, monkeypatch)
+    assert (f"Run `gitrelay join {hookless} --as dana@acme --name 'Dana Kim' --role design "
+            "--signing-key ~/.ssh/id_ed25519`") in err.value.hint
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "dana"))
+    with pytest.raises(InvalidArgument, match="already registered") as bad:
+        admin.join(str(hookless), "DANA@acme", name="Dana Kim", role="design")
+    assert f"`gitrelay join {hookless} --as dana@acme --name" in bad.value.hint

@@ -94,9 +94,11 @@ def servers(relay: Path, tmp_path: Path, sdk_dir: Path, monkeypatch: pytest.Monk
             admin.join(str(relay), handle, name=name, role="backend", save=False)
             trust = tmp_path / f"{handle}-trust.yaml"
             trust.write_text(TRUST.format(who=other))
+            # --structured: the client checks each typed answer against its output
+            # schema; the last test reads the default, text alone, as a host does.
             clients.append(stack.enter_context(ts_server(
                 sdk_dir, home, log, "--relay", str(relay), "--as", handle,
-                "--trust", str(trust), "--writes", "wait")))
+                "--trust", str(trust), "--writes", "wait", "--structured")))
         yield clients[0], clients[1]
 
 
@@ -152,3 +154,22 @@ def test_a_refusal_reaches_a_typescript_host_as_a_coded_tool_error(servers):
     assert out["is_error"] and not out.get("client_error")
     assert out["text"].startswith("invalid_argument (-32602): "), out["text"]
     assert "summary" in out["text"]
+
+
+def test_a_typescript_host_gets_the_default_answers_as_text_alone(
+        relay: Path, tmp_path: Path, sdk_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "carol"
+    monkeypatch.setenv("GITRELAY_HOME", str(home))
+    admin.join(str(relay), "carol@acme", name="Carol Diaz", role="platform", save=False)
+    with (tmp_path / "carol.log").open("w") as log, \
+            ts_server(sdk_dir, home, log, "--relay", str(relay), "--as", "carol@acme",
+                      "--writes", "wait") as carol:
+        sent = carol.request("handoff_to_teammate", {
+            "to": "carol@acme", "intent": "inform", "summary": "a note to self"})
+        assert not sent["is_error"] and not sent.get("client_error"), sent["text"]
+        assert sent["structured"] is None
+        assert sent["text"].startswith("handoff_to_teammate thread_id=")
+        page = carol.request("list_teammates", {})
+        assert page["structured"] is None and not page.get("client_error"), page["text"]
+        assert page["text"].startswith("teammates you=carol@acme")
+        assert read_answer(page["text"], None).token is None  # her own profile: no fence

@@ -50,7 +50,7 @@ def test_verify_with_the_last_verified_tip_reports_the_rewrite(
         rewritten: tuple[OpenRelay, str], capsys: pytest.CaptureFixture[str]) -> None:
     r, genuine = rewritten
 
-    report = verify_relay(str(r.path), expect_tip=genuine[:12])
+    report = verify_relay(str(r.path), expect_tip=genuine)
 
     assert not report.ok
     [problem] = report.problems
@@ -106,9 +106,139 @@ def test_a_joiner_with_a_pin_on_the_genuine_relay_joins(
     parent = r.alice.mirror.objects.commit(r.valid).parents[0]
 
     cfg = admin.join(str(r.path), "carol@acme", name="Carol Diaz", role="platform",
-                     expect_tip=parent[:10], save=False)
+                     expect_tip=parent, save=False)
 
     assert cfg.handle == "carol@acme"
-    with pytest.raises(InvalidArgument, match="is not a commit id"):
+    with pytest.raises(InvalidArgument, match="is not a full commit id"):
         admin.join(str(r.path), "carol@acme", name="Carol Diaz", role="platform",
                    expect_tip="main~3")
+
+
+@pytest.mark.parametrize("pin", ["1a2b3c", "1a2b3c4d5e6f", "", "main~3", "g" * 40, "a" * 41])
+def test_only_a_full_commit_id_pins(rewritten: tuple[OpenRelay, str], tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch, pin: str) -> None:
+    """A forged root commit matching a 6-digit prefix takes seconds to grind."""
+    r, genuine = rewritten
+    with pytest.raises(InvalidArgument, match="not a full commit id") as err:
+        verify_relay(str(r.path), expect_tip=pin)
+    assert "gitrelay status --pin" in err.value.hint
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol"))
+    with pytest.raises(InvalidArgument, match="not a full commit id"):
+        admin.join(str(r.path), "carol@acme", name="Carol Diaz", role="platform",
+                   expect_tip=pin)
+    assert not mirror_path(str(r.path)).exists()
+    assert verify_relay(str(r.path), expect_tip=genuine.upper()).problems[0].rule == "pin"
+
+
+@pytest.mark.parametrize("content", ["", "\n  \n", "1a2b3c\n", None])
+def test_an_empty_or_unreadable_tip_file_is_an_error_not_a_missing_pin(
+        rewritten: tuple[OpenRelay, str], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], content: str | None) -> None:
+    r, _ = rewritten
+    kept = tmp_path / "verified-tip"
+    if content is None:
+        kept.mkdir()  # unreadable as a file
+    else:
+        kept.write_text(content)
+
+    assert cli_main(["verify", str(r.path), "--tip-file", str(kept)]) not in (0, 3)
+
+    err = capsys.readouterr().err
+    assert f"--tip-file {kept}" in err and "invalid_argument" in err
+    assert kept.is_dir() if content is None else kept.read_text() == content  # not replaced
+
+
+def test_status_pin_prints_the_line_a_new_teammate_pastes(
+        rewritten: tuple[OpenRelay, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """alice sends it by chat before the rewrite; carol's join with it refuses the relay."""
+    r, genuine = rewritten
+    r.set_main(genuine)
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))
+    assert cli_main(["--relay", str(r.path), "--as", "alice@acme", "status", "--pin"]) == 0
+    out, err = capsys.readouterr()
+    line = out.strip()
+    assert line == f"gitrelay join {r.path} --expect-tip {genuine}"
+    assert "outside the relay" in err and f"gitrelay verify --expect-tip {genuine}" in err
+
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol"))
+    argv = [*line.split()[1:], "--as", "carol@acme", "--name", "Carol Diaz", "--role", "qa"]
+    assert cli_main(argv) == 0
+    capsys.readouterr()
+
+    rewritten_tip = r.alice.mirror.relay_main()
+    assert rewritten_tip is not None
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "dave"))
+    forged = _rewrite(r)
+    assert cli_main([*line.split()[1:], "--as", "dave@acme", "--name", "Dave", "--role",
+                     "qa"]) != 0
+    assert "is not the relay you pinned" in capsys.readouterr().err
+    assert forged != genuine
+
+
+def _rewrite(r: OpenRelay) -> str:
+    mirror = r.alice.mirror
+    oid = r.valid
+    while parents := mirror.objects.commit(oid).parents:
+        oid = parents[0]
+    tip = forge(mirror, profile_op("alice@acme", name="Alice Martin"), base=oid)
+    r.set_main(tip)
+    return tip
+
+
+def test_join_without_a_pin_says_how_to_get_one_from_a_teammate(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    r = make_open_relay(tmp_path, monkeypatch)
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol"))
+
+    assert cli_main(["join", str(r.path), "--as", "carol@acme", "--name", "Carol Diaz",
+                     "--role", "qa"]) == 0
+
+    err = capsys.readouterr().err
+    assert "you joined without a pin" in err
+    assert "alice@acme, bob@acme" in err and "`gitrelay status --pin`" in err
+    assert "outside the relay" in err and "gitrelay verify --expect-tip" in err
+
+
+def test_join_on_a_terminal_asks_for_the_pin_and_checks_the_pasted_line(
+        rewritten: tuple[OpenRelay, str], tmp_path: Path) -> None:
+    """As a new user would: carol pastes the line alice sent her when join asks for it."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import time
+
+    r, genuine = rewritten
+    master, slave = pty.openpty()
+    env = {**os.environ, "GITRELAY_HOME": str(tmp_path / "carol")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitrelay", "join", str(r.path), "--as", "carol@acme",
+         "--name", "Carol Diaz", "--role", "qa"],
+        stdin=slave, stderr=slave, stdout=subprocess.DEVNULL, env=env)
+    os.close(slave)
+    shown = b""
+    deadline = time.monotonic() + 60
+    while b"Paste the line here" not in shown and time.monotonic() < deadline:
+        try:
+            shown += os.read(master, 4096)
+        except OSError:
+            break
+    assert b"gitrelay status --pin" in shown and b"alice@acme, bob@acme" in shown
+    os.write(master, f"gitrelay join {r.path} --expect-tip {genuine}\n".encode())
+    rest = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)  # EIO once the process closed the terminal
+        except OSError:
+            break
+        if not chunk:
+            break
+        rest += chunk
+    proc.wait(timeout=60)
+    os.close(master)
+
+    assert proc.returncode != 0
+    assert b"is not the relay you pinned" in rest
+    assert not list((tmp_path / "carol").glob("mirrors/*"))  # nothing kept, nothing registered

@@ -13,6 +13,7 @@ import shlex
 import socket
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -69,6 +70,10 @@ def test_an_unknown_host_key_is_named_with_the_fix_in_join_whoami_status_and_doc
     assert code != 0
     assert "Host key verification failed" in out
     assert "connect once yourself" in out and "BatchMode=yes" in out
+    # The exact command, with the URL's own port, user and host filled in.
+    parts = urlsplit(url)
+    assert f"`ssh -p {parts.port} {parts.username}@{parts.hostname}`" in out, out
+    assert "PORT USER@HOST" not in out
 
     # Joined (host key accepted once), then the host key is unknown again.
     monkeypatch.setenv("GIT_SSH_COMMAND", ssh_command(ssh_server, "alice", None))

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gitrelay.cli.common import (
+    EXIT_ERROR,
     EXIT_INVALID,
     EXIT_OK,
+    EXIT_UNAVAILABLE,
     Commands,
     at_least,
     delivery_text,
@@ -20,16 +23,22 @@ from gitrelay.cli.common import (
 )
 from gitrelay.core.errors import RelayUnavailable
 
+if TYPE_CHECKING:
+    from gitrelay.relay.client import RelayClient
+
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from gitrelay.relay.render import Progress
-    from gitrelay.sync.verify import verify_relay
+    from gitrelay.sync.verify import read_tip_file, verify_relay
 
     relay = getattr(args, "relay", None)
     pin = args.expect_tip
     tip_file = Path(args.tip_file).expanduser() if args.tip_file else None
-    if pin is None and tip_file is not None and tip_file.is_file():
-        pin = tip_file.read_text().strip() or None
+    if pin is None and tip_file is not None:
+        pin = read_tip_file(tip_file)
+        if pin is None:
+            note(f"{tip_file} does not exist yet: this run pins nothing, and writes main's "
+                 "commit there when all is well")
     progress = Progress()
     progress.update(f"verifying {relay or 'your relay'}: every commit against the rules…")
     try:
@@ -102,14 +111,21 @@ def _cmd_status(args: argparse.Namespace) -> int:
     from gitrelay.relay.render import history_line, one_line, when
 
     client = open_client(args, fetch=False)
+    if args.pin:
+        return _print_pin(client, args.json)
     mirror = client.mirror
+    # `--deliver` that did not deliver says so in its exit code too (docs/cli.md).
+    code = EXIT_OK
     if args.deliver and mirror.main() is not None:
         try:
             report = client.deliver(timeout=client.wait_seconds * 6)
         except RelayUnavailable as exc:
             note(f"could not deliver: {exc.message}")
+            code = EXIT_UNAVAILABLE
         else:
             note(f"delivered {report.delivered} operation(s), {len(report.refused)} refused")
+            if report.refused:
+                code = EXIT_ERROR
     if args.clear_refused:
         cleared = mirror.clear_refused()
         note(f"forgot {cleared} refused operation(s)" if cleared
@@ -121,7 +137,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
         print_json({"relay": client.relay_url, "handle": client.handle,
                "queued": [e.to_dict() for e in pending], "sync": state,
                "refused": [r.__dict__ for r in refused]})
-        return EXIT_OK
+        return code
     print(f"relay        {client.relay_url}")
     print(f"you          {client.handle}")
     print(f"last fetch   {_ago(state.get('last_fetch'))}")
@@ -147,6 +163,33 @@ def _cmd_status(args: argparse.Namespace) -> int:
         for r in shown:
             print(f"  {when(r.at)}  {r.kind} {(r.thread_id or '-')[:10]}  "
                   f"{one_line(r.name)} ({r.code}): {one_line(r.message, 140)}")
+    return code
+
+
+def _print_pin(client: RelayClient, as_json: bool) -> int:
+    """The line a teammate pastes to join pinned to the relay as this mirror verified it."""
+    import shlex
+
+    from gitrelay.core.errors import ConfigError
+
+    client.refresh(max_age=0)
+    pin = client.mirror.relay_main()
+    if pin is None:
+        raise ConfigError("your mirror holds no copy of the relay yet, so there is nothing to "
+                          "pin", hint="Run `gitrelay join` first.")
+    line = f"gitrelay join {shlex.quote(client.relay_url)} --expect-tip {pin}"
+    if as_json:
+        print_json({"relay": client.relay_url, "pin": pin, "line": line})
+        return EXIT_OK
+    print(line)
+    if client.last_sync_error is not None:
+        note(f"the relay could not be reached ({client.last_sync_error.message}): this is "
+             "main as your last fetch verified it")
+    if client.sync_problem():
+        note(f"the relay's history breaks the rules after this commit: {client.sync_problem()}")
+    note("send this line to the new teammate yourself, by a channel outside the relay (chat, "
+         "a call, in person); they add --as, --name and --role. One who joined already "
+         f"checks with `gitrelay verify --expect-tip {pin}`.")
     return EXIT_OK
 
 
@@ -194,10 +237,11 @@ def register(commands: Commands) -> None:
             "gitrelay verify ssh://git.acme.dev/relay.git")
     p.add_argument("relay", nargs="?", default=argparse.SUPPRESS, metavar="RELAY_URL")
     p.add_argument("--expect-tip", metavar="COMMIT",
-                   help="a commit main must still contain (one you verified before)")
+                   help="a commit main must still contain (one you verified before), as its "
+                        "full id")
     p.add_argument("--tip-file", metavar="PATH",
-                   help="pin to the commit in PATH if it exists; write main's commit there "
-                        "when all is well")
+                   help="pin to the commit in PATH if it exists (an empty or unreadable one "
+                        "is an error); write main's commit there when all is well")
     p = add("archive", _cmd_archive, "move closed threads out of main's tree, so pushes "
             "stay fast as the relay grows (they read the same afterwards)",
             "gitrelay archive --older-than 14\ngitrelay archive --dry-run", json_flag=True,
@@ -216,6 +260,10 @@ def register(commands: Commands) -> None:
                    help="show the last N refused operations (default 10)")
     p.add_argument("--clear-refused", action="store_true",
                    help="forget the refused operations once you have seen them")
+    p.add_argument("--pin", action="store_true",
+                   help="print the line a new teammate pastes to join pinned to the relay "
+                        "as you verified it (send it by chat or in person, not through the "
+                        "relay)")
     p = add("doctor", _cmd_doctor, "check your setup and say how to fix each problem",
             "gitrelay doctor", json_flag=True)
     p.add_argument("--trust", help="trust file to check")

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from gitrelay.core.errors import AmbiguousId, InvalidArgument
+from gitrelay.core.errors import AmbiguousId, InvalidArgument, RelayError
 from gitrelay.core.threads import STATUSES
 from gitrelay.core.vocab import WAIT_MAX
 
@@ -43,6 +45,9 @@ def open_client(args: argparse.Namespace, *, writes: str | None = None,
     command is a new process: what it shows should be the relay as it is now)."""
     from gitrelay.relay.client import RelayClient
 
+    if getattr(args, "handle", None) is not None:
+        handle_arg(args.handle, "--as", lambda: known_handles(RelayClient.from_config(
+            relay=getattr(args, "relay", None), writes=writes)))
     client = RelayClient.from_config(relay=getattr(args, "relay", None),
                                      handle=getattr(args, "handle", None), writes=writes)
     if fetch:
@@ -122,10 +127,77 @@ def write_json(result: WriteResult, **extra: Any) -> dict[str, Any]:
 
 
 
+_INVALID_CHOICE = re.compile(r"^argument (?P<arg>[^:]+): invalid choice: '(?P<given>[^']*)' "
+                            r"\(choose from (?P<choices>.*)\)$")
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        err = InvalidArgument(f"{message} (see `{self.prog} --help`)")
+        text = f"{message} (see `{self.prog} --help`)"
+        m = _INVALID_CHOICE.match(message)
+        if m:
+            choices = re.findall(r"'([^']*)'", m.group("choices")) or \
+                [c.strip() for c in m.group("choices").split(",")]
+            given, arg = m.group("given"), m.group("arg")
+            near = difflib.get_close_matches(given, choices, n=1, cutoff=0.5)
+            if arg == "COMMAND":
+                text = f"unknown command {given!r}"
+                text += (f". Did you mean `{self.prog} {near[0]}`?" if near
+                         else f"; `{self.prog} --help` lists the commands")
+            else:
+                text = f"{arg} {given!r} is not one of {', '.join(choices)}"
+                text += f". Did you mean {near[0]}?" if near else ""
+        err = InvalidArgument(text)
         self.exit(EXIT_USAGE, f"gitrelay: {err}\n")
+
+
+def near_handle(typed: str, known: Iterable[str]) -> str | None:
+    """The handle ``typed`` most likely meant: the only one whose name is ``typed``
+    (``bob`` → ``bob@acme``), else a close one."""
+    handles = list(known)
+    name = typed.casefold().partition("@")[0]
+    same = [h for h in handles if h.casefold().partition("@")[0] == name]
+    if len(same) == 1:
+        return same[0]
+    by_name = {h.casefold().partition("@")[0]: h for h in handles}
+    near = difflib.get_close_matches(name, list(by_name), n=1, cutoff=0.6)
+    if near:
+        return by_name[near[0]]
+    by_handle = {h.casefold(): h for h in handles}
+    whole = difflib.get_close_matches(typed.casefold(), list(by_handle), n=1, cutoff=0.8)
+    return by_handle[whole[0]] if whole else None
+
+
+def known_handles(client: RelayClient) -> list[str]:
+    """The handles registered on the client's copy of the relay (fetched if it has none)."""
+    try:
+        if client.mirror.main() is None:
+            client.refresh(max_age=0)
+        if client.mirror.main() is None:
+            return []
+        return [str(p["handle"]) for p in client.mirror.view().profiles().values()]
+    except RelayError:
+        return []
+
+
+def handle_arg(value: str, flag: str, known: Callable[[], Iterable[str]] | None = None
+               ) -> str:
+    """``value`` if it is a handle; else a usage error that suggests the handle meant
+    among ``known()`` (asked only then)."""
+    from gitrelay.core.ids import handle_problem
+    from gitrelay.core.terminal import quoted
+
+    if handle_problem(value) is None:
+        return value
+    try:
+        candidates = list(known()) if known is not None else []
+    except RelayError:
+        candidates = []
+    near = near_handle(value, candidates)
+    hint = (f"Did you mean {near}?" if near
+            else "A handle is name@team, e.g. bob@acme; `gitrelay teammates` lists them.")
+    raise InvalidArgument(f"{flag} {quoted(value)} is not a handle (name@team)", hint=hint,
+                          field=flag)
 
 
 def common_flags() -> Parser:

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from gitrelay.cli.common import Commands
+
+if TYPE_CHECKING:
+    from gitrelay.relay.hostfiles import Scope
 
 __all__ = ["register"]
 
@@ -18,23 +22,57 @@ EVENTS = ("session-start", "stop", "wait", "pre-tool-use", "post-tool-use")
 
 
 def _cmd_setup(args: argparse.Namespace) -> int:
-    from gitrelay.relay.hosts import apply, diff_text, gitrelay_executable, plan
+    from gitrelay.core.errors import InvalidArgument
+    from gitrelay.relay.hosts import HOSTS as ALL
+    from gitrelay.relay.hosts import apply, diff_text, gitrelay_executable, installed_hosts, plan
 
-    changes = plan(args.host, "project" if args.project else "user", gitrelay_executable(),
-                   remove=args.remove, outside=args.outside)
-    changed = [c for c in changes if c.changed]
+    if args.host and args.all:
+        raise InvalidArgument(f"give a host ({args.host}) or --all, not both", field="--all")
+    scope: Scope = "project" if args.project else "user"
+    # Without a host: every host on this machine; --remove, every host gitrelay is in.
+    hosts = [args.host] if args.host else list(ALL) if args.remove else installed_hosts()
+    if not hosts:
+        raise InvalidArgument(
+            "found no coding host on this machine to set up (looked for claude, codex and "
+            "cursor-agent on your PATH and their folders in your home); name the host to set "
+            "it up anyway: `gitrelay setup claude` (or codex, cursor)", field="host")
+    exe = gitrelay_executable()
+    plans = {host: plan(host, scope, exe, remove=args.remove, outside=args.outside)
+             for host in hosts}  # every file checked before any is written
     if args.dry_run:
-        print(diff_text(changes) or "gitrelay: nothing to change", end="" if changed else "\n")
+        text = "".join(diff_text(changes) for changes in plans.values())
+        print(text or "gitrelay: nothing to change", end="" if text else "\n")
+        for changes in plans.values():
+            for change in changes:
+                for line in change.notes:
+                    print(f"gitrelay: {line}", file=sys.stderr)
         return 0
-    for path in apply(changes):
-        print(f"{'removed gitrelay from' if args.remove else 'wrote'} {path}")
-    if not changed:
-        print(f"gitrelay: {args.host} is already {'without gitrelay' if args.remove else 'set up'}"
-              f" ({', '.join(str(c.path) for c in changes) or 'nothing to remove'})")
-    elif not args.remove:
-        print(f"Restart {args.host} to load it; docs/agents.md says what it gets.")
-        if args.host == "codex":
+    if not args.host and args.remove and not any(c.changed for cs in plans.values()
+                                                 for c in cs):
+        print("gitrelay: gitrelay is not set up in any host's "
+              f"{'project' if args.project else 'user'} settings: nothing to remove")
+        return 0
+    wired: list[str] = []
+    for host, changes in plans.items():
+        for path, saved in apply(changes):
+            gone = not path.exists()
+            verb = "deleted" if gone else "removed gitrelay from" if args.remove else "wrote"
+            print(f"{host}: {verb} {path}" + (f" (backup: {saved})" if saved else ""))
+        for change in changes:
+            for line in change.notes:
+                print(f"gitrelay: {host}: {line}", file=sys.stderr)
+        if not any(c.changed for c in changes):
+            if args.host or not args.remove:
+                print(f"{host}: already {'without gitrelay' if args.remove else 'set up'} ("
+                      f"{', '.join(str(c.path) for c in changes) or 'nothing to remove'})")
+        elif not args.remove:
+            wired.append(host)
+    if wired:
+        print(f"Next: restart {', '.join(wired)} to load gitrelay (docs/agents.md says what "
+              "it gets).")
+        if "codex" in wired:
             print("Codex runs new hooks only once you trust them: open /hooks in Codex.")
+        print("Check it all with `gitrelay doctor`.")
     return 0
 
 
@@ -64,9 +102,12 @@ def register(commands: Commands) -> None:
     p = add("setup", _cmd_setup, "connect a coding host to gitrelay: its MCP server entry "
             "and, where the host has them, the hooks that show the inbox, nudge, wake and "
             "guard (docs/agents.md)",
-            "gitrelay setup claude\ngitrelay setup codex --project --dry-run\n"
+            "gitrelay setup\ngitrelay setup claude\ngitrelay setup codex --project --dry-run\n"
             "gitrelay setup cursor --remove", identity=False)
-    p.add_argument("host", choices=HOSTS)
+    p.add_argument("host", choices=HOSTS, nargs="?",
+                   help="one host; without it (or with --all), every host installed here")
+    p.add_argument("--all", action="store_true",
+                   help="every coding host installed on this machine (the default)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--user", action="store_true",
                        help="in your own settings, for every project (the default)")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
 from gitrelay.cli.common import (
     EXIT_OK,
@@ -15,11 +14,12 @@ from gitrelay.cli.common import (
     statuses_arg,
     wait_seconds,
 )
+from gitrelay.cli.withhold import Withholder
+from gitrelay.cli.withhold import add_flag as add_withhold_flag
 from gitrelay.core.threads import STATUSES
 from gitrelay.core.vocab import INBOX_PAGE_MAX
 
-if TYPE_CHECKING:
-    from gitrelay.relay.client import RelayClient
+CLOSED = ["completed", "cancelled"]
 
 
 def _cmd_inbox(args: argparse.Namespace) -> int:
@@ -30,21 +30,34 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
 
     client = open_client(args)
     statuses = list(STATUSES) if args.all else (args.status or None)
+    hidden = 0
     if args.wait:
         # What arrives from now on, whatever its thread's status (unless --status says).
         cursor = check_inbox(client, limit=1).cursor
         page = check_inbox(client, status=args.status or None, limit=args.limit,
                            unread_only=args.unread, after=cursor, wait_seconds=args.wait)
+        items = page.items
+    elif statuses is None:
+        # The default: open threads, and news on closed ones (your handoff was completed)
+        # until you have read it. What that leaves out is counted for the first line.
+        page = check_inbox(client, limit=args.limit, unread_only=args.unread)
+        closed = check_inbox(client, status=CLOSED, limit=INBOX_PAGE_MAX).items
+        news = [i for i in closed if i.unread]
+        hidden = len(closed) - len(news)
+        items = sorted(page.items + news, key=lambda i: i.seq, reverse=True)[:args.limit]
     else:
         page = check_inbox(client, status=statuses, limit=args.limit, unread_only=args.unread)
+        items = page.items
     stale_note(client)
+    hold = Withholder.for_args(args, client.handle)
     # Acks name the seq each item was listed with: news that came in since keeps it unread.
-    acked = check_inbox(client, status=statuses, limit=1, ack_items=[
-        {"item_id": i.item_id, "seq": i.seq} for i in page.items]) \
-        if args.ack and page.items else None
+    acked = check_inbox(client, limit=1, ack_items=[
+        {"item_id": i.item_id, "seq": i.seq} for i in items]) \
+        if args.ack and items else None
     if args.json:
-        out = {"items": [asdict(i) for i in page.items], "next_cursor": page.next_cursor,
-               "cursor": page.cursor, "index_rebuilt": page.index_rebuilt}
+        found = [asdict(i) | {"summary_preview": hold.preview(i)} for i in items]
+        out = {"items": found, "next_cursor": page.next_cursor, "cursor": page.cursor,
+               "index_rebuilt": page.index_rebuilt, "hidden_read_closed": hidden}
         if acked is not None:
             out |= {"acknowledged": acked.acknowledged, "delivery": acked.delivery,
                     "ack_results": [asdict(a) for a in acked.ack_results]}
@@ -52,46 +65,32 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
         return EXIT_OK
     if page.index_rebuilt:
         note("the local inbox index was (re)built from the relay's history")
-    closed_note = _closed_threads_note(client) if statuses is None and not args.wait else ""
-    if not page.items and args.wait:
+    if hidden:
+        more = "+" if hidden + len(items) >= INBOX_PAGE_MAX else ""
+        print(f"Open threads and unread news; {hidden}{more} read item(s) on completed or "
+              "cancelled threads not shown (`gitrelay inbox --all` lists everything).\n")
+    if not items and args.wait:
         print(f"Nothing new in {args.wait:g} s (cursor {page.cursor}).")
         return EXIT_OK
-    if not page.items:
-        which = "any status" if args.all else ", ".join(statuses or ["pending", "accepted"])
+    if not items:
+        which = ("any status" if args.all else ", ".join(statuses) if statuses
+                 else "open threads and unread news")
         print(f"Your inbox is empty ({which}{', unread only' if args.unread else ''}).")
-        if closed_note:
-            print(closed_note)
         return EXIT_OK
     rows = [[("*" if i.unread else " ") + short_id(i.thread_id), i.kind,
              i.sender.handle, i.status, str(i.unread_messages), when(i.updated_at),
-             one_line(i.detail or i.summary_preview)] for i in page.items]
+             one_line(hold.preview(i, short=True))] for i in items]
     print(table(["  THREAD", "KIND", "FROM", "STATUS", "NEW", "UPDATED", "SUMMARY"], rows,
                 max_widths={2: 30, 6: 70}))
     if page.next_cursor:
         print(f"\nMore items: raise --limit (now {args.limit}).")
-    print(f"\n* unread.  Read one with `gitrelay show {short_id(page.items[0].thread_id, 4)}`.")
+    print(f"\n* unread.  Read one with `gitrelay show {short_id(items[0].thread_id, 4)}` "
+          "(that marks it read).")
     if acked is not None:
         where = {"delivered": "delivered to the relay", "queued": "queued in your outbox"}
         print(f"{(acked.acknowledged or '').rstrip('.')} "
               f"({where.get(acked.delivery or '', 'nothing to send')}).")
-    if closed_note:
-        print(closed_note)
     return EXIT_OK
-
-
-def _closed_threads_note(client: RelayClient) -> str:
-    """A line for the default view, which shows open threads: how many unread items
-    wait on completed or cancelled ones (your handoff was completed, say), if any."""
-    from gitrelay.relay.inbox import check_inbox
-
-    most = INBOX_PAGE_MAX
-    closed = check_inbox(client, status=["completed", "cancelled"], unread_only=True,
-                         limit=most).items
-    if not closed:
-        return ""
-    return (f"{len(closed)}{'+' if len(closed) == most else ''} unread item(s) on completed "
-            "or cancelled threads: `gitrelay inbox --all`.")
-
 
 
 def _cmd_teammates(args: argparse.Namespace) -> int:
@@ -115,8 +114,9 @@ def register(commands: Commands) -> None:
     add = commands.add
     p = add("inbox", _cmd_inbox, "list what is waiting for you (what check_inbox sees)",
             "gitrelay inbox --all", json_flag=True)
-    p.add_argument("--all", action="store_true", help="every status, not only pending and "
-                                                      "accepted")
+    p.add_argument("--all", action="store_true",
+                   help="every thread; the default lists open threads and unread news on "
+                        "closed ones")
     p.add_argument("--status", type=statuses_arg, action="extend",
                    help="only these statuses (comma-separated or repeated)")
     p.add_argument("--unread", action="store_true", help="only unread items")
@@ -128,5 +128,7 @@ def register(commands: Commands) -> None:
     p.add_argument("--wait", type=wait_seconds, default=0, metavar="SECONDS",
                    help="wait up to this long (at most 60) for something new, and list "
                         "only what arrived")
+    p.add_argument("--trust", help="trust file that says whose words are withheld")
+    add_withhold_flag(p)
     add("teammates", _cmd_teammates, "everyone registered on the relay", "gitrelay teammates",
         json_flag=True)

@@ -23,14 +23,16 @@ from gitrelay.cli.common import (
     EXIT_INVALID,
     EXIT_OK,
     EXIT_UNAVAILABLE,
+    EXIT_USAGE,
     Commands,
     Parser,
     common_flags,
 )
 from gitrelay.cli.wording import error_text
-from gitrelay.core.errors import RelayError, RelayUnavailable
+from gitrelay.core.errors import InvalidArgument, RelayError, RelayUnavailable
 
-__all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "EXIT_UNAVAILABLE", "build_parser", "main"]
+__all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "EXIT_UNAVAILABLE", "EXIT_USAGE",
+           "build_parser", "main"]
 
 
 # The groups of commands (modules of this package), in the order `gitrelay --help` lists
@@ -47,6 +49,8 @@ def build_parser(groups: Sequence[str] = GROUPS) -> argparse.ArgumentParser:
                     epilog="Exit codes: 0 ok, 1 refused or failed, 2 usage, 3 a check found "
                            "problems, 4 relay unreachable, 70 internal error.\n"
                            "Every command has --help with an example. Docs: docs/cli.md")
+    parser.add_argument("--version", action=_PrintVersion, nargs=0,
+                        help="print gitrelay's version and exit")
     commands = Commands(parser.add_subparsers(dest="command", required=True,
                                               metavar="COMMAND", parser_class=Parser), common)
     for name in groups:
@@ -54,11 +58,35 @@ def build_parser(groups: Sequence[str] = GROUPS) -> argparse.ArgumentParser:
     return parser
 
 
+class _PrintVersion(argparse.Action):
+    """``--version``: looked up only when asked (a host's hook builds this parser often)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(f"gitrelay {_version()}")
+        parser.exit(EXIT_OK)
+
+
+def _version() -> str:
+    """The installed distribution's version, else the package's own."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gitrelay")
+    except PackageNotFoundError:
+        from gitrelay import __version__
+
+        return __version__
+
+
 def _fail(exc: RelayError) -> int:
     print(f"gitrelay: {error_text(exc)}", file=sys.stderr)
     for line in exc.data.get("details", []):
         print(f"  {line}", file=sys.stderr)
-    return EXIT_UNAVAILABLE if isinstance(exc, RelayUnavailable) else EXIT_ERROR
+    if isinstance(exc, RelayUnavailable):
+        return EXIT_UNAVAILABLE
+    # A bad value given on the command line is a usage mistake, as argparse's own are.
+    return EXIT_USAGE if isinstance(exc, InvalidArgument) else EXIT_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:

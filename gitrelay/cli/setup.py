@@ -27,16 +27,25 @@ def _cmd_join(args: argparse.Namespace) -> int:
     from gitrelay.relay.render import Progress
 
     progress = Progress()
+    unpinned: list[str] = []  # the teammates to ask for a pin, when none was given
+    pinned: list[str] = []
 
     def confirm() -> None:
         progress.done()
         _confirm_switch(args.handle, args.force)
 
+    def ask_pin(teammates: list[str]) -> str | None:
+        progress.done()
+        unpinned[:] = teammates
+        pin = _ask_pin(teammates) if teammates else None
+        pinned.extend([pin] if pin else [])
+        return pin
+
     try:
         cfg = join(args.relay, args.handle, name=args.name, role=args.role, email=args.email,
                    usernames=args.username or [], signing_key=args.signing_key,
                    progress=lambda text: progress.update(f"joining as {args.handle}: {text}"),
-                   expect_tip=args.expect_tip, before_write=confirm)
+                   expect_tip=args.expect_tip, before_write=confirm, ask_pin=ask_pin)
         # The index now rather than in the agent's first check_inbox: on a long
         # history it takes seconds, which a tool call should not wait for.
         progress.update("indexing your inbox from the relay's history…")
@@ -54,7 +63,55 @@ def _cmd_join(args: argparse.Namespace) -> int:
               "not used")
     if index_problem is not None:
         note(f"your inbox index was not built ({index_problem}); `gitrelay inbox` builds it")
+    if unpinned and not pinned:
+        note("you joined without a pin, so the relay's history was taken as the server gave "
+             f"it. {_pin_advice(unpinned)} Then check: `gitrelay verify --expect-tip <the "
+             "commit id in that line>`.")
+    _print_next_steps(args, cfg.relay, cfg.handle)
     return EXIT_OK
+
+
+def _pin_advice(teammates: list[str]) -> str:
+    who = ", ".join(teammates[:3]) + (" …" if len(teammates) > 3 else "")
+    return (f"Ask a teammate already on it ({who}) to run `gitrelay status --pin` and send "
+            "you the line it prints by a channel outside the relay (chat, a call, in "
+            "person): someone who can rewrite the relay cannot forge that.")
+
+
+def _ask_pin(teammates: list[str]) -> str | None:
+    """On a terminal, the pin a teammate sent (the pasted line or its commit id);
+    None when skipped or not on a terminal."""
+    import shlex
+
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return None
+    print(f"gitrelay: to be sure this relay's history is the one your team wrote: "
+          f"{_pin_advice(teammates)}", file=sys.stderr)
+    print("Paste the line here, or press Enter to join without it: ", end="",
+          file=sys.stderr, flush=True)
+    try:
+        answer = input().strip()
+    except EOFError:
+        return None
+    if not answer:
+        return None
+    try:
+        words = shlex.split(answer)
+    except ValueError:
+        words = answer.split()
+    return words[words.index("--expect-tip") + 1] if "--expect-tip" in words[:-1] \
+        else words[-1]
+
+
+def _print_next_steps(args: argparse.Namespace, relay: str, handle: str) -> None:
+    from gitrelay.cli.firststeps import join_next_steps
+    from gitrelay.relay.client import RelayClient
+
+    try:
+        teammates = [str(p["handle"]) for p in RelayClient(relay, handle).teammates()]
+    except RelayError:
+        teammates = []
+    print("\n".join(join_next_steps(handle, teammates, str(trust_path(args)))))
 
 
 def _confirm_switch(handle: str, force: bool) -> None:
@@ -99,14 +156,34 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     from gitrelay.mcp.server import serve
 
     serve(relay=getattr(args, "relay", None), handle=getattr(args, "handle", None),
-          trust=args.trust, writes=args.writes)
+          trust=args.trust, writes=args.writes, structured=args.structured)
     return EXIT_OK
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.example_relay:
+        return _build_example_relay(Path(args.example_relay).expanduser())
     from gitrelay.demo.run import run_demo
 
     return run_demo(keep=args.keep)
+
+
+def _build_example_relay(path: Path) -> int:
+    """The relay docs/cli.md's examples use, from the example data shipped in the package."""
+    import tempfile
+
+    from gitrelay.demo.example import build_example, load_example
+
+    if path.exists() and any(path.iterdir()):
+        raise InvalidArgument(f"{path} exists and is not empty", field="--example-relay",
+                              hint="Give a new path; the example relay is built from scratch.")
+    example = load_example()
+    with tempfile.TemporaryDirectory(prefix="gitrelay-example-") as loader:
+        build_example(path, example, home=Path(loader))
+    print(f"built the example relay {path}: {len(example.teammates)} teammates, "
+          f"{len(example.threads)} threads, every operation checked by the gate")
+    print(f"Bob's trust file for docs/cli.md's examples: {example.trust_path}")
+    return EXIT_OK
 
 
 
@@ -174,7 +251,9 @@ def register(commands: Commands) -> None:
     p.add_argument("--username", action="append", help="your username on the git server")
     p.add_argument("--signing-key", help="SSH private key (or .pub with ssh-agent) to sign with")
     p.add_argument("--expect-tip", metavar="COMMIT",
-                   help="a commit the relay's main must contain (from a teammate or CI)")
+                   help="the full id of a commit the relay's main must contain: the line a "
+                        "teammate's `gitrelay status --pin` prints, sent to you by chat or in "
+                        "person")
     p.add_argument("--force", action="store_true",
                    help="switch this machine's config to --as without asking")
     add("whoami", _cmd_whoami, "who you are, on which relay, with which files",
@@ -185,7 +264,14 @@ def register(commands: Commands) -> None:
     p.add_argument("--trust", help="trust file (default: $GITRELAY_TRUST or "
                                    "~/.agentrelay/trust.yaml)")
     p.add_argument("--writes", choices=DELIVERY_MODES)
+    p.add_argument("--structured", action="store_true",
+                   help="also give every answer as structured content, with output schemas "
+                        "(for programmatic clients; coding hosts then show the model that "
+                        "instead of the text)")
     p = add("demo", _cmd_demo, "show the whole product on a throw-away relay in seconds",
-            "gitrelay demo", identity=False)
+            "gitrelay demo\ngitrelay demo --example-relay ~/relays/acme.git", identity=False)
     p.add_argument("--keep", action="store_true",
                    help="keep the throw-away relay and print where it is")
+    p.add_argument("--example-relay", metavar="PATH",
+                   help="instead, build the example relay that docs/cli.md's examples use "
+                        "at PATH (a new directory)")

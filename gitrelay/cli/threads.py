@@ -13,6 +13,9 @@ from gitrelay.cli.common import (
     Commands,
     at_least,
     delivery_text,
+    handle_arg,
+    known_handles,
+    note,
     open_client,
     print_json,
     resolve,
@@ -21,7 +24,9 @@ from gitrelay.cli.common import (
     trust_path,
     write_json,
 )
-from gitrelay.core.errors import InvalidArgument, RelayError
+from gitrelay.cli.withhold import Withholder
+from gitrelay.cli.withhold import add_flag as add_withhold_flag
+from gitrelay.core.errors import Forbidden, InvalidArgument, RelayError
 from gitrelay.core.vocab import INTENTS
 from gitrelay.relay import policy
 
@@ -60,13 +65,41 @@ def _cmd_show(args: argparse.Namespace) -> int:
     client = open_client(args)
     view = policy.thread_to_read(client, resolve(client, args.thread), policy.Reader.PERSON)
     stale_note(client)
+    hold = Withholder.for_args(args, client.handle)
+    shown = hold.thread(view)
     if args.json:
-        print_json(_thread_json(view))
-        return EXIT_OK
-    note, acceptable = _trust_note(args, client, view)
-    print(conversation(view, client.handle, client.mirror.view().profiles(), note,
-                       acceptable=acceptable))
+        print_json(_thread_json(shown))
+    else:
+        judged, acceptable = _trust_note(args, client, view)
+        print(conversation(shown, client.handle, hold.profiles(client.mirror.view().profiles()),
+                           judged, acceptable=acceptable))
+    marked = 0 if args.keep_unread else _mark_read(client, view.thread_id)
+    if marked and not args.json:
+        print("\n(Marked read in your inbox; `--keep-unread` leaves it unread.)")
     return EXIT_OK
+
+
+def _mark_read(client: RelayClient, thread_id: str) -> int:
+    """Acknowledge the reader's unread inbox items on ``thread_id`` (at the seq they were
+    read at: news since keeps them unread); how many."""
+    from gitrelay.core.threads import STATUSES
+    from gitrelay.core.vocab import INBOX_PAGE_MAX
+    from gitrelay.relay.inbox import check_inbox
+
+    try:
+        unread = [i for i in check_inbox(client, status=list(STATUSES), unread_only=True,
+                                         limit=INBOX_PAGE_MAX).items
+                  if i.thread_id == thread_id]
+        if unread:
+            check_inbox(client, limit=1, ack_items=[{"item_id": i.item_id, "seq": i.seq}
+                                                    for i in unread])
+    except Forbidden:
+        return 0  # a reader with no inbox here (not registered): nothing to mark
+    except RelayError as exc:
+        # Reading a thread never fails for want of marking it read: it stays unread.
+        note(f"not marked read: {exc.message}")
+        return 0
+    return len(unread)
 
 
 def _cmd_log(args: argparse.Namespace) -> int:
@@ -77,8 +110,9 @@ def _cmd_log(args: argparse.Namespace) -> int:
     tid = resolve(client, args.thread) if args.thread else None
     entries = history(client.mirror, thread_id=tid, limit=args.limit)
     stale_note(client)
+    hold = Withholder.for_args(args, client.handle)
     if args.json:
-        print_json([e.to_dict() for e in entries])
+        print_json([dict(e.to_dict(), text=hold.entry_text(e)) for e in entries])
         return EXIT_OK
     limit = 200
     if sys.stdout.isatty():
@@ -86,7 +120,7 @@ def _cmd_log(args: argparse.Namespace) -> int:
 
         limit = max(shutil.get_terminal_size().columns - 38, 30)
     for entry in entries:
-        print(history_line(entry, limit))
+        print(history_line(entry, limit, text=hold.entry_text(entry)))
     return EXIT_OK
 
 
@@ -111,6 +145,7 @@ def _cmd_send(args: argparse.Namespace) -> int:
             raise InvalidArgument(f"--meta {item!r}: use KEY=VALUE", field="--meta")
         metadata[key] = value
     client = open_client(args, writes="queue" if args.queue else "wait", fetch=False)
+    handle_arg(args.to, "to", lambda: known_handles(client))
     arts = artifacts_from(args, policy.limits(client))
     result = client.handoff(to=args.to, intent=args.intent, summary=summary, artifacts=arts,
                             question=question, proposed_action=action,
@@ -152,9 +187,9 @@ def _cmd_draft(args: argparse.Namespace) -> int:
     diff = read_file(args.diff, "DIFF")
     if not diff.strip():
         raise InvalidArgument("DIFF must not be empty", field="DIFF")
-    note = text_arg(args.note, "--note") if args.note is not None else policy.DRAFT_NOTE
+    note_text = text_arg(args.note, "--note") if args.note is not None else policy.DRAFT_NOTE
     client = open_client(args, writes="queue" if args.queue else "wait")
-    result = client.draft_proposed_action(resolve(client, args.thread), diff, note)
+    result = client.draft_proposed_action(resolve(client, args.thread), diff, note_text)
     return _message_written(args, result,
                             "draft #{n} on {thread}, for the sender to review (never applied)")
 
@@ -175,7 +210,9 @@ def _cmd_accept(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"accepted {tid} from {accepted.before.sender}: {delivery_text(result)}\n")
     view = client.thread(tid)
-    print(conversation(view, client.handle, client.mirror.view().profiles(),
+    hold = Withholder(client.handle, rules)
+    print(conversation(hold.thread(view), client.handle,
+                       hold.profiles(client.mirror.view().profiles()),
                        _trust_note(args, client, view)[0]))
     return EXIT_OK
 
@@ -210,10 +247,15 @@ def register(commands: Commands) -> None:
             "gitrelay show 2F8", json_flag=True)
     p.add_argument("thread", help="a thread id or an unambiguous prefix of one")
     p.add_argument("--trust", help="trust file used to judge the sender")
+    p.add_argument("--keep-unread", action="store_true",
+                   help="leave the thread unread in your inbox (showing it marks it read)")
+    add_withhold_flag(p)
     p = add("log", _cmd_log, "the handoff history, newest first, one line per operation",
             "gitrelay log -n 20\ngitrelay log 2F8", json_flag=True)
     p.add_argument("thread", nargs="?", help="only this thread (id or prefix)")
     p.add_argument("-n", "--limit", type=at_least(1), help="at most this many lines")
+    p.add_argument("--trust", help="trust file that says whose words are withheld")
+    add_withhold_flag(p)
     p = add("send", _cmd_send, "hand work to a teammate (handoff_to_teammate)",
             'gitrelay send alice@acme --intent ask_question --summary "Search paging" \\\n'
             '    --question "Cursor or offset?" --file server/api/search.py:42-67\n'

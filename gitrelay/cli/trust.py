@@ -8,6 +8,8 @@ from pathlib import Path
 from gitrelay.cli.common import (
     EXIT_OK,
     Commands,
+    handle_arg,
+    known_handles,
     note,
     open_client,
     print_json,
@@ -29,6 +31,7 @@ def _cmd_trust(args: argparse.Namespace) -> int:
     if not args.teammate:
         raise InvalidArgument(f"`gitrelay trust {args.action}` needs a handle, e.g. "
                               f"`gitrelay trust {args.action} alice@acme`", field="HANDLE")
+    handle_arg(args.teammate, "HANDLE", lambda: _registered(args))
     if args.action != "add" and (args.auto_read is not None or args.auto_test is not None
                                  or args.write or args.approve):
         raise InvalidArgument("--auto-read, --auto-test, --write and --approve go with "
@@ -51,6 +54,15 @@ def _cmd_trust(args: argparse.Namespace) -> int:
     if args.action == "add":
         _unregistered_note(args, args.teammate)
     return EXIT_OK
+
+
+def _registered(args: argparse.Namespace) -> list[str]:
+    """The handles on your relay's local copy, when you have joined one."""
+    from gitrelay.store.config import load_user_config
+
+    if getattr(args, "relay", None) is None and load_user_config() is None:
+        return []
+    return known_handles(open_client(args, fetch=False))
 
 
 def _unregistered_note(args: argparse.Namespace, handle: str) -> None:

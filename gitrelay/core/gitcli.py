@@ -184,9 +184,8 @@ _SSH_REASONS: tuple[tuple[str, str], ...] = (
      "whether that is expected before you remove the old key (`ssh-keygen -R {host}`)"),
     ("Host key verification failed",
      "Your ssh does not know {host}'s host key yet, and gitrelay runs ssh with BatchMode=yes, "
-     "so it cannot ask: connect once yourself (`ssh -p PORT USER@HOST` with your relay "
-     "URL's parts), check the fingerprint with whoever runs the host and answer yes; then "
-     "run the command again"),
+     "so it cannot ask: connect once yourself with `{ssh}`, check the fingerprint with "
+     "whoever runs the host and answer yes; then run the command again"),
     ("Connection refused",
      "Nothing accepts ssh connections at {host}: check the host and port in the relay URL "
      "and that the ssh server runs"),
@@ -202,14 +201,40 @@ _SSH_REASONS: tuple[tuple[str, str], ...] = (
 )
 
 
-def git_failure(stderr: bytes | str) -> tuple[str, str]:
+def ssh_command(url: str | None) -> str | None:
+    """The ``ssh`` command that reaches the host of an ssh relay URL
+    (``ssh://git@host:2222/relay.git`` → ``ssh -p 2222 git@host``, ``git@host:relay.git``
+    → ``ssh git@host``); None for other URLs."""
+    if not url:
+        return None
+    import re
+    from urllib.parse import urlsplit
+
+    if url.startswith(("ssh://", "git+ssh://", "ssh+git://")):
+        parts = urlsplit(url)
+        if not parts.hostname:
+            return None
+        user = f"{parts.username}@" if parts.username else ""
+        try:
+            port = f"-p {parts.port} " if parts.port else ""
+        except ValueError:
+            port = ""
+        return f"ssh {port}{user}{parts.hostname}"
+    scp = re.match(r"^(?:(?P<user>[^@/:\s]+)@)?(?P<host>[^@/:\s]+):(?!//)", url)
+    if scp and "/" not in url.split(":", 1)[0]:
+        user = f"{scp.group('user')}@" if scp.group("user") else ""
+        return f"ssh {user}{scp.group('host')}"
+    return None
+
+
+def git_failure(stderr: bytes | str, url: str | None = None) -> tuple[str, str]:
     """The reason a git command failed and the fix, from its stderr.
 
     The reason is git's first ``fatal:``/``error:`` line, preceded by ssh's own
     line when ssh failed ("Host key verification failed.", "ssh: connect to host
     ... Connection refused"): git alone says only "Could not read from remote
     repository". The fix is "" when nothing more specific than the caller's own
-    advice is known.
+    advice is known. ``url`` (the relay's) fills in the commands the fix names.
     """
     text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
@@ -220,13 +245,15 @@ def git_failure(stderr: bytes | str) -> tuple[str, str]:
                          and not ln.startswith(("fatal: ", "error: "))), None)
         if ssh_line is None:
             continue
-        host = _ssh_host(lines) or "the relay's host"
+        via = ssh_command(url)
+        host = _ssh_host(lines) or (via.split()[-1].split("@")[-1] if via else "the relay's host")
         reason = ssh_line.removeprefix("ssh: ")
         if needle == "REMOTE HOST IDENTIFICATION HAS CHANGED":
             reason = "the remote host's identification has changed"
         if git_line and git_line not in reason:
             reason = f"{reason} (git: {git_line})"
-        return reason, fix.format(host=host) + "."
+        ssh = via or "ssh -p PORT USER@HOST, with your relay URL's parts"
+        return reason, fix.format(host=host, ssh=ssh) + "."
     return git_line or (lines[-1] if lines else "unknown error"), ""
 
 

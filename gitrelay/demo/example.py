@@ -1,5 +1,8 @@
 """The example relay: ``example-repo/`` as data, built into a real relay.
 
+The data is package data (``gitrelay/demo/example-repo/``), so the demo and
+``gitrelay demo --example-relay`` work after a plain ``pip install``.
+
 ``example-repo/`` holds a small team's relay as plain files a person can
 read: ``teammates.json``, a ``trust.yaml`` (the receiving teammate's trust
 file) and one JSON file per thread under ``threads/`` — the handoff, then the
@@ -36,11 +39,12 @@ _THREAD_FIELDS = {"key", "from", "to", "intent", "summary", "artifacts", "questi
 
 
 def example_dir() -> Path:
-    """``$GITRELAY_EXAMPLE``, else the ``example-repo/`` next to the package."""
+    """``$GITRELAY_EXAMPLE``, else the ``example-repo/`` shipped inside this package (the
+    source tree's top-level ``example-repo`` links to it), so any install has it."""
     configured = os.environ.get(EXAMPLE_ENV)
     if configured:
         return Path(configured)
-    return Path(__file__).resolve().parents[2] / "example-repo"
+    return Path(__file__).resolve().parent / "example-repo"
 
 
 @dataclass

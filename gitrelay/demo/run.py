@@ -1,16 +1,18 @@
-"""``gitrelay demo``: the whole product on a throw-away relay, in seconds.
+"""``gitrelay demo``: the product on a throw-away relay, told as a short story.
 
-It creates the embedded default relay under a temporary GITRELAY_HOME,
-registers the three teammates of ``example-repo/``, starts a real
-``gitrelay mcp`` process for two of them (each with its own home, as on two
-laptops) and drives both with a scripted MCP client over stdio through a
-working day: an inform handoff with a diff and a test command, a question
-answered with a reply, a proposed action with a drafted diff, a handoff from
-a blocked teammate refused at accept, and a cancel. The third teammate works
-from the command line. It prints what each agent called and got back
-(teammate text inside its provenance fence, as the agent sees it) and ends
-with the relay's ``git log``. Everything it starts is stopped before it
-returns, and the temporary directory is removed unless ``keep``.
+It creates the embedded default relay under a temporary directory, registers
+the three teammates of ``example-repo/`` (shipped inside this package), starts
+a real ``gitrelay mcp`` process for two of them (each with its own home, as on
+two laptops) and drives both with a scripted MCP client over stdio: alice's
+agent hands work to bob's, bob's agent finds it, his trust file lets it in, it
+accepts, asks a question, gets alice's answer and completes; then carol, whom
+bob's trust file blocks, sends one from the command line and is kept out.
+
+Two outputs: the story on standard output (a line per MCP call with its gist,
+the one fenced answer bob's agent reads, a closing summary and the commands
+to look further), and the full transcript (every call and answer as the agent
+got it) in a file whose path the story ends with. Everything it starts is
+stopped before it returns; the temporary relay is removed unless ``keep``.
 
 This module is an MCP *client* (the only one in the package); the server is
 :mod:`gitrelay.mcp.server`, reached only through real processes.
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -37,12 +41,12 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from gitrelay.core.errors import RelayError
 from gitrelay.demo.example import Example, load_example
 from gitrelay.relay.admin import ensure_default_relay, join
-from gitrelay.relay.render import clean, clip, one_line
+from gitrelay.relay.render import clean, clip, one_line, short_id
 from gitrelay.store.config import default_relay_path
 
 ALICE, BOB, CAROL = "alice@acme", "bob@acme", "carol@acme"
 INBOX_WAIT = 20.0
-# Result fields that are noise in a transcript (ids are shown where they matter).
+# Result fields that are noise in the full transcript (ids are shown where they matter).
 _QUIET_KEYS = {"created_at", "updated_at", "id", "message_id", "item_id", "idempotency_key",
                "repeated", "accepted_by_session", "inbox_url", "unread", "cursor",
                "next_cursor", "index_rebuilt", "claimed_by", "claim_expires_at", "email",
@@ -50,6 +54,8 @@ _QUIET_KEYS = {"created_at", "updated_at", "id", "message_id", "item_id", "idemp
 _MAX_BLOCK_LINES = 16
 _MAX_TEXT_LINES = 40
 _MAX_LINE = 150
+STORY_WIDTH = 100       # columns of a story line
+FENCE_LINES = 13        # at most this many lines of the one answer shown in the story
 
 
 class DemoError(RelayError):
@@ -62,7 +68,35 @@ class DemoError(RelayError):
 # --- printing -------------------------------------------------------------------
 
 
+class Story:
+    """What a person reads: short sections, one line per call."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def line(self, text: str = "") -> None:
+        self.out.write(clip(text, STORY_WIDTH + 10) + "\n")
+        self.out.flush()
+
+    def section(self, number: int | None, title: str) -> None:
+        self.line()
+        self.line(f"{number}. {title}" if number is not None else title)
+
+    def say(self, text: str) -> None:
+        self.line(f"   {text}")
+
+    def command(self, text: str) -> None:
+        """A command to copy: never clipped."""
+        self.out.write(f"   {text}\n")
+
+    def step(self, who: str, what: str, gist: str) -> None:
+        head = f"   {who:<6} {what}"
+        self.line(clip(f"{head} → {one_line(gist)}", STORY_WIDTH))
+
+
 class Transcript:
+    """Every call and answer in full, as the agent got it (the file the story names)."""
+
     def __init__(self, out: TextIO) -> None:
         self.out = out
 
@@ -70,13 +104,10 @@ class Transcript:
         self.out.write(text + "\n")
         self.out.flush()
 
-    def section(self, number: int, title: str) -> None:
-        head = f"── {number}. {title} "
+    def section(self, title: str) -> None:
+        head = f"── {title} "
         self.line()
         self.line(head + "─" * max(78 - len(head), 3))
-
-    def say(self, text: str) -> None:
-        self.line(f"   {text}")
 
     def call(self, who: str, tool: str, args: dict[str, Any]) -> None:
         self.line(f"\n   {who}'s agent → {tool}")
@@ -94,8 +125,8 @@ class Transcript:
             self.line(text)
 
     def text(self, text: str) -> None:
-        """A read's text content as the agent reads it: gitrelay's lines, then the one
-        fence of teammate values (long lines clipped, a long answer's middle elided)."""
+        """A read's text content as the agent reads it (long lines clipped, a long
+        answer's middle elided)."""
         self.line("   ← (text content)")
         lines = [clip(one_line(ln), _MAX_LINE) for ln in text.rstrip("\n").split("\n")]
         if len(lines) > _MAX_TEXT_LINES:
@@ -152,6 +183,53 @@ def _fields(value: Any, indent: int) -> Iterator[str]:
         yield pad + _scalar(value)
 
 
+# --- the gist of each call, for the story ------------------------------------------
+
+
+def _quote(text: Any, limit: int = 44) -> str:
+    return f"“{one_line(str(text or ''), limit)}”"
+
+
+def _artifact_kinds(artifacts: list[dict[str, Any]]) -> str:
+    kinds = [str(a.get("type", "?")).replace("_", " ") for a in artifacts]
+    return ", ".join(kinds) if kinds else "no artifacts"
+
+
+def _inbox_gist(items: list[dict[str, Any]]) -> str:
+    """``N new on THREAD from HANDLE: kind (status), …`` for what a long-poll brought."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for item in items:
+        sender = item.get("sender") or {}
+        handle = str(sender.get("handle", "?") if isinstance(sender, dict) else sender)
+        what = f"{str(item.get('kind', '?')).replace('_', ' ')} ({item.get('status')})"
+        if str(item.get("summary_preview") or "").startswith("[withheld by gitrelay"):
+            what = what.split(" (")[0] + ", text withheld (blocked)"
+        groups.setdefault((short_id(str(item.get("thread_id")), 6), handle), []).append(what)
+    return f"{len(items)} new " + "; ".join(
+        f"on {tid} from {handle}: {', '.join(kinds)}" for (tid, handle), kinds in groups.items())
+
+
+def gist(tool: str, args: dict[str, Any], data: dict[str, Any]) -> str:
+    """One line saying what a successful call did."""
+    tid = short_id(str(data.get("thread_id") or args.get("thread_id") or ""), 6)
+    if tool == "handoff_to_teammate":
+        return (f"thread {tid} for {args.get('to')}, {data.get('status')} "
+                f"({args.get('intent')}; {_artifact_kinds(args.get('artifacts') or [])})")
+    if tool == "accept_handoff":
+        overlay = data.get("trust_overlay") or {}
+        needs = ", ".join(overlay.get("require_approval") or []) or "nothing"
+        return (f"{data.get('status')}; trust file: {data.get('trust_reason') or 'listed'}, "
+                f"auto_test {'yes' if overlay.get('auto_test') else 'no'}, "
+                f"{needs} ask first")
+    if tool == "send_message":
+        return f"message #{data.get('sequence_no')} on {tid}: {_quote(args.get('body'))}"
+    if tool == "complete_handoff":
+        return f"{data.get('status')}: {_quote(args.get('result_summary'), 50)}"
+    if tool == "view_thread":
+        return f"thread {tid}, {data.get('status')}, {len(data.get('messages') or [])} message(s)"
+    return one_line(json.dumps(data), 60)
+
+
 # --- the agents -----------------------------------------------------------------
 
 
@@ -161,14 +239,17 @@ class Agent:
 
     handle: str
     session: mcp.ClientSession
+    story: Story
     transcript: Transcript
 
     @property
     def who(self) -> str:
         return self.handle.split("@")[0]
 
-    async def call(self, tool: str, args: dict[str, Any], *, expect_error: str | None = None
-                   ) -> dict[str, Any]:
+    async def call(self, tool: str, args: dict[str, Any], *, expect_error: str | None = None,
+                   quiet: bool = False) -> dict[str, Any]:
+        """Call ``tool``; the full exchange goes to the transcript, its gist to the story
+        (unless ``quiet``). The answer's text content is kept under ``"_text"``."""
         self.transcript.call(self.who, tool, args)
         try:
             result = await self.session.call_tool(tool, args)
@@ -180,35 +261,53 @@ class Agent:
             self.transcript.result(text, error=True)
             if expect_error is None or not text.startswith(expect_error):
                 raise DemoError(f"{self.who}'s {tool} failed: {one_line(text, 300)}")
+            if not quiet:
+                self.story.step(self.who, tool, "refused: " + text.split(".")[0])
             return {"error": text}
         if expect_error is not None:
             raise DemoError(f"{self.who}'s {tool} should have been refused ({expect_error})")
-        data = result.structured_content or json.loads(text or "{}")
-        if text.startswith("{"):
+        data = result.structured_content or {}
+        if tool not in _FENCED_READS:  # a write's answer: its fields, one per line
             self.transcript.result(data)
         else:  # a read: its compact text and fence, as the agent reads it
             self.transcript.text(text)
-        return dict(data)
+        if not quiet:
+            self.story.step(self.who, tool, gist(tool, args, data))
+        data["_text"] = text
+        return data
 
     async def wait_for(self, after: int, want: Callable[[dict[str, Any]], bool],
                        what: str) -> int:
         """Long-poll the inbox (items after the cursor ``after``) until an item ``want``s;
-        the new cursor."""
+        the story gets one line for everything that arrived meanwhile. The new cursor."""
         cursor = after
+        seen: dict[str, dict[str, Any]] = {}
         deadline = anyio.current_time() + INBOX_WAIT
         while anyio.current_time() < deadline:
-            page = await self.call("check_inbox", {"after": cursor, "wait_seconds": INBOX_WAIT})
+            page = await self.call("check_inbox", {"after": cursor,
+                                                   "wait_seconds": INBOX_WAIT}, quiet=True)
             cursor = int(page.get("cursor", cursor))
+            for item in page.get("items", []):
+                seen[str(item.get("item_id"))] = item
             if any(want(item) for item in page.get("items", [])):
+                items = list(seen.values())
+                self.story.step(self.who, "check_inbox", _inbox_gist(items))
                 return cursor
         raise DemoError(f"{what} did not reach {self.handle}'s inbox in {INBOX_WAIT:.0f} s")
+
+
+# The tools whose text holds a fence: the transcript shows it as the agent reads it.
+_FENCED_READS = frozenset({"check_inbox", "view_thread", "accept_handoff", "list_teammates"})
 
 
 def _mcp_params(relay: str, handle: str, trust: Path, home: Path) -> StdioServerParameters:
     env = dict(os.environ, GITRELAY_HOME=str(home), GITRELAY_TRUST=str(trust))
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "gitrelay", "mcp", "--relay", relay, "--as", handle, "--trust", str(trust)],
+        # --structured: the demo reads the typed data of each answer; its transcript shows
+        # the text, which is the same as a coding agent's.
+        args=["-m", "gitrelay", "mcp", "--relay", relay, "--as", handle, "--trust", str(trust),
+              "--structured"],
         env=env, cwd=str(home.parent))
 
 
@@ -226,40 +325,46 @@ def _env(**values: str) -> Iterator[None]:
                 os.environ[k] = v
 
 
-# --- the day --------------------------------------------------------------------
+# --- the story --------------------------------------------------------------------
 
 
 class Day:
-    def __init__(self, root: Path, example: Example, transcript: Transcript) -> None:
+    def __init__(self, root: Path, example: Example, story: Story,
+                 transcript: Transcript) -> None:
         self.root = root
         self.example = example
+        self.story = story
         self.t = transcript
         self.homes = {h: root / h.split("@")[0] for h in (ALICE, BOB, CAROL)}
         self.trusts = {ALICE: root / "alice-trust.yaml", BOB: root / "bob-trust.yaml",
                        CAROL: root / "carol-trust.yaml"}
         self.relay = ""
+        self.thread_id = ""
 
     def setup(self) -> None:
-        t = self.t
-        t.line("gitrelay demo: two agents and a person hand work to each other through a "
-               "git relay.")
+        s = self.story
+        s.line("gitrelay demo: alice's and bob's coding agents hand work to each other through "
+               "a git repository;")
+        s.line("each line below is a real call to a real `gitrelay mcp` (one per agent) or a "
+               "real command.")
         with _env(GITRELAY_HOME=str(self.root / "relay-host")):
             self.relay = str(ensure_default_relay(default_relay_path()))
-        t.section(0, "Setting up")
-        t.say(f"relay: {self.relay}")
-        t.say("       (a bare git repository; its pre-receive hook is the gate)")
+        self.t.section("Setting up")
+        self.t.line(f"   relay: {self.relay}")
         for mate in self.example.teammates:
             with _env(GITRELAY_HOME=str(self.homes[mate.handle])):
                 join(self.relay, mate.handle, name=mate.name, role=mate.role, email=mate.email,
                      save=False)
-            t.say(f"registered {mate.handle}: {mate.name}, {mate.role}")
+            self.t.line(f"   registered {mate.handle}: {mate.name}, {mate.role}")
         shutil.copyfile(self.example.trust_path, self.trusts[BOB])
         self.trusts[ALICE].write_text("version: 1\nteammates:\n  bob@acme: {auto_test: true}\n"
                                       "  carol@acme: {}\n")
         self.trusts[CAROL].write_text("version: 1\nteammates: {alice@acme: {}, bob@acme: {}}\n")
-        t.say("bob's trust file (example-repo/trust.yaml): alice@acme listed, carol@acme "
-              "blocked")
-        t.say("starting `gitrelay mcp` for alice and for bob (two processes, two homes)")
+        s.section(0, "The team")
+        s.say(f"relay: {self.relay}")
+        s.say("       a bare git repository; its pre-receive hook (the gate) refuses bad pushes")
+        s.say("alice (backend), bob (frontend) and carol (platform) joined it.")
+        s.say("bob's trust file lists alice (his agent may run her tests) and blocks carol.")
 
     async def run(self) -> None:
         async with AsyncExitStack() as stack:
@@ -275,8 +380,8 @@ class Day:
             async with anyio.create_task_group() as tg:
                 for s in sessions.values():
                     tg.start_soon(s.initialize)
-            alice = Agent(ALICE, sessions[ALICE], self.t)
-            bob = Agent(BOB, sessions[BOB], self.t)
+            alice = Agent(ALICE, sessions[ALICE], self.story, self.t)
+            bob = Agent(BOB, sessions[BOB], self.story, self.t)
             await self.day(alice, bob)
             await self.delivered()
 
@@ -295,89 +400,60 @@ class Day:
                 await anyio.sleep(0.1)
 
     async def day(self, alice: Agent, bob: Agent) -> None:
-        t = self.t
-        ex = self.example
+        s, t = self.story, self.t
+        users = self.example.thread("paginate-users").spec
+        question, answer = (step["body"] for step in users["then"] if step["do"] == "message")
+        done = next(step for step in users["then"] if step["do"] == "complete")
         bob_cursor = alice_cursor = 0
 
-        t.section(1, "alice's agent informs bob's: a diff and a test command")
-        users = ex.thread("paginate-users").spec
+        s.section(1, "alice hands work to bob")
+        t.section("1. alice hands work to bob")
         sent = await alice.call("handoff_to_teammate", {
             "to": BOB, "intent": "inform", "summary": users["summary"],
             "artifacts": [a for a in users["artifacts"] if a["type"] != "api_contract"]})
-        tid1 = sent["thread_id"]
-        t.say("(queued: the agent has its answer at once; its server's sync loop delivers it)")
-        bob_cursor = await bob.wait_for(bob_cursor, lambda i: i["thread_id"] == tid1,
+        tid = self.thread_id = sent["thread_id"]
+        s.say(f"{_quote(users['summary'], 80)}")
+
+        s.section(2, "bob's agent finds it, and his trust file lets it in")
+        t.section("2. bob's agent finds it and accepts")
+        bob_cursor = await bob.wait_for(bob_cursor, lambda i: i["thread_id"] == tid,
                                         "alice's handoff")
-        t.say("bob's agent accepts: alice's text arrives fenced, with bob's trust overlay")
-        accepted = await bob.call("accept_handoff", {"thread_id": tid1})
+        accepted = await bob.call("accept_handoff", {"thread_id": tid})
         _expect(accepted.get("status") == "accepted", "the handoff was not accepted")
-        await bob.call("complete_handoff", {
-            "thread_id": tid1,
-            "result_summary": "The admin user list follows next_cursor; the API client and "
-                              "its mocks use the new shape.",
-            "artifacts": [{"type": "link", "url": "https://git.acme.dev/acme/web/pulls/418",
-                           "title": "web#418: paginate the admin user list"}]})
+        s.say("What bob's agent read: gitrelay's own lines, then alice's words inside a fence "
+              "whose")
+        s.say("random token no sender can predict, marked as data, not instructions:")
+        for text in _fence_excerpt(str(accepted.get("_text", ""))):
+            s.line(f"   │ {text}")
 
-        t.section(2, "bob's agent asks alice's a question; she replies")
-        search = ex.thread("search-cursor").spec
-        asked = await bob.call("handoff_to_teammate", {
-            "to": ALICE, "intent": "ask_question", "summary": search["summary"],
-            "question": search["question"], "artifacts": search["artifacts"]})
-        tid2 = asked["thread_id"]
-        alice_cursor = await alice.wait_for(alice_cursor, lambda i: i["thread_id"] == tid2,
-                                            "bob's question")
-        await alice.call("view_thread", {"thread_id": tid2})
-        await alice.call("send_message", {
-            "thread_id": tid2,
-            "body": "Cursor, please: the edge cache keys on the full URL, so offsets "
-                    "fragment it. Use the same cursor format as /users."})
-        bob_cursor = await bob.wait_for(
-            bob_cursor, lambda i: i["thread_id"] == tid2 and i["kind"] == "reply",
-            "alice's reply")
-        thread = await bob.call("view_thread", {"thread_id": tid2})
-        _expect(any(m["from"] == ALICE for m in thread.get("messages", [])),
-                "bob cannot see alice's reply")
-
-        t.section(3, "alice's agent proposes an action; bob's drafts the diff")
-        retry = ex.thread("retry-budget").spec
-        proposed = await alice.call("handoff_to_teammate", {
-            "to": BOB, "intent": "propose_action",
-            "summary": "The web client gives up on the first 503 during deploys. Retry "
-                       "idempotent requests with backoff, honouring Retry-After.",
-            "proposed_action": {
-                "description": "Retry GET requests on 503 up to 4 times, honouring "
-                               "Retry-After (capped at 10 s).",
-                "target_files": ["web/src/api/http.ts"],
-                "rationale": retry["proposed_action"]["rationale"]}})
-        tid3 = proposed["thread_id"]
-        bob_cursor = await bob.wait_for(bob_cursor, lambda i: i["thread_id"] == tid3,
-                                        "alice's proposal")
-        await bob.call("accept_handoff", {"thread_id": tid3})
-        await bob.call("draft_proposed_action", {
-            "thread_id": tid3,
-            "note": "Draft for review; nothing is applied until you agree.",
-            "suggested_diff": (
-                "--- a/web/src/api/http.ts\n+++ b/web/src/api/http.ts\n"
-                "@@ -8,3 +8,11 @@ export async function get<T>(url: string) {\n"
-                "-  return fetchJson<T>(url);\n"
-                "+  for (let attempt = 0; ; attempt++) {\n"
-                "+    const res = await fetch(url);\n"
-                "+    if (res.status !== 503 || attempt === 4) return parse<T>(res);\n"
-                "+    const wait = Number(res.headers.get(\"Retry-After\") ?? 1);\n"
-                "+    await sleep(Math.min(wait, 10) * 1000);\n"
-                "+  }\n")})
+        s.section(3, "bob's agent asks, alice answers")
+        t.section("3. bob's agent asks, alice answers")
+        await bob.call("send_message", {"thread_id": tid, "body": question})
         alice_cursor = await alice.wait_for(
-            alice_cursor, lambda i: i["thread_id"] == tid3 and i["kind"] == "proposal_review",
-            "bob's draft")
-        thread = await alice.call("view_thread", {"thread_id": tid3})
-        _expect(any(m.get("type") == "draft" for m in thread.get("messages", [])),
-                "alice cannot see bob's draft")
+            alice_cursor, lambda i: i["thread_id"] == tid and i["kind"] == "reply",
+            "bob's question")
+        await alice.call("send_message", {"thread_id": tid, "body": answer})
+        bob_cursor = await bob.wait_for(
+            bob_cursor, lambda i: i["thread_id"] == tid and i["kind"] == "reply",
+            "alice's answer")
 
-        t.section(4, "carol, blocked in bob's trust file, sends a handoff from the CLI")
-        fixtures = ex.thread("regenerated-fixtures").spec
+        s.section(4, "bob's agent completes it; alice sees it done")
+        t.section("4. bob's agent completes; alice sees it")
+        await bob.call("complete_handoff", {
+            "thread_id": tid, "result_summary": done["result_summary"],
+            "artifacts": [a for a in done["artifacts"] if a["type"] == "link"]})
+        alice_cursor = await alice.wait_for(
+            alice_cursor, lambda i: i["thread_id"] == tid and i["status"] == "completed",
+            "bob's completion")
+
+        s.section(5, "carol, blocked in bob's trust file, sends work from the command line")
+        t.section("5. carol, blocked in bob's trust file, sends from the CLI")
+        fixtures = self.example.thread("regenerated-fixtures").spec
         command = ["gitrelay", "send", BOB, "--intent", "inform", "--summary",
                    fixtures["summary"], "--file", fixtures["artifacts"][0]["path"]]
-        t.line(f"\n   carol$ {' '.join(_shell_quote(a) for a in command)}")
+        shown = " ".join(shlex.quote(a) for a in command)
+        s.line(clip(f"   carol$ {shown}", STORY_WIDTH))
+        t.line(f"\n   carol$ {shown}")
         proc = subprocess.run([sys.executable, "-m", "gitrelay", *command[1:],
                                "--relay", self.relay, "--as", CAROL],
                               env=dict(os.environ, GITRELAY_HOME=str(self.homes[CAROL]),
@@ -386,39 +462,56 @@ class Day:
         for text in (proc.stdout + proc.stderr).strip().splitlines():
             t.line(f"   {clean(text)}")
         _expect(proc.returncode == 0, f"carol's send failed: {one_line(proc.stderr, 300)}")
-        tid4 = proc.stdout.split()[1]
-        bob_cursor = await bob.wait_for(bob_cursor, lambda i: i["thread_id"] == tid4,
+        carol_tid = proc.stdout.split()[1]
+        bob_cursor = await bob.wait_for(bob_cursor, lambda i: i["thread_id"] == carol_tid,
                                         "carol's handoff")
-        t.say("bob's agent tries to accept it; his trust file blocks carol:")
-        await bob.call("accept_handoff", {"thread_id": tid4},
+        await bob.call("accept_handoff", {"thread_id": carol_tid},
                        expect_error="teammate_blocked (-32013)")
 
-        t.section(5, "alice's agent sends a handoff, then cancels it")
-        ci = ex.thread("ci-typecheck").spec
-        sent = await alice.call("handoff_to_teammate", {
-            "to": BOB, "intent": "inform", "summary": ci["summary"],
-            "artifacts": ci["artifacts"]})
-        tid5 = sent["thread_id"]
-        t.say("(she learns the check is postponed a week)")
-        await alice.call("cancel_handoff", {"thread_id": tid5})
-        bob_cursor = await bob.wait_for(
-            bob_cursor, lambda i: i["thread_id"] == tid5 and i["status"] == "cancelled",
-            "alice's cancelled handoff")
-        t.say("bob's agent sees it cancelled: nothing for it to do")
-
-    def git_log(self) -> None:
-        t = self.t
-        t.section(6, "The relay's history, as `git log` shows it to a person")
-        t.line(f"\n   $ git --git-dir {self.relay} log --format='%h %s'\n")
-        proc = subprocess.run(["git", "--git-dir", self.relay, "log", "--format=%h %s", "main"],
+    def summary(self, transcript_path: Path, keep: bool) -> None:
+        s = self.story
+        proc = subprocess.run(["git", "--git-dir", self.relay, "log", "--format=%s", "main"],
                               capture_output=True, text=True, check=False,
                               env=dict(os.environ, GIT_CONFIG_NOSYSTEM="1"))
         _expect(proc.returncode == 0, f"git log failed: {one_line(proc.stderr)}")
+        self.t.section("The relay's history (git log --format=%s main)")
         for text in proc.stdout.splitlines():
-            t.line(f"   {clean(text)}")
-        t.line()
-        t.say("Every line is one commit adding one file, checked by the gate. Try it with "
-              "your team: docs/getting-started.md")
+            self.t.line(f"   {clean(text)}")
+        commits = len(proc.stdout.splitlines())
+        s.section(None, "What just happened")
+        s.say(f"- {commits} commits on the relay, one per operation, each checked by the gate "
+              "before it landed.")
+        s.say("- alice's words reached bob's agent only inside a fence; carol's never reached "
+              "it at all.")
+        s.say("- alice saw bob accept, ask and complete the thread she started, in her inbox.")
+        s.say("- No server of gitrelay's own: a git repository, two `gitrelay mcp` processes "
+              "and a CLI.")
+        s.section(None, "Look further")
+        if not keep:
+            s.say("The relay is gone now; `gitrelay demo --keep` keeps it for these commands:")
+        s.command(f"export GITRELAY_HOME={self.homes[ALICE]}   # alice's side")
+        s.command(f"R={self.relay}")
+        commands = [(f"gitrelay log --relay $R --as {ALICE}", "the history, one line per step"),
+                    (f"gitrelay show {short_id(self.thread_id, 6)} --relay $R --as {ALICE}",
+                     "the thread as a conversation"),
+                    ("git --git-dir $R log --stat main", "the same history, as plain git")]
+        wide = max(len(c) for c, _ in commands)
+        for command, what in commands:
+            s.command(f"{command.ljust(wide)}   # {what}")
+        s.say(f"Every call and answer in full: {transcript_path}")
+        s.say("Set it up for your team: docs/getting-started.md")
+
+
+def _fence_excerpt(text: str) -> list[str]:
+    """The answer an agent read, for a person: without bookkeeping lines (what is still
+    queued), long lines clipped, at most :data:`FENCE_LINES` lines."""
+    skip = ("undelivered[", "metadata ", "sender: ", "sender.")
+    lines = [clip(one_line(ln), STORY_WIDTH - 5) for ln in text.rstrip("\n").split("\n")
+             if ln.strip() and not ln.startswith(skip) and not re.match(r"artifacts\[\d+\]: ", ln)]
+    if len(lines) > FENCE_LINES:
+        lines = [*lines[:FENCE_LINES - 2], f"⋮ ({len(lines) - FENCE_LINES + 1} more lines)",
+                 lines[-1]]
+    return lines
 
 
 def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -431,12 +524,6 @@ def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return DemoError(f"{type(first).__name__}: {one_line(str(first), 300)}")
 
 
-def _shell_quote(arg: str) -> str:
-    import shlex
-
-    return shlex.quote(arg)
-
-
 def _expect(ok: bool, problem: str) -> None:
     if not ok:
         raise DemoError(problem)
@@ -444,30 +531,35 @@ def _expect(ok: bool, problem: str) -> None:
 
 def run_demo(*, keep: bool = False, out: TextIO | None = None,
              example: Example | None = None) -> int:
-    """Run the scripted day; 0 when every step went as scripted."""
-    transcript = Transcript(out or sys.stdout)
+    """Run the scripted story; 0 when every step went as scripted."""
+    story = Story(out or sys.stdout)
+    example = example or load_example()  # before anything is made: a bad one leaves nothing
     root = Path(tempfile.mkdtemp(prefix="gitrelay-demo-"))
-    day = Day(root, example or load_example(), transcript)
+    transcript_path = root / "transcript.txt" if keep else root.with_suffix(".txt")
     ok = False
-    try:
-        with _env(GITRELAY_HOME=str(root / "relay-host")):
-            day.setup()
-            try:
-                anyio.run(day.run)
-            except BaseExceptionGroup as group:
-                raise _first_error(group) from group
-        day.git_log()
-        ok = True
-    finally:
-        if not ok:
-            for log in sorted(root.glob("*-mcp.log")):
-                text = log.read_text(errors="replace").strip()
-                if text:
-                    transcript.line(f"\n[{log.name}, last lines]")
-                    for line in text.splitlines()[-15:]:
-                        transcript.line(f"   {clean(line)}")
-        if keep:
-            transcript.line(f"\nKept the demo's files in {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+    with transcript_path.open("w", encoding="utf-8") as full:
+        transcript = Transcript(full)
+        day = Day(root, example, story, transcript)
+        try:
+            with _env(GITRELAY_HOME=str(root / "relay-host")):
+                day.setup()
+                try:
+                    anyio.run(day.run)
+                except BaseExceptionGroup as group:
+                    raise _first_error(group) from group
+            day.summary(transcript_path, keep)
+            ok = True
+        finally:
+            if not ok:
+                for log in sorted(root.glob("*-mcp.log")):
+                    text = log.read_text(errors="replace").strip()
+                    if text:
+                        story.line(f"\n[{log.name}, last lines]")
+                        for line in text.splitlines()[-15:]:
+                            story.line(f"   {clean(line)}")
+                story.line(f"\nThe transcript so far: {transcript_path}")
+            if keep:
+                story.line(f"\nKept the demo's files in {root}")
+            else:
+                shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -1,12 +1,18 @@
-"""Tool answers: built once from an output model, given again with a fresh fence.
+"""Tool answers: the text an agent reads, and, for clients that ask, the typed data.
 
-An answer carries its output model as the structured content and a text content (what most
-agents read): :func:`answer_of` dumps the model once for both, as compact JSON;
-:func:`answer_fenced` pairs a read's model with its compact text, teammate values inside
-one fence (:mod:`gitrelay.mcp.present`). :class:`AnswerMemo` serves a response equal to
-one it built recently (``check_inbox`` asked again with nothing new) from its wire form,
-under a new fence token (:class:`gitrelay.relay.provenance.FencedAnswer`): the page is not
-presented and dumped again for every check-in.
+By default (``gitrelay mcp``) an answer is its text content alone: gitrelay's own fields
+as ``key=value`` lines, then, when a teammate wrote anything in it, ONE fence holding
+every teammate value (:mod:`gitrelay.mcp.present`). Coding hosts give the model the
+structured content instead of the text whenever there is any, so there is none. A
+server started with ``--structured`` (``build_server(..., structured=True)``) adds the
+output model as the structured content and publishes output schemas: the typed data of
+programmatic clients. The text is the same in both.
+
+:func:`answer_of` builds the answer of a tool whose output holds no teammate text,
+:func:`answer_fenced` that of a read with its fence. :class:`AnswerMemo` serves a response
+equal to one it built recently (``check_inbox`` asked again with nothing new) from its
+wire form, under a new fence token (:class:`gitrelay.relay.provenance.FencedAnswer`): the
+page is not presented and dumped again for every check-in.
 """
 
 from __future__ import annotations
@@ -15,14 +21,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import pydantic_core
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from gitrelay.mcp.present import Fenced
+from gitrelay.mcp.present import Fenced, head_lines
 from gitrelay.relay.provenance import FencedAnswer
 
-__all__ = ["MEMO_SIZE", "Answer", "AnswerMemo", "answer_fenced", "answer_of"]
+__all__ = ["MEMO_SIZE", "Answer", "AnswerMemo", "answer_fenced", "answer_of", "plain_text"]
 
 MEMO_SIZE = 4
 """Responses an :class:`AnswerMemo` keeps: an agent's default page and the few other
@@ -30,36 +35,32 @@ queries it alternates with (the check-in after its cursor, a status filter)."""
 
 
 class Answer(CallToolResult):
-    """A tool result built here from an output model: its structured content and its text."""
+    """A tool result built here: its text and, on a ``--structured`` server, its data."""
 
 
-def _answer(value: dict[str, Any], text: str) -> Answer:
+def _answer(value: dict[str, Any] | None, text: str) -> Answer:
     return Answer(content=[TextContent(type="text", text=text)], structured_content=value)
 
 
-def _wire(model: BaseModel) -> tuple[dict[str, Any], str]:
-    """``model`` as a JSON object and as that object's compact JSON text, dumped once.
-
-    Agents read the text content and pay for it in tokens; an indented dump would
-    add a seventh to a 50-item inbox page."""
-    value = model.model_dump(mode="json", by_alias=True)
-    return value, pydantic_core.to_json(value).decode()
+def _dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True)
 
 
-def answer_of(model: BaseModel) -> Answer:
-    """``model`` as the structured content and as compact JSON text (:func:`_wire`)."""
-    return _answer(*_wire(model))
+def plain_text(name: str, value: dict[str, Any]) -> str:
+    """The text of an answer without teammate text: ``name`` and its fields as
+    ``key=value`` (:func:`gitrelay.mcp.present.head_lines`)."""
+    return "\n".join(head_lines(name, value, skip=frozenset())) + "\n"
 
 
-def _fenced_wire(fenced: Fenced[Any]) -> tuple[dict[str, Any], str]:
-    """A fenced answer's structured content (its model, dumped once) and its text content
-    (the compact text with the one fence, :mod:`gitrelay.mcp.present`)."""
-    return fenced.response.model_dump(mode="json", by_alias=True), fenced.text
+def answer_of(model: BaseModel, name: str, *, structured: bool = False) -> Answer:
+    """The answer of tool ``name`` whose output ``model`` holds no teammate text."""
+    value = _dump(model)
+    return _answer(value if structured else None, plain_text(name, value))
 
 
-def answer_fenced(fenced: Fenced[Any]) -> Answer:
-    """A fenced answer: its model as the structured content, its own text as the text."""
-    return _answer(*_fenced_wire(fenced))
+def answer_fenced(fenced: Fenced[Any], *, structured: bool = False) -> Answer:
+    """A fenced answer: its own text, and its model as the structured content when asked."""
+    return _answer(_dump(fenced.response) if structured else None, fenced.text)
 
 
 class AnswerMemo:
@@ -78,15 +79,19 @@ class AnswerMemo:
         self._kept: list[tuple[object, FencedAnswer]] = []  # most recent first
         self._lock = threading.Lock()
 
-    def answer(self, key: object, build: Callable[[], Fenced[Any]]) -> Answer:
+    def answer(self, key: object, build: Callable[[], Fenced[Any]], *,
+               structured: bool = False) -> Answer:
+        key = (key, structured)
         for kept_key, kept in self._kept:
             if kept_key == key:
-                return _answer(*kept.fresh())
+                value, text = kept.fresh()
+                return _answer(value if structured else None, text)
         fenced = build()
-        kept = FencedAnswer(*_fenced_wire(fenced), fenced.token)
+        kept = FencedAnswer(_dump(fenced.response) if structured else {}, fenced.text,
+                            fenced.token)
         with self._lock:
             self._kept = [(key, kept), *self._kept[:self._size - 1]]
-        return _answer(kept.value, kept.text)
+        return _answer(kept.value if structured else None, kept.text)
 
     def clear(self) -> None:
         with self._lock:

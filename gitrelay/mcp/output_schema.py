@@ -111,27 +111,35 @@ def _dispatch_on_tag(node: dict[str, Any], tag: str) -> dict[str, Any]:
             "properties": {tag: {"enum": tags}}, "allOf": rules}
 
 
-_FAR_BOUND = 1000
+# What a tool's input schema says that the model needs no words for: the server checks
+# every argument against the full models anyway and refuses a wrong one with its field and
+# reason, and a description says in words the bounds that matter ("1-200").
+_INPUT_CHECKS = frozenset({"minLength", "maxLength", "pattern", "minItems", "maxItems",
+                           "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                           "additionalProperties"})
 
 
 def lean_input_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """A tool's input schema without what tells a model nothing: the titles pydantic
-    derives from the Python names (``"title": "Thread Id"`` for ``thread_id``), a
-    ``"default": null`` (an optional argument left out is null), the OpenAPI
-    ``discriminator`` beside a ``oneOf`` whose variants each fix their ``type``, and
-    bounds no agent comes near (a ``maxLength`` or ``maxItems`` of 1,000 or more), and
-    the ``null`` branch of an optional argument (it is left out when not given). The
-    model reads every tool definition on every turn. Everything that constrains an
-    argument stays; the server checks the arguments against its models anyway."""
-    out: dict[str, Any] = _untitled(schema)
+    """A tool's input schema as the model reads it on every turn: the arguments, their
+    types, enums, defaults, descriptions and which are required; without what tells a
+    model nothing it needs to call the tool right: the titles pydantic derives from the
+    Python names (``"title": "Thread Id"``), a ``"default": null``, the ``null`` branch of
+    an optional argument (it is left out when not given), the OpenAPI ``discriminator``,
+    and the checks the server makes anyway (lengths, patterns, bounds, closed objects:
+    :data:`_INPUT_CHECKS`). References to ``$defs`` are inlined."""
+    defs: dict[str, Any] = schema.get("$defs", {})
+    out: dict[str, Any] = _untitled({k: v for k, v in schema.items() if k != "$defs"}, defs)
     return out
 
 
-def _untitled(node: Any) -> Any:
+def _untitled(node: Any, defs: dict[str, Any]) -> Any:
     if isinstance(node, list):
-        return [_untitled(v) for v in node]
+        return [_untitled(v, defs) for v in node]
     if not isinstance(node, dict):
         return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith(_LOCAL_DEFS):
+        node = {**defs[ref[len(_LOCAL_DEFS):]], **{k: v for k, v in node.items() if k != "$ref"}}
     branches = node.get("anyOf")
     if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
         # An optional argument: absent when not given, so the null branch says nothing.
@@ -140,12 +148,10 @@ def _untitled(node: Any) -> Any:
     out: dict[str, Any] = {}
     for key, value in node.items():
         if (key == "title" and isinstance(value, str)) or key == "discriminator" \
-                or (key == "default" and value is None) \
-                or (key in ("maxLength", "maxItems") and isinstance(value, int)
-                    and value >= _FAR_BOUND):
+                or (key == "default" and value is None) or key in _INPUT_CHECKS:
             continue
-        if key in ("properties", "$defs") and isinstance(value, dict):
-            out[key] = {name: _untitled(sub) for name, sub in value.items()}
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _untitled(sub, defs) for name, sub in value.items()}
         else:
-            out[key] = _untitled(value)
+            out[key] = _untitled(value, defs)
     return out

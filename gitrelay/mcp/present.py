@@ -10,12 +10,13 @@ Every such value goes through a :class:`Pen`, which
   (:class:`provenance.AnswerFence`) and marks the object holding it with a
   structured :class:`provenance.ProvenanceMarker`.
 
-An answer has two forms. The structured content holds every value as it was
-written (a teammate's free-form object as its JSON text), each object with
-teammate text marked. The text content, which the agent reads, is compact:
-gitrelay's own fields as ``key=value`` lines (:func:`head_lines`), then ONE
-fence holding every teammate value, one ``FIELD JSON`` line each, under the
-``by`` line of its author. docs/tools.md describes both.
+An answer has two forms. The text content, which the agent reads (and, by
+default, all the server sends), is compact: gitrelay's own fields as
+``key=value`` lines (:func:`head_lines`), then ONE fence holding every teammate
+value, one ``FIELD JSON`` line each, under the ``by`` line of its author. The
+structured form (sent by ``gitrelay mcp --structured``) holds every value as it
+was written (a teammate's free-form object as its JSON text), each object with
+teammate text marked. docs/tools.md describes both.
 
 Each answer is built by one function with one fresh fence, whose random
 token occurs in none of the texts (checked on every answer); should one
@@ -60,7 +61,12 @@ from gitrelay.mcp.tool_models import (
 )
 from gitrelay.relay import policy
 from gitrelay.relay.client import ThreadView
-from gitrelay.relay.fencetext import INBOX_FIELDS, TEXT_PREVIEW_CHARS, inbox_item_line
+from gitrelay.relay.fencetext import (
+    INBOX_PREVIEW_CHARS,
+    INBOX_ROW_FIELDS,
+    TEXT_PREVIEW_CHARS,
+    inbox_row,
+)
 from gitrelay.relay.fencetext import scalar as _scalar
 from gitrelay.relay.inbox import ClaimResult, InboxPage
 from gitrelay.relay.provenance import (
@@ -75,6 +81,7 @@ from gitrelay.relay.trust import TrustDecision, TrustRules, evaluate
 from gitrelay.store.mirror import Refused
 
 __all__ = [
+    "INBOX_PREVIEW_CHARS",
     "MAX_RELAY_TEXT",
     "MESSAGE_PAGE",
     "MESSAGE_TEXT_BUDGET",
@@ -82,6 +89,7 @@ __all__ = [
     "Fenced",
     "Pen",
     "head_lines",
+    "inbox_legend",
     "page_messages",
     "present_accept",
     "present_accept_fenced",
@@ -623,13 +631,20 @@ def present_inbox(page: InboxPage, *, caller: str, rules: TrustRules,
                                 sync_warning=sync_warning).response
 
 
-INBOX_LEGEND = f"items, oldest first: {INBOX_FIELDS}"
+def inbox_legend(out: InboxOut) -> str:
+    """The line above an inbox page's rows: their order (read off the rows: the default
+    page is newest first, a page ``after`` a cursor oldest first) and their words."""
+    seqs = [item.seq for item in out.items]
+    order = ("" if len(seqs) < 2 else
+             ", newest first" if seqs[0] > seqs[-1] else ", oldest first")
+    return (f"items{order}: {INBOX_ROW_FIELDS}; a teammate's preview is in the fence "
+            "as #seq")
 
 
 def _inbox_head(out: InboxOut, pen: Pen) -> list[str]:
-    """The compact text of an inbox page: one line per item, positional (``INBOX_LEGEND``);
-    each item's preview, name, role and detail are in the fence (``[i]`` is the preview,
-    cut to :data:`TEXT_PREVIEW_CHARS`), under ``by`` its author."""
+    """The compact text of an inbox page: one row per item (:func:`inbox_legend`); each
+    item's preview, name, role and detail are in the fence (``#SEQ`` is the preview, cut
+    to :data:`INBOX_PREVIEW_CHARS`), under ``by`` its author."""
     top = [f"check_inbox {len(out.items)} items", f"cursor={out.cursor}",
            f"next_cursor={_scalar(out.next_cursor) if out.next_cursor else 'null'}"]
     if out.index_rebuilt:
@@ -645,11 +660,11 @@ def _inbox_head(out: InboxOut, pen: Pen) -> list[str]:
               + (f" current_seq={a.current_seq}" if a.current_seq is not None else "")
               for i, a in enumerate(out.ack_results)]
     if out.items:
-        lines.append(INBOX_LEGEND)
+        lines.append(inbox_legend(out))
     blocked: dict[str, str] = {}  # handle -> the notice that replaced their text
     for i, item in enumerate(out.items):
-        line = inbox_item_line(
-            i, seq=item.seq, item_id=item.item_id, thread_id=item.thread_id, kind=item.kind,
+        line = inbox_row(
+            seq=item.seq, item_id=item.item_id, thread_id=item.thread_id, kind=item.kind,
             status=item.status, unread=item.unread, unread_messages=item.unread_messages,
             sender=item.sender.handle, updated_at=item.updated_at, claimed_by=item.claimed_by,
             claim_expires_at=item.claim_expires_at,
@@ -671,7 +686,8 @@ def present_inbox_fenced(page: InboxPage, *, caller: str, rules: TrustRules,
     the thread's sender (``item.thread_sender``, from the index), who may be the
     caller. When the thread is unknown the summary is treated as the other
     participant's. In the text, a sender's name and role are said once per
-    answer (``name``/``role`` under their ``by`` line) and the preview is cut.
+    answer (``name``/``role`` under their ``by`` line) and the preview is cut to
+    :data:`INBOX_PREVIEW_CHARS`, in the fence as ``#SEQ``.
     """
 
     def build(pen: Pen) -> InboxOut:
@@ -680,7 +696,7 @@ def present_inbox_fenced(page: InboxPage, *, caller: str, rules: TrustRules,
         for i, item in enumerate(page.items):
             other = item.sender.handle
             author = item.thread_sender or other
-            field = f"[{i}]"
+            field = f"#{item.seq}"
             name, role = item.sender.name, item.sender.role
             if pen.blocked(other):
                 name = role = withheld_notice(other, rules)
@@ -697,7 +713,7 @@ def present_inbox_fenced(page: InboxPage, *, caller: str, rules: TrustRules,
             if pen.blocked(author):
                 preview = withheld_notice(author, rules)
             elif not pen.is_caller(author):
-                pen.record(author, field, preview[:TEXT_PREVIEW_CHARS])
+                pen.record(author, field, preview[:INBOX_PREVIEW_CHARS])
                 pen.fields.add(f"items[{i}].summary_preview")
             detail = item.detail
             if detail is not None:

@@ -6,7 +6,9 @@ and :func:`serve`. The tools are in :mod:`gitrelay.mcp.tools`, the prompts in
 :mod:`gitrelay.mcp.prompts`, the ``gitrelay://`` resources in
 :mod:`gitrelay.mcp.resources`, the session's state in :mod:`gitrelay.mcp.state`.
 Each tool validates its arguments (pydantic, before anything is written), calls
-the relay library and returns a model built by :mod:`gitrelay.mcp.present`.
+the relay library and returns a model built by :mod:`gitrelay.mcp.present`; the
+answer is its text alone, or with ``structured`` its structured content and output
+schema too (:mod:`gitrelay.mcp.answers`).
 docs/tools.md documents every tool; docs/agents.md how to configure clients.
 
 Failures reach the agent as tool errors (``is_error``) whose text starts with
@@ -142,29 +144,33 @@ def _published(model: type[BaseModel]) -> type[BaseModel]:
         "__module__": __name__, "__doc__": model.__doc__})
 
 
-def _served(fn: Callable[..., Any]) -> Callable[..., Awaitable[CallToolResult]]:
-    """A tool body as the SDK calls it: ``fn``'s parameters, a result of its output model.
+def _served(fn: Callable[..., Any], structured: bool) -> Callable[..., Awaitable[CallToolResult]]:
+    """A tool body as the SDK calls it: ``fn``'s parameters, its answer as a result.
 
     The body runs on the event loop when the call only reads and writes this
     machine's copy (:meth:`ServerState.answers_inline`), else on a worker thread, so
     that the server keeps reading requests while a call fetches, waits for the gate or
-    long-polls. Its output model becomes the answer: the structured content and the
-    same JSON as compact text (:func:`gitrelay.mcp.answers.answer_of`)."""
+    long-polls. An output model it returns becomes the answer's text
+    (:func:`gitrelay.mcp.answers.answer_of`); with ``structured``, also the structured
+    content, under the output schema the tool publishes (:func:`_published`)."""
     signature = inspect.signature(fn, eval_str=True)
     declared = signature.return_annotation
     if typing.get_origin(declared) is Annotated:  # Annotated[CallToolResult, Model]
         declared = typing.get_args(declared)[1]
-    returns = Annotated[CallToolResult, _published(declared)]
+    returns: Any = (Annotated[CallToolResult, _published(declared)] if structured
+                    else CallToolResult)
+    name = fn.__name__
 
     @functools.wraps(fn)
     async def call(**kwargs: Any) -> CallToolResult:
         ctx = kwargs.get("ctx")
         state = state_of(ctx if isinstance(ctx, Context) else None)
-        if state is not None and state.answers_inline(fn.__name__, kwargs):
+        if state is not None and state.answers_inline(name, kwargs):
             result = fn(**kwargs)
         else:
             result = await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
-        return result if isinstance(result, CallToolResult) else answer_of(result)
+        return result if isinstance(result, CallToolResult) \
+            else answer_of(result, name, structured=structured)
 
     call.__signature__ = signature.replace(  # type: ignore[attr-defined]
         return_annotation=returns)
@@ -179,12 +185,16 @@ class RelayMCPServer(MCPServer["ServerState"]):
     and tool and prompt errors that start with the gitrelay error's name and code."""
 
     _input_schemas: dict[str, dict[str, Any]] | None = None
+    structured = False
+    """Whether answers carry structured content and tools publish output schemas
+    (``gitrelay mcp --structured``); set by :func:`build_server` before tools register."""
 
     def relay_tool(self, annotations: ToolAnnotations) -> Callable[[Callable[..., Any]],
                                                                   Callable[..., Any]]:
         """Registers a tool body (see :func:`_served`)."""
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            self.add_tool(_served(fn), annotations=annotations)
+            self.add_tool(_served(fn, self.structured), annotations=annotations,
+                          structured_output=None if self.structured else False)
             return fn
         return register
 
@@ -193,7 +203,7 @@ class RelayMCPServer(MCPServer["ServerState"]):
         null defaults or discriminators) and plain descriptions. Arguments are still
         checked against the full models."""
         return [tool.model_copy(update={"input_schema": lean_input_schema(tool.input_schema),
-                                        "description": inspect.cleandoc(tool.description or "")})
+                                        "description": " ".join((tool.description or "").split())})
                 for tool in await super().list_tools()]
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
@@ -239,13 +249,18 @@ class RelayMCPServer(MCPServer["ServerState"]):
         return await super().get_prompt(name, arguments, context)
 
 
-def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
-    """The MCP server; ``opener`` makes its state when a session starts."""
+def build_server(opener: Callable[[], ServerState], *,
+                 structured: bool = False) -> RelayMCPServer:
+    """The MCP server; ``opener`` makes its state when a session starts. ``structured``:
+    answers carry structured content and tools publish output schemas (for programmatic
+    clients; coding hosts show the model that instead of the text, docs/tools.md)."""
     holder = StateHolder()
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
         state = await anyio.to_thread.run_sync(opener)
+        if isinstance(state, ServerState):
+            state.structured = structured
         holder.state = state
         try:
             yield state
@@ -256,13 +271,15 @@ def build_server(opener: Callable[[], ServerState]) -> RelayMCPServer:
 
     server = RelayMCPServer("gitrelay", instructions=INSTRUCTIONS, lifespan=lifespan,
                             log_level="WARNING")
+    server.structured = structured
     tools.register(server)
     prompts.register(server)
     resources.register(server, holder)
     return server
 
 
-def serve(relay: str | None, handle: str | None, trust: str | None, writes: str | None) -> None:
+def serve(relay: str | None, handle: str | None, trust: str | None, writes: str | None,
+          structured: bool = False) -> None:
     """``gitrelay mcp``: resolve identity and relay, then serve MCP on stdio."""
     state = open_state(ServerOptions(relay=relay, handle=handle, trust=trust, writes=writes))
-    build_server(lambda: state).run("stdio")
+    build_server(lambda: state, structured=structured).run("stdio")

@@ -72,6 +72,8 @@ class ServerState:
     _kicks: HeldKicks | None = None
     # check_inbox's recent pages: one asked again with nothing new is not built again.
     inbox_answers: AnswerMemo = field(default_factory=AnswerMemo)
+    # Answers carry structured content too (``gitrelay mcp --structured``); build_server sets it.
+    structured: bool = False
 
     def __post_init__(self) -> None:
         if self.loop is not None:

@@ -112,10 +112,7 @@ Marker = Annotated[ProvenanceMarker | None, Field(description=(
     "(untrusted), policy (data-only) and the token of this answer's fence. Null when "
     "you wrote it all yourself."))]
 
-DELIVERY_MODE_DOC = (
-    "queue: answer at once, deliver in the background; wait: answer once the relay "
-    "accepted it. Default: the server's --writes mode."
-)
+DELIVERY_MODE_DOC = "wait: until pushed; queue: answer now, push later."
 DELIVERY_DOC = (
     "delivered: the relay holds it. queued: stored locally and checked, delivered in the "
     "background; a later refusal shows on the thread (view_thread.refused)."

@@ -16,7 +16,7 @@ from mcp.types import (
     CallToolResult,
     ToolAnnotations,
 )
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from gitrelay.core import layout
 from gitrelay.core.vocab import (
@@ -60,7 +60,6 @@ from gitrelay.mcp.tool_models import (
     TeammatesOut,
     Text,
     ThreadOut,
-    ThreadRef,
     Worker,
 )
 from gitrelay.relay import inbox, policy
@@ -141,7 +140,17 @@ READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=
 WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False,
                         openWorldHint=True)
 DeliveryArg = Annotated[DeliveryMode | None, Field(description=DELIVERY_MODE_DOC)]
-ThreadArg = Annotated[ThreadRef, Field(description="A thread id (or a unique prefix).")]
+# A thread_id argument needs no words (a unique prefix also works: docs/tools.md).
+ThreadArg = Annotated[str, Field(min_length=2, max_length=26)]
+
+# What the model reads of the structured arguments: the shape in a sentence instead of a
+# schema per variant (the arguments are still checked against the full models, and a
+# wrong one is refused with the field and the reason; docs/tools.md has every field).
+ARTIFACTS_DOC = ("Attachments, each an object by type: file_diff {path, diff}, file_ref {path, "
+                 "git_sha?, lines?: [first, last]}, test_command {command, cwd?}, api_contract "
+                 "{schema_url?, inline?: object}, link {url, title?}.")
+ArtifactsArg = Annotated[list[Artifact] | None, WithJsonSchema(
+    {"type": "array", "items": {"type": "object"}})]
 
 
 def register(server: RelayMCPServer) -> None:
@@ -154,32 +163,28 @@ def register(server: RelayMCPServer) -> None:
 
     @server.relay_tool(annotations=WRITE)
     def handoff_to_teammate(
-        to: Handle,
+        to: Annotated[Handle, Field(description="A handle, e.g. bob@acme.")],
         intent: Annotated[Intent, Field(description=(
-            "inform: sharing context, no reply expected. ask_question: you expect an "
-            "answer (put it in question). propose_action: you ask the receiver's agent "
-            "to make a change (needs proposed_action)."))],
+            "inform: no reply expected; ask_question: set question; propose_action: they "
+            "make a change, set proposed_action."))],
         summary: Annotated[Text, Field(description=(
-            "1-2 paragraphs: what you hand off. Shown as the preview in their inbox."))],
+            "What you hand off, 1-2 paragraphs; their inbox previews it."))],
         ctx: Ctx,
-        artifacts: Annotated[list[Artifact] | None, Field(description=(
-            "Structured attachments: file_diff, file_ref, test_command, api_contract, "
-            "link."))] = None,
-        question: Annotated[OrNone[Text], Field(description=(
-            "The question, with intent ask_question."))] = None,
-        proposed_action: Annotated[ProposedAction | None, Field(description=(
-            "Required with intent propose_action, refused otherwise."))] = None,
+        artifacts: Annotated[ArtifactsArg, Field(description=ARTIFACTS_DOC)] = None,
+        question: Annotated[OrNone[Text], Field(description="With ask_question.")] = None,
+        proposed_action: Annotated[ProposedAction | None, WithJsonSchema({"type": "object"}),
+                                   Field(description=(
+            "With propose_action only: {description, target_files: [path], rationale, "
+            "suggested_diff?}."))] = None,
         metadata: Annotated[dict[str, Any] | None, Field(description=(
-            "Free-form key/values stored with the handoff (ticket ids, sprint...)."))] = None,
+            "Free-form key/values (ticket ids...)."))] = None,
         idempotency_key: Annotated[OrNone[IdempotencyKey], Field(description=(
-            "Only to retry a handoff whose answer you lost: the same key and content "
-            "return the original thread."))] = None,
+            "Only to retry a lost answer: same key and content give the same thread."))
+        ] = None,
         delivery: DeliveryArg = None,
     ) -> HandoffOut:
-        """Send work to a teammate's agent (by handle, e.g. bob@acme): to let them know
-        something, ask a question or have them make a change. Creates a thread in their
-        inbox; follow it with view_thread. list_teammates shows the handles.
-        """
+        """Send work to a teammate's agent: a new thread in their inbox. list_teammates
+        shows the handles."""
         state = st(ctx)
         result = state.client.handoff(
             to=to, intent=intent, summary=summary,
@@ -201,31 +206,27 @@ def register(server: RelayMCPServer) -> None:
     def check_inbox(
         ctx: Ctx,
         status: Annotated[list[Status] | None, Field(description=(
-            "Only threads in these statuses; default pending and accepted."))] = None,
+            "Default: pending, accepted."))] = None,
         since: Annotated[OrNone[str], Field(description=(
-            "ISO 8601 time: only threads created or updated after it."))] = None,
-        limit: Annotated[int, Field(ge=1, le=INBOX_PAGE_MAX, description="Items per page.")] = 50,
+            "ISO 8601 time: only threads updated after it."))] = None,
+        limit: Annotated[int, Field(ge=1, le=INBOX_PAGE_MAX, description="1-200.")] = 50,
         after: Annotated[int | None, Field(ge=0, description=(
-            "The cursor from a previous check_inbox: only items after it."))] = None,
-        cursor: Annotated[OrNone[str], Field(description=(
-            "next_cursor from the previous call: the next page."))] = None,
-        unread_only: Annotated[bool, Field(description=(
-            "Only items you have not acknowledged."))] = False,
+            "Your last cursor: only newer items."))] = None,
+        cursor: Annotated[OrNone[str], Field(description="next_cursor: the next page.")] = None,
+        unread_only: Annotated[bool, Field(description="Only items not acked.")] = False,
         ack_up_to: Annotated[int | None, Field(ge=0, description=(
-            "Mark every item up to this seq handled (after acting on them)."))] = None,
-        ack_items: Annotated[list[AckItem] | None, Field(description=(
-            "Mark just these items handled, each with the seq check_inbox showed."))] = None,
+            "Ack every item up to this seq, once handled."))] = None,
+        ack_items: Annotated[list[AckItem] | None,
+                             WithJsonSchema({"type": "array", "items": {"type": "object"}}),
+                             Field(description="Ack just these: [{item_id, seq}].")] = None,
         worker: Annotated[OrNone[Worker], Field(description=(
-            "This copy's name when several copies of you share one handle."))] = None,
+            "Your copy's name, when copies share a handle."))] = None,
         wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS, description=(
-            "Long-poll: wait up to this long for a new item when there is none."))] = 0,
+            "Long-poll up to this long (max 60)."))] = 0,
     ) -> Annotated[CallToolResult, InboxOut]:
-        """List what teammates sent you: new handoffs, replies, updates on your threads.
-
-        Call it at every check-in with after = your last cursor: every new item, oldest
-        first, closed threads too. Without after: pending and accepted threads. Reading
-        consumes nothing; after acting, ack with ack_up_to or ack_items.
-        """
+        """What teammates sent you: handoffs, replies, updates. At every check-in pass
+        after = your last cursor (new items, oldest first); without it, your pending and
+        accepted threads, newest first. Reading consumes nothing: ack once handled."""
         state = st(ctx)
         rules = state.trust.current()
         page = read_inbox(state, status=list(status) if status else None, since=since,
@@ -237,22 +238,20 @@ def register(server: RelayMCPServer) -> None:
         return state.inbox_answers.answer(
             (page, state.me, rules, warning),
             lambda: present_inbox_fenced(page, caller=state.me, rules=rules,
-                                         sync_warning=warning))
+                                         sync_warning=warning),
+            structured=state.structured)
 
     @server.relay_tool(annotations=WRITE)
     def claim_inbox_item(
         ctx: Ctx,
         item_id: Annotated[str, Field(min_length=1, max_length=ITEM_ID_CHARS)],
         seq: Annotated[int, Field(ge=1)],
-        worker: Annotated[Worker, Field(description="This copy's name.")],
+        worker: Annotated[Worker, Field(description="Your copy's name.")],
         lease_seconds: Annotated[float | None, Field(gt=0, le=LEASE_MAX, description=(
-            "How long the claim holds unless renewed (default: the inbox's lease)."))] = None,
+            "How long the claim holds (default: the inbox's lease)."))] = None,
     ) -> ClaimOut:
-        """Claim an inbox item for this copy when several copies of you share one handle.
-
-        The other copies leave a claimed item alone until the claim expires; only the
-        claiming copy can acknowledge it.
-        """
+        """When copies of you share a handle: claim an item for this copy; the others
+        leave it alone until the claim expires."""
         state = st(ctx)
         return present_claim(inbox.claim_inbox_item(state.client, item_id=item_id, seq=seq,
                                                     worker=worker,
@@ -264,13 +263,11 @@ def register(server: RelayMCPServer) -> None:
         ctx: Ctx,
         session_id: Annotated[OrNone[str], Field(
             min_length=1, max_length=SESSION_CHARS,
-            description="This agent session, stored for audit; generated when omitted.")] = None,
+            description="For audit; default: generated.")] = None,
         delivery: DeliveryArg = None,
     ) -> Annotated[CallToolResult, AcceptOut]:
-        """Take on a handoff sent to you: marks it accepted and returns the thread with
-        the trust_overlay (what you may do without asking your user). A sender your trust
-        file refuses is refused, nothing changed. view_thread reads without accepting.
-        """
+        """Take on a handoff sent to you: returns the thread and the trust_overlay (what
+        you may do without asking your user)."""
         state = st(ctx)
         rules = state.trust.current()
         accepted = policy.accept(state.client, thread_id, rules,
@@ -280,34 +277,31 @@ def register(server: RelayMCPServer) -> None:
         return answer_fenced(present_accept_fenced(
             after, caller=state.me, rules=rules, profiles=_profiles(state.client),
             decision=decision, accepted_at=str(result.doc["at"]), delivery=result.delivery,
-            sync_warning=sync_warning(state.client)))
+            sync_warning=sync_warning(state.client)), structured=state.structured)
 
     @server.relay_tool(annotations=READ)
     def view_thread(
         thread_id: ThreadArg,
         ctx: Ctx,
         limit: Annotated[int, Field(ge=1, le=200, description=(
-            "Messages per page, the newest last."))] = MESSAGE_PAGE,
+            "Messages per page (1-200), newest last."))] = MESSAGE_PAGE,
         before: Annotated[int | None, Field(ge=1, description=(
-            "messages_before from the previous page: the older messages."))] = None,
+            "messages_before: the older page."))] = None,
     ) -> Annotated[CallToolResult, ThreadOut]:
-        """Read a thread without changing it: the handoff, a page of messages, the
-        result; also your operations not yet delivered and any the relay refused.
-        """
-        return answer_fenced(view_out(st(ctx), thread_id, limit, before))
+        """Read a thread without changing it: the handoff, its messages, the result."""
+        state = st(ctx)
+        return answer_fenced(view_out(state, thread_id, limit, before),
+                             structured=state.structured)
 
     @server.relay_tool(annotations=WRITE)
     def send_message(
         thread_id: ThreadArg,
-        body: Annotated[Text, Field(description="The message text.")],
+        body: Annotated[Text, Field(description="The message.")],
         ctx: Ctx,
-        payload: Annotated[dict[str, Any] | None, Field(description=(
-            "An optional structured attachment (any JSON object)."))] = None,
+        payload: Annotated[dict[str, Any] | None, Field(description="Any JSON object.")] = None,
         delivery: DeliveryArg = None,
     ) -> SentMessageOut:
-        """Post a message on a thread: answer, ask, report. Either participant can,
-        while the thread is pending or accepted.
-        """
+        """Post a message on a pending or accepted thread: answer, ask, report."""
         state = st(ctx)
         tid = policy.resolve_thread(state.client, thread_id)
         result = state.client.send_message(tid, body, payload=payload, mode=delivery)
@@ -316,16 +310,13 @@ def register(server: RelayMCPServer) -> None:
     @server.relay_tool(annotations=WRITE)
     def complete_handoff(
         thread_id: ThreadArg,
-        result_summary: Annotated[Text, Field(description=(
-            "What was done, in plain text; the sender sees it."))],
+        result_summary: Annotated[Text, Field(description="What was done, for the sender.")],
         ctx: Ctx,
-        artifacts: Annotated[list[Artifact] | None, Field(description=(
-            "Output artifacts: final diffs, test commands, links."))] = None,
+        artifacts: Annotated[ArtifactsArg, Field(description=(
+            "Like handoff_to_teammate's: final diffs, test commands, links."))] = None,
         delivery: DeliveryArg = None,
     ) -> CompleteOut:
-        """Close a handoff you accepted, with the outcome for the sender. Only the
-        recipient can, once accepted; no messages can follow.
-        """
+        """Close a handoff you accepted, with the outcome for the sender."""
         state = st(ctx)
         tid = policy.resolve_thread(state.client, thread_id)
         result = state.client.complete(
@@ -343,10 +334,7 @@ def register(server: RelayMCPServer) -> None:
         reason: Annotated[OrNone[Text], Field(description="Why, for the recipient.")] = None,
         delivery: DeliveryArg = None,
     ) -> CancelOut:
-        """Withdraw a handoff you sent, while it is still pending.
-
-        Only the sender can cancel, and only before the recipient accepted it.
-        """
+        """Withdraw a handoff you sent, before it is accepted."""
         state = st(ctx)
         tid = policy.resolve_thread(state.client, thread_id)
         result = state.client.cancel(tid, reason=reason, mode=delivery)
@@ -355,26 +343,23 @@ def register(server: RelayMCPServer) -> None:
 
     @server.relay_tool(annotations=READ)
     def list_teammates(ctx: Ctx) -> Annotated[CallToolResult, TeammatesOut]:
-        """List everyone registered on the relay (handle, name, role) and how your
-        trust file treats them: the handles handoff_to_teammate takes.
-        """
+        """Everyone on the relay: handle, name, role, how your trust file treats them."""
         state = st(ctx)
         rules = state.trust.current()
         return answer_fenced(present_teammates_fenced(state.client.teammates(), caller=state.me,
-                                                      rules=rules))
+                                                      rules=rules),
+                             structured=state.structured)
 
     @server.relay_tool(annotations=WRITE)
     def draft_proposed_action(
         thread_id: ThreadArg,
-        suggested_diff: Annotated[Text, Field(description="The unified diff you drafted.")],
+        suggested_diff: Annotated[Text, Field(description="A unified diff.")],
         ctx: Ctx,
-        note: Annotated[OrNone[Text], Field(description=(
-            "A short note for the sender about the draft."))] = None,
+        note: Annotated[OrNone[Text], Field(description="For the sender.")] = None,
         delivery: DeliveryArg = None,
     ) -> SentMessageOut:
-        """Post a diff you drafted for a propose_action handoff that came without
-        one, for the sender to review. It is never applied to any file.
-        """
+        """Post a diff you drafted for a propose_action handoff that came without one,
+        for the sender to review (nothing is applied)."""
         state = st(ctx)
         tid = policy.resolve_thread(state.client, thread_id)
         result = state.client.draft_proposed_action(

@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 
 from gitrelay.core.errors import NextStep, RelayError, next_step_of, with_hint
-from gitrelay.relay.provenance import json_line
+from gitrelay.relay.fencetext import TextFence
+from gitrelay.relay.provenance import RELAY_AUTHOR, json_line
 
-__all__ = ["NEXT_STEP", "STEP_TEXT", "next_step_text", "tool_error_text"]
+__all__ = ["NEXT_STEP", "QUOTES_THE_RELAY", "STEP_TEXT", "next_step_text", "tool_error_text"]
 
 
 def _trust_sender(err: RelayError) -> str:
@@ -86,8 +87,24 @@ def _one_line(message: str) -> str:
     return escaped
 
 
+QUOTES_THE_RELAY = frozenset({"format_error", "gate_refused", "relay_unavailable"})
+"""Errors whose message quotes what the relay or its server said (a gate's refusal, a file
+that breaks the format, git's reason for a failed fetch): text a teammate may have written,
+so it is fenced like every teammate value of an answer."""
+
+
 def tool_error_text(err: RelayError) -> str:
-    """``name (code): message`` plus what to do next; the message on one bounded line."""
-    message = _one_line(_COMMIT_LABEL.sub("", err.message))
-    return with_hint(f"{err.name} ({err.code}): {message}",
+    """``name (code): message`` plus what to do next; the message on one bounded line.
+
+    For an error that quotes the relay (:data:`QUOTES_THE_RELAY`) the first line says so
+    and the message is the one value of a fence, ``message`` under ``by relay``."""
+    message = _COMMIT_LABEL.sub("", err.message)
+    if err.name not in QUOTES_THE_RELAY:
+        return with_hint(f"{err.name} ({err.code}): {_one_line(message)}",
+                         next_step_text(err))
+    if len(message) > MAX_ERROR_MESSAGE:
+        message = message[:MAX_ERROR_MESSAGE] + f"... [{len(message) - MAX_ERROR_MESSAGE} more]"
+    head = with_hint(f"{err.name} ({err.code}): what the relay said is in the fence below.",
                      next_step_text(err))
+    fence = TextFence([head, message])
+    return f"{head}\n{fence.block([(RELAY_AUTHOR, [('message', message)])])}"

@@ -9,6 +9,7 @@ user's mirror and registers the teammate through the gate.
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -144,7 +145,22 @@ _NOT_YOURS = ("If you did not register it, someone else took your handle: do not
               "--signing-key as then.")
 
 
-def _check_usernames(handle: str, registered: Sequence[str], given: Sequence[str]) -> None:
+def join_command(relay_url: str, handle: str, *, name: str, role: str,
+                 email: str | None = None, usernames: Sequence[str] = (),
+                 signing_key: str | None = None) -> str:
+    """The ``gitrelay join`` line with these values, quoted for a shell."""
+    argv = ["gitrelay", "join", relay_url, "--as", handle, "--name", name, "--role", role]
+    if email:
+        argv += ["--email", email]
+    for username in usernames:
+        argv += ["--username", username]
+    if signing_key:
+        argv += ["--signing-key", signing_key]
+    return shlex.join(argv)
+
+
+def _check_usernames(handle: str, registered: Sequence[str], given: Sequence[str],
+                     command: Callable[[Sequence[str]], str]) -> None:
     """Refuse to take over a profile whose server usernames are not the joiner's."""
     mine = {u.casefold() for u in given}
     theirs = {str(u).casefold() for u in registered}
@@ -154,8 +170,8 @@ def _check_usernames(handle: str, registered: Sequence[str], given: Sequence[str
     if not mine:
         raise Forbidden(f"{handle} is already registered on the relay with the server "
                         f"username(s) {listed}; you gave none, so gitrelay cannot tell it "
-                        "is yours", hint="Run join again with --username <your server "
-                        "username> (each one you registered). " + _NOT_YOURS,
+                        "is yours", hint="If those are your usernames on the git server, run "
+                        f"`{command([str(u) for u in registered])}`. " + _NOT_YOURS,
                         field="usernames")
     yours = ", ".join(quoted(u) for u in given)
     if not theirs:
@@ -171,20 +187,27 @@ def _check_usernames(handle: str, registered: Sequence[str], given: Sequence[str
         hint=_NOT_YOURS, field="usernames")
 
 
-def _registration_error(err: RelayError, usernames: Sequence[str]) -> RelayError:
-    """The gate's refusal of a registration, with what to run instead when the relay
-    checks the pusher and the profile does not name them (a forgotten --username)."""
-    if err.data.get("rule") != "pusher" or "authenticated pusher" not in err.message:
+_PUSHER = re.compile(r"(?:authenticated pusher|but the pusher is) ['\"]([^'\"]+)['\"]")
+
+
+def _registration_error(err: RelayError, usernames: Sequence[str],
+                        command: Callable[[Sequence[str]], str]) -> RelayError:
+    """The gate's refusal of a registration, with the command to run instead when the
+    relay knows who pushed and the profile named someone else (a typo, a forgotten
+    --username): a registration claims only the pusher's own username, so the command
+    names that one alone."""
+    if err.data.get("rule") not in ("pusher", "registration") or "supplied none" in err.message:
         return err
-    found = re.search(r"authenticated pusher ['\"]([^'\"]+)['\"]", err.message)
+    found = _PUSHER.search(err.message)
     if found:
         name = found.group(1)
-        names = " ".join(f"--username {u}" for u in [*usernames, name])
-        err.hint = with_hint(f"This relay checks who pushes, and the server knows you as "
-                             f"{name}: run join again with {names}.", err.hint)
-    elif "supplied none" not in err.message:
-        err.hint = with_hint("Run join again with --username <your server username>.",
-                             err.hint)
+        given = ", ".join(quoted(u) for u in usernames) or "no username"
+        err.hint = with_hint(f"The git server knows you as {quoted(name)} (you gave {given}); "
+                             "profiles never change, so nothing was registered: run "
+                             f"`{command([name])}`.", err.hint)
+    elif err.data.get("rule") == "pusher":
+        err.hint = with_hint(f"Run `{command(['YOUR_SERVER_USERNAME'])}` with your username "
+                             "on the git server.", err.hint)
     return err
 
 
@@ -193,7 +216,8 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
          save: bool = True, env: dict[str, str] | None = None,
          progress: Callable[[str], None] | None = None,
          expect_tip: str | None = None,
-         before_write: Callable[[], None] | None = None) -> UserConfig:
+         before_write: Callable[[], None] | None = None,
+         ask_pin: Callable[[list[str]], str | None] | None = None) -> UserConfig:
     """Make this user's mirror of ``relay_url`` and register them if needed.
 
     ``env``: extra environment for the ``git`` commands (e.g. ``GIT_SSH_COMMAND``).
@@ -201,6 +225,10 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
     ``expect_tip``: a commit the relay's (verified) main must contain, known from a
     teammate or a CI job: a relay whose history was rewritten before this first
     fetch is refused rather than trusted.
+    ``ask_pin``: without ``expect_tip``, when ``handle`` is not registered yet, called
+    once the relay was fetched with the handles of the teammates registered on it; a
+    pin it returns (from one of them, by a channel outside the relay) is checked as
+    ``expect_tip`` would be.
     ``before_write``: called once the relay was read and checked, before anything is
     registered or saved; it may raise to stop the join (the CLI asks there before
     switching a configured machine to another handle).
@@ -208,6 +236,11 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
     check_handle(handle, "--as")
     if expect_tip is not None:
         check_pin(expect_tip)
+
+    def command(names: Sequence[str]) -> str:
+        return join_command(relay_url, handle, name=name, role=role, email=email,
+                            usernames=names, signing_key=signing_key)
+
     if not name.strip() or not role.strip():
         raise InvalidArgument("--name and --role must not be empty")
     relay_url = normalize_relay_url(relay_url)
@@ -222,6 +255,13 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
     say(f"fetching {relay_url}…")
     try:
         syncer.fetch()
+        newcomer = mirror.view().profile(handle) is None
+        if expect_tip is None and ask_pin is not None and newcomer:
+            others = sorted(str(p["handle"]) for p in mirror.view().profiles().values()
+                            if str(p["handle"]).casefold() != handle.casefold())
+            expect_tip = ask_pin(others)
+            if expect_tip is not None:
+                expect_tip = check_pin(expect_tip)
         problem = (pin_problem(path, expect_tip, mirror.relay_main())
                    if expect_tip is not None else None)
         if problem is not None:
@@ -251,9 +291,13 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
         if report.refused:
             # Said here and now; the refused log need not repeat it in status and doctor.
             mirror.clear_refused({r.key for r in report.refused})
-            raise _registration_error(report.refused[0].error(), usernames)
+            raise _registration_error(report.refused[0].error(), usernames, command)
     elif existing["handle"] != handle:
-        raise InvalidArgument(f"{existing['handle']} is already registered (handles ignore case)")
+        same_handle = join_command(relay_url, existing["handle"], name=name, role=role,
+                                   email=email, usernames=usernames, signing_key=signing_key)
+        raise InvalidArgument(f"{existing['handle']} is already registered (handles ignore case)",
+                              hint=f"If that is you, run `{same_handle}`; if not, choose "
+                                   "another handle.", field="--as")
     else:
         # Joining again (a second machine, a lost config): the profile is what it
         # is; the local config must be able to write as it, and it must be this
@@ -261,14 +305,17 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
         keys = existing.get("signing_keys", [])
         if keys and not signing_key:
             raise ConfigError(f"{handle} is registered with a signing key; pass "
-                              "--signing-key with that key to join again")
+                              "--signing-key with that key to join again",
+                              hint=f"Run `{command(usernames)} --signing-key "
+                                   "~/.ssh/id_ed25519` with the path of the key you "
+                                   "registered.", field="signing_key")
         if signing_key and read_public_key(signing_key) not in keys:
             raise Forbidden(
                 f"{handle} is already registered on the relay "
                 + (f"with signing key(s) that are not yours ({signing_key} is not among them)"
                    if keys else "without a signing key, and you join with one"),
                 hint=_NOT_YOURS, field="signing_key")
-        _check_usernames(handle, existing.get("usernames", []), usernames)
+        _check_usernames(handle, existing.get("usernames", []), usernames, command)
         name, role, email = existing["name"], existing["role"], existing.get("email")
     cfg = UserConfig(relay=relay_url, handle=handle, name=name, role=role, email=email,
                      signing_key=signing_key)

@@ -214,8 +214,8 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
             client_ok = client.mirror.main() is not None
             checks.append(Check("relay", "problem", f"cannot fetch: {exc.message}",
                                 # ssh's own reason has its own fix
-                                (exc.hint if exc.data.get("cause") == "ssh" else
-                                 "check the URL (`gitrelay whoami`) and your access: "
+                                (exc.hint.rstrip(".") if exc.data.get("cause") == "ssh"
+                                 else "check the URL (`gitrelay whoami`) and your access: "
                                  f"git ls-remote {client.relay_url}")
                                 + ("; until then your local copy is used" if client_ok
                                    else "")))

@@ -11,8 +11,10 @@ here (token shortened; it is 32 hex digits)::
     <<<end teammate-data fence=9c1e>>>
 
 :class:`TextFence` writes it, :func:`parse_answer_fence` reads it back and
-:func:`outside_answer_fence` takes it out; :func:`inbox_item_line` is the line of one
-inbox item that both ``check_inbox``'s text and the session-start hook write. This
+:func:`outside_answer_fence` takes it out; :func:`inbox_row` is the row of one item in
+``check_inbox``'s text (:func:`inbox_rows` and :func:`answer_fields` read a tool's text
+back, for the coding hosts' hooks) and :func:`inbox_item_line` the line of one item in
+the session-start context. This
 module imports nothing heavier than :mod:`re` and :mod:`json`, so a hook that only
 shows the inbox can answer without loading the rest of the library;
 :mod:`gitrelay.relay.provenance` builds the MCP answers' fence (with its structured
@@ -34,15 +36,21 @@ __all__ = [
     "CLOSE_PREFIX",
     "DATA_PREAMBLE",
     "INBOX_FIELDS",
+    "INBOX_PREVIEW_CHARS",
+    "INBOX_ROW_FIELDS",
     "OPEN_PREFIX",
     "RELAY_AUTHOR",
     "TEXT_PREVIEW_CHARS",
     "FenceCollision",
     "FencedValue",
     "TextFence",
+    "answer_fields",
+    "basic_time",
     "check_token",
     "draw_token",
     "inbox_item_line",
+    "inbox_row",
+    "inbox_rows",
     "json_line",
     "new_token",
     "outside_answer_fence",
@@ -69,6 +77,13 @@ TEXT_PREVIEW_CHARS = 100
 
 INBOX_FIELDS = "[i] seq item_id thread_id kind status unread|read unread_messages from updated_at"
 """What the words of an inbox item's line (:func:`inbox_item_line`) are."""
+
+INBOX_PREVIEW_CHARS = 64
+"""How much of each summary preview ``check_inbox``'s text shows: a page of 200 items is
+read on every check-in (view_thread has the whole summary)."""
+
+INBOX_ROW_FIELDS = "seq item_id thread_id kind status unread|read[+new_messages] from updated_at"
+"""What the words of a row of ``check_inbox``'s text (:func:`inbox_row`) are."""
 
 _TOKEN_RE = re.compile(r"[0-9a-f]{16,}")
 _MAX_TOKEN_TRIES = 64
@@ -250,6 +265,70 @@ def outside_answer_fence(text: str, token: str) -> str:
         return text
     start, _, _, end = span
     return text[:start] + text[end:]
+
+
+_EXTENDED_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d+)?Z")
+
+
+def basic_time(stamp: str) -> str:
+    """An ISO 8601 UTC time in the basic format, to the second (``20260501T091432Z``): half
+    the tokens of ``2026-05-01T09:14:32.123456Z``, and still what ``since`` takes. Any other
+    text is returned as :func:`scalar` writes it."""
+    match = _EXTENDED_TIME.fullmatch(stamp)
+    if match is None:
+        return scalar(stamp)
+    year, month, day, hour, minute, second = match.groups()
+    return f"{year}{month}{day}T{hour}{minute}{second}Z"
+
+
+def inbox_row(*, seq: int, item_id: str, thread_id: str, kind: str, status: str, unread: bool,
+              unread_messages: int, sender: str, updated_at: str,
+              claimed_by: str | None = None, claim_expires_at: str | None = None,
+              preview: str | None = None) -> str:
+    """One item of ``check_inbox``'s text, in gitrelay's own words (:data:`INBOX_ROW_FIELDS`):
+    ``seq item_id thread_id kind status unread|read[+N] from updated_at``, ``+N`` the
+    messages not yet read when there are any, then a claim, then the preview when the
+    caller wrote it (``preview``; a teammate's is in the fence as ``#SEQ``)."""
+    read = ("unread" if unread else "read") + (f"+{unread_messages}" if unread_messages else "")
+    line = (f"{seq} {scalar(item_id)} {scalar(thread_id)} {kind} {status} {read} "
+            f"{scalar(sender)} {basic_time(updated_at)}")
+    if claimed_by is not None:
+        line += f" claimed_by={scalar(claimed_by)} until={basic_time(claim_expires_at or '')}"
+    if preview is not None:
+        line += f" preview={json_line(preview[:INBOX_PREVIEW_CHARS])}"
+    return line
+
+
+_ROW = re.compile(r"(\d+) (ibx_[A-Za-z0-9_-]+) \S+ \S+ \S+ (?:unread|read)")
+
+
+def _head(text: str) -> list[str]:
+    """The lines of a tool's text before its fence: gitrelay's own (a value in the fence is
+    one JSON line, so no line of it starts with the opening prefix)."""
+    lines = []
+    for line in text.splitlines():
+        if line.startswith(OPEN_PREFIX):
+            break
+        lines.append(line)
+    return lines
+
+
+def inbox_rows(text: str) -> list[tuple[str, int]]:
+    """(item_id, seq) of every item row of a ``check_inbox`` text, in order."""
+    return [(m[2], int(m[1])) for m in map(_ROW.match, _head(text)) if m is not None]
+
+
+def answer_fields(text: str) -> dict[str, str]:
+    """The ``key=value`` words of a tool text's first line (``accepted thread_id=...``),
+    each value as written: the plain words (ids, statuses, times) a hook reads back; {}
+    for an empty text."""
+    head = _head(text)
+    out: dict[str, str] = {}
+    for word in head[0].split(" ")[1:] if head else []:
+        key, sep, value = word.partition("=")
+        if sep and _BARE.fullmatch(key):
+            out[key] = value
+    return out
 
 
 def inbox_item_line(index: int, *, seq: int, item_id: str, thread_id: str, kind: str,

@@ -420,10 +420,34 @@ def _answer_object(response: object) -> dict[str, Any] | None:
     return None
 
 
+def _answer_text(response: object) -> str:
+    """The tool's text answer (gitrelay mcp's default: no structured content), whichever
+    way the host passed it: the text, a list of content blocks, an object holding them, or
+    either of those as JSON text."""
+    if isinstance(response, str):
+        if response.startswith(("{", "[")):
+            try:
+                return _answer_text(json.loads(response))
+            except ValueError:
+                pass
+        return response
+    if isinstance(response, dict):
+        return _answer_text(response.get("content"))
+    if isinstance(response, list):
+        return "".join(b["text"] for b in response
+                       if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return ""
+
+
 def _thread_ref(hook: HookInput) -> str | None:
     answer = _answer_object(hook.raw.get("tool_response"))
     if answer is not None and isinstance(answer.get("thread_id"), str):
         return str(answer["thread_id"])
+    from gitrelay.relay.fencetext import answer_fields
+
+    in_text = answer_fields(_answer_text(hook.raw.get("tool_response"))).get("thread_id")
+    if in_text:
+        return in_text
     tool_input = hook.raw.get("tool_input")
     if isinstance(tool_input, dict) and isinstance(tool_input.get("thread_id"), str):
         return str(tool_input["thread_id"])
@@ -442,6 +466,10 @@ def _post_tool_use(host: str, hook: HookInput, store: SessionStore,
         seen = [(str(i["item_id"]), int(i["seq"])) for i in answer.get("items") or []
                 if isinstance(i, dict) and isinstance(i.get("item_id"), str)
                 and isinstance(i.get("seq"), int)]
+        if not seen:  # the text answer: its item rows
+            from gitrelay.relay.fencetext import inbox_rows
+
+            seen = inbox_rows(_answer_text(hook.raw.get("tool_response")))
         if seen:
             with store.update(hook.session_id) as state:
                 state.mark_shown(seen)
@@ -509,8 +537,15 @@ def _pre_tool_use(host: str, text: str, store: SessionStore, outside: Literal["a
     try:
         hook = _parse(text)
         state = store.read(hook.session_id)
-        decision = decide(state, hook.raw.get("tool_name"), hook.raw.get("tool_input"),
-                          hook.cwd, outside=outside, server=server)
+        tool = hook.raw.get("tool_name")
+        if isinstance(tool, str) and tool.startswith(f"mcp__{server}__") \
+                and (state is None or not state.exposed):
+            # A gitrelay tool is about to bring a teammate's text into the session:
+            # from now on the guard keeps the trust file and settings out of reach.
+            with store.update(hook.session_id) as state:
+                state.expose()
+        decision = decide(state, tool, hook.raw.get("tool_input"), hook.cwd,
+                          outside=outside, server=server, host=host)
     except Exception as exc:  # fail closed: whatever went wrong, the call does not pass
         why = exc.message if isinstance(exc, RelayError) else f"{type(exc).__name__}: {exc}"
         return HookOutcome(stderr=f"gitrelay guard: denied because it could not decide: "

@@ -278,11 +278,13 @@ def _next_step(view: ThreadView, mine: bool, acceptable: bool) -> str:
 # --- history --------------------------------------------------------------------
 
 
-def history_line(entry: HistoryEntry, limit: int = 100) -> str:
-    """``seq  time  thread  op  text``: one operation of the relay's history."""
+def history_line(entry: HistoryEntry, limit: int = 100, *, text: str | None = None) -> str:
+    """``seq  time  thread  op  text``: one operation of the relay's history (``text``
+    in place of the entry's own, e.g. with a blocked teammate's words withheld)."""
     mark = "  [queued, not on the relay yet]" if entry.queued else ""
+    shown = entry.text if text is None else text
     return (f"{entry.seq:>5}  {when(entry.at)}  {pad(short_id(entry.thread_id), SHORT_ID)}  "
-            f"{pad(entry.op, 8)}  {one_line(entry.text, limit)}{mark}")
+            f"{pad(entry.op, 8)}  {one_line(shown, limit)}{mark}")
 
 
 # --- progress -------------------------------------------------------------------

@@ -7,7 +7,7 @@ is kept in one small JSON file per session, outside the workspace, under
 not a plain name)::
 
     {"format_version": 1, "host": "claude", "session_id": "...",
-     "shown": {"<item_id>": <seq>, ...},
+     "shown": {"<item_id>": <seq>, ...}, "exposed": true,
      "in_progress": [{"thread_id": "...", "sender": "alice@acme",
                       "overlay": {...}, "test_commands": ["pytest -q"],
                       "trust_file": "/home/bob/.agentrelay/trust.yaml",
@@ -19,6 +19,10 @@ session was shown (at its start, by a nudge, by the waiter or by ``check_inbox``
 is never announced again; the same item at a higher ``seq`` (news on it) is.
 ``in_progress`` lists the handoffs accepted in this session and not yet closed;
 the guard (:mod:`gitrelay.relay.guard`) holds the session to their overlays.
+``exposed`` says a teammate's text has entered the session (an item was shown, a
+handoff accepted, a gitrelay tool called). It is never cleared: the text stays in
+the model's context, so the guard keeps the trust file and the host's settings out
+of reach until the session ends, whatever the session calls or closes.
 
 Only the hook processes write these files, each update under an exclusive lock
 and replaced atomically, so two hooks of one session never lose each other's
@@ -125,14 +129,16 @@ class InProgress:
 class SessionState:
     """The whole file of one session."""
 
-    __slots__ = ("host", "in_progress", "inbox_stamp", "session_id", "shown")
+    __slots__ = ("exposed", "host", "in_progress", "inbox_stamp", "session_id", "shown")
 
     def __init__(self, host: str, session_id: str, shown: dict[str, int] | None = None,
                  in_progress: list[InProgress] | None = None,
-                 inbox_stamp: list[Any] | None = None) -> None:
+                 inbox_stamp: list[Any] | None = None, exposed: bool = False) -> None:
         self.host, self.session_id = host, session_id
         self.shown: dict[str, int] = shown if shown is not None else {}
         self.in_progress: list[InProgress] = in_progress if in_progress is not None else []
+        # Teammate text has entered the session: set once, never cleared.
+        self.exposed = bool(exposed or self.shown or self.in_progress)
         # The local copy as of the last full look (see inbox_stamp): while it is the
         # same, nothing new can have arrived, and a stop answers without reading it.
         self.inbox_stamp: list[Any] = inbox_stamp if inbox_stamp is not None else []
@@ -141,7 +147,13 @@ class SessionState:
         """True when this item at this seq was never shown to the session."""
         return self.shown.get(item_id, 0) < seq
 
+    def expose(self) -> None:
+        """Record that a teammate's text entered the session (kept until it ends)."""
+        self.exposed = True
+
     def mark_shown(self, items: list[tuple[str, int]]) -> None:
+        if items:
+            self.exposed = True
         for item_id, seq in items:
             if self.shown.get(item_id, 0) < seq:
                 self.shown.pop(item_id, None)  # re-inserted last: the newest are kept
@@ -150,6 +162,7 @@ class SessionState:
             self.shown.pop(next(iter(self.shown)))
 
     def start(self, entry: InProgress) -> None:
+        self.exposed = True
         self.in_progress = [e for e in self.in_progress if e.thread_id != entry.thread_id]
         self.in_progress.append(entry)
 
@@ -162,7 +175,7 @@ class SessionState:
         return {"format_version": FORMAT_VERSION, "host": self.host,
                 "session_id": self.session_id, "shown": self.shown,
                 "in_progress": [e.to_json() for e in self.in_progress],
-                "inbox_stamp": self.inbox_stamp}
+                "inbox_stamp": self.inbox_stamp, "exposed": self.exposed}
 
     @classmethod
     def parse(cls, text: str, path: Path) -> SessionState:
@@ -195,9 +208,14 @@ class SessionState:
         if not isinstance(stamp, list):
             raise ConfigError(f"the session state {path}: 'inbox_stamp' must be a list",
                               path=str(path), field="inbox_stamp")
+        exposed = raw.get("exposed", False)
+        if not isinstance(exposed, bool):
+            raise ConfigError(f"the session state {path}: 'exposed' must be true or false",
+                              path=str(path), field="exposed")
         return cls(host=host, session_id=session_id, shown=dict(shown),
                    in_progress=[InProgress.from_json(e, f"in_progress[{n}]")
-                                for n, e in enumerate(progress)], inbox_stamp=stamp)
+                                for n, e in enumerate(progress)], inbox_stamp=stamp,
+                   exposed=exposed)
 
 
 def inbox_stamp(mirror: str) -> list[Any]:

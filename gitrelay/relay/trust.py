@@ -274,17 +274,46 @@ def _format_loc(loc: tuple[int | str, ...]) -> str:
     return text or "(top level)"
 
 
+def _trust_keys() -> list[str]:
+    """Every key a trust file may hold, at any level (for did-you-mean)."""
+    keys: set[str] = set()
+    for model in (TrustRules, TrustOverlay, TeammateTrust, UnknownTeammates):
+        keys.update(model.model_fields)
+    return sorted(keys)
+
+
+def _unknown_key(key: str) -> str:
+    """What to say about a key no trust-file section has: the known one it most likely
+    meant (``teamates`` → ``teammates``), else where the keys are listed."""
+    import difflib
+
+    near = difflib.get_close_matches(key, _trust_keys(), n=1, cutoff=0.7)
+    if near:
+        return f"unknown key {key!r}; did you mean {near[0]}?"
+    return f"unknown key {key!r} (docs/trust.md lists the keys)"
+
+
 def _validation_error(path: Path, exc: ValidationError) -> ConfigError:
     problems = []
     fields = []
+    suggestion = ""
     for err in exc.errors(include_url=False):
-        field = _format_loc(tuple(err["loc"]))
+        loc = tuple(err["loc"])
+        field = _format_loc(loc)
         fields.append(field)
-        problems.append(f"{field}: {err['msg'].removeprefix('Value error, ')}")
+        if err["type"] == "extra_forbidden" and loc and isinstance(loc[-1], str):
+            text = _unknown_key(loc[-1])
+            if "did you mean" in text and not suggestion:
+                suggestion = text.rsplit("did you mean ", 1)[1].rstrip("?")
+            problems.append(f"{field}: {text}")
+        else:
+            problems.append(f"{field}: {err['msg'].removeprefix('Value error, ')}")
+    hint = "Fix the file (see docs/trust.md); it is not used until it is valid."
+    if suggestion:
+        hint = f"Rename the key to {suggestion}; the file is not used until it is valid."
     return ConfigError(
         f"invalid trust file {path}: " + "; ".join(problems),
-        hint="Fix the file (see docs/trust.md); it is not used until it is valid.",
-        path=str(path), field=fields[0] if fields else "", fields=fields,
+        hint=hint, path=str(path), field=fields[0] if fields else "", fields=fields,
     )
 
 

@@ -98,7 +98,7 @@ class Syncer:
                                  f"+{layout.MAIN_REF}:{FETCHED_MAIN}",
                                  f"+{layout.USERS_REF_PREFIX}*:{FETCHED_USERS}*")
         if code != 0:
-            reason, fix = git_failure(err)
+            reason, fix = git_failure(err, self.url)
             self.mirror.update_sync_state(last_error=reason, last_error_at=time.time())
             raise RelayUnavailable(f"cannot fetch from {self.url}: {reason}",
                                    hint=fix or "Check the relay URL and your access to it.",
@@ -154,8 +154,8 @@ class Syncer:
         if invalid is not None:
             last = commits[invalid.index - 1].oid if invalid.index else old
             return last or ZERO_OID, (f"commit {commits[invalid.index].oid[:12]} breaks rule "
-                                      f"{invalid.rule}: {invalid.message}; this client stops "
-                                      f"at {(last or 'nothing')[:12]}"), invalid.index
+                                      f"{invalid.rule}: {invalid.message}; "
+                                      f"{_kept_up_to(last)}"), invalid.index
         if chain.bad is not None:
             last = commits[-1].oid if commits else old
             problem = chain.problem
@@ -163,7 +163,7 @@ class Syncer:
                 else "objects"
             what = problem.message if isinstance(problem, RelayError) else str(problem)
             return last or ZERO_OID, (f"commit {chain.bad[:12]} breaks rule {rule}: {what}; "
-                                      f"this client stops at {(last or 'nothing')[:12]}"), \
+                                      f"{_kept_up_to(last)}"), \
                 len(commits)
         return (commits[-1].oid if commits else fetched), None, len(commits)
 
@@ -315,12 +315,19 @@ class Syncer:
             # Another push moved the ref between our hook run and our ref update
             # ("failed to update ref", "cannot lock ref"): the same as non-fast-forward.
             return False
-        reason, fix = git_failure(err or out)
+        reason, fix = git_failure(err or out, self.url)
         mirror.update_sync_state(last_error=reason, last_error_at=time.time())
         raise RelayUnavailable(f"cannot push to {self.url}: {reason}",
                                hint=" ".join(filter(None, [fix, "Your operations are queued "
                                                                 "and will be retried."])),
                                **_ssh_cause(fix))
+
+
+def _kept_up_to(last: str | None) -> str:
+    """What this client keeps of a relay whose history breaks a rule at some commit."""
+    if not last or last == ZERO_OID:
+        return "so not one of its commits can be used"
+    return f"this client stops at {last[:12]}"
 
 
 def probe(url: str, env: dict[str, str] | None = None) -> None:
@@ -332,7 +339,7 @@ def probe(url: str, env: dict[str, str] | None = None) -> None:
     proc = run_git(["ls-remote", "--heads", url, layout.MAIN_REF], env=hermetic_env(env),
                    timeout=60.0)
     if proc.returncode != 0:
-        reason, fix = git_failure(proc.stderr)
+        reason, fix = git_failure(proc.stderr, url)
         raise RelayUnavailable(f"cannot fetch from {url}: {reason}",
                                hint=fix or "Check the relay URL and your access to it.",
                                **_ssh_cause(fix))

@@ -123,18 +123,48 @@ def verify_relay(relay_url_or_path: str | None, *, expect_tip: str | None = None
         proc = run_git(["clone", "--mirror", "--quiet", "--", relay, str(clone)],
                        env=hermetic_env())
         if proc.returncode != 0:
-            reason, fix = git_failure(proc.stderr)
+            reason, fix = git_failure(proc.stderr, relay)
             raise RelayUnavailable(f"cannot clone {relay}: {reason}",
                                    hint=fix or "Check the relay URL and your access to it.")
         return _pinned(_verify_git_dir(relay, clone), clone, expect_tip)
 
 
+PIN_LENGTHS = (40, 64)  # a full commit id: SHA-1, SHA-256
+
+
 def check_pin(pin: str, flag: str = "--expect-tip") -> str:
-    """``pin`` when it can name a commit (4-64 hex digits), else InvalidArgument."""
-    if not 4 <= len(pin) <= 64 or any(c not in "0123456789abcdefABCDEF" for c in pin):
-        raise InvalidArgument(f"{flag} {pin!r} is not a commit id (4-64 hex digits)",
-                              field="expect_tip")
+    """``pin`` when it is a full commit id (40 hex digits, 64 on a SHA-256 relay),
+    else InvalidArgument: a prefix of a few digits can be matched by a commit an
+    attacker grinds in seconds, so only the whole id pins anything."""
+    if len(pin) not in PIN_LENGTHS or any(c not in "0123456789abcdefABCDEF" for c in pin):
+        shown_pin = repr(pin) if len(pin) <= 80 else repr(pin[:77] + "...")
+        raise InvalidArgument(
+            f"{flag} {shown_pin} is not a full commit id: a pin is all 40 hex digits of one "
+            "(64 on a SHA-256 relay), since a shorter prefix can be matched by a forged "
+            "commit", hint="Ask a teammate on the relay to run `gitrelay status --pin` and "
+            "send you the line it prints, or copy `main is at …` from `gitrelay verify`.",
+            field="expect_tip")
     return pin.lower()
+
+
+def read_tip_file(path: Path) -> str | None:
+    """The pin kept in ``path``: None when the file does not exist yet (the first run),
+    else its commit id; an empty, unreadable or malformed file is InvalidArgument, never
+    "no pin" (a pin that quietly vanished would let a rewritten history through)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidArgument(f"--tip-file {path} cannot be read ({exc}); nothing was "
+                              "verified against it", field="--tip-file") from None
+    if not text.strip():
+        raise InvalidArgument(f"--tip-file {path} is empty: it should hold the commit id of "
+                              "the last verified main; nothing was verified against it",
+                              hint="Restore it from where the last run kept it, or delete it "
+                                   "to start again without a pin (the next run writes one).",
+                              field="--tip-file")
+    return check_pin(text.strip(), f"--tip-file {path}: its pin")
 
 
 def pin_problem(git_dir: Path, pin: str, tip: str | None) -> str | None:

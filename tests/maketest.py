@@ -1,0 +1,105 @@
+"""``make test``: lint, type check, every test, the quick benchmark, then one verdict line.
+
+Each step's own output streams as it runs; the last line says how it all went::
+
+    make test: 1270 passed, 0 failed, 3 skipped in 312 s
+
+with "(lint failed)", "(type check failed)" or "(quick benchmark failed)" added
+when a step other than the tests failed. The exit status is 0 only when every
+step passed. ``--pytest-args`` and ``--skip`` choose what runs (for trying the
+runner itself on a few tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STEPS = ("lint", "typecheck", "tests", "bench")
+WHAT_FAILED = {"lint": "lint failed", "typecheck": "type check failed",
+               "tests": "the tests did not run to the end", "bench": "quick benchmark failed"}
+
+
+@dataclass
+class Counts:
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+
+def _run(title: str, argv: list[str]) -> int:
+    print(f"== {title}", flush=True)
+    return subprocess.run(argv, cwd=ROOT, check=False).returncode
+
+
+def _counts(junit: Path) -> Counts | None:
+    """The totals of a pytest run's JUnit XML, or None when it wrote none."""
+    try:
+        root = ET.parse(junit).getroot()
+    except (OSError, ET.ParseError):
+        return None
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    total = Counts()
+    for suite in suites:
+        tests, skipped = int(suite.get("tests", 0)), int(suite.get("skipped", 0))
+        failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+        total.passed += tests - skipped - failed
+        total.failed += failed
+        total.skipped += skipped
+    return total
+
+
+def verdict(counts: Counts | None, seconds: float, failed_steps: list[str]) -> str:
+    tests = ("no test results" if counts is None else
+             f"{counts.passed} passed, {counts.failed} failed, {counts.skipped} skipped")
+    extra = f" ({'; '.join(WHAT_FAILED[s] for s in failed_steps)})" if failed_steps else ""
+    return f"make test: {tests} in {seconds:.0f} s{extra}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.maketest", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pytest-args", default="--durations=10",
+                        help="arguments for pytest (default: %(default)s)")
+    parser.add_argument("--skip", action="append", choices=STEPS, default=[],
+                        help="leave a step out (repeatable)")
+    args = parser.parse_args(argv)
+    py = sys.executable
+    bindir = Path(py).parent
+    started = time.monotonic()
+    failed: list[str] = []
+    counts: Counts | None = None
+    if "lint" not in args.skip and _run("lint: ruff", [str(bindir / "ruff"), "check",
+                                                        "gitrelay", "tests", "bench"]):
+        failed.append("lint")
+    if "typecheck" not in args.skip and _run("type check: mypy --strict",
+                                             [str(bindir / "mypy")]):
+        failed.append("typecheck")
+    if "tests" not in args.skip:
+        with tempfile.TemporaryDirectory(prefix="gitrelay-maketest-") as tmp:
+            junit = Path(tmp) / "junit.xml"
+            code = _run("tests: every test file, real git servers included where installed",
+                        [py, "-m", "pytest", *shlex.split(args.pytest_args),
+                         f"--junitxml={junit}"])
+            counts = _counts(junit)
+        if counts is None or (code != 0 and counts.failed == 0):
+            failed.append("tests")
+    if "bench" not in args.skip and _run(
+            "benchmark: python -m bench --quick (checks the suite runs; `make bench` measures)",
+            [py, "-m", "bench", "--quick", "--out", "bench/results/quick.json"]):
+        failed.append("bench")
+    print()
+    print(verdict(counts, time.monotonic() - started, failed), flush=True)
+    return 1 if failed or (counts is not None and counts.failed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
