@@ -24,7 +24,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from gitrelay.cli.main import main
+from gitrelay.cli.main import EXIT_USAGE, main
 from gitrelay.core.errors import InvalidArgument
 from gitrelay.mcp.server import build_server
 from gitrelay.mcp.state import ServerState
@@ -179,6 +179,8 @@ def search(world: World, handle: str, calls: list[dict[str, Any]]) -> list[Any]:
         async with Client(build_server(opener)) as session:
             for args in calls:
                 result = await session.call_tool("search_threads", args)
+                # Text only, as every tool answers by default: the fence reaches the model.
+                assert result.structured_content is None and len(result.content) == 1
                 text = result.content[0].text  # type: ignore[union-attr]
                 out.append(text if result.is_error else read(text))
 
@@ -497,7 +499,7 @@ def test_gitrelay_search_reads_every_thread_for_a_person(world: World, as_user: 
     assert more is not None
     assert main(["search", *base, "--cursor", more.group(1), "gizmo", "--limit", "50"]) == 0
     assert out.count("gizmo") + capsys.readouterr().out.count("gizmo") >= PAGED
-    assert main(["search", *base, "wombat:1"]) == 1
+    assert main(["search", *base, "wombat:1"]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.startswith("gitrelay: invalid_argument (-32602)") and "'wombat:1'" in err
 

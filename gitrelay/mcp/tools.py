@@ -370,13 +370,13 @@ def register(server: RelayMCPServer) -> None:
     @server.relay_tool(annotations=READ)
     def search_threads(
         query: Annotated[str, Field(min_length=1, max_length=QUERY_CHARS, description=(
-            'Words, "phrases", filters from: to: status: intent: since:7d path:glob'))],
+            'Words, "phrases", filters: from: to: status: intent: since: path:'))],
         ctx: Ctx,
         limit: Annotated[int, Field(ge=1, le=SEARCH_PAGE_MAX)] = SEARCH_PAGE_DEFAULT,
-        cursor: Annotated[OrNone[str], Field(description="next_cursor: the next page.")] = None,
+        # next_cursor of the last answer (the answer's first line names it)
+        cursor: Annotated[OrNone[str], Field()] = None,
     ) -> Annotated[CallToolResult, SearchOut]:
-        """Find your threads, archived too, by words and filters: best match first, each
-        with a snippet."""
+        """Search your threads, archived too; best match first, with snippets."""
         state = st(ctx)
         rules = state.trust.current()
         page = find_threads(state.client, query, reader=policy.Reader.AGENT, rules=rules,
