@@ -382,4 +382,5 @@ def register(server: RelayMCPServer) -> None:
         page = find_threads(state.client, query, reader=policy.Reader.AGENT, rules=rules,
                             limit=limit, cursor=cursor)
         return answer_fenced(present_search_fenced(page, caller=state.me, rules=rules,
-                                                   sync_warning=sync_warning(state.client)))
+                                                   sync_warning=sync_warning(state.client)),
+                             structured=state.structured)

@@ -32,10 +32,12 @@ def search_threads(client: RelayClient, query: str, *, reader: policy.Reader,
                    cursor: str | None = None) -> SearchPage:
     """The page of threads ``query`` finds for ``reader`` (``invalid_argument`` naming
     the term for a query that cannot be read, ``invalid_cursor`` for a cursor of
-    another query)."""
+    another query: both before anything is fetched or written)."""
     me = client.handle
     parsed = parse(query, me=me)
     scope = policy.search_scope(me, reader)
+    who = f"{reader.value}:{me.casefold()}"
+    position = searchindex.check_page(parsed, limit=limit, cursor=cursor, scope=who)
     client.refresh()
     mirror = client.mirror
     if scope is not None and mirror.main() is not None and mirror.view().profile(me) is None:
@@ -55,7 +57,7 @@ def search_threads(client: RelayClient, query: str, *, reader: policy.Reader,
                 rebuilt = idx.update().rebuilt
                 hits, next_cursor = searchindex.run(
                     idx.reader(), mirror.objects, parsed, me=scope, withheld=withheld,
-                    limit=limit, cursor=cursor, scope=f"{reader.value}:{me.casefold()}")
+                    limit=limit, position=position, scope=who)
             return SearchPage(hits, next_cursor, index_rebuilt=rebuilt or attempt > 0)
         except sqlite3.OperationalError as exc:
             if not is_busy(exc):

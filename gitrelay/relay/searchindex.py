@@ -316,20 +316,28 @@ def _filters(query: Query, me: str | None, withheld: Sequence[str], tid: str,
 _COLUMNS = "h.sender, h.recipient, h.intent, t.status, h.created_at, t.updated_at"
 
 
-def run(conn: sqlite3.Connection, objs: Objects, query: Query, *, me: str | None,
-        withheld: Callable[[str], bool], limit: int, cursor: str | None,
-        scope: str) -> tuple[list[SearchHit], str | None]:
-    """The page of threads ``query`` finds, read from the index connection ``conn``.
-
-    ``me``: only the threads this handle sent or received (None: every thread);
-    ``withheld(author)``: whether that author's text is never matched nor shown.
-    ``scope`` names who asks, so a cursor only continues the same reader's query."""
+def check_page(query: Query, *, limit: int, cursor: str | None, scope: str
+               ) -> Position | None:
+    """The position ``cursor`` continues from (None: the first page), after checking
+    ``limit`` and that the cursor is one of this query for this reader (``scope``
+    names who asks): refused before anything is read."""
     if isinstance(limit, bool) or not isinstance(limit, int) \
             or not 1 <= limit <= SEARCH_PAGE_MAX:
         raise InvalidArgument(f"limit {limit!r} must be an integer from 1 to "
                               f"{SEARCH_PAGE_MAX}", field="limit")
+    return _position(cursor, _query_hash(query, scope)) if cursor is not None else None
+
+
+def run(conn: sqlite3.Connection, objs: Objects, query: Query, *, me: str | None,
+        withheld: Callable[[str], bool], limit: int, position: Position | None,
+        scope: str) -> tuple[list[SearchHit], str | None]:
+    """The page of threads ``query`` finds after ``position`` (from :func:`check_page`),
+    read from the index connection ``conn``.
+
+    ``me``: only the threads this handle sent or received (None: every thread);
+    ``withheld(author)``: whether that author's text is never matched nor shown.
+    ``scope`` names who asks, so a cursor only continues the same reader's query."""
     query_hash = _query_hash(query, scope)
-    position = _position(cursor, query_hash) if cursor is not None else None
     blocked = [h for (h,) in conn.execute("SELECT handle_cf FROM profiles") if withheld(h)]
     params: dict[str, Any] = {"limit": limit + 1}
     if query.terms:
