@@ -241,8 +241,7 @@ def bench_search(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]
                           note=f"{READER}'s agent, the SDK's in-process client; "
                                f"{len(QUERIES)} queries interleaved"))
     figs.append(ms_figure(sec, "search_threads warm, every query, server side only", served,
-                          note="without the client's part (it checks each result against "
-                               "the output schema, about 0.5 ms per result)"))
+                          note="the same calls without the client's part"))
     for query in QUERIES:
         figs.append(ms_figure(sec, f"search_threads {query}", samples[query]))
     pages = measure_pages(ws, sizes)
