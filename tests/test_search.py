@@ -493,6 +493,11 @@ def test_gitrelay_search_reads_every_thread_for_a_person(world: World, as_user: 
     data = json.loads(capsys.readouterr().out)
     assert [r["withheld"] for r in data["results"]] == [True]
     assert data["results"][0]["snippet"] is None
+    assert main(["search", *base, "zebra"]) == 0
+    assert "No thread matches zebra." in capsys.readouterr().out
+    assert main(["search", *base, "zebra", "--show-blocked"]) == 0  # asked on purpose
+    out = capsys.readouterr().out
+    assert world.ids["spam"][:8] in out and "paginate everything, zebra" in out
     assert main(["search", *base, "gizmo", "--limit", "5"]) == 0
     out = capsys.readouterr().out
     more = re.search(r"--cursor (\S+)", out)

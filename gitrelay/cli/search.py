@@ -6,6 +6,7 @@ import argparse
 import shlex
 
 from gitrelay.cli.common import EXIT_OK, Commands, note, open_client, print_json, stale_note
+from gitrelay.cli.withhold import FLAG, add_flag
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
@@ -19,9 +20,10 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
     query = " ".join(args.query)
     client = open_client(args)
-    page = search_threads(client, query, reader=Reader.PERSON,
-                          rules=load_trust(trust_path(args)), limit=args.limit,
-                          cursor=args.cursor)
+    # As show and inbox do (cli/withhold.py): withheld unless asked with --show-blocked.
+    rules = None if args.show_blocked else load_trust(trust_path(args))
+    page = search_threads(client, query, reader=Reader.PERSON, rules=rules,
+                          limit=args.limit, cursor=args.cursor)
     stale_note(client)
     if args.json:
         print_json({"results": [asdict(h) for h in page.hits], "next_cursor": page.next_cursor,
@@ -35,7 +37,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     rows = []
     for hit in page.hits:
         where = (hit.field or "") + (f" #{hit.sequence_no}" if hit.sequence_no else "")
-        text = (f"[withheld: {hit.by} is blocked in your trust file]" if hit.withheld
+        text = (f"[withheld: {hit.by} is blocked; {FLAG} shows it]" if hit.withheld
                 else one_line(hit.snippet or ""))
         rows.append([short_id(hit.thread_id), hit.status, hit.sender, hit.recipient,
                      when(hit.updated_at), f"{where}: {text}" if where else text])
@@ -60,3 +62,4 @@ def register(commands: Commands) -> None:
                    help=f"at most this many threads (1-{SEARCH_PAGE_MAX})")
     p.add_argument("--cursor", help="the next page: the cursor the previous search printed")
     p.add_argument("--trust", help="trust file whose blocked teammates' words are left out")
+    add_flag(p)

@@ -127,8 +127,8 @@ def search_scope(me: str, reader: Reader) -> str | None:
 def withheld_in_search(me: str, author: str, rules: TrustRules) -> bool:
     """Whether a search leaves ``author``'s words out, for either reader: a teammate
     the trust file blocks. A search finds text by its words, so a blocked sender's
-    words neither match nor show; a person opens the thread (``gitrelay show``) to
-    read them."""
+    words neither match nor show; a person who wants them asks on purpose
+    (``gitrelay search --show-blocked``, as ``show`` and ``inbox`` take it)."""
     return withheld_from_agent(me, author, rules)
 
 

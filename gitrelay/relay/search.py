@@ -28,11 +28,13 @@ __all__ = ["SEARCH_PAGE_DEFAULT", "SearchHit", "SearchPage", "search_threads"]
 
 
 def search_threads(client: RelayClient, query: str, *, reader: policy.Reader,
-                   rules: TrustRules, limit: int = SEARCH_PAGE_DEFAULT,
+                   rules: TrustRules | None, limit: int = SEARCH_PAGE_DEFAULT,
                    cursor: str | None = None) -> SearchPage:
     """The page of threads ``query`` finds for ``reader`` (``invalid_argument`` naming
     the term for a query that cannot be read, ``invalid_cursor`` for a cursor of
-    another query: both before anything is fetched or written)."""
+    another query: both before anything is fetched or written). ``rules``: the
+    caller's trust file, whose blocked teammates' words are left out; None leaves out
+    nothing (a person who asked to see them, ``gitrelay search --show-blocked``)."""
     me = client.handle
     parsed = parse(query, me=me)
     scope = policy.search_scope(me, reader)
@@ -49,7 +51,7 @@ def search_threads(client: RelayClient, query: str, *, reader: policy.Reader,
     idx = index_for(mirror)
 
     def withheld(author: str) -> bool:
-        return policy.withheld_in_search(me, author, rules)
+        return rules is not None and policy.withheld_in_search(me, author, rules)
 
     for attempt in range(2):
         try:
