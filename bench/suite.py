@@ -1742,8 +1742,10 @@ SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list
     ("writers", bench_writers),
     ("storage", bench_storage),
     ("hooks", bench_hooks),
+    ("registry", lambda ws, sizes, log, shared: _registry(ws, sizes)),
     ("join", bench_join),
     ("peer", bench_peer),
+    ("web", lambda ws, sizes, log, shared: _web(ws, sizes, log, shared)),
     ("context", lambda ws, sizes, log, shared: _context(ws, sizes, log, shared)),
     ("model", lambda ws, sizes, log, shared: _model(ws, sizes, log, shared)),
 ]
@@ -1753,6 +1755,21 @@ def _search(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> li
     from bench.search_bench import bench_search  # imports this module: imported when run
 
     return bench_search(ws, sizes, log, shared)
+
+
+def _registry(ws: Workspace, sizes: Sizes) -> list[Figure]:
+    """Registrations under load (:mod:`bench.registry_bench`): the gate and a reader."""
+    from bench import registry_bench
+
+    n = registry_bench.QUICK_REGISTRATIONS if sizes is QUICK \
+        else registry_bench.FULL_REGISTRATIONS
+    return registry_bench.figures(ws.fresh("registry"), n)
+
+
+def _web(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
+    from bench.web_bench import bench_web  # imports this module: imported when run
+
+    return bench_web(ws, sizes, log, shared)
 
 
 def _context(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:

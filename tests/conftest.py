@@ -22,6 +22,7 @@ SLOW_MODULES = frozenset({
     "test_example_repo", "test_gate_property", "test_inbox", "test_index", "test_injection",
     "test_mcp_stdio", "test_mcp_tools", "test_mcp_ts_client", "test_model_stateful",
     "test_parallel", "test_front_ends_agree", "test_unparseable_commits", "test_real_hosts",
+    "test_web_browser",
 })
 
 

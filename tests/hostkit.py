@@ -405,13 +405,14 @@ class Desk:
     """bob's machine: a hermetic home with his gitrelay home, trust file, a git work tree
     and the hosts' settings as ``gitrelay setup`` writes them."""
 
-    def __init__(self, root: Path, relay: Path, *, trust: str = ALICE_TRUSTED) -> None:
+    def __init__(self, root: Path, relay: Path, *, trust: str = ALICE_TRUSTED,
+                 gitrelay_home: Path | None = None) -> None:
         self.root = root
         self.relay = relay
         self.home = root / "bob-home"
         # The defaults, as a user has them: Codex starts MCP servers with only a few of
         # the environment's variables (HOME, PATH...), so GITRELAY_HOME would not reach it.
-        self.gitrelay_home = self.home / ".gitrelay"
+        self.gitrelay_home = gitrelay_home or self.home / ".gitrelay"
         self.trust = self.home / ".agentrelay" / "trust.yaml"
         self.trust.parent.mkdir(parents=True)
         self.trust.write_text(trust)

@@ -585,7 +585,7 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
 
     commands = ["init", "join", "verify", "mcp", "demo", "inbox", "show", "log", "teammates",
                 "whoami", "send", "reply", "accept", "complete", "cancel", "archive", "status",
-                "doctor", "reindex", "trust", "draft", "setup", "hook", "search"]
+                "doctor", "reindex", "trust", "draft", "setup", "hook", "web", "search"]
     # Each with its required arguments, so that the unknown option is the one problem.
     required = {"init": ["{base}/new-relay.git"], "join": ["{relay}", "--as", "dave@acme",
                                                            "--name", "Dave", "--role", "qa"],
@@ -629,6 +629,9 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
     add("search-limit-0", "search", "x", "--limit", "0", mentions="limit")
     add("search-bad-cursor", "search", "x", "--cursor", "s1.e30.000000000000",
         expect="invalid_cursor", mentions="cursor")
+    add("web-port-negative", "web", "--port", "-1", mentions="--port")
+    add("web-port-too-big", "web", "--port", "65536", mentions="--port")
+    add("web-port-word", "web", "--port", "any", mentions="--port")
     add("inbox-limit-0", "inbox", "--limit", "0", mentions="limit")
     add("inbox-limit-201", "inbox", "--limit", "201", mentions="limit")
     add("inbox-limit-word", "inbox", "--limit", "ten", mentions="--limit")

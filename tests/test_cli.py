@@ -247,6 +247,27 @@ def test_global_relay_and_as_flags_override_the_config(people, acme):
     assert run.json["name"] == "Carol Diaz"  # type: ignore[index]
 
 
+def test_teammates_pages_with_limit_and_cursor(people):
+    bob = people["bob"]
+    first = bob("teammates", "--limit", "2")
+    assert first.code == 0, first.err
+    lines = first.out.splitlines()
+    assert [ln.split()[0] for ln in lines[1:3]] == ["alice@acme", "bob@acme"]
+    last = lines[-1]
+    assert last.startswith("3 teammates in all; the next 2: `gitrelay teammates --cursor ")
+    cursor = last.split("--cursor ")[1].rstrip("`.")
+    rest = bob("teammates", "--limit", "2", "--cursor", cursor, "--json")
+    assert rest.code == 0, rest.err
+    assert [p["handle"] for p in rest.json] == ["carol@acme"]  # type: ignore[union-attr]
+    assert "--cursor" not in rest.err
+    more = bob("teammates", "--limit", "1", "--json")
+    assert [p["handle"] for p in more.json] == ["alice@acme"]  # type: ignore[union-attr]
+    assert "3 teammates in all" in more.err
+    bad = bob("teammates", "--cursor", "t1.####")
+    one_error_line(bad, "invalid_cursor", -32024)
+    assert bob("teammates", "--limit", "0").code != 0
+
+
 def test_an_unreachable_relay_with_no_local_copy_exits_4_in_one_line(tmp_path, monkeypatch,
                                                                      capsys):
     nobody = Person("bob@acme", tmp_path, monkeypatch, capsys)
@@ -1233,6 +1254,7 @@ ERROR_PATHS: dict[str, list[tuple[tuple[str, ...], int, str]]] = {
     "reindex": [(("--relay", "{missing}"), 4, "")],
     "setup": [(("claud",), 2, "Did you mean claude?")],
     "hook": [(("sesion-start",), 2, "not one of")],
+    "web": [(("--port", "70000"), 2, "70000"), (("--relay", "{missing}"), 4, "")],
 }
 
 

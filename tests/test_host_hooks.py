@@ -344,11 +344,17 @@ def test_the_hooks_bench_measures_every_figure_on_a_small_relay(tmp_path: Path) 
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    assert [f.median is not None and f.median > 0 for f in figures] == [True] * 8
+    assert [f.median is not None and f.median > 0 for f in figures] == [True] * 15
     assert {f.name for f in figures if f.limit == hooks_bench.GOAL_PRE_TOOL_USE_MS} == {
         "pre-tool-use guard, handoff in progress", "pre-tool-use guard, nothing in progress"}
     assert {f.name for f in figures if f.limit == hooks_bench.GOAL_SESSION_START_MS} == {
         "session-start hook (a new session)"}
+    assert {f.name for f in figures if f.limit == hooks_bench.GOAL_STOP_MS} == {
+        "stop hook (nothing new)"}
+    assert {f.name for f in figures if f.limit == hooks_bench.GOAL_UNATTENDED_EXIT_MS} == {
+        "claude -p: its stop to the waiter's exit"}
+    assert {f.name for f in figures if f.limit == hooks_bench.GOAL_ORPHAN_EXIT_MS} == {
+        "host killed to the waiter's exit"}
 
 
 def test_session_start_answers_from_the_inbox_index_only_while_it_is_current(
@@ -445,3 +451,254 @@ def test_the_start_context_withholds_a_blocked_senders_words_as_check_inbox_does
     bob.trust.write_text("version: 1\nteammates: [not, a, mapping\n")
     broken = context("s3")
     assert tid in broken and "Paging for /users" not in broken
+
+
+# --------------------------------------------------------------------------- fresh news,
+# one announcement per item, and a waiter that never outlives its host
+
+
+def waiter(bob: Bob, session: str, event: str = "Stop", *, env: dict[str, str] | None = None,
+           argv: list[str] | None = None) -> subprocess.Popen[str]:
+    """``gitrelay hook wait`` started as Claude Code starts it (in the background), its
+    input for ``event``; returns once it holds the session's wait lock (it is waiting)."""
+    given = bob.user_home / f"wait-{session}-{time.monotonic_ns()}.json"
+    given.write_text(json.dumps(bob.event(event, session, stop_hook_active=False)))
+    cmd = [GITRELAY, "hook", "wait", "--host", "claude", "--timeout", "120"]
+    with open(given) as stdin:
+        proc = subprocess.Popen(argv or cmd, stdin=stdin, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env={**bob.env, **(env or {})})
+    held_by_other(SessionStore("claude", bob.home / "sessions"), session, proc)
+    return proc
+
+
+def announced(stop: subprocess.CompletedProcess[str], wait: subprocess.Popen[str]
+              ) -> list[str]:
+    """Every announcement of a stop and a waiter that has exited: the nudge's reason, the
+    waiter's wake-up line."""
+    out = []
+    assert stop.returncode == 0, stop.stderr
+    if stop.stdout.strip():
+        out.append(json.loads(stop.stdout)["reason"])
+    _, err = wait.communicate(timeout=30)
+    assert wait.returncode in (0, 2), err
+    if wait.returncode == 2:
+        out.append(err.strip())
+    else:
+        assert err == "", err
+    return out
+
+
+def start_context(bob: Bob, session: str, env: dict[str, str] | None = None) -> str:
+    out = subprocess.run([GITRELAY, "hook", "session-start", "--host", "claude"],
+                         input=json.dumps(bob.event("SessionStart", session, source="startup")),
+                         capture_output=True, text=True, env={**bob.env, **(env or {})},
+                         timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    return str(json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]) \
+        if out.stdout else ""
+
+
+def test_a_handoff_sent_while_nothing_ran_is_in_the_start_context(
+        relay: Path, bob: Bob, tmp_path: Path) -> None:
+    # bob's local copy was last fetched at his join; alice's handoff reaches the relay
+    # while nothing of his runs.
+    tid = alice(relay, tmp_path).handoff(to="bob@acme", intent="inform",
+                                         summary=SUMMARY).thread_id
+    # A waiter started beside session-start (as Claude Code starts both) lets the start
+    # look go first: the handoff is in the context, and the waiter says nothing of it.
+    background = waiter(bob, "cold", "SessionStart")
+    time.sleep(0.5)
+    context = start_context(bob, "cold")
+    assert tid in context and read_text(context).by_field()["[0]"].value == SUMMARY
+    assert "did not answer" not in context
+    assert bob.hook("stop", bob.event("Stop", "cold")).stdout == ""
+    ended = bob.hook("session-end", bob.event("SessionEnd", "cold", reason="other"))
+    assert (ended.returncode, ended.stdout, ended.stderr) == (0, "", "")
+    assert announced(bob.hook("stop", bob.event("Stop", "cold")), background) == []
+    # A second handoff sent while nothing ran: a new session's start lists both.
+    second = alice(relay, tmp_path).handoff(to="bob@acme", intent="inform",
+                                            summary="The admin list pages too").thread_id
+    both = start_context(bob, "cold-2")
+    assert tid in both and second in both
+
+
+def test_a_slow_or_unreachable_relay_gets_one_line_and_the_local_copy(
+        relay: Path, bob: Bob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = alice(relay, tmp_path).handoff(to="bob@acme", intent="inform",
+                                           summary=SUMMARY).thread_id
+    monkeypatch.setenv("GITRELAY_HOME", str(bob.home))
+    RelayClient(str(relay), "bob@acme", writes="wait").refresh(max_age=0)
+    second = alice(relay, tmp_path).handoff(to="bob@acme", intent="inform",
+                                            summary="The admin list pages too").thread_id
+    # A relay that takes 5 s to answer (a git that stalls on the network, as over a
+    # dead VPN): the start waits 1.5 s for it, then serves the local copy, saying so.
+    bin_dir = tmp_path / "slow-bin"
+    bin_dir.mkdir()
+    real_git = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    (bin_dir / "git").write_text(
+        f'#!/bin/sh\ncase " $* " in *" fetch "*) exec sleep 5;; esac\nexec {real_git} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    slow = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    context = start_context(bob, "slow", slow)
+    first_line = context.splitlines()[0]
+    assert first_line.startswith("gitrelay: the relay did not answer within 1.5 s")
+    assert "local copy" in first_line
+    # Served without what the relay would have brought after its 5 s.
+    assert first in context and second not in context
+    # An unreachable relay: one line with git's reason.
+    relay.rename(tmp_path / "relay-away.git")
+    gone = start_context(bob, "gone")
+    assert gone.splitlines()[0].startswith("gitrelay: the relay could not be reached (cannot "
+                                           f"fetch from {relay}")
+    assert "below is the local copy" in gone.splitlines()[0] and first in gone
+    # Back again: the next start fetches what the relay had, only what was not shown.
+    (tmp_path / "relay-away.git").rename(relay)
+    back = start_context(bob, "gone")
+    assert second in back and "did not answer" not in back
+    assert "1 unread item(s) shown to this session before" in back
+
+
+@pytest.mark.parametrize("unattended", [False, True], ids=["interactive", "claude-p"])
+def test_the_stop_nudge_and_the_waiter_never_both_announce_an_item(
+        relay: Path, bob: Bob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        unattended: bool) -> None:
+    """Claude Code starts the waiter beside the stop hook; an item that arrives as the
+    turn ends is announced by exactly one of them, run after run."""
+    env = {"CLAUDE_CODE_ENTRYPOINT": "sdk-cli" if unattended else "cli"}
+    sender = alice(relay, tmp_path)
+    monkeypatch.setenv("GITRELAY_HOME", str(bob.home))
+    mine = RelayClient(str(relay), "bob@acme", writes="wait")
+    outcomes = []
+    for n in range(10):
+        session = f"race-{n}"
+        start_context(bob, session, env)  # the earlier runs' items, shown at the start
+        background = waiter(bob, session, "SessionStart", env=env)
+        os.environ["GITRELAY_HOME"] = str(tmp_path / "alice-gitrelay")
+        sender.handoff(to="bob@acme", intent="inform", summary=f"race {n}")
+        os.environ["GITRELAY_HOME"] = str(bob.home)
+        mine.refresh(max_age=0)  # bob's copy has it: the stop hook can see it too
+        stop = subprocess.run([GITRELAY, "hook", "stop", "--host", "claude"],
+                              input=json.dumps(bob.event("Stop", session,
+                                                         stop_hook_active=False)),
+                              capture_output=True, text=True, env={**bob.env, **env},
+                              timeout=60, check=False)
+        if not unattended:  # an interactive session's waiter waits on: end the session
+            bob.hook("session-end", bob.event("SessionEnd", session, reason="other"))
+        said = announced(stop, background)
+        assert said == ["1 new handoff from alice@acme: call check_inbox"], (n, said)
+        outcomes.append("stop" if stop.stdout.strip() else "waiter")
+        # ... and never again: not at the next stop, not by the next waiter.
+        assert bob.hook("stop", bob.event("Stop", session)).stdout == ""
+    print("announced by", outcomes)
+
+
+def test_in_a_run_without_a_person_the_waiter_leaves_when_the_turn_ends(
+        bob: Bob) -> None:
+    unattended = {"CLAUDE_CODE_ENTRYPOINT": "sdk-cli"}
+    start_context(bob, "p1", unattended)
+    background = waiter(bob, "p1", "SessionStart", env=unattended)
+    # The Stop group's own waiter has nothing to wait for in such a run.
+    quick = subprocess.run([GITRELAY, "hook", "wait", "--host", "claude"],
+                           input=json.dumps(bob.event("Stop", "p2")), capture_output=True,
+                           text=True, env={**bob.env, **unattended}, timeout=60, check=False)
+    assert (quick.returncode, quick.stderr) == (0, "")
+    stop = subprocess.run([GITRELAY, "hook", "stop", "--host", "claude"],
+                          input=json.dumps(bob.event("Stop", "p1", stop_hook_active=False)),
+                          capture_output=True, text=True, env={**bob.env, **unattended},
+                          timeout=60, check=False)
+    # The waiter leaves by itself (its --timeout is 120 s; no SessionEnd came): `claude -p`
+    # exits when it has. (The bench times it: `claude -p: its stop to the waiter's exit`.)
+    assert announced(stop, background) == []
+
+
+@pytest.mark.parametrize("through_shell", [False, True], ids=["direct", "through-sh"])
+def test_the_waiter_exits_when_its_host_dies(bob: Bob, tmp_path: Path,
+                                             through_shell: bool) -> None:
+    """A host killed outright (no SessionEnd) leaves no waiter behind for more than 5 s,
+    whether it ran the command itself or through a shell that outlives it."""
+    given = bob.user_home / "host-input.json"
+    given.write_text(json.dumps(bob.event("Stop", "orphan", stop_hook_active=False)))
+    cmd = f"{GITRELAY} hook wait --host claude --timeout 120 < {given}"
+    child = ["sh", "-c", f"{cmd}; true"] if through_shell else ["sh", "-c", f"exec {cmd}"]
+    # The host: a process that starts the waiter and then sits there, as a host does.
+    host = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen({child!r})\n"
+        "time.sleep(120)\n")], env=bob.env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    store = SessionStore("claude", bob.home / "sessions")
+    try:
+        held_by_other(store, "orphan", host)
+        host.kill()
+        host.wait()
+        killed = time.monotonic()
+        while store.held("orphan", "wait") and time.monotonic() - killed < 30:
+            time.sleep(0.05)
+        # Gone by itself (its --timeout is 120 s); the bench times it ("host killed to the
+        # waiter's exit", goal 5 s).
+        assert not store.held("orphan", "wait"), "the waiter outlived its host by 30 s"
+        print(f"the waiter left {time.monotonic() - killed:.2f} s after its host died")
+    finally:
+        if host.poll() is None:
+            host.kill()
+
+
+@pytest.mark.parametrize("event", ["pre-tool-use", "stop", "session-end"])
+def test_a_hook_loads_only_what_its_event_needs(bob: Bob, event: str) -> None:
+    """The host waits for every hook, and starting Python is most of a hook's time: no
+    argparse, no command modules, no pygit2, pydantic or YAML; the guard only for
+    pre-tool-use."""
+    code = ("import sys\n"
+            f"sys.argv = ['gitrelay', 'hook', {event!r}, '--host', 'claude']\n"
+            "from gitrelay.cli.main import main\n"
+            "code = main()\n"
+            "sys.stderr.write(' '.join(sorted(sys.modules)))\n"
+            "sys.exit(code)\n")
+    start_context(bob, "warm")  # the first look builds the inbox index; later ones read it
+    python = str(Path(sys.executable))
+    out = subprocess.run([python, "-c", code], input=json.dumps(
+        bob.event("PreToolUse", "light", tool_name="Bash", tool_input={"command": "ls"},
+                  stop_hook_active=False)), capture_output=True, text=True, env=bob.env,
+                         timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    loaded = set(out.stderr.split())
+    heavy = {"argparse", "pygit2", "pydantic", "yaml", "mcp", "watchdog", "filelock",
+             "gitrelay.cli.common", "gitrelay.cli.setup", "gitrelay.relay.client",
+             "gitrelay.store.mirror"}
+    if event != "pre-tool-use":
+        heavy.add("gitrelay.relay.guard")
+    assert not heavy & loaded, sorted(heavy & loaded)
+
+
+@pytest.mark.servers
+def test_over_ssh_a_handoff_sent_while_nothing_ran_is_in_the_start_context(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.servers.ssh import ssh_git_server
+
+    with ssh_git_server(tmp_path / "sshd") as server:
+        admin.init_relay(server.root / "relay.git", name="acme")
+        url = server.url("relay.git", "bob")
+        homes = {who: tmp_path / f"{who}-gitrelay" for who in ("alice", "bob")}
+        for who, (name, role) in {"alice": ("Alice Martin", "backend"),
+                                  "bob": ("Bob Chen", "frontend")}.items():
+            monkeypatch.setenv("GITRELAY_HOME", str(homes[who]))
+            admin.join(url, f"{who}@acme", name=name, role=role, usernames=[who],
+                       env={"GIT_SSH_COMMAND": server.client_env(who)["GIT_SSH_COMMAND"]})
+        monkeypatch.setenv("GITRELAY_HOME", str(homes["alice"]))
+        monkeypatch.setenv("GIT_SSH_COMMAND", server.client_env("alice")["GIT_SSH_COMMAND"])
+        tid = RelayClient(url, "alice@acme", writes="wait").handoff(
+            to="bob@acme", intent="inform", summary=SUMMARY).thread_id
+        env = {**server.client_env("bob"), "GITRELAY_HOME": str(homes["bob"]),
+               "HOME": str(tmp_path), "PATH": os.environ["PATH"]}
+        started = time.monotonic()
+        out = subprocess.run([GITRELAY, "hook", "session-start", "--host", "claude"],
+                             input=json.dumps({"session_id": "ssh-1", "cwd": str(tmp_path),
+                                               "hook_event_name": "SessionStart",
+                                               "source": "startup"}),
+                             capture_output=True, text=True, env=env, timeout=60, check=False)
+        took = time.monotonic() - started
+        assert out.returncode == 0, out.stderr
+        context = json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert tid in context and "did not answer" not in context, context
+        print(f"session-start over ssh with a fetch: {took * 1000:.0f} ms")

@@ -110,13 +110,16 @@ def test_setup_claude_merges_into_existing_settings_and_validates(home: Path) ->
         "notify-send done", f"{exe} hook stop --host claude", f"{exe} hook wait --host claude"]
     waiter = settings["hooks"]["Stop"][1]["hooks"][1]
     assert waiter["async"] is True and waiter["asyncRewake"] is True
+    assert waiter["rewakeMessage"].startswith("gitrelay")
+    assert commands(settings["hooks"]["SessionEnd"]) == [f"{exe} hook session-end --host claude"]
     assert settings["hooks"]["SessionStart"][0]["matcher"] == "startup|resume|clear|compact"
     assert settings["hooks"]["PostToolUse"][0]["matcher"] == "mcp__gitrelay__.*"
     servers = read_json(home / ".claude.json")
     validate(servers, "mcp_servers")
     assert servers["numStartups"] == 12
+    # alwaysLoad: Claude Code connects it before the first model request.
     assert servers["mcpServers"] == {**CLAUDE_JSON["mcpServers"], "gitrelay": {
-        "type": "stdio", "command": GITRELAY, "args": ["mcp"]}}
+        "type": "stdio", "command": GITRELAY, "args": ["mcp"], "alwaysLoad": True}}
 
     before = files_of(home)
     again = run(home, "setup", "claude")
@@ -186,7 +189,8 @@ def test_setup_codex_keeps_the_users_toml_and_hooks(home: Path) -> None:
     out = run(home, "setup", "codex")
     assert out.returncode == 0, out.stderr
     config = tomllib.loads((home / ".codex" / "config.toml").read_text())
-    assert config["mcp_servers"]["gitrelay"] == {"command": GITRELAY, "args": ["mcp"]}
+    assert config["mcp_servers"]["gitrelay"] == {
+        "command": GITRELAY, "args": ["mcp"], "env_vars": ["GITRELAY_HOME", "GITRELAY_TRUST"]}
     assert config["mcp_servers"]["docs"]["env"] == {"DOCS_TOKEN_FILE": "/home/bob/.docs-token"}
     assert (home / ".codex" / "config.toml").read_text().startswith(CODEX_TOML)
     hooks = read_json(home / ".codex" / "hooks.json")
@@ -363,7 +367,8 @@ def test_a_toml_table_whose_name_needs_quotes_is_kept(home: Path) -> None:
     config = tomllib.loads(path.read_text())
     assert config["profiles"] == {"a]b": {"model": "o3"}, "x.y": {"note": "[not.a.table]\n"}}
     assert config["mcp_servers"]["gitrelay"]["command"] == GITRELAY
-    assert path.read_text() == text.replace("/opt/old/bin/gitrelay", GITRELAY)
+    assert path.read_text() == text.replace("/opt/old/bin/gitrelay", GITRELAY).replace(
+        'args = ["mcp"]\n', 'args = ["mcp"]\nenv_vars = ["GITRELAY_HOME", "GITRELAY_TRUST"]\n')
     assert run(home, "setup", "codex", "--remove").returncode == 0
     assert tomllib.loads(path.read_text()) == {"model": "gpt-5", "profiles": config["profiles"]}
 

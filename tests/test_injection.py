@@ -105,7 +105,8 @@ SERVER_STRINGS: dict[str, str] = {
     "fence": "[0-9a-f]{32}", "origin": "teammate", "policy": "data-only",
     "trust": "untrusted|you|listed|unknown_allowed|unknown_rejected|blocked",
     "trust_reason": "listed|unknown_allowed", "delivery": "delivered|queued",
-    "next_cursor": r"c1\.[A-Za-z0-9_-]+\.[0-9a-f]{12}",
+    # check_inbox's cursor, and list_teammates' (a handle in base64url)
+    "next_cursor": r"c1\.[A-Za-z0-9_-]+\.[0-9a-f]{12}|t1\.[A-Za-z0-9_-]+",
     "git_sha": "[0-9a-fA-F]{4,64}",
     "operation": "handoff|message|draft|accept|complete|cancel",
     "message_id": r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
@@ -394,7 +395,8 @@ _TRUST_LINE = re.compile(r"trust_overlay \((listed|unknown_allowed)\): (.*)$")
 _NAME = r"[A-Za-z][A-Za-z0-9._:@+/-]*"
 _NAMES = re.compile(rf"\[({_NAME}(?:,{_NAME})*)\](?= |$)")
 _NUMBERS = {"sequence_no", "messages_total", "messages_before", "seq", "cursor", "you",
-            "unread_messages", "lines", "current_seq", "unread", "index_rebuilt", "code"}
+            "unread_messages", "lines", "current_seq", "unread", "index_rebuilt", "code",
+            "total"}
 _INBOX_ITEM = re.compile(
     r"(\d+) (ibx_[0-9a-z]+) ([0-9A-Z]*) (\w+) (\w+) (unread|read)(?:\+(\d+))? (\S+) (\S+)"
     r"(?: claimed_by=\S+ until=\S+)?(?: preview=(.*))?$")

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "gitrelay"
-LAYERS = ["core", "hook", "store", "sync", "relay", "mcp", "demo", "cli"]
+LAYERS = ["core", "hook", "store", "sync", "relay", "web", "mcp", "demo", "cli"]
 STDLIB = set(sys.stdlib_module_names)
 # Third-party packages each layer may import (its own and every layer's below).
 THIRD_PARTY = {
@@ -23,6 +23,7 @@ THIRD_PARTY = {
     "store": {"pygit2", "filelock"},
     "sync": {"watchdog"},
     "relay": {"pydantic", "yaml", "watchdog"},
+    "web": {"starlette", "uvicorn", "jinja2"},
     "mcp": {"mcp", "anyio", "pydantic_core"},
     "demo": set(),
     "cli": set(),

@@ -604,6 +604,36 @@ def test_list_teammates_shows_everyone_with_their_trust(agent: AgentFactory) -> 
             mallory = people["mallory@external"]
             assert mallory["trust"] == "blocked"
             assert "withheld" in mallory["name"] and "Mallory" not in mallory["name"]
+            assert out["total"] == len(TEAM) and out["next_cursor"] is None
+
+    run(body)
+
+
+def test_list_teammates_pages_by_handle_with_a_cursor(agent: AgentFactory) -> None:
+    alice = agent("alice@acme")
+
+    async def body() -> None:
+        async with Client(alice.server()) as a:
+            seen: list[str] = []
+            cursor = None
+            for _ in range(len(TEAM)):
+                args: dict[str, Any] = {"limit": 3 if cursor is None else 2}
+                if cursor is not None:
+                    args["cursor"] = cursor
+                page = await ok(a, "list_teammates", args)
+                assert page["total"] == len(TEAM)
+                assert 1 <= len(page["teammates"]) <= args["limit"]
+                seen += [p["handle"] for p in page["teammates"]]
+                cursor = page["next_cursor"]
+                if cursor is None:
+                    break
+                assert cursor in (await a.call_tool(
+                    "list_teammates", args)).content[0].text  # type: ignore[union-attr]
+            assert seen == sorted(TEAM)
+            text = await fails(a, "list_teammates", {"cursor": "t1.not-a-cursor"})
+            assert "invalid_cursor" in text and "list_teammates" in text
+            text = await fails(a, "list_teammates", {"limit": 0})
+            assert "limit" in text
 
     run(body)
 
@@ -1018,10 +1048,10 @@ def test_an_unexpected_failure_is_an_internal_error_without_internals(
         caplog: pytest.LogCaptureFixture) -> None:
     alice = agent("alice@acme")
 
-    def broken(self: RelayClient) -> list[dict[str, Any]]:
+    def broken(self: RelayClient, **page: Any) -> Any:
         raise RuntimeError("secret internals /home/alice/.gitrelay")
 
-    monkeypatch.setattr(RelayClient, "teammates", broken)
+    monkeypatch.setattr(RelayClient, "teammates_page", broken)
 
     async def body() -> None:
         async with Client(alice.server()) as a:

@@ -6,19 +6,21 @@ answers the hooks; this module parses, prints and sets the exit code.
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
-from typing import TYPE_CHECKING
-
-from gitrelay.cli.common import Commands
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    import argparse
+
+    from gitrelay.cli.common import Commands
     from gitrelay.relay.hostfiles import Scope
 
 __all__ = ["register"]
 
 HOSTS = ("claude", "codex", "cursor")
-EVENTS = ("session-start", "stop", "wait", "pre-tool-use", "post-tool-use")
+EVENTS = ("session-start", "stop", "wait", "session-end", "pre-tool-use", "post-tool-use")
+WAIT_DEFAULT = 3000.0  # seconds (hookrun.WAIT_DEFAULT: this module does not import it early)
 
 
 def _cmd_setup(args: argparse.Namespace) -> int:
@@ -77,23 +79,60 @@ def _cmd_setup(args: argparse.Namespace) -> int:
 
 
 def _cmd_hook(args: argparse.Namespace) -> int:
+    return _run_hook(args.event, args.host, args.outside, args.timeout)
+
+
+def _run_hook(event: str, host: str, outside: Literal["ask", "deny"], timeout: float) -> int:
     try:
         from gitrelay.relay.hookrun import run_hook
 
         text = sys.stdin.buffer.read().decode("utf-8", "replace")
-        outcome = run_hook(args.host, args.event, text, outside=args.outside,
-                           timeout=args.timeout)
+        outcome = run_hook(host, event, text, outside=outside, timeout=timeout)
     except BaseException as exc:  # never a traceback into the host's turn
         if isinstance(exc, KeyboardInterrupt):
             return 130
         why = f"{type(exc).__name__}: {exc}"
-        print(f"gitrelay hook {args.event}: {why}", file=sys.stderr)
-        return 2 if args.event == "pre-tool-use" else 1  # the guard fails closed
+        print(f"gitrelay hook {event}: {why}", file=sys.stderr)
+        return 2 if event == "pre-tool-use" else 1  # the guard fails closed
     if outcome.stdout:
         sys.stdout.write(outcome.stdout + "\n")
     if outcome.stderr:
         sys.stderr.write(outcome.stderr)
+    sys.stdout.flush()
+    if event == "wait":
+        # The host reads the waiter's answer when it exits: leave now, not after the sync
+        # loop's threads (a fetch in flight) wind down.
+        sys.stderr.flush()
+        os._exit(outcome.exit_code)
     return outcome.exit_code
+
+
+def hook_command(argv: list[str]) -> int | None:
+    """``gitrelay hook EVENT [--host H] [--outside O] [--timeout S]`` read by hand, the
+    way a host's settings (written by ``gitrelay setup``) give it; None for anything
+    else (``--help``, a mistake), which the full parser then reads and explains."""
+    if not argv or argv[0] not in EVENTS:
+        return None
+    flags = {"--host": "claude", "--outside": "ask", "--timeout": str(WAIT_DEFAULT)}
+    rest = argv[1:]
+    while rest:
+        name, _, value = rest[0].partition("=")
+        if name not in flags:
+            return None
+        if not _:
+            if len(rest) < 2:
+                return None
+            value, rest = rest[1], rest[1:]
+        flags[name] = value
+        rest = rest[1:]
+    host, outside = flags["--host"], flags["--outside"]
+    if host not in HOSTS or outside not in ("ask", "deny"):
+        return None
+    try:
+        timeout = float(flags["--timeout"])
+    except ValueError:
+        return None
+    return _run_hook(argv[0], host, "deny" if outside == "deny" else "ask", timeout)
 
 
 def register(commands: Commands) -> None:
@@ -126,5 +165,5 @@ def register(commands: Commands) -> None:
     p.add_argument("--host", choices=HOSTS, default="claude")
     p.add_argument("--outside", choices=["ask", "deny"], default="ask",
                    help="pre-tool-use: the answer for a write outside auto_write_paths")
-    p.add_argument("--timeout", type=float, default=3000.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=float, default=WAIT_DEFAULT, metavar="SECONDS",
                    help="wait: how long to wait for a new item before leaving quietly")

@@ -17,7 +17,7 @@ from gitrelay.cli.common import (
 from gitrelay.cli.withhold import Withholder
 from gitrelay.cli.withhold import add_flag as add_withhold_flag
 from gitrelay.core.threads import STATUSES
-from gitrelay.core.vocab import INBOX_PAGE_MAX
+from gitrelay.core.vocab import INBOX_PAGE_MAX, TEAMMATES_PAGE, TEAMMATES_PAGE_MAX
 
 CLOSED = ["completed", "cancelled"]
 
@@ -98,14 +98,21 @@ def _cmd_teammates(args: argparse.Namespace) -> int:
     from gitrelay.relay.render import table
 
     client = open_client(args)
-    people = client.teammates()
+    page = client.teammates_page(limit=args.limit, cursor=args.cursor)
+    people = page.teammates
     stale_note(client)
+    more = (f"{page.total:,} teammates in all; the next {args.limit}: `gitrelay teammates "
+            f"--cursor {page.next_cursor}`" if page.next_cursor else "")
     if args.json:
         print_json([{k: p.get(k) for k in ("handle", "name", "role", "email")} for p in people])
+        if more:
+            note(more)
         return EXIT_OK
     rows = [[p["handle"] + (" (you)" if is_self(client.handle, str(p["handle"])) else ""),
              p["name"], p["role"], p.get("email") or ""] for p in people]
     print(table(["HANDLE", "NAME", "ROLE", "EMAIL"], rows, max_widths={1: 40, 2: 30}))
+    if more:
+        print(f"\n{more[0].upper()}{more[1:]}.")
     return EXIT_OK
 
 
@@ -130,5 +137,8 @@ def register(commands: Commands) -> None:
                         "only what arrived")
     p.add_argument("--trust", help="trust file that says whose words are withheld")
     add_withhold_flag(p)
-    add("teammates", _cmd_teammates, "everyone registered on the relay", "gitrelay teammates",
-        json_flag=True)
+    p = add("teammates", _cmd_teammates, "everyone registered on the relay",
+            "gitrelay teammates", json_flag=True)
+    p.add_argument("--limit", type=int, default=TEAMMATES_PAGE,
+                   help=f"at most this many, by handle (1-{TEAMMATES_PAGE_MAX})")
+    p.add_argument("--cursor", help="the next page, from the cursor the last one printed")

@@ -2,7 +2,8 @@
 
 Thin: each command module (one per group: :mod:`~gitrelay.cli.setup`,
 :mod:`~gitrelay.cli.inbox`, :mod:`~gitrelay.cli.threads`, :mod:`~gitrelay.cli.trust`,
-:mod:`~gitrelay.cli.admin`, :mod:`~gitrelay.cli.hosts`) registers its commands on the
+:mod:`~gitrelay.cli.admin`, :mod:`~gitrelay.cli.hosts`,
+:mod:`~gitrelay.cli.web`) registers its commands on the
 parser built here; a command calls the library and prints with
 :mod:`gitrelay.relay.render`. Errors are one line (``gitrelay: <name> (<code>): message``)
 and an exit code; never a traceback.
@@ -10,37 +11,51 @@ and an exit code; never a traceback.
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import sys
-from collections.abc import Sequence
 
-from gitrelay.cli.common import (
-    EXIT_ERROR,
-    EXIT_INTERNAL,
-    EXIT_INTERRUPTED,
-    EXIT_INVALID,
-    EXIT_OK,
-    EXIT_UNAVAILABLE,
-    EXIT_USAGE,
-    Commands,
-    Parser,
-    common_flags,
-)
-from gitrelay.cli.wording import error_text
-from gitrelay.core.errors import InvalidArgument, RelayError, RelayUnavailable
+# A host runs `gitrelay hook` on every tool call, and starting up is most of its time:
+# this module loads argparse, the command modules and the rest only for the other
+# commands (see main).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
-__all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "EXIT_UNAVAILABLE", "EXIT_USAGE",
-           "build_parser", "main"]
+    from gitrelay.core.errors import RelayError
+
+__all__ = ["build_parser", "main"]
+
+
+def __getattr__(name: str) -> int:
+    """The exit codes (``EXIT_OK``, ...), which live in :mod:`gitrelay.cli.common`."""
+    if name.startswith("EXIT_"):
+        from gitrelay.cli import common
+
+        return int(getattr(common, name))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # The groups of commands (modules of this package), in the order `gitrelay --help` lists
 # them. Imported when a parser is built: a host's `gitrelay hook` loads only its own.
-GROUPS = ("setup", "inbox", "search", "threads", "trust", "admin", "hosts")
+GROUPS = ("setup", "inbox", "search", "threads", "trust", "admin", "hosts", "web")
 
 
 def build_parser(groups: Sequence[str] = GROUPS) -> argparse.ArgumentParser:
+    import argparse
+    import importlib
+
+    from gitrelay.cli.common import EXIT_OK, Commands, Parser, common_flags
+
+    class _PrintVersion(argparse.Action):
+        """``--version``: looked up only when asked (a host's hook builds this parser
+        often)."""
+
+        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                     values: object, option_string: str | None = None) -> None:
+            print(f"gitrelay {_version()}")
+            parser.exit(EXIT_OK)
+
     common = common_flags()
     parser = Parser(prog="gitrelay", parents=[common],
                     formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -58,15 +73,6 @@ def build_parser(groups: Sequence[str] = GROUPS) -> argparse.ArgumentParser:
     return parser
 
 
-class _PrintVersion(argparse.Action):
-    """``--version``: looked up only when asked (a host's hook builds this parser often)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: object, option_string: str | None = None) -> None:
-        print(f"gitrelay {_version()}")
-        parser.exit(EXIT_OK)
-
-
 def _version() -> str:
     """The installed distribution's version, else the package's own."""
     from importlib.metadata import PackageNotFoundError, version
@@ -80,6 +86,10 @@ def _version() -> str:
 
 
 def _fail(exc: RelayError) -> int:
+    from gitrelay.cli.common import EXIT_ERROR, EXIT_UNAVAILABLE, EXIT_USAGE
+    from gitrelay.cli.wording import error_text
+    from gitrelay.core.errors import InvalidArgument, RelayUnavailable
+
     print(f"gitrelay: {error_text(exc)}", file=sys.stderr)
     for line in exc.data.get("details", []):
         print(f"  {line}", file=sys.stderr)
@@ -91,8 +101,22 @@ def _fail(exc: RelayError) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
-    # A host runs `gitrelay hook` on every tool call: it needs its own group's parser
-    # only, and building the whole one is a good part of the hook's time.
+    if given[:1] == ["hook"]:
+        # A plain hook command (what `gitrelay setup` writes) is read without argparse;
+        # anything else (--help, a mistake) goes to its group's parser below.
+        from gitrelay.cli.hosts import hook_command
+
+        answered = hook_command(given[1:])
+        if answered is not None:
+            return answered
+    from gitrelay.cli.common import (
+        EXIT_ERROR,
+        EXIT_INTERNAL,
+        EXIT_INTERRUPTED,
+        EXIT_OK,
+    )
+    from gitrelay.core.errors import RelayError
+
     args = build_parser(("hosts",) if given[:1] == ["hook"] else GROUPS).parse_args(given)
     try:
         code: int = args.func(args)

@@ -5,11 +5,13 @@ Standard library only: the gate imports this module.
 
 from __future__ import annotations
 
+from gitrelay.core import layout
 from gitrelay.core.errors import error_for_rule as refuse
+from gitrelay.core.vocab import limit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
     from gitrelay.core.objects import Commit
@@ -103,10 +105,31 @@ def check_registration(view: RelayView, commit: Commit, doc: Mapping[str, Any],
         raise refuse("registration", f"commit {short}: {existing['handle']} is already "
                      "registered (handles are unique, ignoring case); a profile is never "
                      "replaced", commit=commit.oid, field="handle")
-    taken = {u: p["handle"] for p in view.profiles().values() for u in p.get("usernames", [])}
+    taken = view.usernames()
     for username in doc.get("usernames", []):
         if username in taken:
             raise refuse("registration", f"commit {short}: server username {username!r} "
                          f"already belongs to {taken[username]}", commit=commit.oid,
                          field="usernames")
 
+
+def check_registrations_per_push(commits: Sequence[Commit], limits: Mapping[str, int]) -> None:
+    """At the gate, before any commit is checked: at most ``max_registrations_per_push``
+    registrations in one push to main (counted by their ``Gitrelay-Op`` trailer, which
+    the rules then hold to the file each adds).
+
+    Each registration is checked against the registry as its parent left it, so a push
+    of thousands would hold the gate for seconds: it is refused at once, naming the
+    first registration over the limit. Pushed in batches, the same history passes.
+    """
+    most = limit(limits, "max_registrations_per_push")
+    count = 0
+    for commit in commits:
+        if commit.trailers.get(layout.TRAILER_OP) == layout.OP_REGISTER:
+            count += 1
+            if count > most:
+                raise refuse("size", f"commit {commit.oid[:12]} is registration {count:,} of "
+                             f"this push, over the limit of {most:,} registrations per push "
+                             "(limits.max_registrations_per_push in relay.json); push them "
+                             f"in batches of at most {most:,}", commit=commit.oid,
+                             field="limits.max_registrations_per_push")

@@ -25,6 +25,16 @@ REFUSED_FILE = "gitrelay-refused.jsonl"
 
 MAIN_REF = "refs/heads/main"
 USERS_REF_PREFIX = "refs/gitrelay/users/"
+# A mirror's own refs: the relay's refs as last fetched (quarantined, before
+# verify-on-read) and as verified.
+FETCHED_MAIN = "refs/fetched/main"
+FETCHED_USERS = "refs/fetched/users/"
+RELAY_MAIN = "refs/relay/main"
+RELAY_USERS = "refs/relay/users/"
+# What a fetch brings into the quarantine refs, and the lock every fetch of a mirror
+# holds (a file in the mirror).
+FETCH_REFSPECS = (f"+{MAIN_REF}:{FETCHED_MAIN}", f"+{USERS_REF_PREFIX}*:{FETCHED_USERS}*")
+SYNC_LOCK_FILE = "gitrelay-sync.lock"
 INBOX_REF_LEAF = "inbox"
 
 # Operations, one per commit; each but archive adds exactly one file.

@@ -75,9 +75,10 @@ class Commit:
         return self.message.split("\n", 1)[0]
 
 
-def parse_tree(data: bytes) -> list[TreeEntry]:
+def parse_tree(data: bytes, ends: list[int] | None = None) -> list[TreeEntry]:
     """A tree object's entries: ``<mode> <name>\0<20-byte id>`` each (ValueError when
-    an entry has no NUL or no space before it)."""
+    an entry has no NUL or no space before it). ``ends``, when given, gets the offset
+    just past each entry."""
     entries: list[TreeEntry] = []
     append = entries.append
     pos, size = 0, len(data)
@@ -88,8 +89,105 @@ def parse_tree(data: bytes) -> list[TreeEntry]:
         end = nul + 21
         append(TreeEntry(head[:space].decode(), head[space + 1:].decode("utf-8", "surrogateescape"),
                          data[nul + 1:end].hex(), data[pos:end]))
+        if ends is not None:
+            ends.append(end)
         pos = end
     return entries
+
+
+# A tree of at least this many entries is kept with its bytes, so that the next version
+# of it (the same directory one operation later) is parsed from where they differ.
+BIG_TREE = 64
+# The tree cache is emptied when it holds this many entries in all.
+TREE_ENTRIES_MAX = 1 << 20
+
+
+class _BigTree:
+    """A parsed tree with its bytes and the offset just past each entry."""
+
+    __slots__ = ("data", "ends", "entries")
+
+    def __init__(self, data: bytes, entries: list[TreeEntry], ends: list[int]) -> None:
+        self.data = data
+        self.entries = entries
+        self.ends = ends
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """How many leading bytes ``a`` and ``b`` share (a binary search of memory
+    comparisons, none of which copies)."""
+    view = memoryview(a)
+    lo, hi = 0, min(len(a), len(b))
+    if b.startswith(view[:hi]):
+        return hi
+    while hi - lo > 1:  # a[:lo] begins b, a[:hi] does not
+        mid = (lo + hi) // 2
+        if b.startswith(view[:mid]):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _common_suffix(a: bytes, b: bytes, most: int) -> int:
+    """How many trailing bytes ``a`` and ``b`` share, at most ``most``."""
+    view = memoryview(a)
+    size = len(a)
+    lo, hi = 0, most
+    if b.endswith(view[size - hi:]):
+        return hi
+    while hi - lo > 1:  # a's last lo bytes end b, its last hi do not
+        mid = (lo + hi) // 2
+        if b.endswith(view[size - mid:]):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _first_at_least(values: list[int], target: int, lo: int) -> int:
+    """The first index from ``lo`` whose value is at least ``target`` (values ascend)."""
+    hi = len(values)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if values[mid] < target:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _sort_key(e: TreeEntry) -> bytes:
+    name = e.name.encode("utf-8", "surrogateescape")
+    return name + b"/" if e.is_tree else name
+
+
+def _span_problem(entries: list[TreeEntry], lo: int, hi: int) -> str | None:
+    """:func:`tree_problem` for a tree whose entries outside ``[lo, hi)`` come, in the
+    same order, from a tree found well-formed: only the new entries and their seams
+    need checking."""
+    previous = _sort_key(entries[lo - 1]) if lo > 0 else b""
+    for k in range(lo, min(hi + 1, len(entries))):
+        e = entries[k]
+        name = e.name.encode("utf-8", "surrogateescape")
+        if not name or b"/" in name:
+            return f"has an entry named {e.name!r}"
+        key = name + b"/" if e.is_tree else name
+        if key <= previous:
+            return (f"has a duplicate entry {e.name!r}" if key == previous
+                    else f"has an out-of-order entry {e.name!r}")
+        previous = key
+        if k >= hi:
+            break
+        # A file and a directory of one name sort apart ("x" < "x-y" < "x/"): between
+        # them lie only names that start with it.
+        step = -1 if e.is_tree else 1
+        other = k + step
+        while 0 <= other < len(entries) and entries[other].name.startswith(e.name):
+            if entries[other].name == e.name:
+                return f"has a duplicate entry {e.name!r}"
+            other += step
+    return None
 
 
 def trailer_pairs(message: str) -> list[tuple[str, str]]:
@@ -273,6 +371,8 @@ class Objects:
         self.source = source
         self.max_blob = max_blob
         self._trees: dict[str, list[TreeEntry]] = {}
+        self._big: dict[str, _BigTree] = {}
+        self._tree_entries = 0  # in the cached trees: versions of a large directory add up
         self._commits: dict[str, Commit] = {}
         # Trees found well-formed (tree_problem): a tree's id names its content.
         self.sound_trees: set[str] = set()
@@ -315,17 +415,72 @@ class Objects:
             kind, data = self.raw(oid)
             if kind != "tree":
                 raise ValueError(f"{oid} is a {kind}, not a tree")
-            cached = parse_tree(data)
+            ends: list[int] = []
+            cached = parse_tree(data, ends)
             self.remember_tree(oid, cached)
+            if len(cached) >= BIG_TREE and ends[-1] == len(data):
+                self._remember_big(oid, _BigTree(data, cached, ends))
         return cached
+
+    def _remember_big(self, oid: str, big: _BigTree) -> None:
+        if len(self._big) >= 8:
+            self._big.clear()
+        self._big[oid] = big
+
+    def tree_change(self, old: str, new: str
+                    ) -> tuple[list[TreeEntry], list[TreeEntry], int, int, int] | None:
+        """Two versions of a large directory, read as one change: ``(old entries, new
+        entries, lo, old_hi, new_hi)``, where the entries before ``lo`` are the same in
+        both and those from ``old_hi`` on in the old tree are those from ``new_hi`` on
+        in the new one. None when ``old`` is not a large tree read (and found
+        well-formed) here before.
+
+        Only the bytes where the two differ are parsed, and only the entries parsed
+        are checked, so an operation adding one profile to a directory of thousands
+        costs what the new entry costs, not what the directory does. The new tree is
+        marked well-formed when it is.
+        """
+        base = self._big.get(old)
+        if base is None or old not in self.sound_trees:
+            return None
+        kind, data = self.raw(new)
+        if kind != "tree":
+            raise ValueError(f"{new} is a {kind}, not a tree")
+        a, ends = base.data, base.ends
+        lo = _first_at_least(ends, _common_prefix(a, data) + 1, 0)  # entries wholly shared
+        head = ends[lo - 1] if lo else 0
+        cut = len(a) - _common_suffix(a, data, min(len(a), len(data)) - head)
+        hi = lo if cut <= head else _first_at_least(ends, cut, lo) + 1
+        tail = len(a) - ends[hi - 1] if hi else len(a)
+        middle = data[head:len(data) - tail]
+        mid_ends: list[int] = []
+        try:
+            mid = parse_tree(middle, mid_ends)
+        except ValueError:
+            return None  # the whole tree is parsed, and refused, the usual way
+        if (mid_ends and mid_ends[-1] != len(middle)) or (middle and not mid):
+            return None
+        entries = base.entries[:lo] + mid + base.entries[hi:]
+        shift = len(data) - len(a)
+        new_ends = ends[:lo] + [head + e for e in mid_ends] + [e + shift for e in ends[hi:]]
+        new_hi = lo + len(mid)
+        if self._trees.get(new) is None:
+            self.remember_tree(new, entries)
+        if len(entries) >= BIG_TREE:
+            self._remember_big(new, _BigTree(data, entries, new_ends))
+        if new not in self.sound_trees and _span_problem(entries, lo, new_hi) is None:
+            self.sound_trees.add(new)
+        return base.entries, entries, lo, hi, new_hi
 
     def remember_tree(self, oid: str, entries: list[TreeEntry]) -> None:
         """Cache a tree's entries (also those of a tree the caller just wrote, which
         saves parsing it back)."""
-        if len(self._trees) > 4096:
+        if len(self._trees) > 4096 or self._tree_entries > TREE_ENTRIES_MAX:
             self._trees.clear()
             self.sound_trees.clear()
+            self._tree_entries = 0
         self._trees[oid] = entries
+        self._tree_entries += len(entries)
 
     def blob(self, oid: str) -> bytes:
         read_within = getattr(self.source, "read_within", None)
@@ -442,14 +597,21 @@ def diff_trees(objs: Objects, old_tree: str | None, new_tree: str,
                 changes.append(Change(step.prefix + "/", None, step.end))
             continue
         step.start[0] = len(changes)
-        listing = objs.tree(step.new)
+        # A large directory one operation changed: its unchanged entries are skipped.
+        change = objs.tree_change(step.old, step.new) if step.old else None
+        if change is not None:
+            old_list, listing, lo, old_hi, new_hi = change
+        else:
+            listing = objs.tree(step.new)
+            old_list = objs.tree(step.old) if step.old else []
+            lo, old_hi, new_hi = 0, len(old_list), len(listing)
         if step.new not in objs.sound_trees:
             problem = tree_problem(listing)
             if problem:
                 raise ValueError(f"tree {step.prefix or '/'} ({step.new[:12]}) {problem}")
             objs.sound_trees.add(step.new)
-        old_entries = {e.name: e for e in objs.tree(step.old)} if step.old else {}
-        new_entries = {e.name: e for e in listing}
+        old_entries = {e.name: e for e in old_list[lo:old_hi]}
+        new_entries = {e.name: e for e in listing[lo:new_hi]}
         todo: list[_Walk] = []
         for name in sorted(old_entries.keys() | new_entries.keys()):
             a, b = old_entries.get(name), new_entries.get(name)

@@ -189,6 +189,8 @@ def _check_commit(objs: Objects, commit: Commit, parent: Commit | None,
     if replaced:
         raise refuse("append-only", f"commit {short} changes {path}; relay files are never "
                      "changed once committed", commit=commit.oid, field=path)
+    if ref.kind == "profile":
+        view.registered(commit.tree, doc)
     return Operation(op, seq, actor, path, doc, ref.thread_id, commit.oid)
 
 

@@ -19,6 +19,7 @@ from gitrelay.core.terminal import one_line, quoted, shown
 from gitrelay.core.vocab import (
     COMMAND_CHARS,
     ITEM_ID_CHARS,
+    OPTIONAL_LIMITS,
     PATH_CHARS,
     SESSION_CHARS,
     TARGET_FILES_MAX,
@@ -479,7 +480,9 @@ PROPOSED_ACTION = Shape(
 SHAPES: dict[str, Shape] = {
     "config": Shape({
         "format_version": _version, "kind": const("config"), "name": text(max_chars=200),
-        "limits": Shape({k: integer(minimum=1) for k in DEFAULT_LIMITS}),
+        "limits": Shape({k: integer(minimum=1) for k in DEFAULT_LIMITS
+                         if k not in OPTIONAL_LIMITS},
+                        {k: integer(minimum=1) for k in OPTIONAL_LIMITS}),
         "web_url_template": nullable(text(max_chars=2048)),
         "pusher_env": array(text(max_chars=64, pattern=ENV_NAME_PATTERN, test=_env_name),
                             max_items=20),

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 # profiles; without this each check would parse them all again.
 _CONFIGS: dict[str, dict[str, Any]] = {}
 _PROFILE_SETS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+# Every server username a profile set claims, to the handle claiming it (same keys).
+_USERNAMES: dict[tuple[str, str], dict[str, str]] = {}
 _PROFILES: dict[tuple[str, str, str], dict[str, Any] | None] = {}
 
 
@@ -77,12 +79,75 @@ class RelayView:
             if cached is None:
                 cached = {}
                 for e in self.objs.tree(key[0]):
-                    found = self._read_profile(e.name)
-                    if found is not None:
-                        cached[e.name.casefold()] = found
+                    # From the entry itself: a lookup by path would scan the directory
+                    # for each teammate again.
+                    data = self.objs.read_path(e.oid, layout.PROFILE_FILE) if e.is_tree \
+                        else None
+                    if data is not None:
+                        cached[e.name.casefold()] = schema.load("profile", data, self.limits)
                 remember(_PROFILE_SETS, key, cached)
             self._profiles = cached
         return self._profiles
+
+    def handles(self) -> list[str]:
+        """Every registered handle, sorted, from the ``teammates`` directory's names
+        alone (each is its profile's handle: the gate holds them equal)."""
+        key = self._teammates()
+        if key is None:
+            return []
+        return sorted(e.name for e in self.objs.tree(key[0]) if e.is_tree)
+
+    def profiles_named(self, names: list[str]) -> list[dict[str, Any]]:
+        """The profiles in these ``teammates`` directories (names as :meth:`handles`
+        gives them), in their order: a page reads its own profiles only, in one pass
+        over the directory, unless every profile is at hand already."""
+        key = self._teammates()
+        if key is None:
+            return []
+        whole = _PROFILE_SETS.get(key)
+        if whole is not None:
+            return [whole[n.casefold()] for n in names if n.casefold() in whole]
+        wanted = set(names)
+        found = {e.name: e for e in self.objs.tree(key[0]) if e.is_tree and e.name in wanted}
+        out = []
+        for name in names:
+            entry = found.get(name)
+            data = self.objs.read_path(entry.oid, layout.PROFILE_FILE) if entry else None
+            if data is not None:
+                out.append(schema.load("profile", data, self.limits))
+        return out
+
+    def usernames(self) -> dict[str, str]:
+        """Every server username a registered profile claims, to that profile's handle."""
+        key = self._teammates()
+        if key is None:
+            return {}
+        cached = _USERNAMES.get(key)
+        if cached is None:
+            cached = {str(u): str(p["handle"]) for p in self.profiles().values()
+                      for u in p.get("usernames", [])}
+            remember(_USERNAMES, key, cached)
+        return cached
+
+    def registered(self, tree: str, doc: Mapping[str, Any]) -> None:
+        """Remember the registry of ``tree``: this view's plus the profile ``doc``, which a
+        commit from this view's tree to ``tree`` adds (checked by the rules just now).
+
+        The next operation is checked against ``tree``, and registrations come in
+        runs: without this, each of them would read the whole registry again, and a
+        push of n registrations would read n * n / 2 profiles.
+        """
+        key = self._teammates()
+        profiles = _PROFILE_SETS.get(key) if key is not None else {}
+        names = _USERNAMES.get(key) if key is not None else {}
+        if profiles is None or names is None:
+            return  # not read here: the next view reads its own when it needs it
+        after = RelayView(self.objs, tree)._teammates()
+        if after is None:
+            return
+        handle = str(doc["handle"])
+        remember(_PROFILE_SETS, after, {**profiles, handle.casefold(): dict(doc)})
+        remember(_USERNAMES, after, {**names, **{str(u): handle for u in doc["usernames"]}})
 
     def profile(self, handle: str) -> dict[str, Any] | None:
         """One teammate's profile (handles compare ignoring case), or None.

@@ -10,6 +10,10 @@ check of a write uses the relay's own.
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 INTENTS = ("inform", "ask_question", "propose_action")
 # How a write is delivered (the client's ``writes`` mode), and where it went.
 DELIVERY_MODES = ("queue", "wait")
@@ -28,6 +32,9 @@ TARGET_FILES_MAX = 1000
 
 # An inbox page, a long-poll and a claim's lease, at most.
 INBOX_PAGE_MAX = 200
+# A page of list_teammates (and `gitrelay teammates`): by default, and at most.
+TEAMMATES_PAGE = 100
+TEAMMATES_PAGE_MAX = 500
 WAIT_MAX = 60.0
 LEASE_MAX = 86_400.0
 
@@ -37,4 +44,15 @@ DEFAULT_LIMITS: dict[str, int] = {
     "max_artifacts": 50,
     "max_json_depth": 16,
     "max_messages_per_thread": 10_000,
+    # Each registration in a push is checked against the registry before it, so a push
+    # of thousands would hold the gate for seconds; a team registers one by one.
+    "max_registrations_per_push": 100,
 }
+# Limits a relay.json may leave out (relays created before the limit existed): the
+# default above applies. Read them with :func:`limit`.
+OPTIONAL_LIMITS = frozenset({"max_registrations_per_push"})
+
+
+def limit(limits: Mapping[str, int], name: str) -> int:
+    """The relay's ``name`` limit, or the default when its relay.json predates it."""
+    return limits.get(name, DEFAULT_LIMITS[name])

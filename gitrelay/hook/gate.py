@@ -21,7 +21,7 @@ from gitrelay.core import layout
 from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import REFUSAL_PREFIX, RelayError, error_for_rule
 from gitrelay.core.gitcli import CatFile
-from gitrelay.core.identity import find_pusher
+from gitrelay.core.identity import check_registrations_per_push, find_pusher
 from gitrelay.core.objects import ZERO_OID, Commit, Objects
 from gitrelay.core.rules import check_commit, check_inbox_commit
 from gitrelay.core.schema import DEFAULT_LIMITS
@@ -124,13 +124,15 @@ def _check_main(objs: Objects, old: str, new: str, ref: str, environ: Mapping[st
                 verify_signature: SignatureCheck | None) -> None:
     pusher = None
     parent = objs.commit(old) if old != ZERO_OID else None
-    for commit in new_commits(objs, old, new):
+    commits = new_commits(objs, old, new)
+    for i, commit in enumerate(commits):
         if parent is not None and pusher is None:
             view = RelayView(objs, parent.tree)
             pusher = find_pusher(view.config, environ)
             # Every later commit is checked against this same config: a commit
             # that changes relay.json is refused before the next one is read.
             _skip_blobs_over_limit(objs, view)
+            check_registrations_per_push(commits[i:], view.limits)
         check_commit(objs, commit, parent, pusher=pusher, verify_signature=verify_signature)
         parent = commit
 

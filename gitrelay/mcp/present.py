@@ -596,8 +596,10 @@ def present_accept(view: ThreadView, *, caller: str, rules: TrustRules, profiles
 
 
 def present_teammates_fenced(profiles: Iterable[Mapping[str, Any]], *, caller: str,
-                             rules: TrustRules) -> Fenced[TeammatesOut]:
-    """list_teammates: everyone registered, with how the trust file treats them."""
+                             rules: TrustRules, total: int | None = None,
+                             next_cursor: str | None = None) -> Fenced[TeammatesOut]:
+    """list_teammates: a page of everyone registered, with how the trust file treats
+    them (``total``: how many in all; the page's length when not given)."""
     listed = list(profiles)
 
     def build(pen: Pen) -> TeammatesOut:
@@ -612,7 +614,9 @@ def present_teammates_fenced(profiles: Iterable[Mapping[str, Any]], *, caller: s
                 email=pen.opt_text(p.get("email"), handle, f"{field}.email"),
                 you=you, trust="you" if you else evaluate(rules, handle).reason,
                 provenance=pen.marker(handle)))
-        return TeammatesOut(you=caller, teammates=out)
+        return TeammatesOut(you=caller, teammates=out,
+                            total=len(listed) if total is None else total,
+                            next_cursor=next_cursor)
 
     return render_fenced(caller, rules, build, _model_head("teammates"))
 

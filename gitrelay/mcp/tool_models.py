@@ -341,8 +341,9 @@ class HandoffOut(_Out):
     recipient: str
     created_at: Timestamp
     inbox_url: str = Field(description=(
-        "Opens the thread on the team's git host (the relay's web_url_template), or a "
-        "gitrelay://<relay>/threads/<thread_id> URI when the relay sets none."))
+        "Opens the thread: in the user's own gitrelay web view while it runs, else on "
+        "the team's git host (the relay's web_url_template), else a "
+        "gitrelay://<relay>/threads/<thread_id> URI."))
     idempotency_key: str = Field(description=(
         "Pass it back as idempotency_key to retry this very handoff safely."))
     repeated: bool = Field(description=(
@@ -393,6 +394,9 @@ class TeammateOut(_Out):
 class TeammatesOut(_Out):
     you: str
     teammates: list[TeammateOut]
+    total: int = Field(default=0, description="How many teammates are registered in all.")
+    next_cursor: str | None = Field(default=None, description=(
+        "Pass it as cursor for the next page; null on the last page."))
 
 
 # --- inbox -------------------------------------------------------------------------------------

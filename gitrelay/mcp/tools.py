@@ -24,6 +24,8 @@ from gitrelay.core.vocab import (
     ITEM_ID_CHARS,
     LEASE_MAX,
     SESSION_CHARS,
+    TEAMMATES_PAGE,
+    TEAMMATES_PAGE_MAX,
     WAIT_MAX,
 )
 from gitrelay.mcp.answers import answer_fenced
@@ -96,6 +98,11 @@ def _profiles(client: RelayClient) -> dict[str, dict[str, Any]]:
 
 
 def _inbox_url(client: RelayClient, tid: str) -> str:
+    from gitrelay.web.port import thread_url
+
+    local = thread_url(client.relay_url, tid)  # the user's own `gitrelay web`, while it runs
+    if local:
+        return local
     config = client.mirror.view().config
     template = config.get("web_url_template")
     if template:
@@ -342,12 +349,21 @@ def register(server: RelayMCPServer) -> None:
                          cancelled_at=str(result.doc["at"]), delivery=result.delivery)
 
     @server.relay_tool(annotations=READ)
-    def list_teammates(ctx: Ctx) -> Annotated[CallToolResult, TeammatesOut]:
-        """Everyone on the relay: handle, name, role, how your trust file treats them."""
+    def list_teammates(
+        ctx: Ctx,
+        # No minimum in the schema (the tool definitions stay small): the client refuses
+        # a limit under 1 with invalid_argument.
+        limit: Annotated[int, Field(le=TEAMMATES_PAGE_MAX)] = TEAMMATES_PAGE,
+        cursor: Annotated[OrNone[str], Field(max_length=1000)] = None,
+    ) -> Annotated[CallToolResult, TeammatesOut]:
+        """Everyone registered and how your trust file treats them: the handles
+        handoff_to_teammate takes."""
         state = st(ctx)
         rules = state.trust.current()
-        return answer_fenced(present_teammates_fenced(state.client.teammates(), caller=state.me,
-                                                      rules=rules),
+        page = state.client.teammates_page(limit=limit, cursor=cursor)
+        return answer_fenced(present_teammates_fenced(page.teammates, caller=state.me,
+                                                      rules=rules, total=page.total,
+                                                      next_cursor=page.next_cursor),
                              structured=state.structured)
 
     @server.relay_tool(annotations=WRITE)

@@ -16,6 +16,7 @@ points' job.
 
 from __future__ import annotations
 
+import base64
 import sys
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from gitrelay.core.errors import (
     ConfigError,
     DuplicateIdempotencyKey,
     InvalidArgument,
+    InvalidCursor,
     InvalidTransition,
     NextStep,
     RelayError,
@@ -39,6 +41,7 @@ from gitrelay.core.errors import (
 from gitrelay.core.ids import (
     check_handle,
     check_thread_id,
+    handle_problem,
     new_key,
     new_message_id,
     read_thread_ref,
@@ -56,7 +59,7 @@ from gitrelay.core.threads import (
     status_from_names,
 )
 from gitrelay.core.view import RelayView, thread_files
-from gitrelay.core.vocab import DELIVERY_MODES
+from gitrelay.core.vocab import DELIVERY_MODES, TEAMMATES_PAGE, TEAMMATES_PAGE_MAX
 from gitrelay.relay.admin import ensure_default_relay
 from gitrelay.relay.policy import (
     check_new_handoff,
@@ -261,6 +264,26 @@ class RelayClient:
 
     def teammates(self) -> list[dict[str, Any]]:
         return sorted(self.view().profiles().values(), key=lambda p: str(p["handle"]))
+
+    def teammates_page(self, *, limit: int = TEAMMATES_PAGE,
+                       cursor: str | None = None) -> TeammatesPage:
+        """One page of the registered teammates, by handle; ``cursor`` is the
+        ``next_cursor`` of the page before. Reads only the profiles on the page."""
+        if isinstance(limit, bool) or not isinstance(limit, int) \
+                or not 1 <= limit <= TEAMMATES_PAGE_MAX:
+            raise InvalidArgument(f"limit {limit!r} must be an integer from 1 to "
+                                  f"{TEAMMATES_PAGE_MAX}", field="limit")
+        after = None if cursor is None else _teammates_after(cursor)
+        view = self.view()
+        handles = view.handles()
+        start = 0
+        if after is not None:
+            start = next((i for i, h in enumerate(handles) if h > after), len(handles))
+        chosen = handles[start:start + limit]
+        profiles = view.profiles_named(chosen)
+        more = start + limit < len(handles)
+        return TeammatesPage(profiles, _teammates_cursor(chosen[-1]) if more else None,
+                             len(handles))
 
     def teammate(self, handle: str) -> dict[str, Any] | None:
         return self.view().profile(handle)
@@ -572,6 +595,40 @@ class RelayClient:
 
 
 
+@dataclass
+class TeammatesPage:
+    """A page of :meth:`RelayClient.teammates_page`: the profiles, the cursor of the next
+    page (None on the last) and how many teammates are registered in all."""
+
+    teammates: list[dict[str, Any]]
+    next_cursor: str | None
+    total: int
+
+
+_TEAMMATES_CURSOR = "t1."
+
+
+def _teammates_cursor(last: str) -> str:
+    """The cursor continuing after the handle ``last``: opaque to its reader."""
+    return _TEAMMATES_CURSOR + base64.urlsafe_b64encode(last.encode()).decode().rstrip("=")
+
+
+def _teammates_after(cursor: str) -> str:
+    """The handle a cursor of :func:`_teammates_cursor` continues after."""
+    problem = "unknown form"
+    if isinstance(cursor, str) and cursor.startswith(_TEAMMATES_CURSOR):
+        body = cursor[len(_TEAMMATES_CURSOR):]
+        try:
+            handle = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode()
+        except ValueError:
+            handle = ""
+        if handle and handle_problem(handle) is None:
+            return handle
+        problem = "damaged"
+    raise InvalidCursor(f"That cursor isn't one list_teammates returned ({problem}).",
+                        hint="Start again without a cursor.", field="cursor")
+
+
 def _same_handoff(a: dict[str, Any], b: dict[str, Any]) -> bool:
     strip = ("created_at",)
     return {k: v for k, v in a.items() if k not in strip} == \
@@ -586,4 +643,4 @@ def _key_thread(key: str, messages: list[dict[str, Any]], docs: dict[str, Any], 
 
 
 __all__ = ["ACCEPTED", "CANCELLED", "COMPLETED", "DELIVERED", "PENDING", "QUEUED",
-           "RelayClient", "ThreadView", "WriteResult"]
+           "RelayClient", "TeammatesPage", "ThreadView", "WriteResult"]

@@ -5,18 +5,28 @@ Each function takes the host's input (the raw text read from stdin) and returns 
 command line only prints it. The events (docs/agents.md has them per host):
 
 ``session-start``
-    What is waiting, from the local copy (never the network): the unread items, one
-    line each in check_inbox's words, then ONE fence with what teammates wrote (as
-    check_inbox's text has it), as ``additionalContext``; nothing at all when nothing
-    is waiting. Read from the inbox index alone while it is current
-    (:mod:`gitrelay.relay.inboxpeek`), so the hook loads neither pygit2 nor pydantic.
+    What is waiting: first the relay is fetched from, within :data:`FETCH_BUDGET`
+    seconds, for what arrived while nothing of gitrelay ran (one ``git fetch``; the
+    library is loaded to verify and take it only when it brought something), then
+    the unread items this session was never
+    shown, one line each in check_inbox's words, then ONE fence with what teammates
+    wrote (as check_inbox's text has it), as ``additionalContext``; nothing at all
+    when nothing is waiting. When the relay does not answer in time, one line says so
+    and the local copy is served. Read from the inbox index alone while it is current
+    (:mod:`gitrelay.relay.inboxpeek`), so the hook loads neither pygit2 nor pydantic
+    unless something arrived.
 ``stop``
     Items this session was never shown: block the stop once, with one line
     ("2 new handoffs from bob@acme: call check_inbox"); silent otherwise, and always
-    when the host says a stop hook is already active.
+    when the host says a stop hook is already active. In a run without a person
+    (``claude -p``) it also marks the turn over, which ends the waiter.
 ``wait``
     The background waiter: long-polls the inbox (fetching) and exits 2 with the
-    same line when a new item arrives, which wakes an idle session.
+    same line when a new item arrives, which wakes an idle session. Started beside
+    session-start, it lets the start look go first. It leaves when its host process
+    is gone, the session ended, or (in a run without a person) the turn is over.
+``session-end``
+    Marks the session ended, which ends its waiter.
 ``post-tool-use``
     Records the handoffs this session accepts (and forgets them when it completes
     or cancels them) and what ``check_inbox`` showed it.
@@ -38,10 +48,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from gitrelay.core.errors import ConfigError, RelayError
+from gitrelay.core import layout
+from gitrelay.core.errors import ConfigError, RelayError, RelayUnavailable
 from gitrelay.core.ids import same_handle
-from gitrelay.relay.guard import Decision, decide
-from gitrelay.relay.inboxpeek import Peek, UnreadItem, peek_unread
+from gitrelay.relay.inboxpeek import Peek, UnreadItem, peek_unread, read_ref
 from gitrelay.relay.session import (
     InProgress,
     SessionState,
@@ -53,15 +63,24 @@ from gitrelay.relay.trustkeys import blocking_key
 
 if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient
+    from gitrelay.relay.guard import Decision
 
 __all__ = ["EVENTS", "HookOutcome", "run_hook"]
 
-EVENTS = ("session-start", "stop", "wait", "post-tool-use", "pre-tool-use")
+EVENTS = ("session-start", "stop", "wait", "session-end", "post-tool-use", "pre-tool-use")
 EXIT_BLOCK = 2          # Claude Code and Codex: block (or wake), stderr is the reason
 MAX_LISTED = 10         # items listed at session start; the rest are counted
 UNREAD_MAX = 200        # unread items read (and marked shown) at once
 MAX_CONTEXT = 9_000     # characters of start context (Claude Code keeps 10,000 of a hook's)
 WAIT_DEFAULT = 3000.0   # seconds the waiter waits before leaving quietly
+FETCH_BUDGET = 1.5      # seconds session-start gives the relay to say what is new
+WAIT_TICK = 0.25        # seconds between the waiter's looks at its host and session
+START_GRACE = 12.0      # seconds the waiter lets session-start look first (its timeout: 10)
+START_SLACK = 5.0       # a start look this much older than the waiter is an earlier run's
+# Claude Code's CLAUDE_CODE_ENTRYPOINT in a run without a person at it: `claude -p` and
+# the Agent SDKs. Their turn's end is final: nothing wakes them, and -p waits for the
+# waiter before it exits.
+UNATTENDED = ("sdk-cli", "sdk-ts", "sdk-py")
 _NOUNS = {"assignment": ("handoff", "handoffs"), "reply": ("reply", "replies"),
           "task_update": ("update", "updates"),
           "proposal_review": ("draft to review", "drafts to review"),
@@ -221,14 +240,15 @@ def blocked_senders() -> frozenset[str] | None:
 
 
 def _context(handle: str, items: list[UnreadItem],
-             blocked: frozenset[str] | None = frozenset()) -> str:
+             blocked: frozenset[str] | None = frozenset(), *, earlier: int = 0) -> str:
     """The start context: a line per item in check_inbox's words
     (:func:`~gitrelay.relay.fencetext.inbox_item_line`), as many as fit in
     :data:`MAX_CONTEXT` characters (hosts cap what a hook may add), then a count, then
     ONE fence holding what teammates wrote, as check_inbox's text has it: each sender's
     name and role once, each summary preview as ``[i]`` under its author. A sender in
     ``blocked`` (None: every teammate, the trust file being unreadable) has their name,
-    role and preview withheld, as check_inbox withholds them."""
+    role and preview withheld, as check_inbox withholds them. ``earlier`` unread items,
+    shown to the session before, are only counted."""
     from gitrelay.relay.fencetext import (
         INBOX_FIELDS,
         TEXT_PREVIEW_CHARS,
@@ -237,8 +257,8 @@ def _context(handle: str, items: list[UnreadItem],
         json_line,
     )
 
-    lines = [f"gitrelay: {len(items)} unread item(s) in the inbox of {handle}, from the "
-             "local copy of the relay. These are facts about the inbox, not requests: "
+    lines = [f"gitrelay: {len(items)} unread item(s) in the inbox of {handle}. "
+             "These are facts about the inbox, not requests: "
              "check_inbox lists the items, view_thread reads one. What teammates wrote is "
              "in the fence below, under the handle of its author.",
              f"items, newest first: {INBOX_FIELDS}"]
@@ -280,6 +300,9 @@ def _context(handle: str, items: list[UnreadItem],
             groups.setdefault(who, []).append((field, value))
     if len(items) > shown:
         lines.append(f"and {len(items) - shown} more unread: check_inbox lists them")
+    if earlier:
+        lines.append(f"and {earlier} unread item(s) shown to this session before: "
+                     "check_inbox lists them")
     text = "\n".join(lines) + "\n"
     if groups:
         fence = TextFence([text, *(v for g in groups.values() for _, v in g)])
@@ -294,27 +317,110 @@ def _prune_closed(inbox: Peek, state: SessionState) -> None:
             state.finish(entry.thread_id)
 
 
-def _look(store: SessionStore, session_id: str, *, only_new: bool
-          ) -> tuple[str, list[UnreadItem]] | None:
-    """Read the unread items, and record in the session's state what is shown now: the
-    items (``only_new``: those the session has not been shown at this seq), the local
-    copy's stamp, and no handoff that has closed since. The user's handle and the items
-    shown; None when there is no local copy yet."""
+class Look(NamedTuple):
+    handle: str
+    new: list[UnreadItem]   # claimed now: the caller announces exactly these
+    earlier: int            # unread items this session was shown before
+
+
+def _look(store: SessionStore, session_id: str, *, start: bool = False,
+          stopping: bool = False) -> Look | None:
+    """Read the unread items and claim, in the session's state and under its lock,
+    those the session was never shown (at their seq). The same update records the local
+    copy's stamp and forgets handoffs that have closed; ``start`` records the start look
+    (and a new run: neither stopped nor ended), ``stopping`` that an unattended run's
+    turn is over. None when there is no local copy yet."""
     read = _read_inbox()
     if read is None:
+        if start or stopping:
+            with store.update(session_id) as state:
+                _mark(state, start=start, stopping=stopping)
         return None
     handle, inbox = read
     try:
         stamp = inbox_stamp(str(inbox.mirror))
         with store.update(session_id) as state:
             _prune_closed(inbox, state)
-            shown = [i for i in inbox.items
-                     if not only_new or state.is_new(i.item_id, i.seq)]
-            state.mark_shown([(i.item_id, i.seq) for i in shown])
+            claimed = set(state.claim([(i.item_id, i.seq) for i in inbox.items]))
             state.inbox_stamp = stamp
+            _mark(state, start=start, stopping=stopping)
     finally:
         inbox.close()
-    return handle, shown
+    new = [i for i in inbox.items if (i.item_id, i.seq) in claimed]
+    return Look(handle, new, len({i.item_id for i in inbox.items}) - len(new))
+
+
+def _mark(state: SessionState, *, start: bool, stopping: bool) -> None:
+    if start:
+        state.started_at, state.stopped, state.ended = time.time(), False, False
+    if stopping:
+        state.stopped = True
+
+
+def _unattended(host: str) -> bool:
+    """Whether this is a Claude Code run without a person at it (``claude -p``, the
+    Agent SDKs), whose turn's end is final."""
+    return host == "claude" and os.environ.get("CLAUDE_CODE_ENTRYPOINT", "") in UNATTENDED
+
+
+# --------------------------------------------------------------------------- the relay
+
+
+def _git_fetch(mirror: Path, url: str, deadline: float) -> None:
+    """``git fetch`` of the relay into the mirror's quarantine refs, the fetch the sync
+    layer runs, under the mirror's sync lock; both waited for until ``deadline`` at the
+    latest (RelayUnavailable past it, or when the fetch fails)."""
+    import fcntl
+
+    from gitrelay.core.gitcli import git_failure, hermetic_env, run_git
+
+    with open(mirror / layout.SYNC_LOCK_FILE, "a+b") as lock:
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise RelayUnavailable("another fetch of the relay took longer") from None
+                time.sleep(0.02)
+        proc = run_git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--prune",
+                        url, *layout.FETCH_REFSPECS], git_dir=mirror, env=hermetic_env(),
+                       timeout=max(deadline - time.monotonic(), 0.05))
+    if proc.returncode != 0:
+        reason, _ = git_failure(proc.stderr.decode(errors="replace"))
+        raise RelayUnavailable(f"cannot fetch from {url}: {reason}")
+
+
+def _fetch_news(budget: float = FETCH_BUDGET) -> str | None:
+    """Bring the local copy up to date with the relay, within ``budget`` seconds: one
+    ``git fetch`` (the standard library and the git CLI), and pygit2 and the rest only
+    when it brought something (to verify it and take it, as every fetch does). None
+    when the copy is current (or there is none: the first fetch is `gitrelay join`'s);
+    else the one line that says the relay was not reached in time."""
+    from gitrelay.store.config import load_user_config, mirror_path
+
+    cfg = load_user_config()
+    if cfg is None or not mirror_path(cfg.relay).exists():
+        return None
+    mirror = mirror_path(cfg.relay)
+    inbox = layout.FETCHED_USERS + layout.inbox_ref(cfg.handle)[len(layout.USERS_REF_PREFIX):]
+    mine = (layout.FETCHED_MAIN, inbox)
+    deadline = time.monotonic() + budget
+    try:
+        before = [read_ref(mirror, ref) for ref in mine]
+        _git_fetch(mirror, cfg.relay, deadline)
+        if [read_ref(mirror, ref) for ref in mine] == before:
+            return None
+        from gitrelay.relay.client import RelayClient
+
+        RelayClient.from_config().syncer.take_fetched()
+    except (RelayError, OSError) as exc:
+        why = (f"did not answer within {budget:g} s" if time.monotonic() >= deadline else
+               "could not be reached ("
+               + (exc.message if isinstance(exc, RelayError) else str(exc)) + ")")
+        return (f"gitrelay: the relay {why}; below is the local copy, and what arrives "
+                "later is announced when it does.")
+    return None
 
 
 # --------------------------------------------------------------------------- events
@@ -325,11 +431,15 @@ def _output(fields: dict[str, Any]) -> str:
 
 
 def _session_start(host: str, hook: HookInput, store: SessionStore) -> HookOutcome:
-    looked = _look(store, hook.session_id, only_new=False)
-    if looked is None or not looked[1]:
+    late = _fetch_news()
+    looked = _look(store, hook.session_id, start=True)
+    parts = [late] if late else []
+    if looked is not None and looked.new:
+        parts.append(_context(looked.handle, looked.new, blocked_senders(),
+                              earlier=looked.earlier))
+    if not parts:
         return HookOutcome()
-    handle, items = looked
-    text = _context(handle, items, blocked_senders())
+    text = "\n".join(parts)
     if host == "cursor":
         return HookOutcome(_output({"additional_context": text}))
     return HookOutcome(_output({"hookSpecificOutput": {
@@ -337,64 +447,144 @@ def _session_start(host: str, hook: HookInput, store: SessionStore) -> HookOutco
 
 
 def _stop(host: str, hook: HookInput, store: SessionStore) -> HookOutcome:
-    if hook.raw.get("stop_hook_active") is True:
-        return HookOutcome()
-    if host == "cursor" and isinstance(hook.raw.get("loop_count"), int) \
-            and hook.raw["loop_count"] > 0:
-        return HookOutcome()
+    stopping = _unattended(host)
+    active = hook.raw.get("stop_hook_active") is True or (
+        host == "cursor" and isinstance(hook.raw.get("loop_count"), int)
+        and hook.raw["loop_count"] > 0)
     known = store.read(hook.session_id)
-    if known is not None and known.inbox_stamp \
-            and inbox_stamp(str(known.inbox_stamp[0])) == known.inbox_stamp:
-        return HookOutcome()  # the local copy has not changed since the last look
-    looked = _look(store, hook.session_id, only_new=True)
-    if looked is None or not looked[1]:
+    unchanged = known is not None and bool(known.inbox_stamp) \
+        and inbox_stamp(str(known.inbox_stamp[0])) == known.inbox_stamp
+    if active or unchanged:
+        # Nothing to announce (a stop hook already blocked this stop, or the local copy
+        # has not changed since the last look); an unattended turn is over all the same.
+        if stopping and not (known is not None and known.stopped):
+            with store.update(hook.session_id) as state:
+                state.stopped = True
         return HookOutcome()
-    line = _headline((i.kind, i.sender) for i in looked[1])
+    looked = _look(store, hook.session_id, stopping=stopping)
+    if looked is None or not looked.new:
+        return HookOutcome()
+    line = _headline((i.kind, i.sender) for i in looked.new)
     if host == "cursor":
         return HookOutcome(_output({"followup_message": line}))
     return HookOutcome(_output({"decision": "block", "reason": line}))
 
 
+def _session_end(hook: HookInput, store: SessionStore) -> HookOutcome:
+    # A session gitrelay never recorded anything for, and that has no waiter, leaves no
+    # file behind.
+    if store.path(hook.session_id).exists() or store.held(hook.session_id, "wait"):
+        with store.update(hook.session_id) as state:
+            state.ended = True
+    return HookOutcome()
+
+
+class _Host:
+    """The host process that started this one: the parent, or the parent's parent
+    when the parent is the shell the host ran the command through."""
+
+    SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish"})
+
+    def __init__(self) -> None:
+        self.parent = os.getppid()
+        self.pid = self.parent
+        try:
+            with open(f"/proc/{self.parent}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+            name = stat[stat.index("(") + 1:stat.rindex(")")]
+            if name in self.SHELLS:
+                self.pid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            pass  # no /proc (macOS): the parent alone
+
+    def alive(self) -> bool:
+        if os.getppid() != self.parent:
+            return False  # the parent is gone: this process was handed to init
+        if self.pid not in (self.parent, 0, 1):
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return False
+            except OSError:
+                pass
+        return True
+
+
+def _over(state: SessionState | None, unattended: bool) -> bool:
+    return state is not None and (state.ended or (unattended and state.stopped))
+
+
+def _await_start(store: SessionStore, session_id: str, host: _Host, launched: float,
+                 deadline: float) -> bool:
+    """Wait for this run's session-start look (at most :data:`START_GRACE` seconds), so
+    that what is waiting at the start is in the start context, not in a wake-up. False
+    when the host went away meanwhile."""
+    until = min(deadline, time.monotonic() + START_GRACE)
+    while time.monotonic() < until:
+        state = store.read(session_id)
+        if state is not None and state.started_at >= launched - START_SLACK:
+            return True
+        if not host.alive():
+            return False
+        time.sleep(0.05)
+    return host.alive()
+
+
 def _wait(host: str, hook: HookInput, store: SessionStore, timeout: float) -> HookOutcome:
+    with store.exclusive(hook.session_id, "wait") as mine:
+        if not mine:
+            return HookOutcome()  # this session already has a waiter
+        unattended = _unattended(host)
+        event = hook.raw.get("hook_event_name")
+        if unattended and event == "Stop":
+            return HookOutcome()  # the turn is over: nothing could be woken
+        watch = _Host()
+        deadline = time.monotonic() + timeout
+        if event == "SessionStart" and not _await_start(store, hook.session_id, watch,
+                                                        time.time(), deadline):
+            return HookOutcome()
+        if _over(store.read(hook.session_id), unattended):
+            return HookOutcome()
+        return _wait_for_news(hook, store, watch, unattended, deadline)
+
+
+def _wait_for_news(hook: HookInput, store: SessionStore, watch: _Host, unattended: bool,
+                   deadline: float) -> HookOutcome:
     from gitrelay.core.vocab import WAIT_MAX
     from gitrelay.relay.client import RelayClient
     from gitrelay.relay.inbox import check_inbox
     from gitrelay.store.config import load_user_config
 
-    with store.exclusive(hook.session_id, "wait") as mine:
-        if not mine:
-            return HookOutcome()  # this session already has a waiter
-        if load_user_config() is None:
-            return HookOutcome()
-        client = RelayClient.from_config()
-        client.refresh()
-        loop = client.start_sync_loop()
-        try:
-            deadline = time.monotonic() + timeout
-            page = check_inbox(client, unread_only=True, limit=200, sync_loop=loop)
-            cursor = page.cursor
-            items = page.items
-            while True:
-                state = store.read(hook.session_id)
-                new = [i for i in items
-                       if state is None or state.is_new(i.item_id, i.seq)]
+    if load_user_config() is None:
+        return HookOutcome()
+    client = RelayClient.from_config()
+    client.refresh()
+    loop = client.start_sync_loop()
+    try:
+        page = check_inbox(client, unread_only=True, limit=UNREAD_MAX, sync_loop=loop)
+        cursor, items = page.cursor, page.items
+        while True:
+            state = store.read(hook.session_id)
+            if _over(state, unattended) or not watch.alive():
+                return HookOutcome()
+            if any(state is None or state.is_new(i.item_id, i.seq) for i in items):
+                with store.update(hook.session_id) as current:
+                    if _over(current, unattended):
+                        return HookOutcome()
+                    claimed = set(current.claim([(i.item_id, i.seq) for i in items]))
+                new = [i for i in items if (i.item_id, i.seq) in claimed]
                 if new:
-                    with store.update(hook.session_id) as current:
-                        new = [i for i in new if current.is_new(i.item_id, i.seq)]
-                        current.mark_shown([(i.item_id, i.seq) for i in new])
-                    if new:
-                        return HookOutcome(stderr=_headline(
-                            (i.kind, i.sender.handle) for i in new) + "\n",
-                                           exit_code=EXIT_BLOCK)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return HookOutcome()
-                page = check_inbox(client, unread_only=True, limit=200, after=cursor,
-                                   wait_seconds=min(left, WAIT_MAX), sync_loop=loop)
-                cursor = max(cursor, page.cursor)
-                items = page.items
-        finally:
-            client.stop_sync_loop(flush=False)
+                    return HookOutcome(stderr=_headline(
+                        (i.kind, i.sender.handle) for i in new) + "\n", exit_code=EXIT_BLOCK)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return HookOutcome()
+            page = check_inbox(client, unread_only=True, limit=UNREAD_MAX, after=cursor,
+                               wait_seconds=min(left, WAIT_TICK, WAIT_MAX), sync_loop=loop)
+            cursor = max(cursor, page.cursor)
+            items = page.items
+    finally:
+        client.stop_sync_loop(flush=False, timeout=0.5)
 
 
 def _answer_object(response: object) -> dict[str, Any] | None:
@@ -535,6 +725,8 @@ def _guard_output(host: str, decision: Decision) -> HookOutcome:
 def _pre_tool_use(host: str, text: str, store: SessionStore, outside: Literal["ask", "deny"],
                   server: str) -> HookOutcome:
     try:
+        from gitrelay.relay.guard import decide  # here: the other events never load it
+
         hook = _parse(text)
         state = store.read(hook.session_id)
         tool = hook.raw.get("tool_name")
@@ -568,6 +760,8 @@ def run_hook(host: str, event: str, text: str, *, outside: Literal["ask", "deny"
             return _stop(host, hook, store)
         if event == "wait":
             return _wait(host, hook, store, timeout)
+        if event == "session-end":
+            return _session_end(hook, store)
         if event == "post-tool-use":
             return _post_tool_use(host, hook, store, server)
         raise ConfigError(f"unknown hook event {event!r}; one of {', '.join(EVENTS)}",

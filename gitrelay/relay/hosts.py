@@ -45,7 +45,11 @@ __all__ = ["HOSTS", "FileChange", "HostStatus", "apply", "diff_text", "gitrelay_
            "plan"]
 
 SERVER = "gitrelay"
+FORWARDED_ENV = ("GITRELAY_HOME", "GITRELAY_TRUST")
+"""The variables ``gitrelay mcp`` reads that a host must pass on from the user's shell."""
 WAIT_TIMEOUT = 3600          # seconds Claude Code lets the background waiter run
+REWAKE_MESSAGE = "gitrelay, the inbox waiter (not an error):"
+REWAKE_SUMMARY = "gitrelay: new in the inbox"
 
 _CLAUDE_START = "startup|resume|clear|compact"
 _CODEX_START = "startup|resume|clear"
@@ -106,8 +110,11 @@ def wanted_hooks(host: str, exe: str, *, outside: str = "ask") -> dict[str, list
     """gitrelay's matcher groups per event, in the host's own shape."""
     guard = ("--outside", "deny") if outside == "deny" else ()
     if host == "claude":
-        waiter = _hook(_command(exe, host, "wait"), WAIT_TIMEOUT, **{"async": True,
-                                                                     "asyncRewake": True})
+        # rewakeMessage and rewakeSummary label the waiter's wake-up as what it is
+        # (without them Claude Code calls it a blocking error of the event that started it).
+        waiter = _hook(_command(exe, host, "wait"), WAIT_TIMEOUT, **{
+            "async": True, "asyncRewake": True, "rewakeMessage": REWAKE_MESSAGE,
+            "rewakeSummary": REWAKE_SUMMARY})
         return {
             "SessionStart": [{"matcher": _CLAUDE_START, "hooks": [
                 _hook(_command(exe, host, "session-start"), 10), waiter]}],
@@ -116,6 +123,7 @@ def wanted_hooks(host: str, exe: str, *, outside: str = "ask") -> dict[str, list
                 _hook(_command(exe, host, "pre-tool-use", *guard), 10)]}],
             "PostToolUse": [{"matcher": _MCP_MATCHER, "hooks": [
                 _hook(_command(exe, host, "post-tool-use"), 30)]}],
+            "SessionEnd": [{"hooks": [_hook(_command(exe, host, "session-end"), 5)]}],
         }
     if host == "codex":
         return {
@@ -161,7 +169,13 @@ def mcp_entry(host: str, command: str) -> dict[str, Any]:
     """gitrelay's MCP server entry for ``host``, running ``command``."""
     entry: dict[str, Any] = {"command": command, "args": ["mcp"]}
     if host == "claude":
-        entry = {"type": "stdio", **entry}
+        # alwaysLoad: Claude Code connects the server before the first model request
+        # (and never defers its tools behind tool search): a cold run's first turn has them.
+        entry = {"type": "stdio", **entry, "alwaysLoad": True}
+    if host == "codex":
+        # Codex hands an MCP server only a short list of the user's environment: without
+        # this a GITRELAY_HOME or GITRELAY_TRUST set in the shell would not reach the server.
+        entry = {**entry, "env_vars": list(FORWARDED_ENV)}
     return entry
 
 

@@ -758,6 +758,22 @@ class Index:
                 (handle.casefold(),)).fetchone()
         return (str(row[0]), str(row[1])) if row is not None else None
 
+    def events(self, after: int = 0, ops: Sequence[str] | None = None
+               ) -> list[tuple[int, str, str, str | None, str, int]]:
+        """The operations above seq ``after`` (only those named in ``ops``, if given),
+        oldest first, as the index holds them: (seq, commit, operation, thread, actor
+        casefolded, time in microseconds)."""
+        where = "seq > ?"
+        args: list[Any] = [after]
+        if ops is not None:
+            where += f" AND op IN ({', '.join('?' * len(ops))})"
+            args += list(ops)
+        with self._lock:
+            rows = self._conn_for_read().execute(
+                f"SELECT seq, oid, op, thread_id, actor_cf, at_us FROM events WHERE {where} "
+                "ORDER BY seq", args).fetchall()
+        return rows
+
     def counts(self) -> dict[str, int]:
         with self._lock:
             conn = self._conn_for_read()

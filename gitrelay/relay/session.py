@@ -12,11 +12,18 @@ not a plain name)::
                       "overlay": {...}, "test_commands": ["pytest -q"],
                       "trust_file": "/home/bob/.agentrelay/trust.yaml",
                       "trust_stamp": [mtime_ns, size], "cwd": "/work/web",
-                      "accepted_at": "..."}]}
+                      "accepted_at": "..."}],
+     "inbox_stamp": [...], "started_at": 1796000000.0, "stopped": false, "ended": false}
 
 ``shown`` is the once-per-item rule: an item (``item_id``) at a ``seq`` this
 session was shown (at its start, by a nudge, by the waiter or by ``check_inbox``)
-is never announced again; the same item at a higher ``seq`` (news on it) is.
+is never announced again; the same item at a higher ``seq`` (news on it) is. An
+announcement is claimed (:meth:`SessionState.claim`, under the state's lock) before
+it is printed, so of two hooks that see the same new item only one announces it.
+``started_at`` is when the session-start hook last looked (the waiter started beside
+it lets that look go first); ``stopped`` says a non-interactive run's turn is over
+(nothing can wake it any more) and ``ended`` that the host ended the session: the
+waiter leaves on either.
 ``in_progress`` lists the handoffs accepted in this session and not yet closed;
 the guard (:mod:`gitrelay.relay.guard`) holds the session to their overlays.
 ``exposed`` says a teammate's text has entered the session (an item was shown, a
@@ -129,11 +136,13 @@ class InProgress:
 class SessionState:
     """The whole file of one session."""
 
-    __slots__ = ("exposed", "host", "in_progress", "inbox_stamp", "session_id", "shown")
+    __slots__ = ("ended", "exposed", "host", "in_progress", "inbox_stamp", "session_id",
+                 "shown", "started_at", "stopped")
 
     def __init__(self, host: str, session_id: str, shown: dict[str, int] | None = None,
                  in_progress: list[InProgress] | None = None,
-                 inbox_stamp: list[Any] | None = None, exposed: bool = False) -> None:
+                 inbox_stamp: list[Any] | None = None, exposed: bool = False,
+                 started_at: float = 0.0, stopped: bool = False, ended: bool = False) -> None:
         self.host, self.session_id = host, session_id
         self.shown: dict[str, int] = shown if shown is not None else {}
         self.in_progress: list[InProgress] = in_progress if in_progress is not None else []
@@ -142,6 +151,7 @@ class SessionState:
         # The local copy as of the last full look (see inbox_stamp): while it is the
         # same, nothing new can have arrived, and a stop answers without reading it.
         self.inbox_stamp: list[Any] = inbox_stamp if inbox_stamp is not None else []
+        self.started_at, self.stopped, self.ended = started_at, stopped, ended
 
     def is_new(self, item_id: str, seq: int) -> bool:
         """True when this item at this seq was never shown to the session."""
@@ -150,6 +160,13 @@ class SessionState:
     def expose(self) -> None:
         """Record that a teammate's text entered the session (kept until it ends)."""
         self.exposed = True
+
+    def claim(self, items: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The ``(item_id, seq)`` pairs never shown to the session, now marked shown: the
+        caller announces exactly these (call it under :meth:`SessionStore.update`)."""
+        new = [(i, s) for i, s in dict(items).items() if self.is_new(i, s)]
+        self.mark_shown(new)
+        return new
 
     def mark_shown(self, items: list[tuple[str, int]]) -> None:
         if items:
@@ -175,7 +192,8 @@ class SessionState:
         return {"format_version": FORMAT_VERSION, "host": self.host,
                 "session_id": self.session_id, "shown": self.shown,
                 "in_progress": [e.to_json() for e in self.in_progress],
-                "inbox_stamp": self.inbox_stamp, "exposed": self.exposed}
+                "inbox_stamp": self.inbox_stamp, "exposed": self.exposed,
+                "started_at": self.started_at, "stopped": self.stopped, "ended": self.ended}
 
     @classmethod
     def parse(cls, text: str, path: Path) -> SessionState:
@@ -212,10 +230,18 @@ class SessionState:
         if not isinstance(exposed, bool):
             raise ConfigError(f"the session state {path}: 'exposed' must be true or false",
                               path=str(path), field="exposed")
+        started_at, stopped, ended = (raw.get("started_at", 0.0), raw.get("stopped", False),
+                                      raw.get("ended", False))
+        if not isinstance(started_at, (int, float)) or not isinstance(stopped, bool) \
+                or not isinstance(ended, bool):
+            raise ConfigError(f"the session state {path}: 'started_at' must be a number, "
+                              "'stopped' and 'ended' true or false", path=str(path),
+                              field="started_at")
         return cls(host=host, session_id=session_id, shown=dict(shown),
                    in_progress=[InProgress.from_json(e, f"in_progress[{n}]")
                                 for n, e in enumerate(progress)], inbox_stamp=stamp,
-                   exposed=exposed)
+                   exposed=exposed, started_at=float(started_at), stopped=stopped,
+                   ended=ended)
 
 
 def inbox_stamp(mirror: str) -> list[Any]:

@@ -43,10 +43,8 @@ from gitrelay.store import journal
 from gitrelay.store.gitstore import Store
 from gitrelay.store.locks import FileMutex, LockTimeout
 
-RELAY_MAIN = "refs/relay/main"
-RELAY_USERS = "refs/relay/users/"
-FETCHED_MAIN = "refs/fetched/main"
-FETCHED_USERS = "refs/fetched/users/"
+RELAY_MAIN, RELAY_USERS = layout.RELAY_MAIN, layout.RELAY_USERS
+FETCHED_MAIN, FETCHED_USERS = layout.FETCHED_MAIN, layout.FETCHED_USERS
 LOCK_TIMEOUT = 60.0
 
 Signer = Callable[[bytes], str]
@@ -148,7 +146,7 @@ class Mirror:
         self.signer = signer
         self.store = Store(self.path, create=True)
         self._refs_lock = FileMutex(self.path / "gitrelay-refs.lock")
-        self.sync_lock = FileMutex(self.path / "gitrelay-sync.lock")
+        self.sync_lock = FileMutex(self.path / layout.SYNC_LOCK_FILE)
         self.refused_path = self.path / layout.REFUSED_FILE
         self.state_path = self.path / "gitrelay-sync.json"
         self.journal_path = self.path / journal.FILENAME

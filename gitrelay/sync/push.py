@@ -92,17 +92,25 @@ class Syncer:
             return self._fetch()
 
     def _fetch(self) -> SyncReport:
-        report = SyncReport()
         code, _, err = self._git("fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
-                                 "--prune", self.url,
-                                 f"+{layout.MAIN_REF}:{FETCHED_MAIN}",
-                                 f"+{layout.USERS_REF_PREFIX}*:{FETCHED_USERS}*")
+                                 "--prune", self.url, *layout.FETCH_REFSPECS)
         if code != 0:
             reason, fix = git_failure(err, self.url)
             self.mirror.update_sync_state(last_error=reason, last_error_at=time.time())
             raise RelayUnavailable(f"cannot fetch from {self.url}: {reason}",
                                    hint=fix or "Check the relay URL and your access to it.",
                                    **_ssh_cause(fix))
+        return self._take_fetched()
+
+    def take_fetched(self) -> SyncReport:
+        """Verify and take what the last fetch left in the quarantine refs: for a process
+        that ran that fetch with the git CLI alone (``git fetch`` with
+        :data:`~gitrelay.core.layout.FETCH_REFSPECS`, under the sync lock)."""
+        with self.mirror.sync_lock:
+            return self._take_fetched()
+
+    def _take_fetched(self) -> SyncReport:
+        report = SyncReport()
         store = self.mirror.store
         fetched = store.ref(FETCHED_MAIN)
         if fetched is None:

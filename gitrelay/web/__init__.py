@@ -1,0 +1,1 @@
+"""``gitrelay web``: a local, read-mostly web view of the relay for people (docs/web.md)."""

@@ -1,0 +1,426 @@
+"""What each page of the web view shows, gathered from the relay library.
+
+No HTTP here: each function takes the user's client (and trust rules) and
+returns the values a template renders. Every teammate-written text passes
+through :mod:`gitrelay.web.text` first; the templates escape it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gitrelay.core.errors import InvalidArgument, RelayError
+from gitrelay.core.threads import ACCEPTED, PENDING, STATUSES
+from gitrelay.core.vocab import INTENTS
+from gitrelay.relay import policy
+from gitrelay.relay.inbox import check_inbox
+from gitrelay.relay.render import when
+from gitrelay.relay.trust import TrustRules, evaluate, load_trust
+from gitrelay.web.text import artifact_view, diff_lines, one_line, shown
+
+if TYPE_CHECKING:
+    from gitrelay.relay.client import RelayClient, ThreadView
+    from gitrelay.relay.inbox import InboxItem
+
+class Withheld:
+    """A blocked sender's words kept off the pages, as ``gitrelay show`` and the agent's
+    answers keep them (docs/trust.md): the trust file's ``blocked`` teammates, never the
+    reader; ``show`` (the page's "show blocked" link) shows them on purpose."""
+
+    def __init__(self, me: str, rules: TrustRules, *, show: bool = False) -> None:
+        self.me = me
+        self.rules = rules
+        self.show = show
+
+    def blocked(self, author: object) -> bool:
+        if self.show or not isinstance(author, str) or not author:
+            return False
+        return policy.withheld_from_agent(self.me, author, self.rules)
+
+    def notice(self, author: str) -> str:
+        return (f"[withheld: {one_line(author, 80)} is blocked in your trust file "
+                f"({one_line(self.rules.source, 200)})]")
+
+
+PAGE_ITEMS = 50
+# Filters the index cannot apply (intent, sender) read at most this many items per page.
+SCAN_MAX = 1000
+
+
+# --- inbox ------------------------------------------------------------------------------
+
+
+@dataclass
+class InboxFilters:
+    status: str = ""        # "", "all" or one status ("": pending and accepted)
+    intent: str = ""
+    sender: str = ""
+    unread: bool = False
+    since: str = ""
+
+    @classmethod
+    def parse(cls, query: Mapping[str, str]) -> InboxFilters:
+        status = query.get("status", "")
+        if status not in ("", "all", *STATUSES):
+            raise InvalidArgument(f"status must be one of all, {', '.join(STATUSES)}",
+                                  field="status")
+        intent = query.get("intent", "")
+        if intent not in ("", *INTENTS):
+            raise InvalidArgument(f"intent must be one of {', '.join(INTENTS)}",
+                                  field="intent")
+        return cls(status, intent, query.get("from", "").strip()[:200],
+                   query.get("unread", "") in ("1", "on", "true"),
+                   query.get("since", "").strip()[:40])
+
+    def statuses(self) -> list[str] | None:
+        if self.status == "all":
+            return list(STATUSES)
+        return [self.status] if self.status else None
+
+    def query(self) -> dict[str, str]:
+        """The filters as query parameters (for the next page's link)."""
+        out = {"status": self.status, "intent": self.intent, "from": self.sender,
+               "since": self.since, "unread": "1" if self.unread else ""}
+        return {k: v for k, v in out.items() if v}
+
+
+@dataclass
+class InboxRow:
+    thread_id: str
+    kind: str
+    sender: str
+    sender_name: str
+    intent: str
+    status: str
+    unread: bool
+    unread_messages: int
+    updated: str
+    summary: str
+    claimed_by: str
+    claim_expires: str
+    detail: str
+
+
+@dataclass
+class InboxData:
+    rows: list[InboxRow]
+    next_cursor: str | None
+    cursor: int
+    filters: InboxFilters
+    scanned: int = 0
+    index_rebuilt: bool = False
+
+
+class Intents:
+    """Each thread's intent (a handoff never changes), read once per thread."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, str] = {}
+
+    def of(self, client: RelayClient, tid: str) -> str:
+        found = self._known.get(tid)
+        if found is None:
+            state = client.mirror.view().thread(tid)
+            if state is None:
+                try:
+                    found = str(client.thread(tid).handoff.get("intent", ""))
+                except RelayError:
+                    return ""
+            else:
+                found = str(state.handoff.get("intent", ""))
+            if len(self._known) > 200_000:
+                self._known.clear()
+            self._known[tid] = found
+        return found
+
+
+def inbox(client: RelayClient, filters: InboxFilters, intents: Intents, withheld: Withheld,
+          *, cursor: str | None = None, limit: int = PAGE_ITEMS) -> InboxData:
+    """One page of the user's inbox, newest first, after ``filters``."""
+    rows: list[InboxRow] = []
+    scanned = 0
+    rebuilt = False
+    since = filters.since or None
+    page_cursor = cursor
+    next_cursor: str | None = None
+    seq_cursor = 0
+    sender = filters.sender.casefold()
+    while True:
+        page = check_inbox(client, status=filters.statuses(), since=since, limit=limit,
+                           cursor=page_cursor, unread_only=filters.unread)
+        rebuilt = rebuilt or page.index_rebuilt
+        seq_cursor = max(seq_cursor, page.cursor)
+        for item in page.items:
+            scanned += 1
+            if sender and sender not in item.sender.handle.casefold():
+                continue
+            intent = intents.of(client, item.thread_id)
+            if filters.intent and intent != filters.intent:
+                continue
+            rows.append(_row(item, intent, withheld))
+        next_cursor = page.next_cursor
+        if len(rows) >= limit or next_cursor is None or scanned >= SCAN_MAX:
+            break
+        page_cursor = next_cursor
+    return InboxData(rows, next_cursor, seq_cursor, filters, scanned, rebuilt)
+
+
+def _row(item: InboxItem, intent: str, withheld: Withheld) -> InboxRow:
+    author = item.thread_sender or item.sender.handle
+    blocked = item.detail is None and withheld.blocked(author)
+    return InboxRow(
+        thread_id=item.thread_id, kind=item.kind, sender=one_line(item.sender.handle, 80),
+        sender_name="" if withheld.blocked(item.sender.handle) else one_line(item.sender.name, 60),
+        intent=intent, status=item.status,
+        unread=item.unread, unread_messages=item.unread_messages, updated=when(item.updated_at),
+        summary=withheld.notice(author) if blocked
+        else one_line(item.detail or item.summary_preview, 200),
+        claimed_by=one_line(item.claimed_by or "", 80),
+        claim_expires=when(item.claim_expires_at) if item.claim_expires_at else "",
+        detail=one_line(item.detail or "", 200))
+
+
+# --- a thread ---------------------------------------------------------------------------
+
+
+@dataclass
+class Event:
+    at: str
+    order: int
+    kind: str             # message, draft, accept, complete, cancel
+    who: str
+    mine: bool
+    number: int | None = None
+    body: str = ""
+    diff: list[Any] = field(default_factory=list)
+    payload: str = ""
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class ThreadData:
+    thread_id: str
+    status: str
+    sender: str
+    recipient: str
+    sender_name: str
+    recipient_name: str
+    intent: str
+    sent: str
+    summary: str
+    question: str
+    action: dict[str, Any] | None
+    artifacts: list[dict[str, Any]]
+    events: list[Event]
+    trust_note: str
+    queued: int
+    refused: list[str]
+    me_sender: bool
+    me_recipient: bool
+    can_reply: bool
+    can_cancel: bool
+    can_complete: bool
+    withheld: bool = False   # some of it is a blocked teammate's, withheld
+
+
+def _name(profiles: Mapping[str, Mapping[str, Any]], handle: str) -> str:
+    profile = profiles.get(handle.casefold())
+    return one_line(profile["name"], 60) if profile else ""
+
+
+def thread(client: RelayClient, ref: str, rules: TrustRules, *, show_blocked: bool = False
+           ) -> ThreadData:
+    """A thread as a person reads it (any thread of the relay, as ``gitrelay show``)."""
+    view = policy.thread_to_read(client, ref, policy.Reader.PERSON)
+    return thread_data(client, view, rules, Withheld(client.handle, rules, show=show_blocked))
+
+
+def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
+                withheld: Withheld) -> ThreadData:
+    me = client.handle
+    h = view.handoff
+    profiles = {k: p for k, p in client.mirror.view().profiles().items()
+                if not withheld.blocked(p.get("handle"))}
+    hidden = False
+    if withheld.blocked(view.sender):
+        notice = withheld.notice(view.sender)
+        h = {**h, "summary": notice, "question": notice if h.get("question") else None,
+             "artifacts": [],
+             "proposed_action": {"description": notice, "target_files": [],
+                                 "rationale": notice} if h.get("proposed_action") else None}
+        hidden = True
+    events: list[Event] = []
+    for m in view.messages:
+        author = str(m.get("from", ""))
+        if withheld.blocked(author):
+            m = {"from": author, "created_at": m.get("created_at", ""), "type": m.get("type"),
+                 "sequence_no": m.get("sequence_no", 0), "body": withheld.notice(author)}
+            hidden = True
+        events.append(Event(
+            str(m.get("created_at", "")), 1, "draft" if m.get("type") == "draft" else "message",
+            one_line(author, 80), policy.is_self(me, author), int(m.get("sequence_no", 0)),
+            shown(m.get("body", "")).rstrip(),
+            diff_lines(m["suggested_diff"]) if m.get("suggested_diff") else [],
+            shown(json.dumps(m["payload"], indent=2, sort_keys=True, ensure_ascii=False))
+            if m.get("payload") else ""))
+    if view.accept:
+        by = str(view.accept.get("by", ""))
+        events.append(Event(str(view.accept.get("at", "")), 0, "accept", one_line(by, 80),
+                            policy.is_self(me, by)))
+    if view.complete:
+        by = str(view.complete.get("by", ""))
+        blocked = withheld.blocked(by)
+        hidden = hidden or blocked
+        events.append(Event(str(view.complete.get("at", "")), 2, "complete", one_line(by, 80),
+                            policy.is_self(me, by),
+                            body=withheld.notice(by) if blocked
+                            else shown(view.complete.get("result_summary", "")).rstrip(),
+                            artifacts=[] if blocked else [
+                                artifact_view(a) for a in view.complete.get("artifacts") or []]))
+    if view.cancel:
+        by = str(view.cancel.get("by", ""))
+        reason = view.cancel.get("reason") or ""
+        blocked = bool(reason) and withheld.blocked(by)
+        hidden = hidden or blocked
+        events.append(Event(str(view.cancel.get("at", "")), 2, "cancel", one_line(by, 80),
+                            policy.is_self(me, by),
+                            body=withheld.notice(by) if blocked else shown(reason).rstrip()))
+    events.sort(key=lambda e: (e.at, e.order, e.number or 0))
+    for e in events:
+        e.at = when(e.at)
+    action = h.get("proposed_action")
+    action_view = None
+    if action:
+        action_view = {
+            "description": shown(action.get("description", "")).rstrip(),
+            "target_files": [one_line(p, 300) for p in action.get("target_files", [])],
+            "rationale": shown(action.get("rationale", "")).rstrip(),
+            "diff": diff_lines(action["suggested_diff"]) if action.get("suggested_diff")
+            else []}
+    note = ""
+    try:
+        judged = policy.sender_judgement(me, view, rules)
+        if judged is not None:
+            note = judged[0].message + ("" if judged[1] is None
+                                        else "; accepting is refused")
+    except RelayError as exc:
+        note = f"cannot judge {view.sender}: {exc.message}"
+    me_sender, me_recipient = policy.is_self(me, view.sender), policy.is_self(me, view.recipient)
+    open_ = view.status in (PENDING, ACCEPTED)
+    return ThreadData(
+        thread_id=view.thread_id, status=view.status, sender=one_line(view.sender, 80),
+        recipient=one_line(view.recipient, 80), sender_name=_name(profiles, view.sender),
+        recipient_name=_name(profiles, view.recipient), intent=one_line(h.get("intent", "")),
+        sent=when(h.get("created_at")), summary=shown(h.get("summary", "")).rstrip(),
+        question=shown(h.get("question") or "").rstrip(), action=action_view,
+        artifacts=[artifact_view(a) for a in h.get("artifacts") or []], events=events,
+        trust_note=one_line(note, 400), queued=len(view.undelivered),
+        refused=[one_line(f"your {r.kind} at {when(r.at)}: {r.name} ({r.code}): {r.message}",
+                          400) for r in view.refused],
+        me_sender=me_sender, me_recipient=me_recipient,
+        can_reply=open_ and (me_sender or me_recipient),
+        can_cancel=me_sender and view.status == PENDING,
+        can_complete=me_recipient and view.status == ACCEPTED, withheld=hidden)
+
+
+# --- teammates --------------------------------------------------------------------------
+
+
+@dataclass
+class Teammate:
+    handle: str
+    name: str
+    role: str
+    me: bool
+    allowed: bool
+    reason: str
+    message: str
+    auto_read: bool
+    auto_test: bool
+    auto_write_paths: list[str]
+    require_approval: list[str]
+
+
+def load_rules(path: Path) -> TrustRules:
+    """The trust file's rules; one that cannot be read is an error (``config_error``), so
+    that a mistake in it never shows a blocked teammate's words."""
+    return load_trust(path)
+
+
+def teammates(client: RelayClient, rules: TrustRules) -> list[Teammate]:
+    """Everyone registered on the relay with the overlay the trust file gives them."""
+    me = client.handle
+    out = []
+    for p in client.teammates():
+        handle = str(p["handle"])
+        decision = evaluate(rules, handle)
+        overlay = decision.overlay
+        hide = decision.reason == "blocked"   # their words: name and role too
+        out.append(Teammate(
+            handle=one_line(handle, 80), name="" if hide else one_line(p.get("name", ""), 80),
+            role="" if hide else one_line(p.get("role", ""), 80), me=policy.is_self(me, handle),
+            allowed=decision.allowed, reason=decision.reason,
+            message=one_line(decision.message, 300), auto_read=overlay.auto_read,
+            auto_test=overlay.auto_test,
+            auto_write_paths=[one_line(x, 200) for x in overlay.auto_write_paths],
+            require_approval=[one_line(x, 80) for x in overlay.require_approval]))
+    return out
+
+
+# --- search -----------------------------------------------------------------------------
+
+
+@dataclass
+class Found:
+    thread_id: str
+    status: str
+    intent: str
+    sender: str
+    recipient: str
+    updated: str
+    field: str
+    by: str
+    snippet: str
+    withheld: bool
+
+
+@dataclass
+class SearchData:
+    query: str
+    hits: list[Found]
+    next_cursor: str | None
+    available: bool
+
+
+def search_available() -> bool:
+    try:
+        import gitrelay.relay.search  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def search(client: RelayClient, rules: TrustRules, query: str, *,
+           cursor: str | None = None, limit: int = 20) -> SearchData:
+    """Threads ``query`` finds, with the engine the ``search_threads`` tool uses."""
+    if not query.strip():
+        return SearchData(query, [], None, search_available())
+    try:
+        from gitrelay.relay.search import (  # type: ignore[import-not-found,unused-ignore]
+            search_threads,
+        )
+    except ImportError:
+        return SearchData(query, [], None, False)
+    page = search_threads(client, query, reader=policy.Reader.PERSON, rules=rules,
+                          limit=limit, cursor=cursor)
+    hits = [Found(thread_id=h.thread_id, status=h.status, intent=one_line(h.intent),
+                  sender=one_line(h.sender, 80), recipient=one_line(h.recipient, 80),
+                  updated=when(h.updated_at), field=one_line(h.field or ""),
+                  by=one_line(h.by or "", 80),
+                  snippet=one_line(h.snippet, 400) if h.snippet is not None else "",
+                  withheld=h.withheld) for h in page.hits]
+    return SearchData(query, hits, page.next_cursor, True)

@@ -1,0 +1,334 @@
+"""``gitrelay web`` over HTTP: the token, the headers, the writes, and inbox_url.
+
+Each test runs the real command (tests/webkit.py) against a real relay whose
+gate checks every push; the browser's side is tests/test_web_browser.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import urlencode
+
+import anyio
+import pytest
+from mcp import Client
+
+from gitrelay.core.terminal import UNSAFE
+from gitrelay.mcp.server import build_server
+from gitrelay.mcp.state import ServerOptions, open_state
+from gitrelay.relay.client import RelayClient
+from gitrelay.web import port as web_port
+from gitrelay.web.activity import Operation, summarize
+from gitrelay.web.app import CSP
+from gitrelay.web.text import diff_lines, safe_href, shown
+from tests.webkit import WebView, web_view
+
+ALICE, BOB = "alice@acme", "bob@acme"
+
+
+@pytest.fixture
+def pair(people: dict[str, RelayClient], relay: Path, tmp_path: Path
+         ) -> tuple[RelayClient, RelayClient, str]:
+    """alice and bob on one relay, and a pending handoff from alice to bob."""
+    alice, bob = people["alice"], people["bob"]
+    sent = alice.handoff(to=BOB, intent="ask_question", summary="Paginate <b>/users</b>",
+                         question="Cursor or offset?")
+    assert sent.thread_id
+    return alice, bob, sent.thread_id
+
+
+def _home(tmp_path: Path, name: str) -> Path:
+    return tmp_path / name
+
+
+def _headers_ok(headers: dict[str, str]) -> None:
+    assert headers["content-security-policy"] == CSP
+    assert "script-src" not in CSP and "'unsafe-inline'" not in CSP
+    assert headers["x-content-type-options"] == "nosniff"
+    assert headers["referrer-policy"] == "no-referrer"
+    assert headers["x-frame-options"] == "DENY"
+
+
+# --- who may ask ------------------------------------------------------------------------
+
+
+def test_without_the_token_every_request_is_refused_and_the_link_sets_a_strict_cookie(
+        pair: tuple[RelayClient, RelayClient, str], relay: Path, tmp_path: Path) -> None:
+    _, _, tid = pair
+    with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
+        for path in ("/inbox", f"/threads/{tid}", "/teammates", "/activity",
+                     "/static/style.css", "/inbox?token=wrong" + "x" * 20):
+            answer = view.request("GET", path, cookie=False)
+            assert answer.status == 403, (path, answer.status)
+            assert tid not in answer.body and "Paginate" not in answer.body
+            _headers_ok(answer.headers)
+        wrong_cookie = view.request("GET", "/inbox", headers={
+            "Cookie": f"gitrelay_web_{view.port}=not-the-token"})
+        assert wrong_cookie.status == 403
+        first = view.login()
+        assert first.status == 303 and first.headers["location"] == "/inbox"
+        cookie = first.headers["set-cookie"]
+        assert cookie.startswith(f"gitrelay_web_{view.port}={view.token};")
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
+        _headers_ok(first.headers)
+        away = view.request("GET", f"//evil.example/x?token={view.token}", cookie=False)
+        assert away.status == 303 and away.headers["location"] == "/evil.example/x"
+        page = view.request("GET", "/inbox")
+        assert page.status == 200 and tid[:10] in page.body
+        _headers_ok(page.headers)
+        assert "<script" not in page.body
+
+
+def test_a_foreign_host_header_is_refused(pair: tuple[RelayClient, RelayClient, str],
+                                          relay: Path, tmp_path: Path) -> None:
+    with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
+        view.login()
+        for host in ("evil.example", f"evil.example:{view.port}", "127.0.0.1:1"):
+            answer = view.request("GET", "/inbox", headers={"Host": host})
+            assert answer.status == 421, host
+            _headers_ok(answer.headers)
+        assert view.request("GET", "/inbox", headers={
+            "Host": f"localhost:{view.port}"}).status == 200
+
+
+def _listeners(port: int) -> list[str]:
+    """The local addresses listening on ``port`` (from /proc/net/tcp and tcp6, in hex)."""
+    found = []
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/net/{name}").read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            addr, _, hexport = local.partition(":")
+            if state == "0A" and int(hexport, 16) == port:
+                found.append(addr)
+    return found
+
+
+def test_the_server_listens_on_loopback_only(pair: tuple[RelayClient, RelayClient, str],
+                                             relay: Path, tmp_path: Path) -> None:
+    if not Path("/proc/net/tcp").exists():
+        pytest.skip("no /proc/net/tcp on this system to list listening sockets")
+    with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
+        assert _listeners(view.port) == ["0100007F"]
+
+
+# --- writes -----------------------------------------------------------------------------
+
+
+def _csrf(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found, "the page has no form token"
+    return found.group(1)
+
+
+def _post(view: WebView, path: str, fields: dict[str, str], *, origin: str | None = None
+          ) -> tuple[int, str]:
+    headers = {"Origin": origin if origin is not None else view.base}
+    if origin == "":
+        headers = {}
+    answer = view.request("POST", path, body=urlencode(fields), headers=headers)
+    _headers_ok(answer.headers)
+    return answer.status, answer.headers.get("location", "") or answer.body
+
+
+def test_read_only_by_default(pair: tuple[RelayClient, RelayClient, str], relay: Path,
+                              tmp_path: Path) -> None:
+    alice, _, tid = pair
+    with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
+        view.login()
+        page = view.request("GET", f"/threads/{tid}").body
+        assert "<form method=\"post\"" not in page and 'name="csrf"' not in page
+        status, _ = _post(view, f"/threads/{tid}/reply", {"text": "hi", "csrf": "x"})
+        assert status == 403
+    alice.refresh(max_age=0)
+    assert alice.thread(tid).messages == []
+
+
+def test_a_write_needs_the_form_token_and_the_origin_then_is_a_commit_the_gate_took(
+        pair: tuple[RelayClient, RelayClient, str], relay: Path, tmp_path: Path) -> None:
+    alice, _, tid = pair
+    with web_view(relay, BOB, _home(tmp_path, "bob"), write=True) as view:
+        view.login()
+        token = _csrf(view.request("GET", f"/threads/{tid}").body)
+        path = f"/threads/{tid}/reply"
+        assert _post(view, path, {"text": "no token"})[0] == 403
+        assert _post(view, path, {"text": "bad token", "csrf": token[:-1] + "x"})[0] == 403
+        assert _post(view, path, {"text": "no origin", "csrf": token}, origin="")[0] == 403
+        assert _post(view, path, {"text": "other site", "csrf": token},
+                     origin="http://evil.example")[0] == 403
+        for site in ("cross-site", "same-site", ""):
+            nulled = view.request("POST", path, body=urlencode({"text": "x", "csrf": token}),
+                                  headers={"Origin": "null", "Sec-Fetch-Site": site})
+            assert nulled.status == 403, site
+        no_cookie = view.request("POST", path, body=urlencode({"text": "x", "csrf": token}),
+                                 headers={"Origin": view.base}, cookie=False)
+        assert no_cookie.status == 403
+        status, where = _post(view, path, {"text": "Cursor, <i>please</i>.", "csrf": token})
+        assert status == 303 and where == f"/threads/{tid}?done=reply&delivery=delivered"
+        page = view.request("GET", where).body
+        assert "Cursor, &lt;i&gt;please&lt;/i&gt;." in page
+        assert "was delivered to the relay" in page
+    alice.refresh(max_age=0)
+    bodies = [m["body"] for m in alice.thread(tid).messages]
+    assert bodies == ["Cursor, <i>please</i>."]   # only the one with token and origin,
+    # read by alice from the relay after a fetch: the gate took bob's push
+
+
+def test_complete_one_addressed_to_you_and_cancel_your_own_but_not_the_reverse(
+        pair: tuple[RelayClient, RelayClient, str], relay: Path, tmp_path: Path) -> None:
+    alice, bob, tid = pair
+    bob.accept(tid, session_id="s-web")
+    mine = bob.handoff(to=ALICE, intent="inform", summary="FYI: the /users cursor")
+    theirs = alice.handoff(to=BOB, intent="inform", summary="Another one")
+    assert mine.thread_id and theirs.thread_id
+    with web_view(relay, BOB, _home(tmp_path, "bob"), write=True) as view:
+        view.login()
+        token = _csrf(view.request("GET", f"/threads/{tid}").body)
+        status, _ = _post(view, f"/threads/{theirs.thread_id}/cancel",
+                          {"text": "", "csrf": token})
+        assert status == 400   # alice's handoff: bob may not cancel it (the client refuses)
+        status, _ = _post(view, f"/threads/{tid}/complete",
+                          {"text": "Done: cursor pagination", "csrf": token})
+        assert status == 303
+        status, _ = _post(view, f"/threads/{mine.thread_id}/cancel",
+                          {"text": "not needed", "csrf": token})
+        assert status == 303
+    alice.refresh(max_age=0)
+    assert alice.thread(tid).status == "completed"
+    assert alice.thread(mine.thread_id).status == "cancelled"
+    assert alice.thread(theirs.thread_id).status == "pending"
+
+
+# --- inbox_url --------------------------------------------------------------------------
+
+
+def test_inbox_url_points_at_the_running_view_and_back_at_the_relay_after(
+        people: dict[str, RelayClient], relay: Path, tmp_path: Path) -> None:
+    people["alice"]
+    people["bob"]
+    home = _home(tmp_path, "alice")
+    trust = tmp_path / "alice-trust.yaml"
+    trust.write_text("version: 1\n")
+
+    async def handoff(key: str) -> str:
+        opts = ServerOptions(relay=str(relay), handle=ALICE, trust=str(trust),
+                             background=False)
+        async with Client(build_server(lambda: open_state(opts), structured=True)) as c:
+            result = await c.call_tool("handoff_to_teammate", {
+                "to": BOB, "intent": "inform", "summary": f"note {key}",
+                "idempotency_key": key})
+            assert not result.is_error, result
+            data = result.structured_content
+            assert isinstance(data, dict)
+            return str(data["inbox_url"]) + " " + str(data["thread_id"])
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GITRELAY_HOME", str(home))
+        with web_view(relay, ALICE, home) as view:
+            assert json.loads(web_port.web_file().read_text())["port"] == view.port
+            url, tid = anyio.run(handoff, "k1").split()
+            assert url == f"http://127.0.0.1:{view.port}/threads/{tid}"
+            view.login()
+            assert view.request("GET", f"/threads/{tid}").status == 200
+        assert not web_port.web_file().exists()
+        url, tid = anyio.run(handoff, "k2").split()
+        assert url == f"gitrelay://acme/threads/{tid}"
+
+
+# --- the pieces -------------------------------------------------------------------------
+
+
+def test_hidden_characters_are_shown_and_only_http_links_are_links() -> None:
+    text = "ok\u202eevil\u2066x\u2069\U000e0041\u200b\x1b[31m\u00ad\r\nnext\ttab"
+    out = shown(text)
+    assert not (set(out) - {"\n", "\t"}) & UNSAFE
+    assert "\\u202e" in out and "\\U000e0041" in out and "\\x1b" in out and "\\xad" in out
+    assert out.endswith("\nnext\ttab")
+    assert safe_href("https://git.acme.dev/x?y=1") == "https://git.acme.dev/x?y=1"
+    for bad in ("javascript:alert(1)", "JAVASCRIPT:alert(1)", "data:text/html,<b>",
+                "//evil.example/x", "/inbox", "https://evil.example/\u202ex", "http://",
+                "https://a b", " https://x.example", "vbscript:x", 42):
+        assert safe_href(bad) is None, bad
+
+
+def test_a_diff_is_classed_line_by_line() -> None:
+    lines = diff_lines("diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n same\n")
+    assert [d.kind for d in lines] == ["meta", "meta", "meta", "hunk", "del", "add", "ctx"]
+
+
+def test_activity_counts_weeks_and_medians_per_teammate() -> None:
+    day = 86400
+    monday = 1_780_272_000 - (1_780_272_000 // day + 3) % 7 * day   # some Monday 00:00 UTC
+    ops = [Operation("1", "handoff", "T1", ALICE, monday),
+           Operation("2", "accept", "T1", BOB, monday + 600),
+           Operation("3", "handoff", "T2", ALICE, monday + 700),
+           Operation("4", "accept", "T2", BOB, monday + 700 + 1800),
+           Operation("5", "complete", "T1", BOB, monday + 7 * day),
+           Operation("6", "cancel", "T2", ALICE, monday + 8 * day)]
+    figures = summarize(ops)
+    assert [(w.opened, w.closed) for w in figures.weeks] == [(2, 0), (0, 2)]
+    (bob,) = figures.teammates
+    assert bob.handle == BOB and bob.accepted == 2 and bob.to_accept == 1200
+    assert bob.completed == 1 and bob.to_complete == 7 * day
+
+
+def test_the_activity_cache_reads_only_what_is_new_and_agrees_with_a_fresh_read(
+        people: dict[str, RelayClient]) -> None:
+    from gitrelay.web.activity import ActivityCache
+
+    alice, bob = people["alice"], people["bob"]
+    first = alice.handoff(to=BOB, intent="inform", summary="one").thread_id
+    assert first
+    bob.refresh(max_age=0)
+    bob.accept(first, session_id="s1")
+    cache = ActivityCache()
+    before = cache.get(bob.mirror)
+    assert before.threads == 1 and [t.accepted for t in before.teammates] == [1]
+    assert cache.get(bob.mirror) is before               # same tip: kept
+    bob.complete(first, result_summary="done")
+    after = cache.get(bob.mirror)
+    assert after is not before
+    fresh = ActivityCache().get(bob.mirror)
+    assert (after.weeks, after.teammates, after.operations) == \
+        (fresh.weeks, fresh.teammates, fresh.operations)
+    (times,) = after.teammates
+    assert times.handle == BOB and times.completed == 1 and times.to_complete is not None
+    assert sum(w.opened for w in after.weeks) == 1 and sum(w.closed for w in after.weeks) == 1
+
+
+def test_a_blocked_senders_words_are_withheld_unless_asked_and_a_bad_trust_file_shows_none(
+        people: dict[str, RelayClient], relay: Path, tmp_path: Path) -> None:
+    carol, bob = people["carol"], people["bob"]
+    tid = carol.handoff(to=BOB, intent="ask_question", summary="Carol's words: run deploy.sh",
+                        question="Carol asks: may I?",
+                        artifacts=[{"type": "link", "url": "https://evil.example/carol"}]
+                        ).thread_id
+    assert tid
+    bob.refresh(max_age=0)
+    bob.send_message(tid, "Bob's own words stay.")
+    carol.refresh(max_age=0)
+    carol.send_message(tid, "Carol again: deploy now")
+    trust = tmp_path / "bob-trust.yaml"
+    trust.write_text("version: 1\nblocked: [carol@acme]\n")
+    with web_view(relay, BOB, _home(tmp_path, "bob"), trust=trust) as view:
+        view.login()
+        for path in (f"/threads/{tid}", "/inbox", "/teammates"):
+            page = view.request("GET", path)
+            assert page.status == 200, path
+            assert "Carol" not in page.body.replace("carol@acme", ""), path
+            assert "evil.example" not in page.body, path
+        thread = view.request("GET", f"/threads/{tid}").body
+        assert "Bob&#39;s own words stay." in thread and "withheld: carol@acme" in thread
+        shown_page = view.request("GET", f"/threads/{tid}?show_blocked=1").body
+        assert "Carol&#39;s words: run deploy.sh" in shown_page
+        assert "Carol again: deploy now" in shown_page
+        trust.write_text("version: 1\nblocked: [carol@acme\n")    # broken YAML
+        for path in (f"/threads/{tid}", "/inbox", "/teammates"):
+            page = view.request("GET", path)
+            assert page.status == 400 and "config_error" in page.body, path
+            assert "Carol" not in page.body.replace("carol@acme", ""), path
