@@ -385,14 +385,15 @@ def register(server: RelayMCPServer) -> None:
 
     @server.relay_tool(annotations=READ)
     def search_threads(
-        query: Annotated[str, Field(min_length=1, max_length=QUERY_CHARS, description=(
-            'Words, "phrases", filters: from: to: status: intent: since: path:'))],
+        query: Annotated[str, Field(min_length=1, max_length=QUERY_CHARS)],
         ctx: Ctx,
         limit: Annotated[int, Field(ge=1, le=SEARCH_PAGE_MAX)] = SEARCH_PAGE_DEFAULT,
         # next_cursor of the last answer (the answer's first line names it)
         cursor: Annotated[OrNone[str], Field()] = None,
     ) -> Annotated[CallToolResult, SearchOut]:
-        """Search your threads, archived too; best match first, with snippets."""
+        """Search your threads by words, "phrases", from: to: status: intent: since: path:"""
+        # Archived threads too, best match first, each with a snippet (docs/tools.md): the
+        # definition is what the model reads on every turn, kept to its syntax.
         state = st(ctx)
         rules = state.trust.current()
         page = find_threads(state.client, query, reader=policy.Reader.AGENT, rules=rules,
