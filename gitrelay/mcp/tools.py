@@ -35,6 +35,7 @@ from gitrelay.mcp.present import (
     present_accept_fenced,
     present_claim,
     present_inbox_fenced,
+    present_search_fenced,
     present_teammates_fenced,
     present_thread_fenced,
 )
@@ -55,6 +56,7 @@ from gitrelay.mcp.tool_models import (
     Intent,
     OrNone,
     ProposedAction,
+    SearchOut,
     SentMessageOut,
     Status,
     TeammatesOut,
@@ -64,6 +66,10 @@ from gitrelay.mcp.tool_models import (
 )
 from gitrelay.relay import inbox, policy
 from gitrelay.relay.client import DELIVERED, RelayClient, WriteResult
+from gitrelay.relay.search import SEARCH_PAGE_DEFAULT
+from gitrelay.relay.search import search_threads as find_threads
+from gitrelay.relay.searchindex import SEARCH_PAGE_MAX
+from gitrelay.relay.searchquery import QUERY_CHARS
 
 if TYPE_CHECKING:
     from gitrelay.mcp.server import RelayMCPServer
@@ -376,3 +382,22 @@ def register(server: RelayMCPServer) -> None:
             tid, suggested_diff, note or policy.DRAFT_NOTE,
             mode=delivery)
         return _message_answer(state.client, tid, result, "draft")
+
+    @server.relay_tool(annotations=READ)
+    def search_threads(
+        query: Annotated[str, Field(min_length=1, max_length=QUERY_CHARS)],
+        ctx: Ctx,
+        limit: Annotated[int, Field(ge=1, le=SEARCH_PAGE_MAX)] = SEARCH_PAGE_DEFAULT,
+        # next_cursor of the last answer (the answer's first line names it)
+        cursor: Annotated[OrNone[str], Field()] = None,
+    ) -> Annotated[CallToolResult, SearchOut]:
+        """Search your threads by words, "phrases", from: to: status: intent: since: path:"""
+        # Archived threads too, best match first, each with a snippet (docs/tools.md): the
+        # definition is what the model reads on every turn, kept to its syntax.
+        state = st(ctx)
+        rules = state.trust.current()
+        page = find_threads(state.client, query, reader=policy.Reader.AGENT, rules=rules,
+                            limit=limit, cursor=cursor)
+        return answer_fenced(present_search_fenced(page, caller=state.me, rules=rules,
+                                                   sync_warning=sync_warning(state.client)),
+                             structured=state.structured)
