@@ -1737,6 +1737,7 @@ SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list
     ("gate", bench_gate),
     ("reads", bench_reads),
     ("inbox", bench_inbox),
+    ("search", lambda ws, sizes, log, shared: _search(ws, sizes, log, shared)),
     ("delivery", bench_delivery),
     ("writers", bench_writers),
     ("storage", bench_storage),
@@ -1748,6 +1749,12 @@ SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list
     ("context", lambda ws, sizes, log, shared: _context(ws, sizes, log, shared)),
     ("model", lambda ws, sizes, log, shared: _model(ws, sizes, log, shared)),
 ]
+
+
+def _search(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
+    from bench.search_bench import bench_search  # imports this module: imported when run
+
+    return bench_search(ws, sizes, log, shared)
 
 
 def _registry(ws: Workspace, sizes: Sizes) -> list[Figure]:
@@ -1823,5 +1830,6 @@ def run(*, quick: bool, workdir: Path, log: Log, only: list[str] | None = None,
         "host_clients": shared.get("host_clients"),
         "host_unavailable": shared.get("host_unavailable"),
         "context": shared.get("context"),
+        "search": shared.get("search"),
         "model_hosts": shared.get("model_hosts"),
     }

@@ -298,6 +298,16 @@ def _mcp_cases() -> list[Any]:
     add("send-misspelt-delivery", Case("send_message", {"thread_id": "{pending}", "body": "x",
                                                         "delivry": "queue"}, mentions="delivry"))
     add("inbox-misspelt-limit", Case("check_inbox", {"limt": 5}, mentions="limt"))
+    add("search-no-query", Case("search_threads", {}, mentions="query"))
+    add("search-query-number", Case("search_threads", {"query": 5}, mentions="query"))
+    add("search-unknown-filter", Case("search_threads", {"query": "x colour:blue"},
+                                      mentions="colour:blue"))
+    add("search-open-quote", Case("search_threads", {"query": '"paginate users'},
+                                  mentions="quote"))
+    add("search-limit-zero", Case("search_threads", {"query": "x", "limit": 0},
+                                  mentions="limit"))
+    add("search-foreign-cursor", Case("search_threads", {"query": "x", "cursor": "c1.e30.x"},
+                                      expect="invalid_cursor", mentions="cursor"))
 
     # Over the relay's limits.
     over = "x" * (MAX_TEXT + 1)
@@ -575,7 +585,7 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
 
     commands = ["init", "join", "verify", "mcp", "demo", "inbox", "show", "log", "teammates",
                 "whoami", "send", "reply", "accept", "complete", "cancel", "archive", "status",
-                "doctor", "reindex", "trust", "draft", "setup", "hook", "web"]
+                "doctor", "reindex", "trust", "draft", "setup", "hook", "web", "search"]
     # Each with its required arguments, so that the unknown option is the one problem.
     required = {"init": ["{base}/new-relay.git"], "join": ["{relay}", "--as", "dave@acme",
                                                            "--name", "Dave", "--role", "qa"],
@@ -583,7 +593,8 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
                 "reply": ["{pending}", "hello"], "accept": ["{pending}"],
                 "draft": ["{pending}", "-"],
                 "complete": ["{accepted}", "--summary", "done"], "cancel": ["{pending}"],
-                "setup": ["claude", "--dry-run"], "hook": ["pre-tool-use"]}
+                "setup": ["claude", "--dry-run"], "hook": ["pre-tool-use"],
+                "search": ["paginate"]}
     for command in commands:
         add(f"{command}-unknown-option", command, *required.get(command, []), "--bogus",
             mentions="--bogus")
@@ -613,6 +624,11 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
     add("join-blank-name", "join", "{relay}", "--as", "dave@acme", "--name", " ",
         "--role", "qa", mentions="--name")
     add("mcp-bad-writes", "mcp", "--writes", "later", mentions="--writes")
+    add("search-unknown-filter", "search", "paginate", "colour:blue", mentions="colour:blue")
+    add("search-open-quote", "search", '"paginate users', mentions="quote")
+    add("search-limit-0", "search", "x", "--limit", "0", mentions="limit")
+    add("search-bad-cursor", "search", "x", "--cursor", "s1.e30.000000000000",
+        expect="invalid_cursor", mentions="cursor")
     add("web-port-negative", "web", "--port", "-1", mentions="--port")
     add("web-port-too-big", "web", "--port", "65536", mentions="--port")
     add("web-port-word", "web", "--port", "any", mentions="--port")

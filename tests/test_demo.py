@@ -72,6 +72,9 @@ def check_story(out: str) -> tuple[str, Path]:
     assert "from carol@acme: assignment, text withheld (blocked)" in blocked
     assert "Regenerated the web fixtures" not in blocked.split("check_inbox")[1]
     assert "accept_handoff → refused: teammate_blocked (-32013)" in blocked
+    looked_up = section(out, 6)
+    assert re.search(r"bob +search_threads → 1 found for 'next_cursor from:alice@acme': "
+                     r"\w{6} \(completed\)", looked_up)
 
     # Neither a log's bookkeeping nor repeated fences: a story, then a summary.
     assert "undelivered[" not in out and "is_error" not in out and "wait_seconds" not in out
@@ -79,6 +82,8 @@ def check_story(out: str) -> tuple[str, Path]:
     assert re.search(r"10 commits on the relay, one per operation", summary)
     assert "gitrelay log --relay $R --as alice@acme" in summary
     assert "git --git-dir $R log" in summary
+    assert "gitrelay search next_cursor --relay $R" in summary
+    assert "gitrelay web --relay $R --as alice@acme" in summary
     transcript = re.search(r"Every call and answer in full: (\S+)", summary)
     assert transcript
     return root.group(1), Path(transcript.group(1))
@@ -116,7 +121,8 @@ def test_the_kept_demo_gives_commands_that_run_as_printed(tmp_path):
     try:
         assert transcript == Path(root) / "transcript.txt"
         commands = [ln.strip().split("  #")[0] for ln in proc.stdout.splitlines()
-                    if re.match(r"   (export |R=|gitrelay |git )", ln)]
+                    if re.match(r"   (export |R=|gitrelay |git )", ln)
+                    and "gitrelay web" not in ln]  # a server: tests/test_web.py runs it
         script = "set -e\n" + "\n".join(
             c.replace("gitrelay ", f"{sys.executable} -m gitrelay ", 1)
             if c.startswith("gitrelay ") else c for c in commands)
@@ -126,6 +132,7 @@ def test_the_kept_demo_gives_commands_that_run_as_printed(tmp_path):
         assert "bob@acme completed: The admin user list" in ran.stdout  # gitrelay log
         assert "Alice Martin" in ran.stdout or "alice@acme" in ran.stdout  # gitrelay show
         assert "threads/" in ran.stdout  # git log --stat
+        assert "next_cursor" in ran.stdout  # gitrelay search shows the matching snippet
     finally:
         shutil.rmtree(root)
 

@@ -111,7 +111,7 @@ def test_two_server_processes_walk_every_intent_through_the_gate(
             tools = {t.name for t in (await a_session.list_tools()).tools}
             assert {"handoff_to_teammate", "check_inbox", "accept_handoff", "view_thread",
                     "send_message", "complete_handoff", "cancel_handoff", "list_teammates",
-                    "draft_proposed_action", "claim_inbox_item"} == tools
+                    "draft_proposed_action", "claim_inbox_item", "search_threads"} == tools
 
             # inform, with all five artifact types; alice's config says queue, so the
             # answer comes before delivery and her server's sync loop delivers it.

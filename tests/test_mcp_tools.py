@@ -42,6 +42,7 @@ from gitrelay.mcp.tool_models import (
     CompleteOut,
     HandoffOut,
     InboxOut,
+    SearchOut,
     SentMessageOut,
     TeammatesOut,
     ThreadOut,
@@ -230,7 +231,7 @@ OUTPUT_MODELS: dict[str, type[BaseModel]] = {
     "send_message": SentMessageOut, "complete_handoff": CompleteOut,
     "cancel_handoff": CancelOut, "draft_proposed_action": SentMessageOut,
     "check_inbox": InboxOut, "claim_inbox_item": ClaimOut, "view_thread": ThreadOut,
-    "list_teammates": TeammatesOut}
+    "list_teammates": TeammatesOut, "search_threads": SearchOut}
 
 
 def test_every_tool_is_listed_with_the_reference_fields_and_hints(agent: AgentFactory) -> None:
@@ -240,7 +241,7 @@ def test_every_tool_is_listed_with_the_reference_fields_and_hints(agent: AgentFa
         async with Client(alice.server()) as c:
             tools = {t.name: t for t in (await c.list_tools()).tools}
             assert set(tools) == WRITE_TOOLS | {"check_inbox", "claim_inbox_item", "view_thread",
-                                                "list_teammates"}
+                                                "list_teammates", "search_threads"}
             for name, tool in tools.items():
                 assert tool.description and len(tool.description) > 30, name
                 assert tool.output_schema is not None, name
@@ -337,6 +338,8 @@ def test_published_output_schemas_refuse_what_the_output_models_refuse(
             await keep(b, "view_thread", {"thread_id": proposal})
             await keep(a, "check_inbox", {})
             await keep(b, "list_teammates", {})
+            await keep(b, "search_threads", {"query": "cursor offset"})
+            await keep(a, "search_threads", {"query": "from:me", "limit": 1})
 
     run(body)
 

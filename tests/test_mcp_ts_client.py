@@ -106,7 +106,7 @@ def test_a_handoff_walks_through_the_gate_as_a_typescript_host_sees_it(servers):
     alice, bob = servers
     assert {"handoff_to_teammate", "check_inbox", "accept_handoff", "view_thread",
             "send_message", "complete_handoff", "cancel_handoff", "list_teammates",
-            "draft_proposed_action", "claim_inbox_item"} == set(alice.tools)
+            "draft_proposed_action", "claim_inbox_item", "search_threads"} == set(alice.tools)
     assert alice.server_info.get("name") == "gitrelay"
 
     sent = ok(alice, "handoff_to_teammate", {

@@ -38,7 +38,7 @@ def __getattr__(name: str) -> int:
 
 # The groups of commands (modules of this package), in the order `gitrelay --help` lists
 # them. Imported when a parser is built: a host's `gitrelay hook` loads only its own.
-GROUPS = ("setup", "inbox", "threads", "trust", "admin", "hosts", "web")
+GROUPS = ("setup", "inbox", "search", "threads", "trust", "admin", "hosts", "web")
 
 
 def build_parser(groups: Sequence[str] = GROUPS) -> argparse.ArgumentParser:

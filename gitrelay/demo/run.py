@@ -225,6 +225,11 @@ def gist(tool: str, args: dict[str, Any], data: dict[str, Any]) -> str:
         return f"message #{data.get('sequence_no')} on {tid}: {_quote(args.get('body'))}"
     if tool == "complete_handoff":
         return f"{data.get('status')}: {_quote(args.get('result_summary'), 50)}"
+    if tool == "search_threads":
+        hits = data.get("results") or []
+        found = ", ".join(f"{short_id(str(h.get('thread_id')), 6)} ({h.get('status')})"
+                          for h in hits[:3])
+        return f"{len(hits)} found for {args.get('query')!r}: {found or 'none'}"
     if tool == "view_thread":
         return f"thread {tid}, {data.get('status')}, {len(data.get('messages') or [])} message(s)"
     return one_line(json.dumps(data), 60)
@@ -468,6 +473,10 @@ class Day:
         await bob.call("accept_handoff", {"thread_id": carol_tid},
                        expect_error="teammate_blocked (-32013)")
 
+        s.section(6, "a week later, bob's agent looks the work up")
+        t.section("6. bob's agent searches the threads it took part in")
+        await bob.call("search_threads", {"query": "next_cursor from:alice@acme"})
+
     def summary(self, transcript_path: Path, keep: bool) -> None:
         s = self.story
         proc = subprocess.run(["git", "--git-dir", self.relay, "log", "--format=%s", "main"],
@@ -494,6 +503,10 @@ class Day:
         commands = [(f"gitrelay log --relay $R --as {ALICE}", "the history, one line per step"),
                     (f"gitrelay show {short_id(self.thread_id, 6)} --relay $R --as {ALICE}",
                      "the thread as a conversation"),
+                    (f"gitrelay search next_cursor --relay $R --as {ALICE}",
+                     "threads that mention it"),
+                    (f"gitrelay web --relay $R --as {ALICE}",
+                     "all of it in your browser"),
                     ("git --git-dir $R log --stat main", "the same history, as plain git")]
         wide = max(len(c) for c, _ in commands)
         for command, what in commands:

@@ -46,7 +46,8 @@ __all__ = [
 ]
 
 INDEX_FILE = "gitrelay-index.sqlite3"
-INDEX_FORMAT = 2  # 2: items carry their thread's open flag (an index of open items)
+# 2: items carry their thread's open flag (an index of open items); 3: search tables
+INDEX_FORMAT = 3
 READ_TIMEOUT = 1.0                         # seconds to wait for a writer's lock
 
 ITEM_SELECT = """

@@ -15,7 +15,10 @@ without walking the history:
 - ``profiles``: display names and roles of teammates;
 - ``acks``: a copy of one user's acknowledged items, taken from their inbox
   ref, so that "unread" can be filtered in SQL;
-- ``meta``: the index format version and the indexed tip (commit and seq).
+- ``meta``: the index format version and the indexed tip (commit and seq);
+- ``search_text``, ``search_docs``, ``artifact_paths``: the words of every
+  summary, question, message, result and artifact path, for search
+  (:mod:`gitrelay.inbox.searchindex` writes and reads them).
 
 Updates are incremental: the first-parent chain from main's tip back to the
 indexed tip. When the indexed tip is not on that chain (the outbox was
@@ -54,6 +57,7 @@ from gitrelay.core.vocab import (
     SUMMARY_PREVIEW_CHARS,
     TASK_UPDATE,
 )
+from gitrelay.inbox import searchindex
 from gitrelay.inbox.inboxpeek import INDEX_FILE as INDEX_FILE
 from gitrelay.inbox.inboxpeek import INDEX_FORMAT as INDEX_FORMAT
 from gitrelay.inbox.inboxpeek import ITEM_SELECT
@@ -310,7 +314,7 @@ class Index:
     @staticmethod
     def _create(conn: sqlite3.Connection) -> None:
         # IF NOT EXISTS: another process may be creating the same file right now.
-        conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
+        conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + searchindex.SCHEMA + "COMMIT;")
 
     @contextlib.contextmanager
     def _write(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
@@ -388,6 +392,7 @@ class Index:
             if problem is not None:
                 for table in _TABLES:
                     conn.execute(f"DELETE FROM {table}")
+                searchindex.clear(conn)
                 report.rebuilt, report.reason = True, problem
                 meta = {}
             self._fresh = False
@@ -468,6 +473,7 @@ class Index:
         parties = {tid: conn.execute("SELECT sender, recipient FROM handoffs "
                                      "WHERE thread_id = ?", (tid,)).fetchone()
                    for tid in touched}
+        searchindex.roll_back(conn, self.mirror.objects, ancestor)  # reads events: first
         for table in ("events", "handoffs", "profiles"):
             conn.execute(f"DELETE FROM {table} WHERE seq > ?", (ancestor,))
         for tid in touched:
@@ -590,6 +596,7 @@ class Index:
                      (seq, commit.oid, op, tid, actor.casefold(), at, at_us))
         if tid is not None:
             self._fold(conn, seq, op, tid, actor.casefold(), at, at_us)
+            searchindex.fold(conn, seq, op, tid, doc, blob, actor.casefold())
 
     @staticmethod
     def _fold(conn: sqlite3.Connection, seq: int, op: str, tid: str, actor_cf: str, at: str,
@@ -649,6 +656,10 @@ class Index:
         """Hold the index for one update-then-read sequence (threads of this process)."""
         with self._lock:
             yield self
+
+    def reader(self) -> sqlite3.Connection:
+        """The connection to read from, inside :meth:`session` after an :meth:`update`."""
+        return self._conn_for_read()
 
     def tip_seq(self) -> int:
         with self._lock:

@@ -35,6 +35,7 @@ from pydantic import BaseModel
 
 from gitrelay.core.ids import handle_key, same_handle
 from gitrelay.inbox.inbox import ClaimResult, InboxPage
+from gitrelay.inbox.searchindex import SearchPage
 from gitrelay.mcp.provenance import (
     RELAY_AUTHOR,
     AnswerFence,
@@ -61,6 +62,8 @@ from gitrelay.mcp.tool_models import (
     Person,
     ProposedActionOut,
     RefusedOperation,
+    SearchHitOut,
+    SearchOut,
     TeammateOut,
     TeammatesOut,
     TestCommandOut,
@@ -94,6 +97,7 @@ __all__ = [
     "present_claim",
     "present_inbox",
     "present_inbox_fenced",
+    "present_search_fenced",
     "present_teammates",
     "present_teammates_fenced",
     "present_thread",
@@ -748,3 +752,57 @@ def present_claim(result: ClaimResult) -> ClaimOut:
                     claimed=result.claimed, outcome=result.outcome,
                     expires_at=result.expires_at, held_by=result.held_by,
                     delivery=result.delivery)
+
+
+SEARCH_LEGEND = "results, best first: [i] thread_id status intent from to updated_at field"
+
+
+def _search_head(out: SearchOut, pen: Pen) -> list[str]:
+    """A search's text: one line per thread (``SEARCH_LEGEND``); a teammate's snippet is
+    in the fence as ``[i]`` under its author, the caller's own on the line."""
+    top = [f"search_threads {len(out.results)} results",
+           f"next_cursor={_scalar(out.next_cursor) if out.next_cursor else 'null'}"]
+    if out.index_rebuilt:
+        top.append("index_rebuilt=true")
+    if out.sync_warning is not None:
+        top.append("sync_warning=(in the fence: these results may be stale)")
+    lines = [" ".join(top)]
+    if out.results:
+        lines.append(SEARCH_LEGEND)
+    for i, hit in enumerate(out.results):
+        where = hit.field or "-"
+        if hit.sequence_no is not None:
+            where += f"#{hit.sequence_no}"
+        line = (f"[{i}] {hit.thread_id} {hit.status} {hit.intent} {hit.sender} "
+                f"{hit.recipient} {hit.updated_at} {where}")
+        if hit.withheld:
+            line += f" (snippet withheld: {_scalar(hit.by)} is blocked in your trust file)"
+        elif hit.snippet is not None and f"results[{i}].snippet" not in pen.fields:
+            line += f" snippet={json_line(hit.snippet)}"
+        lines.append(line)
+    return lines
+
+
+def present_search_fenced(page: SearchPage, *, caller: str, rules: TrustRules,
+                          sync_warning: str | None = None) -> Fenced[SearchOut]:
+    """search_threads: each thread found, its snippet fenced under its author."""
+
+    def build(pen: Pen) -> SearchOut:
+        results = []
+        for i, hit in enumerate(page.hits):
+            text = hit.snippet
+            marker = None
+            if text is not None and hit.by is not None and not pen.is_caller(hit.by):
+                text = pen.text(text, hit.by, f"[{i}]")
+                pen.fields.add(f"results[{i}].snippet")
+                marker = pen.marker(hit.by)
+            results.append(SearchHitOut(
+                thread_id=hit.thread_id, status=hit.status, intent=hit.intent,
+                sender=hit.sender, recipient=hit.recipient, created_at=hit.created_at,
+                updated_at=hit.updated_at, field=hit.field, sequence_no=hit.sequence_no,
+                by=hit.by, snippet=text, withheld=hit.withheld, provenance=marker))
+        return SearchOut(results=results, next_cursor=page.next_cursor,
+                         index_rebuilt=page.index_rebuilt,
+                         sync_warning=pen.relay(sync_warning, "sync_warning"))
+
+    return render_fenced(caller, rules, build, _search_head)

@@ -94,6 +94,8 @@ class ServerState:
             return False
         if tool in _QUEUEABLE:
             return (args.get("delivery") or client.writes) == "queue"
+        if tool == "search_threads":
+            return inbox.index_nearly_current(client.mirror)
         if tool != "check_inbox":
             return True
         acks = args.get("ack_up_to") is not None or bool(args.get("ack_items"))
@@ -122,7 +124,7 @@ class ServerState:
 # claim_inbox_item is not one: a claim reaches the relay before it is answered.
 _QUEUEABLE = frozenset({"handoff_to_teammate", "send_message", "accept_handoff",
                         "complete_handoff", "cancel_handoff", "draft_proposed_action"})
-_QUICK_TOOLS = _QUEUEABLE | {"check_inbox", "view_thread", "list_teammates"}
+_QUICK_TOOLS = _QUEUEABLE | {"check_inbox", "view_thread", "list_teammates", "search_threads"}
 
 
 class HeldKicks:

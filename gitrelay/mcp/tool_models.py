@@ -72,6 +72,8 @@ __all__ = [
     "ProposedAction",
     "ProposedActionOut",
     "RefusedOperation",
+    "SearchHitOut",
+    "SearchOut",
     "SentMessageOut",
     "TeammateOut",
     "TeammatesOut",
@@ -448,6 +450,36 @@ class InboxOut(_Out):
     sync_warning: str | None = Field(default=None, description=(
         "Set when this page may be stale (the relay is unreachable, or holds history "
         "that breaks its rules): items as of the last good copy. Quotes the relay."))
+
+
+# --- search ------------------------------------------------------------------------------------
+
+
+class SearchHitOut(_Out):
+    thread_id: str
+    status: Status
+    intent: Intent
+    sender: str
+    recipient: str
+    created_at: Timestamp
+    updated_at: Timestamp
+    field: str | None = Field(default=None, description=(
+        "Where the snippet is from: summary, question, message, completion.result_summary, "
+        "artifacts[i].path or .title."))
+    sequence_no: int | None = Field(default=None, description="The message's number.")
+    by: str | None = Field(default=None, description="Who wrote the snippet.")
+    snippet: str | None = Field(default=None, description=(
+        "The best-matching text, cut around the words found; null when withheld."))
+    withheld: bool = Field(default=False, description=(
+        "The snippet's author is blocked in your trust file: their text is never shown."))
+    provenance: Marker = None
+
+
+class SearchOut(_Out):
+    results: list[SearchHitOut] = Field(description="Threads, best match first.")
+    next_cursor: str | None = Field(description="Pass it as cursor for the next page.")
+    index_rebuilt: bool = False
+    sync_warning: str | None = None
 
 
 class ClaimOut(_Out):

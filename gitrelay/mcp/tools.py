@@ -29,6 +29,10 @@ from gitrelay.core.vocab import (
     WAIT_MAX,
 )
 from gitrelay.inbox import inbox
+from gitrelay.inbox.search import SEARCH_PAGE_DEFAULT
+from gitrelay.inbox.search import search_threads as find_threads
+from gitrelay.inbox.searchindex import SEARCH_PAGE_MAX
+from gitrelay.inbox.searchquery import QUERY_CHARS
 from gitrelay.mcp.answers import answer_fenced
 from gitrelay.mcp.present import (
     MESSAGE_PAGE,
@@ -36,6 +40,7 @@ from gitrelay.mcp.present import (
     present_accept_fenced,
     present_claim,
     present_inbox_fenced,
+    present_search_fenced,
     present_teammates_fenced,
     present_thread_fenced,
 )
@@ -56,6 +61,7 @@ from gitrelay.mcp.tool_models import (
     Intent,
     OrNone,
     ProposedAction,
+    SearchOut,
     SentMessageOut,
     Status,
     TeammatesOut,
@@ -377,3 +383,22 @@ def register(server: RelayMCPServer) -> None:
             tid, suggested_diff, note or policy.DRAFT_NOTE,
             mode=delivery)
         return _message_answer(state.client, tid, result, "draft")
+
+    @server.relay_tool(annotations=READ)
+    def search_threads(
+        query: Annotated[str, Field(min_length=1, max_length=QUERY_CHARS)],
+        ctx: Ctx,
+        limit: Annotated[int, Field(ge=1, le=SEARCH_PAGE_MAX)] = SEARCH_PAGE_DEFAULT,
+        # next_cursor of the last answer (the answer's first line names it)
+        cursor: Annotated[OrNone[str], Field()] = None,
+    ) -> Annotated[CallToolResult, SearchOut]:
+        """Search your threads by words, "phrases", from: to: status: intent: since: path:"""
+        # Archived threads too, best match first, each with a snippet (docs/tools.md): the
+        # definition is what the model reads on every turn, kept to its syntax.
+        state = st(ctx)
+        rules = state.trust.current()
+        page = find_threads(state.client, query, reader=policy.Reader.AGENT, rules=rules,
+                            limit=limit, cursor=cursor)
+        return answer_fenced(present_search_fenced(page, caller=state.me, rules=rules,
+                                                   sync_warning=sync_warning(state.client)),
+                             structured=state.structured)

@@ -45,8 +45,10 @@ if TYPE_CHECKING:
 __all__ = ["DRAFT_NOTE", "Accepted", "Reader", "accept", "accept_refusal", "archive_batches",
            "check_accept",
            "check_new_handoff", "handoff_key", "input_error", "limits",
-           "participant_view", "read_thread", "resolve_thread", "sender_judgement",
-           "thread_to_read", "withheld_from_agent", "written_from_arguments"]
+           "participant_view", "read_thread", "resolve_thread", "search_scope",
+           "sender_judgement",
+           "thread_to_read", "withheld_from_agent", "withheld_in_search",
+           "written_from_arguments"]
 
 T = TypeVar("T")
 
@@ -108,6 +110,20 @@ def thread_to_read(client: RelayClient, ref: str, reader: Reader) -> ThreadView:
     if reader is Reader.AGENT:
         return participant_view(client, ref)
     return read_thread(client, resolve_thread(client, ref))
+
+
+def search_scope(me: str, reader: Reader) -> str | None:
+    """Whose threads a search reads: an agent only those ``me`` sent or received (as
+    :func:`thread_to_read`), a person every thread of the relay (None)."""
+    return me if reader is Reader.AGENT else None
+
+
+def withheld_in_search(me: str, author: str, rules: TrustRules) -> bool:
+    """Whether a search leaves ``author``'s words out, for either reader: a teammate
+    the trust file blocks. A search finds text by its words, so a blocked sender's
+    words neither match nor show; a person who wants them asks on purpose
+    (``gitrelay search --show-blocked``, as ``show`` and ``inbox`` take it)."""
+    return withheld_from_agent(me, author, rules)
 
 
 def withheld_from_agent(me: str, author: str, rules: TrustRules) -> bool:

@@ -399,7 +399,7 @@ class SearchData:
 
 def search_available() -> bool:
     try:
-        import gitrelay.relay.search  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+        import gitrelay.inbox.search  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
     except ImportError:
         return False
     return True
@@ -411,7 +411,7 @@ def search(client: RelayClient, rules: TrustRules, query: str, *,
     if not query.strip():
         return SearchData(query, [], None, search_available())
     try:
-        from gitrelay.relay.search import (  # type: ignore[import-not-found,unused-ignore]
+        from gitrelay.inbox.search import (  # type: ignore[import-not-found,unused-ignore]
             search_threads,
         )
     except ImportError:
