@@ -979,6 +979,20 @@ def test_doctor_says_how_to_check_a_remote_relay():
     assert "docs/deploying.md" in check.fix
 
 
+
+def test_doctor_names_a_hook_installed_under_the_gates_old_name(tmp_path):
+    from gitrelay.cli.doctor import gate_checks
+
+    relay = setup.init_relay(tmp_path / "relay.git", name="acme")
+    hook = relay / "hooks" / "pre-receive"
+    hook.write_text(hook.read_text().replace("gitrelay.gate.gate", "gitrelay.hook.gate"))
+    (check,) = gate_checks(str(relay))
+    assert check.level == "problem" and "gitrelay.hook.gate" in check.detail
+    assert "install_hook" in check.fix
+    setup.install_hook(relay)
+    assert gate_checks(str(relay))[0].level == "ok"
+
+
 # --- real processes -----------------------------------------------------------------------------
 
 

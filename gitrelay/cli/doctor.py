@@ -92,6 +92,10 @@ def gate_checks(relay_url: str) -> list[Check]:
         text = hook.read_text(errors="replace")
     except OSError as exc:
         return [Check("gate", "problem", f"cannot read {hook}: {exc.strerror}")]
+    if "gitrelay.hook.gate" in text:
+        return [Check("gate", "problem", f"{hook} runs gitrelay.hook.gate, the gate's name before "
+                      "it moved to gitrelay.gate.gate: every push fails until the hook is "
+                      "installed again", reinstall)]
     if "gitrelay.gate.gate" not in text:
         return [Check("gate", "problem", f"{hook} does not run gitrelay.gate.gate", reinstall)]
     env = hermetic_env({"GIT_DIR": str(path)})
