@@ -15,6 +15,7 @@ import _json  # the C scanner behind json.loads; ``json`` itself would import ``
 
 from gitrelay.core.errors import FormatError
 from gitrelay.core.ids import handle_problem, is_key, is_thread_id, is_uuid, only
+from gitrelay.core.layout import FORMAT_VERSION
 from gitrelay.core.terminal import one_line, quoted, shown
 from gitrelay.core.vocab import (
     COMMAND_CHARS,
@@ -474,7 +475,7 @@ ARTIFACT = tagged("type", {
                   {"title": text(max_chars=TITLE_CHARS)}),
 })
 ARTIFACTS = array(ARTIFACT, max_items="max_artifacts")
-_version = const(1)
+_version = const(FORMAT_VERSION)
 _object_id = predicate(is_object_id, "a lowercase git object id (40 or 64 hex digits)")
 _tid = predicate(is_thread_id, "a thread id")
 _key = predicate(is_key, "1-128 characters of A-Z a-z 0-9 . _ : -")
@@ -568,10 +569,12 @@ AUTHOR_FIELD = {"profile": "handle", "profile_update": "handle", "handoff": "sen
 
 def validate(kind: str, doc: Any, limits: Mapping[str, int] | None = None) -> dict[str, Any]:
     """Check ``doc`` against the shape of ``kind``; returns it on success."""
-    if isinstance(doc, dict) and "format_version" in doc and doc["format_version"] != 1:
+    version = doc.get("format_version", FORMAT_VERSION) if isinstance(doc, dict) else None
+    if isinstance(doc, dict) and version != FORMAT_VERSION:
         raise SchemaError(
             f"format_version {shown(doc['format_version'])} is not supported by this gitrelay "
-            "(it reads version 1); upgrade gitrelay", rule="format_version", field="format_version")
+            f"(it reads version {FORMAT_VERSION}); upgrade gitrelay", rule="format_version",
+            field="format_version")
     SHAPES[kind](doc, "", Ctx(limits or DEFAULT_LIMITS))
     assert isinstance(doc, dict)
     return doc
