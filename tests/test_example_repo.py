@@ -13,7 +13,7 @@ from gitrelay.cli.main import main
 from gitrelay.core import schema
 from gitrelay.core.errors import ConfigError, InvalidTransition
 from gitrelay.core.ids import thread_id_for
-from gitrelay.core.threads import STATUSES
+from gitrelay.core.threadstate import STATUSES
 from gitrelay.demo.example import build_example, example_dir, load_example
 from gitrelay.trust.trust import evaluate, load_trust
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from gitrelay.core.errors import AmbiguousId, InvalidArgument, RelayError
-from gitrelay.core.threads import STATUSES
+from gitrelay.core.threadstate import STATUSES
 from gitrelay.core.vocab import WAIT_MAX
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from gitrelay.cli.common import (
 )
 from gitrelay.cli.withhold import Withholder
 from gitrelay.cli.withhold import add_flag as add_withhold_flag
-from gitrelay.core.threads import STATUSES
+from gitrelay.core.threadstate import STATUSES
 from gitrelay.core.vocab import INBOX_PAGE_MAX, TEAMMATES_PAGE, TEAMMATES_PAGE_MAX
 
 CLOSED = ["completed", "cancelled"]

@@ -82,7 +82,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _mark_read(client: RelayClient, thread_id: str) -> int:
     """Acknowledge the reader's unread inbox items on ``thread_id`` (at the seq they were
     read at: news since keeps them unread); how many."""
-    from gitrelay.core.threads import STATUSES
+    from gitrelay.core.threadstate import STATUSES
     from gitrelay.core.vocab import INBOX_PAGE_MAX
     from gitrelay.inbox.inbox import check_inbox
 

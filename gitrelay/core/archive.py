@@ -22,7 +22,7 @@ from gitrelay.core.objects import (
     remember,
     tree_problem,
 )
-from gitrelay.core.threads import TERMINAL, ThreadState
+from gitrelay.core.threadstate import TERMINAL, ThreadState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ a :class:`~gitrelay.core.errors.RelayError` whose ``data['rule']`` names the rul
 (docs/gate-rules.md lists them all). The rules themselves live by concept:
 :mod:`~gitrelay.core.commits` (trailers, message, author),
 :mod:`~gitrelay.core.identity` (pusher, signatures, registration),
-:mod:`~gitrelay.core.threads` (the thread state machine),
+:mod:`~gitrelay.core.threadstate` (the thread state machine),
 :mod:`~gitrelay.core.archive` and :mod:`~gitrelay.core.view` (the read model).
 
 Standard library only: the gate imports this module.
@@ -44,7 +44,7 @@ from gitrelay.core.objects import (
     diff_trees,
 )
 from gitrelay.core.terminal import shown
-from gitrelay.core.threads import check_handoff, check_thread_action
+from gitrelay.core.threadstate import check_handoff, check_thread_action
 from gitrelay.core.view import RelayView
 
 TYPE_CHECKING = False

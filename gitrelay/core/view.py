@@ -10,7 +10,7 @@ from gitrelay.core.archive import snapshot_tree
 from gitrelay.core.errors import error_for_rule as refuse
 from gitrelay.core.ids import handle_key
 from gitrelay.core.objects import Objects, TreeEntry, remember
-from gitrelay.core.threads import ThreadState, last_sequence, status_from_names
+from gitrelay.core.threadstate import ThreadState, last_sequence, status_from_names
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

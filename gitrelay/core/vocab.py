@@ -3,7 +3,7 @@
 The MCP server's input models and the ``gitrelay`` command line take their
 choices (intents, delivery modes) and limits from here, and so does the gate's
 schema (:mod:`gitrelay.core.schema`); a thread's statuses are the state
-machine's (:data:`gitrelay.core.threads.STATUSES`). A relay may set its own limits
+machine's (:data:`gitrelay.core.threadstate.STATUSES`). A relay may set its own limits
 in ``relay.json``; these are the defaults a new relay is created with, and every
 check of a write uses the relay's own.
 """

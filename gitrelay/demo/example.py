@@ -28,7 +28,7 @@ from typing import Any
 from gitrelay.core import schema
 from gitrelay.core.errors import ConfigError, InvalidArgument
 from gitrelay.core.ids import check_handle, is_key, thread_id_for
-from gitrelay.core.threads import STATUSES
+from gitrelay.core.threadstate import STATUSES
 from gitrelay.relay.client import RelayClient
 from gitrelay.relay.setup import init_relay, join
 

@@ -38,7 +38,7 @@ from gitrelay.core.errors import (
 )
 from gitrelay.core.ids import check_worker, same_handle
 from gitrelay.core.ops import now_iso
-from gitrelay.core.threads import STATUSES
+from gitrelay.core.threadstate import STATUSES
 from gitrelay.core.vocab import (
     ACK_ITEMS_MAX,
     INBOX_KINDS,

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from gitrelay.core import layout
-from gitrelay.core.threads import ACCEPTED, PENDING
+from gitrelay.core.threadstate import ACCEPTED, PENDING
 
 if TYPE_CHECKING:
     import sqlite3

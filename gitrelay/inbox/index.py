@@ -49,7 +49,7 @@ from gitrelay.core.errors import IndexLost
 from gitrelay.core.gitcli import hermetic_env, stream_git
 from gitrelay.core.ids import handle_key
 from gitrelay.core.objects import Commit, Objects, diff_trees
-from gitrelay.core.threads import ACCEPTED, CANCELLED, COMPLETED, PENDING
+from gitrelay.core.threadstate import ACCEPTED, CANCELLED, COMPLETED, PENDING
 from gitrelay.core.vocab import (
     ASSIGNMENT,
     PROPOSAL_REVIEW,

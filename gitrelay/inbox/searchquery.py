@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from gitrelay.core.errors import InvalidArgument
 from gitrelay.core.ids import handle_problem
-from gitrelay.core.threads import STATUSES
+from gitrelay.core.threadstate import STATUSES
 from gitrelay.core.vocab import INTENTS, PATH_CHARS
 
 __all__ = ["FILTERS", "QUERY_CHARS", "Query", "Term", "parse"]

@@ -26,7 +26,7 @@ from pydantic_core import core_schema
 
 from gitrelay.core.ids import HANDLE_MAX, HANDLE_PATTERN, KEY_PATTERN
 from gitrelay.core.schema import WORKER_PATTERN
-from gitrelay.core.threads import STATUSES
+from gitrelay.core.threadstate import STATUSES
 from gitrelay.core.vocab import (
     COMMAND_CHARS,
     DELIVERIES,

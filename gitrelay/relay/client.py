@@ -53,7 +53,7 @@ from gitrelay.core.ids import (
 )
 from gitrelay.core.ops import Op, archive_moves, archive_op, closed_threads, now_iso
 from gitrelay.core.schema import SchemaError
-from gitrelay.core.threads import (
+from gitrelay.core.threadstate import (
     ACCEPTED,
     CANCELLED,
     COMPLETED,

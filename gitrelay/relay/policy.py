@@ -34,7 +34,7 @@ from gitrelay.core.errors import (
 )
 from gitrelay.core.ids import is_key, same_handle
 from gitrelay.core.schema import SchemaError
-from gitrelay.core.threads import check_handoff
+from gitrelay.core.threadstate import check_handoff
 from gitrelay.core.view import RelayView
 from gitrelay.core.vocab import DEFAULT_LIMITS
 

@@ -38,7 +38,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gitrelay.core.errors import InvalidArgument, RelayError
-from gitrelay.core.threads import STATUSES
+from gitrelay.core.threadstate import STATUSES
 from gitrelay.core.vocab import INTENTS
 from gitrelay.relay import policy
 from gitrelay.relay.render import short_id

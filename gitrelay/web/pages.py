@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitrelay.core.errors import InvalidArgument, RelayError
 from gitrelay.core.ids import handle_key, same_handle
-from gitrelay.core.threads import ACCEPTED, PENDING, STATUSES
+from gitrelay.core.threadstate import ACCEPTED, PENDING, STATUSES
 from gitrelay.core.vocab import INTENTS
 from gitrelay.inbox.inbox import check_inbox
 from gitrelay.relay import policy
