@@ -293,10 +293,10 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
             mirror.clear_refused({r.key for r in report.refused})
             raise _registration_error(report.refused[0].error(), usernames, command)
     elif existing["handle"] != handle:
-        same_handle = join_command(relay_url, existing["handle"], name=name, role=role,
-                                   email=email, usernames=usernames, signing_key=signing_key)
+        rejoin = join_command(relay_url, existing["handle"], name=name, role=role,
+                           email=email, usernames=usernames, signing_key=signing_key)
         raise InvalidArgument(f"{existing['handle']} is already registered (handles ignore case)",
-                              hint=f"If that is you, run `{same_handle}`; if not, choose "
+                              hint=f"If that is you, run `{rejoin}`; if not, choose "
                                    "another handle.", field="--as")
     else:
         # Joining again (a second machine, a lost config): the profile is what it
