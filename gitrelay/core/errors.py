@@ -245,12 +245,12 @@ def error_for_rule(rule: str, message: str, **data: Any) -> RelayError:
     refusal stays one line of bounded length on every path it takes (the gate's
     output, a client's sync warning, an agent's answer).
     """
-    from gitrelay.core.terminal import one_line
+    from gitrelay.core.terminal import message_line
 
     cls = ERRORS_BY_NAME.get(rule) or _RULE_ERRORS.get(rule, FormatError)
-    safe: dict[str, Any] = {k: one_line(v, 500) if isinstance(v, str) else v
+    safe: dict[str, Any] = {k: message_line(v, 500) if isinstance(v, str) else v
                             for k, v in data.items()}
-    err = cls(one_line(message), rule=rule, **safe)
+    err = cls(message_line(message), rule=rule, **safe)
     return err
 
 

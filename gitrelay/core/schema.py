@@ -16,7 +16,7 @@ import _json  # the C scanner behind json.loads; ``json`` itself would import ``
 from gitrelay.core.errors import FormatError
 from gitrelay.core.ids import handle_problem, is_key, is_thread_id, is_uuid, only
 from gitrelay.core.layout import FORMAT_VERSION
-from gitrelay.core.terminal import one_line, quoted, shown
+from gitrelay.core.terminal import message_line, quoted, shown
 from gitrelay.core.vocab import (
     COMMAND_CHARS,
     ITEM_ID_CHARS,
@@ -113,7 +113,7 @@ class SchemaError(FormatError):
     """
 
     def __init__(self, message: str, **data: Any) -> None:
-        super().__init__(one_line(message), **data)
+        super().__init__(message_line(message), **data)
 
 
 # --- strict JSON -------------------------------------------------------------

@@ -94,7 +94,7 @@ def shown(value: object, limit: int = QUOTE_LIMIT) -> str:
 MESSAGE_LIMIT = ERROR_MESSAGE_CHARS
 
 
-def one_line(message: str, limit: int = MESSAGE_LIMIT) -> str:
+def message_line(message: str, limit: int = MESSAGE_LIMIT) -> str:
     """A message built around relay data, safe as one line of a refusal: every unsafe
     character (newlines included) shown as its escape, cut after ``limit`` characters.
     The last guard behind :func:`quoted`, for data a message forgot to quote."""

@@ -77,7 +77,7 @@ MAX_ERROR_MESSAGE = ERROR_MESSAGE_CHARS
 """Characters of an error's message a tool error keeps."""
 
 
-def _one_line(message: str) -> str:
+def _error_line(message: str) -> str:
     """An error message as one bounded line: a message may quote what the relay holds (a
     field name, a file name a teammate chose), so its newlines, controls and invisible
     characters are escaped as in a fence's value lines, and it is cut to
@@ -101,7 +101,7 @@ def tool_error_text(err: RelayError) -> str:
     and the message is the one value of a fence, ``message`` under ``by relay``."""
     message = _COMMIT_LABEL.sub("", err.message)
     if err.name not in QUOTES_THE_RELAY:
-        return with_hint(f"{err.name} ({err.code}): {_one_line(message)}",
+        return with_hint(f"{err.name} ({err.code}): {_error_line(message)}",
                          next_step_text(err))
     if len(message) > MAX_ERROR_MESSAGE:
         message = message[:MAX_ERROR_MESSAGE] + f"... [{len(message) - MAX_ERROR_MESSAGE} more]"

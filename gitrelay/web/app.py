@@ -44,7 +44,7 @@ from gitrelay.relay import policy
 from gitrelay.relay.render import short_id
 from gitrelay.web import pages
 from gitrelay.web.activity import ActivityCache, chart, duration
-from gitrelay.web.text import one_line, shown
+from gitrelay.web.text import page_line, shown
 
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
        "frame-ancestors 'none'; base-uri 'none'")
@@ -179,8 +179,8 @@ def build_app(site: Site) -> ASGIApp:
     def failure(exc: RelayError, status: int = 400) -> HTMLResponse:
         code = 404 if exc.name == "thread_not_found" else status
         return render("error.html", code, error=exc.name, code=exc.code,
-                      message=one_line(exc.message, 600),
-                      hint=one_line(exc.hint or "", 400))
+                      message=page_line(exc.message, 600),
+                      hint=page_line(exc.hint or "", 400))
 
     def timed(name: str, fn: Callable[[], Response]) -> Response:
         started = time.perf_counter()
@@ -225,7 +225,7 @@ def build_app(site: Site) -> ASGIApp:
             rules = pages.load_rules(site.trust_path)
             people = pages.teammates(site.client, rules)
             return render("teammates.html", people=people,
-                          source=one_line(rules.source, 300), active="teammates")
+                          source=page_line(rules.source, 300), active="teammates")
         return await run_in_threadpool(timed, "teammates", page)
 
     async def search(request: Request) -> Response:

@@ -21,7 +21,7 @@ from gitrelay.inbox.inbox import check_inbox
 from gitrelay.relay import policy
 from gitrelay.relay.render import when
 from gitrelay.trust.trust import TrustRules, evaluate, load_trust
-from gitrelay.web.text import artifact_view, diff_lines, one_line, shown
+from gitrelay.web.text import artifact_view, diff_lines, page_line, shown
 
 if TYPE_CHECKING:
     from gitrelay.inbox.inbox import InboxItem
@@ -43,8 +43,8 @@ class Withheld:
         return policy.withheld_from_agent(self.me, author, self.rules)
 
     def notice(self, author: str) -> str:
-        return (f"[withheld: {one_line(author, 80)} is blocked in your trust file "
-                f"({one_line(self.rules.source, 200)})]")
+        return (f"[withheld: {page_line(author, 80)} is blocked in your trust file "
+                f"({page_line(self.rules.source, 200)})]")
 
 
 PAGE_ITEMS = 50
@@ -174,15 +174,15 @@ def _row(item: InboxItem, intent: str, withheld: Withheld) -> InboxRow:
     author = item.thread_sender or item.sender.handle
     blocked = item.detail is None and withheld.blocked(author)
     return InboxRow(
-        thread_id=item.thread_id, kind=item.kind, sender=one_line(item.sender.handle, 80),
-        sender_name="" if withheld.blocked(item.sender.handle) else one_line(item.sender.name, 60),
+        thread_id=item.thread_id, kind=item.kind, sender=page_line(item.sender.handle, 80),
+        sender_name="" if withheld.blocked(item.sender.handle) else page_line(item.sender.name, 60),
         intent=intent, status=item.status,
         unread=item.unread, unread_messages=item.unread_messages, updated=when(item.updated_at),
         summary=withheld.notice(author) if blocked
-        else one_line(item.detail or item.summary_preview, 200),
-        claimed_by=one_line(item.claimed_by or "", 80),
+        else page_line(item.detail or item.summary_preview, 200),
+        claimed_by=page_line(item.claimed_by or "", 80),
         claim_expires=when(item.claim_expires_at) if item.claim_expires_at else "",
-        detail=one_line(item.detail or "", 200))
+        detail=page_line(item.detail or "", 200))
 
 
 # --- a thread ---------------------------------------------------------------------------
@@ -230,7 +230,7 @@ class ThreadData:
 
 def _name(profiles: Mapping[str, Mapping[str, Any]], handle: str) -> str:
     profile = profiles.get(handle_key(handle))
-    return one_line(profile["name"], 60) if profile else ""
+    return page_line(profile["name"], 60) if profile else ""
 
 
 def thread(client: RelayClient, ref: str, rules: TrustRules, *, show_blocked: bool = False
@@ -263,20 +263,20 @@ def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
             hidden = True
         events.append(Event(
             str(m.get("created_at", "")), 1, "draft" if m.get("type") == "draft" else "message",
-            one_line(author, 80), same_handle(me, author), int(m.get("sequence_no", 0)),
+            page_line(author, 80), same_handle(me, author), int(m.get("sequence_no", 0)),
             shown(m.get("body", "")).rstrip(),
             diff_lines(m["suggested_diff"]) if m.get("suggested_diff") else [],
             shown(json.dumps(m["payload"], indent=2, sort_keys=True, ensure_ascii=False))
             if m.get("payload") else ""))
     if view.accept:
         by = str(view.accept.get("by", ""))
-        events.append(Event(str(view.accept.get("at", "")), 0, "accept", one_line(by, 80),
+        events.append(Event(str(view.accept.get("at", "")), 0, "accept", page_line(by, 80),
                             same_handle(me, by)))
     if view.complete:
         by = str(view.complete.get("by", ""))
         blocked = withheld.blocked(by)
         hidden = hidden or blocked
-        events.append(Event(str(view.complete.get("at", "")), 2, "complete", one_line(by, 80),
+        events.append(Event(str(view.complete.get("at", "")), 2, "complete", page_line(by, 80),
                             same_handle(me, by),
                             body=withheld.notice(by) if blocked
                             else shown(view.complete.get("result_summary", "")).rstrip(),
@@ -287,7 +287,7 @@ def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
         reason = view.cancel.get("reason") or ""
         blocked = bool(reason) and withheld.blocked(by)
         hidden = hidden or blocked
-        events.append(Event(str(view.cancel.get("at", "")), 2, "cancel", one_line(by, 80),
+        events.append(Event(str(view.cancel.get("at", "")), 2, "cancel", page_line(by, 80),
                             same_handle(me, by),
                             body=withheld.notice(by) if blocked else shown(reason).rstrip()))
     events.sort(key=lambda e: (e.at, e.order, e.number or 0))
@@ -298,7 +298,7 @@ def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
     if action:
         action_view = {
             "description": shown(action.get("description", "")).rstrip(),
-            "target_files": [one_line(p, 300) for p in action.get("target_files", [])],
+            "target_files": [page_line(p, 300) for p in action.get("target_files", [])],
             "rationale": shown(action.get("rationale", "")).rstrip(),
             "diff": diff_lines(action["suggested_diff"]) if action.get("suggested_diff")
             else []}
@@ -313,14 +313,14 @@ def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
     me_sender, me_recipient = same_handle(me, view.sender), same_handle(me, view.recipient)
     open_ = view.status in (PENDING, ACCEPTED)
     return ThreadData(
-        thread_id=view.thread_id, status=view.status, sender=one_line(view.sender, 80),
-        recipient=one_line(view.recipient, 80), sender_name=_name(profiles, view.sender),
-        recipient_name=_name(profiles, view.recipient), intent=one_line(h.get("intent", "")),
+        thread_id=view.thread_id, status=view.status, sender=page_line(view.sender, 80),
+        recipient=page_line(view.recipient, 80), sender_name=_name(profiles, view.sender),
+        recipient_name=_name(profiles, view.recipient), intent=page_line(h.get("intent", "")),
         sent=when(h.get("created_at")), summary=shown(h.get("summary", "")).rstrip(),
         question=shown(h.get("question") or "").rstrip(), action=action_view,
         artifacts=[artifact_view(a) for a in h.get("artifacts") or []], events=events,
-        trust_note=one_line(note, 400), queued=len(view.undelivered),
-        refused=[one_line(f"your {r.kind} at {when(r.at)}: {r.name} ({r.code}): {r.message}",
+        trust_note=page_line(note, 400), queued=len(view.undelivered),
+        refused=[page_line(f"your {r.kind} at {when(r.at)}: {r.name} ({r.code}): {r.message}",
                           400) for r in view.refused],
         me_sender=me_sender, me_recipient=me_recipient,
         can_reply=open_ and (me_sender or me_recipient),
@@ -362,13 +362,13 @@ def teammates(client: RelayClient, rules: TrustRules) -> list[Teammate]:
         overlay = decision.overlay
         hide = decision.reason == "blocked"   # their words: name and role too
         out.append(Teammate(
-            handle=one_line(handle, 80), name="" if hide else one_line(p.get("name", ""), 80),
-            role="" if hide else one_line(p.get("role", ""), 80), me=same_handle(me, handle),
+            handle=page_line(handle, 80), name="" if hide else page_line(p.get("name", ""), 80),
+            role="" if hide else page_line(p.get("role", ""), 80), me=same_handle(me, handle),
             allowed=decision.allowed, reason=decision.reason,
-            message=one_line(decision.message, 300), auto_read=overlay.auto_read,
+            message=page_line(decision.message, 300), auto_read=overlay.auto_read,
             auto_test=overlay.auto_test,
-            auto_write_paths=[one_line(x, 200) for x in overlay.auto_write_paths],
-            require_approval=[one_line(x, 80) for x in overlay.require_approval]))
+            auto_write_paths=[page_line(x, 200) for x in overlay.auto_write_paths],
+            require_approval=[page_line(x, 80) for x in overlay.require_approval]))
     return out
 
 
@@ -418,10 +418,10 @@ def search(client: RelayClient, rules: TrustRules, query: str, *,
         return SearchData(query, [], None, False)
     page = search_threads(client, query, reader=policy.Reader.PERSON, rules=rules,
                           limit=limit, cursor=cursor)
-    hits = [Found(thread_id=h.thread_id, status=h.status, intent=one_line(h.intent),
-                  sender=one_line(h.sender, 80), recipient=one_line(h.recipient, 80),
-                  updated=when(h.updated_at), field=one_line(h.field or ""),
-                  by=one_line(h.by or "", 80),
-                  snippet=one_line(h.snippet, 400) if h.snippet is not None else "",
+    hits = [Found(thread_id=h.thread_id, status=h.status, intent=page_line(h.intent),
+                  sender=page_line(h.sender, 80), recipient=page_line(h.recipient, 80),
+                  updated=when(h.updated_at), field=page_line(h.field or ""),
+                  by=page_line(h.by or "", 80),
+                  snippet=page_line(h.snippet, 400) if h.snippet is not None else "",
                   withheld=h.withheld) for h in page.hits]
     return SearchData(query, hits, page.next_cursor, True)

@@ -59,8 +59,12 @@ def shown(value: object) -> str:
     return "".join(out)
 
 
-def one_line(value: object, limit: int | None = None) -> str:
-    """:func:`shown` on one line (newlines and tabs as spaces), cut at ``limit``."""
+def page_line(value: object, limit: int | None = None) -> str:
+    """:func:`shown` on one line (newlines and tabs as spaces), cut at ``limit`` characters.
+
+    A page's line, not a terminal's (:func:`gitrelay.relay.render.one_line`): it shows
+    the wider set of hiding characters :func:`shown` does, and leaves spacing and
+    widths to the browser's layout."""
     text = re.sub(r"[\t\n\r\x0b\x0c]+", " ", value if isinstance(value, str) else str(value))
     text = shown(text).strip()
     if limit is not None and len(text) > limit:
@@ -124,23 +128,23 @@ def artifact_view(art: Mapping[str, Any]) -> dict[str, Any]:
     import json
 
     kind = str(art.get("type", ""))
-    view: dict[str, Any] = {"type": one_line(kind)}
+    view: dict[str, Any] = {"type": page_line(kind)}
     if kind == "file_diff":
-        view |= {"path": one_line(art.get("path", "")), "diff": diff_lines(art.get("diff", ""))}
+        view |= {"path": page_line(art.get("path", "")), "diff": diff_lines(art.get("diff", ""))}
     elif kind == "file_ref":
-        view |= {"path": one_line(art.get("path", "")), "lines": line_range(art.get("lines")),
-                 "git_sha": one_line(art.get("git_sha") or "")}
+        view |= {"path": page_line(art.get("path", "")), "lines": line_range(art.get("lines")),
+                 "git_sha": page_line(art.get("git_sha") or "")}
     elif kind == "test_command":
-        view |= {"command": shown(art.get("command", "")), "cwd": one_line(art.get("cwd") or "")}
+        view |= {"command": shown(art.get("command", "")), "cwd": page_line(art.get("cwd") or "")}
     elif kind == "api_contract":
         url = art.get("schema_url")
-        view |= {"url": one_line(url) if url else "", "href": safe_href(url),
+        view |= {"url": page_line(url) if url else "", "href": safe_href(url),
                  "inline": shown(json.dumps(art["inline"], indent=2, sort_keys=True,
                                             ensure_ascii=False)) if "inline" in art else ""}
     elif kind == "link":
         url = art.get("url", "")
-        view |= {"url": one_line(url), "href": safe_href(url),
-                 "title": one_line(art.get("title") or "")}
+        view |= {"url": page_line(url), "href": safe_href(url),
+                 "title": page_line(art.get("title") or "")}
     else:
         view |= {"raw": shown(json.dumps(art, sort_keys=True, ensure_ascii=False))}
     return view
