@@ -48,6 +48,7 @@ from bench.suite import (
     trust_file,
     unavailable,
 )
+from gitrelay.inbox.inboxpeek import INDEX_FILE
 
 SECTION = "what the model receives"
 KB = 1024
@@ -256,7 +257,10 @@ def measure_stdio(root: Path, relay: Path, home: Path, trust: Path, log: Log, *,
     try:
         trees["before"] = tree_at(BEFORE_REF, root / f"tree-{BEFORE_REF}")
         homes["before"] = root / "bob-before"
-        shutil.copytree(home, homes["before"])  # each tree keeps its own inbox index
+        # Each tree keeps its own inbox index: the copy drops this tree's, whose format
+        # the older code does not read, and that code builds its own on the first call.
+        shutil.copytree(home, homes["before"], ignore=shutil.ignore_patterns(
+            f"{Path(INDEX_FILE).name}*"))
     except (subprocess.CalledProcessError, OSError) as exc:
         log(f"context: no figures for {BEFORE_REF} (a clone without that commit?): {exc}")
         trees.pop("before", None)

@@ -231,7 +231,7 @@ def bench_model(ws: suite.Workspace, sizes: suite.Sizes, log: suite.Log,
             note="from its debug log" if event == "SessionStart" else "from its hook events"))
     for host, text in sorted(definitions.items()):
         figures.append(_token_figure(f"{host}: gitrelay's tool definitions as sent", text,
-                                     "what the model reads of the 10 tools",
+                                     "what the model reads of all of gitrelay's tools",
                                      limit=GOAL_DEFINITIONS_TOKENS))
     for host, text in sorted(results.items()):
         figures.append(_token_figure(f"{host}: a one-item check_inbox result as received",

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             junit = Path(tmp) / "junit.xml"
             code = _run("tests: every test file, real git servers included where installed",
                         [py, "-m", "pytest", *shlex.split(args.pytest_args),
-                         f"--junitxml={junit}"])
+                         f"--junitxml={junit}", "-o", "junit_family=legacy"])
             counts = _counts(junit)
         if counts is None or (code != 0 and counts.failed == 0):
             failed.append("tests")

@@ -629,6 +629,8 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
     add("search-limit-0", "search", "x", "--limit", "0", mentions="limit")
     add("search-bad-cursor", "search", "x", "--cursor", "s1.e30.000000000000",
         expect="invalid_cursor", mentions="cursor")
+    add("profile-blank-name", "profile", "--name", " ", mentions="--name")
+    add("profile-blank-role", "profile", "--role", "", mentions="--role")
     add("web-port-negative", "web", "--port", "-1", mentions="--port")
     add("web-port-too-big", "web", "--port", "65536", mentions="--port")
     add("web-port-word", "web", "--port", "any", mentions="--port")

@@ -76,11 +76,15 @@ def test_a_relay_made_before_the_limit_gets_the_default(tmp_path: Path) -> None:
     assert bench.push(f"{commits[-2]}:{MAIN}").accepted
 
 
-def test_a_new_relay_writes_the_limit_and_a_relay_json_may_set_it() -> None:
+def test_a_new_relay_leaves_the_limit_out_and_a_relay_json_may_set_it() -> None:
     from gitrelay.relay.setup import relay_config
 
+    # Left out at its default, so that clients from before the limit still read the relay.
     config: dict[str, Any] = relay_config("acme")
-    assert config["limits"][LIMIT_FIELD] == DEFAULT_LIMITS[LIMIT_FIELD]
+    assert set(config["limits"]) == set(DEFAULT_LIMITS) - OPTIONAL_LIMITS
+    assert LIMIT_FIELD in OPTIONAL_LIMITS
+    schema.validate("config", config)
+    config["limits"][LIMIT_FIELD] = DEFAULT_LIMITS[LIMIT_FIELD]
     schema.validate("config", config)
     config["limits"][LIMIT_FIELD] = 0
     with pytest.raises(schema.SchemaError, match=LIMIT_FIELD):
@@ -348,3 +352,4 @@ def test_a_page_of_profiles_reads_only_its_own_and_matches_the_whole_registry(
         assert source.blobs == 2 + 1  # the two profiles and relay.json
         whole = view.profiles()
         assert page == [whole[names[2]], whole[names[5]]]
+

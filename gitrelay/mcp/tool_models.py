@@ -113,7 +113,7 @@ Marker = Annotated[ProvenanceMarker | None, Field(description=(
     "(untrusted), policy (data-only) and the token of this answer's fence. Null when "
     "you wrote it all yourself."))]
 
-DELIVERY_MODE_DOC = "wait: until pushed; queue: answer now, push later."
+DELIVERY_MODE_DOC = "wait: once pushed."
 DELIVERY_DOC = (
     "delivered: the relay holds it. queued: stored locally and checked, delivered in the "
     "background; a later refusal shows on the thread (view_thread.refused)."

@@ -154,9 +154,9 @@ ThreadArg = Annotated[str, Field(min_length=2, max_length=26)]
 # What the model reads of the structured arguments: the shape in a sentence instead of a
 # schema per variant (the arguments are still checked against the full models, and a
 # wrong one is refused with the field and the reason; docs/tools.md has every field).
-ARTIFACTS_DOC = ("Attachments, each an object by type: file_diff {path, diff}, file_ref {path, "
-                 "git_sha?, lines?: [first, last]}, test_command {command, cwd?}, api_contract "
-                 "{schema_url?, inline?: object}, link {url, title?}.")
+ARTIFACTS_DOC = ("Each by type: file_diff {path, diff}; file_ref {path, git_sha?, lines?: "
+                 "[first, last]}; test_command {command, cwd?}; api_contract {schema_url?, "
+                 "inline?}; link {url, title?}.")
 ArtifactsArg = Annotated[list[Artifact] | None, WithJsonSchema(
     {"type": "array", "items": {"type": "object"}})]
 
@@ -171,12 +171,11 @@ def register(server: RelayMCPServer) -> None:
 
     @server.relay_tool(annotations=WRITE)
     def handoff_to_teammate(
-        to: Annotated[Handle, Field(description="A handle, e.g. bob@acme.")],
+        to: Annotated[Handle, Field(description="A handle, e.g. bob@acme (see list_teammates).")],
         intent: Annotated[Intent, Field(description=(
-            "inform: no reply expected; ask_question: set question; propose_action: they "
-            "make a change, set proposed_action."))],
+            "ask_question needs question; propose_action needs proposed_action."))],
         summary: Annotated[Text, Field(description=(
-            "What you hand off, 1-2 paragraphs; their inbox previews it."))],
+            "What you hand off, 1-2 paragraphs."))],
         ctx: Ctx,
         artifacts: Annotated[ArtifactsArg, Field(description=ARTIFACTS_DOC)] = None,
         question: Annotated[OrNone[Text], Field(description="With ask_question.")] = None,
@@ -185,14 +184,13 @@ def register(server: RelayMCPServer) -> None:
             "With propose_action only: {description, target_files: [path], rationale, "
             "suggested_diff?}."))] = None,
         metadata: Annotated[dict[str, Any] | None, Field(description=(
-            "Free-form key/values (ticket ids...)."))] = None,
+            "Free-form, e.g. ticket ids."))] = None,
         idempotency_key: Annotated[OrNone[IdempotencyKey], Field(description=(
-            "Only to retry a lost answer: same key and content give the same thread."))
+            "To retry a lost answer: same key, same thread."))
         ] = None,
         delivery: DeliveryArg = None,
     ) -> HandoffOut:
-        """Send work to a teammate's agent: a new thread in their inbox. list_teammates
-        shows the handles."""
+        """Send work to a teammate's agent: a new thread in their inbox."""
         state = st(ctx)
         result = state.client.handoff(
             to=to, intent=intent, summary=summary,
@@ -216,7 +214,7 @@ def register(server: RelayMCPServer) -> None:
         status: Annotated[list[Status] | None, Field(description=(
             "Default: pending, accepted."))] = None,
         since: Annotated[OrNone[str], Field(description=(
-            "ISO 8601 time: only threads updated after it."))] = None,
+            "Only threads updated after this ISO time."))] = None,
         limit: Annotated[int, Field(ge=1, le=INBOX_PAGE_MAX, description="1-200.")] = 50,
         after: Annotated[int | None, Field(ge=0, description=(
             "Your last cursor: only newer items."))] = None,
@@ -228,13 +226,13 @@ def register(server: RelayMCPServer) -> None:
                              WithJsonSchema({"type": "array", "items": {"type": "object"}}),
                              Field(description="Ack just these: [{item_id, seq}].")] = None,
         worker: Annotated[OrNone[Worker], Field(description=(
-            "Your copy's name, when copies share a handle."))] = None,
+            "Your copy's name, if copies share a handle."))] = None,
         wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS, description=(
-            "Long-poll up to this long (max 60)."))] = 0,
+            "Long-poll seconds (max 60)."))] = 0,
     ) -> Annotated[CallToolResult, InboxOut]:
-        """What teammates sent you: handoffs, replies, updates. At every check-in pass
-        after = your last cursor (new items, oldest first); without it, your pending and
-        accepted threads, newest first. Reading consumes nothing: ack once handled."""
+        """What teammates sent you. At each check-in pass after = your last cursor (new
+        items, oldest first); without it: your open threads, newest first. Reading consumes
+        nothing; ack once handled."""
         state = st(ctx)
         rules = state.trust.current()
         page = read_inbox(state, status=list(status) if status else None, since=since,
@@ -256,10 +254,9 @@ def register(server: RelayMCPServer) -> None:
         seq: Annotated[int, Field(ge=1)],
         worker: Annotated[Worker, Field(description="Your copy's name.")],
         lease_seconds: Annotated[float | None, Field(gt=0, le=LEASE_MAX, description=(
-            "How long the claim holds (default: the inbox's lease)."))] = None,
+            "Default: the inbox's lease."))] = None,
     ) -> ClaimOut:
-        """When copies of you share a handle: claim an item for this copy; the others
-        leave it alone until the claim expires."""
+        """Claim an inbox item for this copy of you, when copies share a handle."""
         state = st(ctx)
         return present_claim(inbox.claim_inbox_item(state.client, item_id=item_id, seq=seq,
                                                     worker=worker,
@@ -271,11 +268,11 @@ def register(server: RelayMCPServer) -> None:
         ctx: Ctx,
         session_id: Annotated[OrNone[str], Field(
             min_length=1, max_length=SESSION_CHARS,
-            description="For audit; default: generated.")] = None,
+            description="For audit.")] = None,
         delivery: DeliveryArg = None,
     ) -> Annotated[CallToolResult, AcceptOut]:
-        """Take on a handoff sent to you: returns the thread and the trust_overlay (what
-        you may do without asking your user)."""
+        """Take on a handoff sent to you; returns the thread and your trust_overlay (what
+        you may do unasked)."""
         state = st(ctx)
         rules = state.trust.current()
         accepted = policy.accept(state.client, thread_id, rules,
@@ -292,7 +289,7 @@ def register(server: RelayMCPServer) -> None:
         thread_id: ThreadArg,
         ctx: Ctx,
         limit: Annotated[int, Field(ge=1, le=200, description=(
-            "Messages per page (1-200), newest last."))] = MESSAGE_PAGE,
+            "Messages per page (1-200)."))] = MESSAGE_PAGE,
         before: Annotated[int | None, Field(ge=1, description=(
             "messages_before: the older page."))] = None,
     ) -> Annotated[CallToolResult, ThreadOut]:
@@ -309,7 +306,7 @@ def register(server: RelayMCPServer) -> None:
         payload: Annotated[dict[str, Any] | None, Field(description="Any JSON object.")] = None,
         delivery: DeliveryArg = None,
     ) -> SentMessageOut:
-        """Post a message on a pending or accepted thread: answer, ask, report."""
+        """Post a message on a pending or accepted thread: answer, ask or report."""
         state = st(ctx)
         tid = policy.resolve_thread(state.client, thread_id)
         result = state.client.send_message(tid, body, payload=payload, mode=delivery)
@@ -321,7 +318,7 @@ def register(server: RelayMCPServer) -> None:
         result_summary: Annotated[Text, Field(description="What was done, for the sender.")],
         ctx: Ctx,
         artifacts: Annotated[ArtifactsArg, Field(description=(
-            "Like handoff_to_teammate's: final diffs, test commands, links."))] = None,
+            "As in handoff_to_teammate."))] = None,
         delivery: DeliveryArg = None,
     ) -> CompleteOut:
         """Close a handoff you accepted, with the outcome for the sender."""
@@ -375,8 +372,8 @@ def register(server: RelayMCPServer) -> None:
         note: Annotated[OrNone[Text], Field(description="For the sender.")] = None,
         delivery: DeliveryArg = None,
     ) -> SentMessageOut:
-        """Post a diff you drafted for a propose_action handoff that came without one,
-        for the sender to review (nothing is applied)."""
+        """Propose a diff on a propose_action handoff that has none, for the sender to
+        review (nothing is applied)."""
         state = st(ctx)
         tid = policy.resolve_thread(state.client, thread_id)
         result = state.client.draft_proposed_action(

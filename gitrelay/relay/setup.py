@@ -28,6 +28,7 @@ from gitrelay.core.errors import (
 from gitrelay.core.ids import check_handle, same_handle
 from gitrelay.core.ops import Op, now_iso
 from gitrelay.core.terminal import quoted
+from gitrelay.core.vocab import OPTIONAL_LIMITS
 from gitrelay.store.config import UserConfig, mirror_path, save_user_config
 from gitrelay.store.gitstore import Store
 from gitrelay.store.mirror import Mirror
@@ -65,7 +66,11 @@ def relay_config(name: str, *, web_url_template: str | None = None,
                  pusher_env: Sequence[str] = PUSHER_ENV_DEFAULT, require_pusher: bool = False,
                  require_signatures: bool = False) -> dict[str, object]:
     return {"format_version": layout.FORMAT_VERSION, "kind": "config", "name": name,
-            "limits": dict(schema.DEFAULT_LIMITS), "web_url_template": web_url_template,
+            # An optional limit is left out at its default: clients from before it existed
+            # refuse a relay.json field they do not know.
+            "limits": {k: v for k, v in schema.DEFAULT_LIMITS.items()
+                       if k not in OPTIONAL_LIMITS},
+            "web_url_template": web_url_template,
             "pusher_env": list(pusher_env), "require_pusher": require_pusher,
             "require_signatures": require_signatures, "created_at": now_iso()}
 
