@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,3 +108,19 @@ def read_text(text: str) -> Read:
     SEEN[token] = values
     TEXTS[token] = text
     return Read(token, values, outside)
+
+
+# The goals of docs/performance.md, "what the model receives" (o200k tokens).
+INBOX_50_TOKENS = 3_600
+INBOX_200_TOKENS = 14_500
+TOOL_DEFINITION_TOKENS = 1_500
+
+
+def tokens(text: str) -> int:
+    """``text``'s length in o200k tokens (the encoding ships inside bpe-openai)."""
+    with warnings.catch_warnings():  # it opens its encoding file with a deprecated call
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import bpe_openai
+
+        encoding = bpe_openai.get_encoding("o200k_base")
+    return len(encoding.encode(text))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import uuid
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -116,3 +117,18 @@ def test_thread_ids_are_the_same_sha256_derivation_as_before() -> None:
 
     digest = hashlib.sha256(b"alice@acme\nkey-1").digest()
     assert ids.thread_id_for("Alice@ACME", "key-1") == ids._crockford(digest[:17], 26)
+
+
+@pytest.mark.parametrize(("typed", "meant"), [
+    ("bob", "bob@acme"),                 # a bare name: the only handle of that name
+    ("bobb@acme", "bob@acme"),           # a close name on the same team
+    ("bob@acme.com", "bob@acme"),        # a close whole handle
+    ("carole@acme", "carol@acme"),
+    ("bob@other", None),                 # a team nobody is on, and no close handle
+    ("zed", None),
+])
+def test_a_mistyped_handle_suggests_the_one_it_most_likely_meant(typed: str,
+                                                                  meant: str | None) -> None:
+    from gitrelay.core.ids import near_handle
+
+    assert near_handle(typed, ["alice@acme", "bob@acme", "carol@acme", "dana@ops"]) == meant

@@ -17,7 +17,6 @@ import json
 import re
 import subprocess
 import sys
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ from gitrelay.trust.fencetext import (
     parse_answer_fence,
 )
 from gitrelay.trust.trust import TrustStore
+from tests.answerkit import INBOX_50_TOKENS, INBOX_200_TOKENS, TOOL_DEFINITION_TOKENS, tokens
 from tests.mcpkit import ARTIFACTS, REPO, hermetic_env
 
 MARK = "ALICE-WROTE"
@@ -61,20 +61,6 @@ teammates:
 """
 TOKENS_SEEN: set[str] = set()
 
-# The goals of docs/performance.md, "what the model receives" (o200k tokens).
-INBOX_50_TOKENS = 3_600
-INBOX_200_TOKENS = 14_500
-TOOL_DEFINITION_TOKENS = 1_500
-
-
-def tokens(text: str) -> int:
-    """``text``'s length in o200k tokens (the encoding ships inside bpe-openai)."""
-    with warnings.catch_warnings():  # it opens its encoding file with a deprecated call
-        warnings.simplefilter("ignore", DeprecationWarning)
-        import bpe_openai
-
-        encoding = bpe_openai.get_encoding("o200k_base")
-    return len(encoding.encode(text))
 
 
 def check_text(text: str, *, fenced: bool | None = None, mark: str = MARK) -> str | None:

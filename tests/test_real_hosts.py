@@ -238,7 +238,7 @@ def test_the_tool_definitions_as_the_host_sends_them_cost_at_most_1500_tokens(
         check_in: CheckIn) -> None:
     # Issue 36's budget, counted on what the host really sends: Claude Code one definition
     # per tool, Codex a namespace that also carries the server's instructions.
-    from tests.test_mcp_text_answers import TOOL_DEFINITION_TOKENS, tokens
+    from tests.answerkit import TOOL_DEFINITION_TOKENS, tokens
 
     sent = json.dumps(tool_definitions(check_in.run.first_with_tools.body),
                       separators=(",", ":"))

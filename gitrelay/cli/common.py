@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from gitrelay.core import ids
 from gitrelay.core.errors import AmbiguousId, InvalidArgument, RelayError
 from gitrelay.core.threadstate import STATUSES
 from gitrelay.core.vocab import WAIT_MAX
@@ -151,23 +152,6 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"gitrelay: {err}\n")
 
 
-def near_handle(typed: str, known: Iterable[str]) -> str | None:
-    """The handle ``typed`` most likely meant: the only one whose name is ``typed``
-    (``bob`` → ``bob@acme``), else a close one."""
-    handles = list(known)
-    name = typed.casefold().partition("@")[0]
-    same = [h for h in handles if h.casefold().partition("@")[0] == name]
-    if len(same) == 1:
-        return same[0]
-    by_name = {h.casefold().partition("@")[0]: h for h in handles}
-    near = difflib.get_close_matches(name, list(by_name), n=1, cutoff=0.6)
-    if near:
-        return by_name[near[0]]
-    by_handle = {h.casefold(): h for h in handles}
-    whole = difflib.get_close_matches(typed.casefold(), list(by_handle), n=1, cutoff=0.8)
-    return by_handle[whole[0]] if whole else None
-
-
 def known_handles(client: RelayClient) -> list[str]:
     """The handles registered on the client's copy of the relay (fetched if it has none)."""
     try:
@@ -193,7 +177,7 @@ def handle_arg(value: str, flag: str, known: Callable[[], Iterable[str]] | None 
         candidates = list(known()) if known is not None else []
     except RelayError:
         candidates = []
-    near = near_handle(value, candidates)
+    near = ids.near_handle(value, candidates)
     hint = (f"Did you mean {near}?" if near
             else "A handle is name@team, e.g. bob@acme; `gitrelay teammates` lists them.")
     raise InvalidArgument(f"{flag} {quoted(value)} is not a handle (name@team)", hint=hint,

@@ -7,6 +7,8 @@ validated here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from gitrelay.core.errors import AmbiguousId, InvalidArgument, NextStep, ThreadNotFound
 
 # The checks below are written out by hand instead of with ``re``: importing
@@ -79,6 +81,28 @@ def handle_key(handle: str) -> str:
 def same_handle(a: str, b: str) -> bool:
     """Whether two handles name the same teammate (yourself, when one is ``me``)."""
     return handle_key(a) == handle_key(b)
+
+
+def near_handle(typed: str, handles: Iterable[str]) -> str | None:
+    """The handle ``typed`` most likely meant, for a did-you-mean: with no team, the only
+    handle of that name (``bob`` → ``bob@acme``); else a close name on the same team,
+    else a close whole handle (``bob@acme.com`` for ``bob@acme``); None if none is."""
+    import difflib  # here, not at the top: the gate imports this module and never needs it
+
+    known = list(handles)
+    name, at, team = typed.casefold().partition("@")
+    if not at:
+        same = [h for h in known if h.casefold().partition("@")[0] == name]
+        if len(same) == 1:
+            return same[0]
+    pool = [h for h in known if h.casefold().partition("@")[2] == team] if at else known
+    by_name = {h.casefold().partition("@")[0]: h for h in pool}
+    near = difflib.get_close_matches(name, list(by_name), n=1, cutoff=0.6)
+    if near:
+        return by_name[near[0]]
+    by_handle = {h.casefold(): h for h in known}
+    near = difflib.get_close_matches(typed.casefold(), list(by_handle), n=1, cutoff=0.8)
+    return by_handle[near[0]] if near else None
 
 
 def _crockford(data: bytes, length: int) -> str:

@@ -18,9 +18,7 @@ docs/inbox.md describes the behaviour; docs/format.md the ref's format.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import hashlib
 import json
 import os
 import sqlite3
@@ -28,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gitrelay.core import cursors
 from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import (
     Forbidden,
@@ -285,12 +284,9 @@ class _Query:
     limit: int
 
     def token(self, last: InboxItem) -> str:
-        payload = json.dumps({"o": "d" if self.descending else "a", "s": last.seq,
-                              "i": last.item_id, "st": self.statuses, "sn": self.since_us,
-                              "u": self.unread_only}, separators=(",", ":"), sort_keys=True)
-        body = base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
-        check = hashlib.sha256(_CURSOR_SALT + body.encode()).hexdigest()[:12]
-        return f"c1.{body}.{check}"
+        return cursors.seal("c1", _CURSOR_SALT, {
+            "o": "d" if self.descending else "a", "s": last.seq, "i": last.item_id,
+            "st": self.statuses, "sn": self.since_us, "u": self.unread_only})
 
     def filters(self, item: InboxItem) -> bool:
         """Status (not applied to refused items) and since, for items not in the index."""
@@ -319,15 +315,12 @@ def _bad_cursor(why: str) -> InvalidCursor:
 def _decode_cursor(token: str) -> dict[str, Any]:
     if not isinstance(token, str):
         raise _bad_cursor("not a string")
-    parts = token.split(".")
-    if len(parts) != 3 or parts[0] != "c1":
-        raise _bad_cursor("unknown form")
-    body, check = parts[1], parts[2]
-    if hashlib.sha256(_CURSOR_SALT + body.encode()).hexdigest()[:12] != check:
-        raise _bad_cursor("damaged")
     try:
-        data = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-        assert isinstance(data, dict) and data["o"] in ("a", "d")
+        data = cursors.unseal("c1", _CURSOR_SALT, token)
+    except cursors.UnreadableCursor as exc:
+        raise _bad_cursor(str(exc)) from None
+    try:
+        assert data["o"] in ("a", "d")
         assert isinstance(data["s"], int) and isinstance(data["i"], str)
     except (ValueError, KeyError, AssertionError):
         raise _bad_cursor("unreadable") from None

@@ -40,7 +40,6 @@ filters only lists threads most recently updated first.
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 import json
@@ -50,7 +49,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gitrelay.core import layout
+from gitrelay.core import cursors, layout
 from gitrelay.core.errors import InvalidArgument, InvalidCursor
 from gitrelay.core.objects import Objects
 from gitrelay.inbox.searchquery import Query, Term, path_glob
@@ -233,21 +232,15 @@ Position = tuple[float, "int | str"]
 
 
 def _token(query_hash: str, position: Position) -> str:
-    payload = json.dumps({"q": query_hash, "p": list(position)}, separators=(",", ":"))
-    body = base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
-    check = hashlib.sha256(_CURSOR_SALT + body.encode()).hexdigest()[:12]
-    return f"s1.{body}.{check}"
+    return cursors.seal("s1", _CURSOR_SALT, {"q": query_hash, "p": list(position)})
 
 
 def _position(cursor: str, query_hash: str) -> Position:
-    parts = cursor.split(".") if isinstance(cursor, str) else []
-    if len(parts) != 3 or parts[0] != "s1":
-        raise _bad_cursor("unknown form")
-    body, check = parts[1], parts[2]
-    if hashlib.sha256(_CURSOR_SALT + body.encode()).hexdigest()[:12] != check:
-        raise _bad_cursor("damaged")
     try:
-        data = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        data = cursors.unseal("s1", _CURSOR_SALT, cursor)
+    except cursors.UnreadableCursor as exc:
+        raise _bad_cursor(str(exc)) from None
+    try:
         score, tid = data["p"]
         if not isinstance(score, int | float) or isinstance(score, bool) \
                 or not isinstance(tid, int | str) or isinstance(tid, bool):

@@ -12,7 +12,6 @@ the front ends only word it. Nothing here prints.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gitrelay.core import archive
+from gitrelay.core import archive, ids
 from gitrelay.core.errors import (
     Forbidden,
     InvalidArgument,
@@ -234,7 +233,7 @@ def check_new_handoff(client: RelayClient, doc: Mapping[str, Any]) -> None:
                                     field="to" if role == "recipient" else role,
                                     rule="recipient_not_found", next_step=step)
             handles = [str(p["handle"]) for p in view.profiles().values()]
-            near = _near_handle(str(doc[role]), handles) if role == "recipient" else None
+            near = ids.near_handle(str(doc[role]), handles) if role == "recipient" else None
             if near is not None:
                 err.hint = f"Did you mean {near}?"
                 err.data["did_you_mean"] = near
@@ -288,16 +287,3 @@ def written_from_arguments() -> Iterator[None]:
         yield
     except SchemaError as exc:
         raise input_error(exc) from None
-
-def _near_handle(typed: str, handles: list[str]) -> str | None:
-    """The registered handle ``typed`` most likely meant: a close name on the same team,
-    else a close whole handle (``bob@acme.com`` for ``bob@acme``); None if none is."""
-    name, _, team = typed.casefold().partition("@")
-    by_name = {h.casefold().partition("@")[0]: h for h in handles
-               if h.casefold().partition("@")[2] == team}
-    near = difflib.get_close_matches(name, list(by_name), n=1, cutoff=0.6)
-    if near:
-        return by_name[near[0]]
-    by_handle = {h.casefold(): h for h in handles}
-    near = difflib.get_close_matches(typed.casefold(), list(by_handle), n=1, cutoff=0.8)
-    return by_handle[near[0]] if near else None
