@@ -906,8 +906,9 @@ def bench_sdkpath(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any])
         with (ws.root / "sdkpath-servers.log").open("w") as errlog:
             async with contextlib.AsyncExitStack() as stack:
                 for h in handles:
-                    command = mcp_command(relay, h, trust[h])
                     for p in paths:
+                        # The fast path's tree predates --structured and always sends it.
+                        command = mcp_command(relay, h, trust[h], structured=p == "public")
                         env = {**os.environ, "GITRELAY_HOME": str(homes[h]),
                                "PYTHONPATH": str(trees[p])}
                         session = await sdk_session(stack, command, env, trees[p], errlog)
