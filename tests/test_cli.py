@@ -980,15 +980,30 @@ def test_doctor_says_how_to_check_a_remote_relay():
 
 
 
-def test_doctor_names_a_hook_installed_under_the_gates_old_name(tmp_path):
+def test_doctor_names_a_hook_installed_under_the_gates_old_name(tmp_path, monkeypatch):
     from gitrelay.cli.doctor import gate_checks
 
     relay = setup.init_relay(tmp_path / "relay.git", name="acme")
     hook = relay / "hooks" / "pre-receive"
     hook.write_text(hook.read_text().replace("gitrelay.gate.gate", "gitrelay.hook.gate"))
     (check,) = gate_checks(str(relay))
-    assert check.level == "problem" and "gitrelay.hook.gate" in check.detail
+    assert check.level == "note" and "gitrelay.hook.gate" in check.detail
     assert "install_hook" in check.fix
+    # That hook still gates: a valid push lands, a bad one is refused naming its rule.
+    subprocess.run(["git", "clone", "-q", str(relay), str(tmp_path / "work")], check=True)
+    work = tmp_path / "work"
+    (work / "stray.txt").write_text("not part of the relay format\n")
+    subprocess.run(["git", "-C", str(work), "add", "stray.txt"], check=True)
+    subprocess.run(["git", "-C", str(work), "-c", "user.name=Mallory", "-c",
+                    "user.email=m@example.invalid", "commit", "-qm", "stray"], check=True)
+    pushed = subprocess.run(["git", "-C", str(work), "push", "-q", "origin", "HEAD:main"],
+                            capture_output=True, text=True, check=False)
+    assert pushed.returncode != 0 and "[trailers]" in pushed.stderr, pushed.stderr
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice-home"))
+    setup.join(str(relay), "alice@acme", name="Alice Martin", role="backend", save=False)
+    listed = subprocess.run(["git", "--git-dir", str(relay), "ls-tree", "-r", "--name-only",
+                             "main"], capture_output=True, text=True, check=True).stdout
+    assert "alice@acme" in listed  # her registration went through the old hook
     setup.install_hook(relay)
     assert gate_checks(str(relay))[0].level == "ok"
 

@@ -20,6 +20,10 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parent.parent / "gitrelay"
 LAYERS = ["core", "gate", "store", "sync", "trust", "relay", "inbox", "hosts", "web", "mcp", "demo",
           "cli"]
+# A layer's former folder, kept so that what was installed under its name still runs: a
+# relay's pre-receive hook written before the gate's folder was renamed imports
+# gitrelay.hook.gate. Such a folder belongs to the layer it names and only re-exports it.
+FORMER_NAMES = {"hook": "gate"}
 STDLIB = set(sys.stdlib_module_names)
 # Third-party packages each layer may import (its own and every layer's below).
 THIRD_PARTY = {
@@ -39,7 +43,8 @@ THIRD_PARTY = {
 
 
 def layer_of(path: Path) -> str:
-    return path.relative_to(PKG).parts[0]
+    folder = path.relative_to(PKG).parts[0]
+    return FORMER_NAMES.get(folder, folder)
 
 
 def modules() -> list[Path]:
@@ -64,6 +69,8 @@ def imports_of(path: Path) -> tuple[set[str], set[str]]:
             if parts[0] == "gitrelay":
                 if len(parts) > 1 and parts[1] in LAYERS:
                     layers.add(parts[1])
+                elif len(parts) > 1 and parts[1] in FORMER_NAMES:
+                    layers.add(FORMER_NAMES[parts[1]])
             elif parts[0] != "__future__":
                 others.add(parts[0])
     return layers, others
@@ -168,7 +175,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_every_module_lives_in_a_layer():
     strays = {p.name for p in PKG.glob("*.py")} - {"__init__.py", "__main__.py"}
     assert not strays, f"modules outside a layer folder: {sorted(strays)}"
-    assert {p.name for p in PKG.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(LAYERS)
+    assert {p.name for p in PKG.iterdir() if p.is_dir() and p.name != "__pycache__"} == \
+        set(LAYERS) | set(FORMER_NAMES)
 
 
 def test_a_layer_imports_only_itself_and_the_layers_below():
@@ -271,3 +279,16 @@ def test_the_library_never_prints():
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
                 found.append(f"{path.relative_to(PKG)}:{node.lineno}")
     assert not found, f"print() below the front ends: {found}"
+
+
+def test_a_former_layer_folder_only_re_exports_its_layer():
+    for folder, layer in FORMER_NAMES.items():
+        for path in sorted((PKG / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text())
+            body = [n for n in tree.body if not (isinstance(n, ast.Expr)
+                                                 and isinstance(n.value, ast.Constant))]
+            for node in body:
+                assert isinstance(node, ast.ImportFrom | ast.Assign), (
+                    f"{path.relative_to(PKG)}: only imports from gitrelay.{layer} and __all__")
+                if isinstance(node, ast.ImportFrom):
+                    assert (node.module or "").startswith(f"gitrelay.{layer}."), node.module

@@ -93,9 +93,9 @@ def gate_checks(relay_url: str) -> list[Check]:
     except OSError as exc:
         return [Check("gate", "problem", f"cannot read {hook}: {exc.strerror}")]
     if "gitrelay.hook.gate" in text:
-        return [Check("gate", "problem", f"{hook} runs gitrelay.hook.gate, the gate's name before "
-                      "it moved to gitrelay.gate.gate: every push fails until the hook is "
-                      "installed again", reinstall)]
+        return [Check("gate", "note", f"{hook} runs gitrelay.hook.gate, the gate's name "
+                      "before it moved to gitrelay.gate.gate; it still gates pushes through that "
+                      "name, which a later version may drop", reinstall)]
     if "gitrelay.gate.gate" not in text:
         return [Check("gate", "problem", f"{hook} does not run gitrelay.gate.gate", reinstall)]
     env = hermetic_env({"GIT_DIR": str(path)})
