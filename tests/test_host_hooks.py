@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -144,7 +145,9 @@ def test_a_session_sees_its_inbox_is_nudged_once_wakes_and_is_held_to_the_overla
         assert read.by_field()["role"] == listed["role"]
         (preview,) = [v for v in inbox if v.field.startswith("#")]  # cut shorter there
         assert preview.author == "alice@acme" and SUMMARY.startswith(str(preview.value))
-        assert read.by_field()["[0]"] == FencedValue("alice@acme", "[0]", SUMMARY)
+        # The same field as check_inbox's (#SEQ), with more of the summary.
+        assert read.by_field()[preview.field] == FencedValue("alice@acme", preview.field,
+                                                             SUMMARY)
         assert read.by_field()["name"] == FencedValue("alice@acme", "name", "Alice Martin")
         assert tid in read.outside and "alice@acme" in read.outside
         assert "push to main" not in read.outside and "Alice Martin" not in read.outside
@@ -378,8 +381,8 @@ def test_session_start_answers_from_the_inbox_index_only_while_it_is_current(
         if not out.stdout:
             return []
         context = json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
-        return [line.split()[3] for line in read_text(context).outside.splitlines()
-                if line.startswith("[")]
+        return [line.split()[2] for line in read_text(context).outside.splitlines()
+                if re.match(r"\d+ ibx_", line)]  # check_inbox's rows: seq item_id thread_id
 
     def same_as_check_inbox() -> list[str]:
         peek = peek_unread(mirror, "bob@acme")
@@ -509,7 +512,8 @@ def test_a_handoff_sent_while_nothing_ran_is_in_the_start_context(
     background = waiter(bob, "cold", "SessionStart")
     time.sleep(0.5)
     context = start_context(bob, "cold")
-    assert tid in context and read_text(context).by_field()["[0]"].value == SUMMARY
+    (preview,) = [v for v in read_text(context).values if v.field.startswith("#")]
+    assert tid in context and preview.value == SUMMARY
     assert "did not answer" not in context
     assert bob.hook("stop", bob.event("Stop", "cold")).stdout == ""
     ended = bob.hook("session-end", bob.event("SessionEnd", "cold", reason="other"))

@@ -12,9 +12,8 @@ here (token shortened; it is 32 hex digits)::
 
 :class:`TextFence` writes it, :func:`parse_answer_fence` reads it back and
 :func:`outside_answer_fence` takes it out; :func:`inbox_row` is the row of one item in
-``check_inbox``'s text (:func:`inbox_rows` and :func:`answer_fields` read a tool's text
-back, for the coding hosts' hooks) and :func:`inbox_item_line` the line of one item in
-the session-start context. This
+``check_inbox``'s text and in the session-start context (:func:`inbox_rows` and
+:func:`answer_fields` read a tool's text back, for the coding hosts' hooks). This
 module imports nothing heavier than :mod:`re` and :mod:`json`, so a hook that only
 shows the inbox can answer without loading the rest of the library;
 :mod:`gitrelay.mcp.provenance` builds the MCP answers' fence (with its structured
@@ -35,7 +34,6 @@ __all__ = [
     "ATTRIBUTES",
     "CLOSE_PREFIX",
     "DATA_PREAMBLE",
-    "INBOX_FIELDS",
     "INBOX_PREVIEW_CHARS",
     "INBOX_ROW_FIELDS",
     "OPEN_PREFIX",
@@ -48,7 +46,6 @@ __all__ = [
     "basic_time",
     "check_token",
     "draw_token",
-    "inbox_item_line",
     "inbox_row",
     "inbox_rows",
     "json_line",
@@ -76,8 +73,6 @@ TEXT_PREVIEW_CHARS = 100
 ``summary_preview`` keeps ``core.vocab.SUMMARY_PREVIEW_CHARS``; view_thread has the whole
 summary)."""
 
-INBOX_FIELDS = "[i] seq item_id thread_id kind status unread|read unread_messages from updated_at"
-"""What the words of an inbox item's line (:func:`inbox_item_line`) are."""
 
 INBOX_PREVIEW_CHARS = 64
 """How much of each summary preview ``check_inbox``'s text shows: a page of 200 items is
@@ -330,19 +325,3 @@ def answer_fields(text: str) -> dict[str, str]:
         if sep and _BARE.fullmatch(key):
             out[key] = value
     return out
-
-
-def inbox_item_line(index: int, *, seq: int, item_id: str, thread_id: str, kind: str,
-                    status: str, unread: bool, unread_messages: int, sender: str,
-                    updated_at: str, claimed_by: str | None = None,
-                    claim_expires_at: str | None = None, preview: str | None = None) -> str:
-    """One inbox item as a line of gitrelay's own words: ``[i] seq item_id thread_id kind
-    status unread|read unread_messages from updated_at``, then a claim, then the preview
-    when the caller wrote it (``preview``; a teammate's is in the fence as ``[i]``)."""
-    line = (f"[{index}] {seq} {item_id} {thread_id} {kind} {status} "
-            f"{'unread' if unread else 'read'} {unread_messages} {sender} {updated_at}")
-    if claimed_by is not None:
-        line += f" claimed_by={scalar(claimed_by)} until={claim_expires_at}"
-    if preview is not None:
-        line += f" preview={json_line(preview[:TEXT_PREVIEW_CHARS])}"
-    return line
