@@ -84,3 +84,23 @@ def test_no_module_compares_handles_its_own_way() -> None:
                                                                    "normalize_handle"}:
                 found.append(f"{path.relative_to(PKG)}:{node.lineno} def {node.name}")
     assert not found, found
+
+
+def test_the_agent_the_hooks_and_a_person_withhold_the_same_senders() -> None:
+    """The MCP answers (policy.withheld_from_agent over the loaded trust file) and the
+    hooks' start context (trustkeys.withheld_from over the cached blocked keys) decide
+    through one rule, for every spelling of a handle."""
+    from gitrelay.relay.policy import withheld_from_agent
+    from gitrelay.trust.trust import TrustRules
+    from gitrelay.trust.trustkeys import withheld_from
+
+    rules = TrustRules.model_validate({"version": 1, "blocked": ["Mallory@External", "eve@x"]})
+    keys = rules.blocking_keys()
+    for author in ["mallory@external", " MALLORY@external", "ｍａｌｌｏｒｙ@external",
+                   "eve@x", "bob@acme", "alice@acme", "ALICE@ACME"]:
+        agent = withheld_from_agent("alice@acme", author, rules)
+        assert agent == withheld_from("alice@acme", author, keys), author
+        assert agent == (author.strip().casefold() not in ("alice@acme", "bob@acme")), author
+    # A trust file that cannot be read: every teammate withheld, never yourself.
+    assert withheld_from("alice@acme", "bob@acme", None)
+    assert not withheld_from("alice@acme", "Alice@acme", None)

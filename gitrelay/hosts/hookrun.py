@@ -60,7 +60,7 @@ from gitrelay.hosts.session import (
     inbox_stamp,
 )
 from gitrelay.inbox.inboxpeek import Peek, UnreadItem, peek_unread, read_ref
-from gitrelay.trust.trustkeys import blocking_key
+from gitrelay.trust.trustkeys import withheld_from
 
 if TYPE_CHECKING:
     from gitrelay.hosts.guard import Decision
@@ -229,7 +229,7 @@ def blocked_senders() -> frozenset[str] | None:
         rules = load_trust(Path(path))
     except RelayError:
         return None
-    blocked = frozenset(blocking_key(b) for b in rules.blocked)
+    blocked = rules.blocking_keys()
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         scratch = cache.with_name(f"{cache.name}.{os.getpid()}")
@@ -273,8 +273,7 @@ def _context(handle: str, items: list[UnreadItem],
         own = same_handle(author, handle)
 
         def withheld(who: str) -> bool:
-            return not same_handle(who, handle) and (blocked is None
-                                                     or blocking_key(who) in blocked)
+            return withheld_from(handle, who, blocked)
 
         line = inbox_row(
             seq=item.seq, item_id=item.item_id, thread_id=item.thread_id, kind=item.kind,

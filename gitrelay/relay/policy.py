@@ -36,6 +36,7 @@ from gitrelay.core.schema import SchemaError
 from gitrelay.core.threadstate import check_handoff
 from gitrelay.core.view import RelayView
 from gitrelay.core.vocab import DEFAULT_LIMITS
+from gitrelay.trust.trustkeys import withheld_from
 
 if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient, ThreadView, WriteResult
@@ -128,7 +129,7 @@ def withheld_in_search(me: str, author: str, rules: TrustRules) -> bool:
 def withheld_from_agent(me: str, author: str, rules: TrustRules) -> bool:
     """Whether an agent never reads ``author``'s text: a teammate its trust file
     blocks (never ``me``). A person sees it, marked, and decides."""
-    return not same_handle(me, author) and rules.is_blocked(author)
+    return withheld_from(me, author, rules.blocking_keys())
 
 
 # --- accepting ------------------------------------------------------------------------

@@ -194,9 +194,12 @@ class TrustRules(BaseModel):
                 return entry if entry is not None else TeammateTrust()
         return None
 
+    def blocking_keys(self) -> frozenset[str]:
+        """The ``blocked`` handles as :func:`~gitrelay.trust.trustkeys.blocking_key` forms."""
+        return frozenset(blocking_key(b) for b in self.blocked)
+
     def is_blocked(self, handle: str) -> bool:
-        key = blocking_key(handle)
-        return any(blocking_key(b) == key for b in self.blocked)
+        return blocking_key(handle) in self.blocking_keys()
 
 
 DENIED_OVERLAY = TrustOverlay(

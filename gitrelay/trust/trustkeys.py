@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Collection
 
-from gitrelay.core.ids import handle_key
+from gitrelay.core.ids import handle_key, same_handle
 
-__all__ = ["blocking_key", "normalize_repo_path"]
+__all__ = ["blocking_key", "normalize_repo_path", "withheld_from"]
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 _DRIVE_PREFIX = re.compile(r"^[A-Za-z]:")
@@ -23,6 +24,17 @@ def blocking_key(handle: str) -> str:
     surrounding whitespace do not let a blocked sender slip through.
     """
     return handle_key(unicodedata.normalize("NFKC", handle)).strip()
+
+
+def withheld_from(me: str, author: str, blocked: Collection[str] | None) -> bool:
+    """Whether ``me``'s agent never reads ``author``'s text: a teammate in ``blocked``
+    (the trust file's blocked handles as :func:`blocking_key` forms), or any teammate
+    when ``blocked`` is None (a trust file that cannot be read); never ``me``. The one
+    rule behind :func:`gitrelay.relay.policy.withheld_from_agent` and the hooks' start
+    context, which read the blocked list without loading the trust file."""
+    if same_handle(me, author):
+        return False
+    return blocked is None or blocking_key(author) in blocked
 
 
 def normalize_repo_path(path: str) -> str | None:
