@@ -678,21 +678,20 @@ def _post_tool_use(host: str, hook: HookInput, store: SessionStore,
             if view.status != "accepted":
                 state.finish(tid)
         return HookOutcome()
-    from gitrelay.trust.trust import default_trust_path, evaluate, load_trust
+    from gitrelay.relay.policy import held_overlay
+    from gitrelay.trust.trust import default_trust_path, load_trust
 
     if not same_handle(view.recipient, client.handle):
         return HookOutcome()
     trust_file = default_trust_path()
-    rules = load_trust(trust_file)
-    decision = evaluate(rules, view.sender)
+    overlay = held_overlay(client.handle, view, load_trust(trust_file))
+    if overlay is None:
+        return HookOutcome()
     try:
         st = os.stat(trust_file)
         stamp = [st.st_mtime_ns, st.st_size]
     except FileNotFoundError:
         stamp = []
-    overlay = decision.overlay.model_dump()
-    if not decision.allowed:
-        overlay["require_approval"] = ["*"]
     tests = [str(a["command"]) for a in view.handoff.get("artifacts") or []
              if isinstance(a, dict) and a.get("type") == "test_command"
              and isinstance(a.get("command"), str)]

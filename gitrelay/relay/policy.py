@@ -162,6 +162,22 @@ def accept_refusal(me: str, view: ThreadView, rules: TrustRules
     return decision, None
 
 
+def held_overlay(me: str, view: ThreadView, rules: TrustRules) -> dict[str, Any] | None:
+    """The trust overlay a coding session that accepted ``view`` is held to (the guard
+    reads it): the trust file's judgement of its sender, with approval for every tool
+    (``*``) when the file would not accept from them; None when ``me`` is not the
+    recipient."""
+    from gitrelay.trust.trust import evaluate  # pydantic: not for every command's start
+
+    if not same_handle(view.recipient, me):
+        return None
+    decision = evaluate(rules, view.sender)
+    overlay: dict[str, Any] = decision.overlay.model_dump()
+    if not decision.allowed:
+        overlay["require_approval"] = ["*"]
+    return overlay
+
+
 def sender_judgement(me: str, view: ThreadView, rules: TrustRules
                      ) -> tuple[TrustDecision, RelayError | None] | None:
     """How the trust file judges the sender of a thread sent to ``me`` and the
