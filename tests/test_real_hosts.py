@@ -51,15 +51,10 @@ DOC_PATCH = "--- a/docs/paging.md\n+++ b/docs/paging.md\n@@ -1 +1 @@\n-old\n+new
 
 @contextlib.contextmanager
 def gitrelay_home(path: Path) -> Iterator[None]:
-    saved = os.environ.get("GITRELAY_HOME")
-    os.environ["GITRELAY_HOME"] = str(path)
-    try:
+    """GITRELAY_HOME set to ``path`` for the body, as it was afterwards."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GITRELAY_HOME", str(path))
         yield
-    finally:
-        if saved is None:
-            os.environ.pop("GITRELAY_HOME", None)
-        else:
-            os.environ["GITRELAY_HOME"] = saved
 
 
 class Team:
