@@ -172,8 +172,7 @@ def build_app(site: Site) -> ASGIApp:
     env = environment()
 
     def render(name: str, status: int = 200, **values: Any) -> HTMLResponse:
-        values |= {"me": site.client.handle, "write": site.write, "csrf": site.csrf,
-                   "search_on": pages.search_available()}
+        values |= {"me": site.client.handle, "write": site.write, "csrf": site.csrf}
         return HTMLResponse(env.get_template(name).render(**values), status)
 
     def failure(exc: RelayError, status: int = 400) -> HTMLResponse:

@@ -394,28 +394,15 @@ class SearchData:
     query: str
     hits: list[Found]
     next_cursor: str | None
-    available: bool
-
-
-def search_available() -> bool:
-    try:
-        import gitrelay.inbox.search  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def search(client: RelayClient, rules: TrustRules, query: str, *,
            cursor: str | None = None, limit: int = 20) -> SearchData:
     """Threads ``query`` finds, with the engine the ``search_threads`` tool uses."""
+    from gitrelay.inbox.search import search_threads
+
     if not query.strip():
-        return SearchData(query, [], None, search_available())
-    try:
-        from gitrelay.inbox.search import (  # type: ignore[import-not-found,unused-ignore]
-            search_threads,
-        )
-    except ImportError:
-        return SearchData(query, [], None, False)
+        return SearchData(query, [], None)
     page = search_threads(client, query, reader=policy.Reader.PERSON, rules=rules,
                           limit=limit, cursor=cursor)
     hits = [Found(thread_id=h.thread_id, status=h.status, intent=page_line(h.intent),
@@ -424,4 +411,4 @@ def search(client: RelayClient, rules: TrustRules, query: str, *,
                   by=page_line(h.by or "", 80),
                   snippet=page_line(h.snippet, 400) if h.snippet is not None else "",
                   withheld=h.withheld) for h in page.hits]
-    return SearchData(query, hits, page.next_cursor, True)
+    return SearchData(query, hits, page.next_cursor)
