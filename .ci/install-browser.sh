@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Debian's Chromium for the web view's browser tests (tests/test_web_browser.py), which
+# Debian's Chromium for the web view's browser tests (tests/web/test_web_browser.py), which
 # drive it headless through Playwright's Python package on this system browser: no
 # browser is ever downloaded. Does nothing when /usr/bin/chromium is there.
 set -euo pipefail

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Node.js and npm, and the two coding hosts the real-host tests drive.
 #
-# 1. Node.js 18+ and npm, for the TypeScript MCP client (tests/test_mcp_ts_client.py and
+# 1. Node.js 18+ and npm, for the TypeScript MCP client (tests/mcp/test_mcp_ts_client.py and
 #    the benchmark's host section; bench/ts_host.py installs that client itself) and for
 #    the hosts. Nothing is done when both are on PATH; otherwise Debian's nodejs and npm.
 # 2. Claude Code and Codex from the npm registry, at the versions pinned below, into
 #    .hosts/node_modules (git-ignored; GITRELAY_HOSTS_DIR points the tests elsewhere).
 #    Safe to run twice: a host already installed at its pinned version is left alone.
-#    tests/test_real_hosts.py and `python -m bench` run them (docs/testing-servers.md).
+#    tests/e2e/test_real_hosts.py and `python -m bench` run them (docs/testing-servers.md).
 set -euo pipefail
 
 # Keep in step with tests/hostkit.py (CLAUDE_VERSION, CODEX_VERSION).

@@ -116,7 +116,7 @@ def _sentence(rng: random.Random) -> str:
 
 # The canonical file bytes (schema.dumps: sorted keys, two-space indent, final newline),
 # written without the json module's pure-Python indenting encoder, which dominated the
-# generator's profile. tests/test_bench.py checks the output equals schema.dumps.
+# generator's profile. tests/project/test_bench.py checks the output equals schema.dumps.
 _encode_str = json.encoder.encode_basestring
 
 

@@ -1,8 +1,8 @@
 """The prompt-injection corpus (tests/data/injection_payloads.json) as test data.
 
 Every payload is a hostile text (or a JSON object) that a teammate could write into any
-field; the suites that check what reaches an agent or a page (tests/test_injection.py,
-tests/test_search.py) take them from here.
+field; the suites that check what reaches an agent or a page (tests/mcp/test_injection.py,
+tests/inbox/test_search.py) take them from here.
 """
 
 from __future__ import annotations

@@ -157,21 +157,23 @@ def _stateful(items: list[Item]) -> str:
 
 
 SUITES = [
-    Suite("Bad pushes", ["tests/test_bad_pushes.py", "tests/test_gate_rules.py"], _bad_pushes,
-          "pytest tests/test_bad_pushes.py tests/test_gate_rules.py"),
-    Suite("Valid histories", ["tests/test_valid_histories.py", "tests/test_gate_property.py"],
-          _valid, "pytest tests/test_valid_histories.py tests/test_gate_property.py"),
-    Suite("Races", ["tests/test_races.py"], _races, "pytest tests/test_races.py"),
+    Suite("Bad pushes", ["tests/gate/test_bad_pushes.py", "tests/gate/test_gate_rules.py"],
+          _bad_pushes, "pytest tests/gate/test_bad_pushes.py tests/gate/test_gate_rules.py"),
+    Suite("Valid histories",
+          ["tests/gate/test_valid_histories.py", "tests/gate/test_gate_property.py"], _valid,
+          "pytest tests/gate/test_valid_histories.py tests/gate/test_gate_property.py"),
+    Suite("Races", ["tests/store/test_races.py"], _races, "pytest tests/store/test_races.py"),
     Suite("Crashes and faults",
-          ["tests/test_crashes.py", "tests/test_fast_writes.py", "tests/test_journal.py"],
-          _crashes, "pytest tests/test_crashes.py tests/test_fast_writes.py "
-                    "tests/test_journal.py"),
-    Suite("Prompt injection", ["tests/test_injection.py"], _injection,
-          "pytest tests/test_injection.py"),
-    Suite("Bad tool input", ["tests/test_bad_tool_input.py"], _bad_input,
-          "pytest tests/test_bad_tool_input.py"),
-    Suite("Stateful model", ["tests/test_model_stateful.py"], _stateful,
-          "pytest tests/test_model_stateful.py"),
+          ["tests/store/test_crashes.py", "tests/store/test_fast_writes.py",
+           "tests/store/test_journal.py"],
+          _crashes, "pytest tests/store/test_crashes.py tests/store/test_fast_writes.py "
+                    "tests/store/test_journal.py"),
+    Suite("Prompt injection", ["tests/mcp/test_injection.py"], _injection,
+          "pytest tests/mcp/test_injection.py"),
+    Suite("Bad tool input", ["tests/mcp/test_bad_tool_input.py"], _bad_input,
+          "pytest tests/mcp/test_bad_tool_input.py"),
+    Suite("Stateful model", ["tests/relay/test_model_stateful.py"], _stateful,
+          "pytest tests/relay/test_model_stateful.py"),
 ]
 
 

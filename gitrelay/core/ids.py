@@ -13,7 +13,7 @@ from gitrelay.core.errors import AmbiguousId, InvalidArgument, NextStep, ThreadN
 
 # The checks below are written out by hand instead of with ``re``: importing
 # ``re`` (and ``enum`` with it) is a good part of the gate's start-up time.
-# tests/test_ids_patterns.py holds each check to the pattern it documents.
+# tests/core/test_ids_patterns.py holds each check to the pattern it documents.
 
 # The handle pattern of the handoff reference, plus what keeps a handle safe
 # as a path component and a ref name component. The pattern must match the

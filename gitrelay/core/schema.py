@@ -3,7 +3,7 @@
 The pre-receive gate must start in milliseconds, so it cannot import pydantic;
 this module is the gate's (and every client's) single definition of what a
 valid file is: clients check what they write and what they read with the same
-functions (tests/test_schema_strict.py holds them to the patterns below).
+functions (tests/core/test_schema_strict.py holds them to the patterns below).
 
 Parsing is strict: UTF-8 only, no duplicate keys, no NaN/Infinity, no NUL
 characters, bounded nesting and size.
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 # The patterns below are what error messages and docs show; the gate checks
 # them with the hand-written tests next to them (importing ``re`` is a good
-# part of its start-up), and tests/test_schema_strict.py holds each test to its
+# part of its start-up), and tests/core/test_schema_strict.py holds each test to its
 # pattern.
 TIME_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z$"
 GIT_SHA_PATTERN = r"^[0-9a-fA-F]{4,64}$"

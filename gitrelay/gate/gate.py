@@ -8,7 +8,7 @@ so a push pays for a Python start-up and nothing that grows with the relay.
 
 Start-up is most of a push's cost, so the modules the gate imports avoid
 ``re``, ``json``, ``os``, ``subprocess``, ``hashlib``, ``typing`` and
-``dataclasses`` (tests/test_gate_imports.py keeps it so), and a file over the
+``dataclasses`` (tests/gate/test_gate_startup.py keeps it so), and a file over the
 relay's size limit is skipped as git sends it, never read into memory.
 """
 

@@ -26,7 +26,7 @@ from gitrelay.gate import gate
 from tests.gitcli import kit_env
 from tests.relaykit import ALICE, BOB, MAIN, Bench, message_doc, standard_bench
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_MAX = schema.DEFAULT_LIMITS["max_file_bytes"]
 # What the gate's import must leave out (each costs start-up); the run below also leaves out
 # what only a refusal or a writer needs.

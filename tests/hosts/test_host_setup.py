@@ -23,7 +23,8 @@ from gitrelay.hosts.guard import trust_file_now
 from gitrelay.trust.trust import default_trust_path, normalize_repo_path
 
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
-SHAPES = json.loads((Path(__file__).parent / "data" / "host_settings.schema.json").read_text())
+DATA = Path(__file__).parent.parent / "data"
+SHAPES = json.loads((DATA / "host_settings.schema.json").read_text())
 
 CLAUDE_SETTINGS = {
     "permissions": {"allow": ["Bash(npm run lint)"], "deny": ["Read(./.env)"]},

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PKG = Path(__file__).resolve().parent.parent / "gitrelay"
+PKG = Path(__file__).resolve().parent.parent.parent / "gitrelay"
 LAYERS = ["core", "gate", "store", "sync", "trust", "relay", "inbox", "hosts", "web", "mcp", "demo",
           "cli"]
 # A layer's former folder, kept so that what was installed under its name still runs: a

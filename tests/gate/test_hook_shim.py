@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.relaykit import ALICE, DAVE, Bench, standard_bench
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 SHIM = ROOT / "hooks" / "pre-receive"
 
 

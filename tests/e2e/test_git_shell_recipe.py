@@ -24,7 +24,7 @@ from gitrelay.core.errors import RelayError
 from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "deploying.md"
+DOCS = Path(__file__).resolve().parent.parent.parent / "docs" / "deploying.md"
 GIT_SHELL = shutil.which("git-shell")
 pytestmark = pytest.mark.skipif(GIT_SHELL is None, reason="git-shell is not installed")
 

@@ -37,7 +37,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 # Make `gitrelay` importable however pytest imported this module.
-_REPO_ROOT = str(Path(__file__).resolve().parent.parent)
+_REPO_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 if _REPO_ROOT not in sys.path:
     sys.path.insert(0, _REPO_ROOT)
 
@@ -56,7 +56,7 @@ from gitrelay.mcp.provenance import (  # noqa: E402
     parse_answer_fence,
 )
 
-PAYLOAD_FILE = Path(__file__).parent / "data" / "injection_payloads.json"
+PAYLOAD_FILE = Path(__file__).parent.parent / "data" / "injection_payloads.json"
 CATEGORIES = {
     "fence-close", "fake-preamble", "forged-marker", "unicode", "bidi", "markup",
     "line-endings", "control", "token", "long",

@@ -19,7 +19,7 @@ from gitrelay.relay import policy, render
 from gitrelay.trust.trust import TrustRules
 from gitrelay.trust.trustkeys import blocking_key
 
-PKG = Path(__file__).resolve().parent.parent / "gitrelay"
+PKG = Path(__file__).resolve().parent.parent.parent / "gitrelay"
 
 
 def test_handles_compare_without_case() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def section(story: str, number: int) -> str:
@@ -122,7 +122,7 @@ def test_the_kept_demo_gives_commands_that_run_as_printed(tmp_path):
         assert transcript == Path(root) / "transcript.txt"
         commands = [ln.strip().split("  #")[0] for ln in proc.stdout.splitlines()
                     if re.match(r"   (export |R=|gitrelay |git )", ln)
-                    and "gitrelay web" not in ln]  # a server: tests/test_web.py runs it
+                    and "gitrelay web" not in ln]  # a server: tests/web/test_web.py runs it
         script = "set -e\n" + "\n".join(
             c.replace("gitrelay ", f"{sys.executable} -m gitrelay ", 1)
             if c.startswith("gitrelay ") else c for c in commands)

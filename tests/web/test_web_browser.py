@@ -31,7 +31,8 @@ CHROMIUM = os.environ.get("GITRELAY_CHROMIUM", "/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-dev-shm-usage"]
-PAYLOADS = json.loads((Path(__file__).parent / "data" / "injection_payloads.json").read_text())
+DATA = Path(__file__).parent.parent / "data"
+PAYLOADS = json.loads((DATA / "injection_payloads.json").read_text())
 SHOTS = os.environ.get("GITRELAY_WEB_SHOTS")  # a folder: save a screenshot of each page
 
 

@@ -33,7 +33,7 @@ from tests.relaykit import (
     profile_doc,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 Push = tuple[list[str], dict[str, str] | None]  # refspecs and the pusher's environment
 
 

@@ -31,7 +31,7 @@ from tests.answerkit import in_fence, read_answer
 from tests.mcpkit import ARTIFACTS, TRUST, hermetic_env
 from tests.servers import REQUIRE_ENV
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 
 
 @pytest.fixture(scope="module")

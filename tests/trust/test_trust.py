@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 # Make `gitrelay` importable however pytest imported this module.
-_REPO_ROOT = str(Path(__file__).resolve().parent.parent)
+_REPO_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 if _REPO_ROOT not in sys.path:
     sys.path.insert(0, _REPO_ROOT)
 

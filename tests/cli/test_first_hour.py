@@ -162,7 +162,7 @@ def test_make_test_ends_with_one_verdict_line(tmp_path) -> None:
     (tmp_path / "test_bad.py").write_text("def test_bad():\n    assert 1 == 2\n")
     base = [sys.executable, "-m", "tests.maketest", "--skip", "lint", "--skip", "typecheck",
             "--skip", "bench", "--pytest-args"]
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parent.parent.parent
     ok = subprocess.run([*base, f"-p no:cacheprovider --rootdir {tmp_path} "
                          f"{tmp_path / 'test_ok.py'}"], capture_output=True, text=True,
                         cwd=root, check=False, timeout=300)
@@ -177,7 +177,7 @@ def test_make_test_ends_with_one_verdict_line(tmp_path) -> None:
 
 
 def test_the_makefile_runs_the_verdict_runner_and_tests_leave_no_mass_cleanup() -> None:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parent.parent.parent
     makefile = (root / "Makefile").read_text()
     recipe = makefile.split("\ntest: ", 1)[1].split("\n\n", 1)[0]
     assert "-m tests.maketest" in recipe
@@ -185,7 +185,7 @@ def test_the_makefile_runs_the_verdict_runner_and_tests_leave_no_mass_cleanup() 
     assert 'tmp_path_retention_policy = "failed"' in pyproject
 
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parent.parent.parent / "docs"
 
 
 def _sh_blocks(text: str) -> list[str]:

@@ -18,7 +18,7 @@ import pytest
 
 # The fixtures live in the `tests.servers` package: make it importable however
 # pytest imported this module (tests/ may or may not be a package).
-_REPO_ROOT = str(Path(__file__).resolve().parent.parent)
+_REPO_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 if _REPO_ROOT not in sys.path:
     sys.path.insert(0, _REPO_ROOT)
 

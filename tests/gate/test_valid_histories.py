@@ -26,7 +26,7 @@ from tests.relaykit import (
     CaseBuilder,
 )
 
-DATA = Path(__file__).parent / "data" / "bad_pushes"
+DATA = Path(__file__).parent.parent / "data" / "bad_pushes"
 HISTORIES: list[dict[str, Any]] = yaml.safe_load((DATA / "valid_histories.yaml").read_text())
 
 

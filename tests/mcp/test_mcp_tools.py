@@ -53,7 +53,7 @@ from gitrelay.sync.loop import SyncLoop
 from gitrelay.trust.trust import TrustStore, load_trust
 from tests.answerkit import SEEN, TEXTS, in_fence, read_answer, read_text
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 TEAM: dict[str, tuple[str, str, str | None]] = {
     "alice@acme": ("Alice Martin", "backend", "alice@acme.dev"),
     "bob@acme": ("Bob Chen", "frontend", "bob@acme.dev"),
@@ -101,7 +101,7 @@ class Agent:
 
     def server(self, *, structured: bool = True) -> RelayMCPServer:
         """Their server; with ``structured`` (these tests read the typed data) as
-        ``gitrelay mcp --structured``. tests/test_mcp_text_answers.py reads the default."""
+        ``gitrelay mcp --structured``. tests/mcp/test_mcp_text_answers.py reads the default."""
         return build_server(self.opener, structured=structured)
 
     def trust(self, text: str) -> None:
@@ -364,7 +364,7 @@ def test_published_output_schemas_refuse_what_the_output_models_refuse(
 
 
 def test_docs_tools_md_documents_every_tool_field_and_error_code(agent: AgentFactory) -> None:
-    doc = (Path(__file__).parent.parent / "docs" / "tools.md").read_text()
+    doc = (Path(__file__).parent.parent.parent / "docs" / "tools.md").read_text()
     sections = {m.group(1): m.start() for m in re.finditer(r"^## (\w+)$", doc, re.M)}
     alice = agent("alice@acme")
 
@@ -1895,7 +1895,7 @@ def test_an_error_quoting_the_relay_reaches_the_agent_inside_a_fence() -> None:
 
 
 def test_the_tool_definitions_a_model_reads_keep_every_argument_type_and_choice() -> None:
-    """What the model reads of each tool (tests/test_mcp_text_answers.py counts its tokens):
+    """What the model reads of each tool (tests/mcp/test_mcp_text_answers.py counts its tokens):
     every argument with its type and choices, the required ones; the bounds and patterns
     the server checks anyway are left to the refusal that names them."""
     from mcp.server.mcpserver import MCPServer

@@ -1,7 +1,7 @@
 """``gitrelay web`` over HTTP: the token, the headers, the writes, and inbox_url.
 
 Each test runs the real command (tests/webkit.py) against a real relay whose
-gate checks every push; the browser's side is tests/test_web_browser.py.
+gate checks every push; the browser's side is tests/web/test_web_browser.py.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from tests.mcpkit import ARTIFACTS, REPO, TRUST, hermetic_env
 
 def mcp_command(home: Path, *flags: str, **env: str) -> StdioServerParameters:
     """``gitrelay mcp`` with structured answers: these tests read the typed data
-    (tests/test_mcp_text_answers.py reads what a coding host shows the model)."""
+    (tests/mcp/test_mcp_text_answers.py reads what a coding host shows the model)."""
     return StdioServerParameters(command=sys.executable,
                                  args=["-m", "gitrelay", "mcp", "--structured", *flags],
                                  env=hermetic_env(home, **env), cwd=str(REPO))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gitrelay.core import vocab
 
-PKG = Path(__file__).resolve().parent.parent / "gitrelay"
+PKG = Path(__file__).resolve().parent.parent.parent / "gitrelay"
 ENUMERATIONS = {name: frozenset(value) for name, value in vars(vocab).items()
                 if name.isupper() and isinstance(value, tuple)
                 and all(isinstance(v, str) for v in value)}

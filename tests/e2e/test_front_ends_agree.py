@@ -35,7 +35,7 @@ from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
 from tests.relaykit import Bench
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 ALICE, BOB, CAROL, DAVE = "alice@acme", "bob@acme", "carol@acme", "dave@acme"
 TEAM = {ALICE: ("Alice Martin", "backend"), BOB: ("Bob Chen", "frontend"),
         CAROL: ("Carol Diaz", "platform"), DAVE: ("Dave Okafor", "qa")}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PKG = Path(__file__).resolve().parent.parent / "gitrelay"
+PKG = Path(__file__).resolve().parent.parent.parent / "gitrelay"
 SDK = ("mcp", "mcp_types")
 # Modules of the SDK that hold its internals, though their names are not underscored.
 INTERNAL_MODULES = ("mcp.server.mcpserver.utilities", "mcp.server.mcpserver.tools",

@@ -25,7 +25,7 @@ import pytest
 from gitrelay.cli.main import EXIT_INVALID, build_parser, main
 from gitrelay.demo.example import load_example
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 CLI_DOC = ROOT / "docs" / "cli.md"
 TOOLS_DOC = ROOT / "docs" / "tools.md"
 GLOBAL_FLAGS = {"--relay", "--as", "--help"}

@@ -28,7 +28,7 @@ from tests.relaykit import (
     CaseBuilder,
 )
 
-DATA = Path(__file__).parent / "data" / "bad_pushes"
+DATA = Path(__file__).parent.parent / "data" / "bad_pushes"
 CASES: list[dict[str, Any]] = yaml.safe_load((DATA / "cases.yaml").read_text())
 
 
