@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 
 from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
+from tests.kit import set_hermetic
 from tests.relaykit import RelayTemplates
 
 pytest_plugins = ["tests.servers.conftest_plugin"]
@@ -34,18 +34,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=True)
 def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No user or system git config, no real home, fixed identity for git commands."""
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("GIT_TERMINAL_PROMPT", "0")
-    monkeypatch.setenv("GIT_AUTHOR_NAME", "test")
-    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.invalid")
-    monkeypatch.setenv("GIT_COMMITTER_NAME", "test")
-    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.invalid")
+    """No user or system git config, no real home, fixed identity for git commands
+    (``tests.kit.set_hermetic``)."""
     home = tmp_path_factory.mktemp("home")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("GITRELAY_HOME", str(home / ".gitrelay"))
-    monkeypatch.setenv("GITRELAY_TRUST", str(home / "trust.yaml"))
+    set_hermetic(monkeypatch, home, gitrelay_home=home / ".gitrelay",
+                 trust=home / "trust.yaml")
 
 
 @pytest.fixture

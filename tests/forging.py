@@ -5,7 +5,7 @@ client's mirror with the usual message and trailers but no client-side checks:
 any author, any signer, any parent (the identity, signature and verify-on-read
 tests). :class:`Forge` writes raw git objects with no validation of names,
 modes or order at all (the gate tests, through :mod:`tests.relaykit`).
-Pushing goes through :mod:`tests.gitcli`.
+Pushing goes through :mod:`tests.kit`.
 """
 
 from __future__ import annotations
@@ -25,11 +25,10 @@ from gitrelay.core.objects import MODE_BLOB, MODE_TREE, Objects
 from gitrelay.core.ops import Op, now_iso
 from gitrelay.store.gitstore import Pygit2Source
 from gitrelay.store.mirror import Mirror
-from tests.gitcli import push, ref_of
+from tests.kit import git
 
 __all__ = ["Forge", "forge", "forge_file", "forge_inbox", "handoff_op", "inbox_doc", "keygen",
-           "message_op", "profile_op", "public_key", "push", "ref_of", "tamper",
-           "transition_op"]
+           "message_op", "profile_op", "public_key", "tamper", "transition_op"]
 
 Signer = Callable[[bytes], str]
 STAMP = "2026-05-01T09:14:32Z"
@@ -155,9 +154,8 @@ def tamper(mirror: Mirror, oid: str, *, tree: str) -> str:
     old_tree = raw[5:45]
     assert b"gpgsig " in raw
     forged = raw.replace(b"tree " + old_tree, b"tree " + tree.encode(), 1)
-    proc = subprocess.run(["git", "--git-dir", str(mirror.path), "hash-object", "-t", "commit",
-                           "-w", "--stdin"], input=forged, capture_output=True, check=True)
-    return proc.stdout.decode().strip()
+    return git("hash-object", "-t", "commit", "-w", "--stdin", git_dir=mirror.path,
+               input=forged).stdout.decode().strip()
 
 
 # --- raw objects ----------------------------------------------------------------------------
@@ -270,37 +268,33 @@ def with_header_line(mirror: Mirror, oid: str, line: str, *, before: str = "auth
     """Commit ``oid`` again with the raw header ``line`` inserted before its first
     ``before`` header, written with ``git hash-object --literally`` (which, unlike the
     plain command, takes a header git fsck refuses)."""
-    raw = subprocess.run(["git", "--git-dir", str(mirror.path), "cat-file", "commit", oid],
-                         capture_output=True, check=True).stdout
+    raw = git("cat-file", "commit", oid, git_dir=mirror.path).stdout
     head, _, body = raw.partition(b"\n\n")
     lines = head.split(b"\n")
     at = next(i for i, ln in enumerate(lines) if ln.startswith(before.encode() + b" "))
     lines.insert(at, line.encode())
-    proc = subprocess.run(["git", "--git-dir", str(mirror.path), "hash-object", "-t", "commit",
-                           "-w", "--literally", "--stdin"],
-                          input=b"\n".join(lines) + b"\n\n" + body, capture_output=True,
-                          check=True)
-    return proc.stdout.decode().strip()
+    return git("hash-object", "-t", "commit", "-w", "--literally", "--stdin",
+               git_dir=mirror.path, input=b"\n".join(lines) + b"\n\n" + body
+               ).stdout.decode().strip()
 
 
 def with_deep_tree(mirror: Mirror, oid: str, depth: int) -> str:
     """Commit ``oid`` again with ``threads/deep/d/d/…/f.json``, ``depth`` directories deep,
     added to its tree (built inside out with ``git mktree``)."""
-    def git(*args: str, data: bytes = b"") -> str:
-        return subprocess.run(["git", "--git-dir", str(mirror.path), *args], input=data,
-                              capture_output=True, check=True).stdout.decode().strip()
+    def out(*args: str, data: bytes = b"") -> str:
+        return git(*args, git_dir=mirror.path, input=data).stdout.decode().strip()
 
-    tree = git("mktree", data=f"100644 blob {git('hash-object', '-w', '--stdin', data=b'{}')}"
+    tree = out("mktree", data=f"100644 blob {out('hash-object', '-w', '--stdin', data=b'{}')}"
                "\tf.json\n".encode())
     for _ in range(depth):
-        tree = git("mktree", data=f"040000 tree {tree}\td\n".encode())
-    threads = git("rev-parse", f"{oid}:{layout.THREADS_DIR}")
-    listing = git("cat-file", "-p", threads).encode() + f"\n040000 tree {tree}\tdeep\n".encode()
-    new_threads = git("mktree", data=listing)
-    root = git("cat-file", "-p", f"{oid}^{{tree}}").encode()
+        tree = out("mktree", data=f"040000 tree {tree}\td\n".encode())
+    threads = out("rev-parse", f"{oid}:{layout.THREADS_DIR}")
+    listing = out("cat-file", "-p", threads).encode() + f"\n040000 tree {tree}\tdeep\n".encode()
+    new_threads = out("mktree", data=listing)
+    root = out("cat-file", "-p", f"{oid}^{{tree}}").encode()
     root = root.replace(f"tree {threads}\t{layout.THREADS_DIR}".encode(),
                         f"tree {new_threads}\t{layout.THREADS_DIR}".encode())
-    new_root = git("mktree", data=root)
+    new_root = out("mktree", data=root)
     commit = mirror.objects.commit(oid)
     return mirror.store.commit(tree=new_root, parents=commit.parents, message=commit.message,
                                author=commit.author.partition(" <")[0],

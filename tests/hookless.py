@@ -3,7 +3,6 @@ on it: what the verify-on-read and pinning tests attack."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +13,7 @@ from gitrelay.core import layout
 from gitrelay.core.signing import signer_for
 from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
-from tests.gitcli import push
+from tests.kit import git, push
 
 __all__ = ["OpenRelay", "make_open_relay"]
 
@@ -40,7 +39,7 @@ class OpenRelay:
         self.push(oid, "refs/scratch/upload")
         for args in (["update-ref", layout.MAIN_REF, oid], ["update-ref", "-d",
                                                             "refs/scratch/upload"]):
-            subprocess.run(["git", "--git-dir", str(self.path), *args], check=True)
+            git(*args, git_dir=self.path)
 
 
 def make_open_relay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,

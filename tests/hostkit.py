@@ -36,6 +36,8 @@ from typing import Any
 
 import pytest
 
+from tests.kit import git, hermetic_env
+
 ROOT = Path(__file__).resolve().parent.parent
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
 
@@ -418,21 +420,17 @@ class Desk:
         self.trust.write_text(trust)
         self.work = root / "web"
         self.work.mkdir()
-        subprocess.run(["git", "init", "-q", str(self.work)], check=True, env=self.env())
+        git("init", "-q", str(self.work), env=self.env())
         self.set_up: set[str] = set()
         self.setup_args: tuple[str, ...] = ()  # e.g. ("--outside", "deny")
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {"HOME": str(self.home), "GITRELAY_HOME": str(self.gitrelay_home),
-               "GITRELAY_TRUST": str(self.trust),
-               "PATH": f"{Path(GITRELAY).parent}{os.pathsep}{os.environ['PATH']}",
-               "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-               "GIT_TERMINAL_PROMPT": "0", "LANG": "C.UTF-8", "TERM": "dumb"}
-        for name in ("TMPDIR",):
-            if name in os.environ:
-                env[name] = os.environ[name]
-        env.update(extra)
-        return env
+        # Only what a host needs from this process: no keys, proxies or settings of its own.
+        base = {k: os.environ[k] for k in ("TMPDIR",) if k in os.environ}
+        return hermetic_env(self.home, gitrelay_home=self.gitrelay_home, trust=self.trust,
+                            base=base, LANG="C.UTF-8", TERM="dumb",
+                            PATH=f"{Path(GITRELAY).parent}{os.pathsep}{os.environ['PATH']}",
+                            **extra)
 
     def gitrelay(self, *args: str) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run([GITRELAY, *args], capture_output=True, text=True,
@@ -642,7 +640,7 @@ def run_host(host: str, desk: Desk, script: Sequence[Turn], *, prompt: str = "Ch
         leftovers: list[str] = []
         try:
             deadline = started + limit
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline:  # polls itself: a run at its limit is a result
                 if proc.poll() is not None:
                     exited_at = time.monotonic()
                     break

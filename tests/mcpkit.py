@@ -1,10 +1,9 @@
-"""What the MCP tests share: the environment a ``gitrelay mcp`` process runs in, sample
-artifacts and trust, an inbox page built by hand, and answers read off raw stdout."""
+"""What the MCP tests share: sample artifacts and trust, an inbox page built by hand, and
+answers read off raw stdout (a ``gitrelay mcp`` process's environment: ``tests.kit``)."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,6 @@ ARTIFACTS: list[dict[str, Any]] = [
 ]
 TRUST = "version: 1\nteammates:\n  {who}: {{auto_read: true, auto_test: true}}\n"
 RULES = load_trust(Path("/nonexistent/trust.yaml"))
-
-
-def hermetic_env(home: Path, **extra: str) -> dict[str, str]:
-    """The whole environment of a ``gitrelay mcp`` (or CLI) process with its own home."""
-    return {"GITRELAY_HOME": str(home), "HOME": str(home.parent / "home"),
-            "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_TERMINAL_PROMPT": "0", "PATH": os.environ["PATH"], **extra}
 
 
 def page_of(*previews: str, cursor: int = 9) -> InboxPage:

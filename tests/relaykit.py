@@ -31,7 +31,7 @@ from gitrelay.core.view import RelayView, thread_files
 from gitrelay.gate.gate import REFUSAL_PREFIX
 from gitrelay.relay import setup
 from tests.forging import STAMP, WHEN, Forge, inbox_doc, keygen, public_key
-from tests.gitcli import git, kit_env, refs_of
+from tests.kit import git, git_env, refs_of
 
 ALICE, BOB, CAROL, DAVE = "alice@acme", "bob@acme", "carol@acme", "dave@acme"
 TEAM = {ALICE: ("Alice Martin", "backend", "alice"), BOB: ("Bob Chen", "frontend", "bob"),
@@ -418,7 +418,7 @@ class Bench:
 
     def push(self, *specs: str, env: Mapping[str, str] | None = None) -> PushResult:
         proc = git("push", "--porcelain", str(self.relay), *specs, git_dir=self.work,
-                   env=kit_env(env), check=False)
+                   env=git_env(env), check=False)
         return parse_push(proc.returncode, proc.stderr.decode(errors="replace"))
 
     def push_main(self, env: Mapping[str, str] | None = None) -> PushResult:

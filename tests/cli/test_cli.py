@@ -36,6 +36,7 @@ from gitrelay.core.ids import thread_id_for
 from gitrelay.demo.example import build_example, load_example
 from gitrelay.relay import setup
 from gitrelay.relay.render import Progress, clean, one_line
+from tests.kit import git, git_out, log_subjects, set_hermetic
 
 EXAMPLE = load_example()
 TRUSTS = {
@@ -89,8 +90,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example relay, built once per module through the gate (copied per test)."""
     root = tmp_path_factory.mktemp("example")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("GIT_CONFIG_GLOBAL", os.devnull)
-        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        set_hermetic(mp)
         build_example(root / "acme.git", home=root / "loader")
     return root / "acme.git"
 
@@ -119,9 +119,7 @@ def people(acme: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 def relay_subjects(relay: Path) -> list[str]:
     """The subjects of main's operations, newest first (not its archive snapshots, which
     an archive operation has as second parent and git log would interleave by date)."""
-    return subprocess.run(["git", "--git-dir", str(relay), "log", "--first-parent",
-                           "--format=%s", "main"],
-                          capture_output=True, text=True, check=True).stdout.splitlines()
+    return log_subjects(relay, "--first-parent")
 
 
 def one_error_line(run: Run, name: str, code: int) -> None:
@@ -209,8 +207,7 @@ def test_a_new_relay_has_gits_guards_and_packs_pushed_objects_early(tmp_path, mo
     assert run.code == 0, run.err
 
     def setting(key: str) -> str:
-        return subprocess.run(["git", "--git-dir", str(relay), "config", "--get", key],
-                              capture_output=True, text=True, check=True).stdout.strip()
+        return git_out(relay, "config", "--get", key).strip()
 
     assert setting("receive.denyNonFastForwards") == "true"
     assert setting("receive.denyDeletes") == "true"
@@ -803,9 +800,8 @@ def test_inbox_ack_marks_what_was_listed_as_handled(people, acme):
     assert unread
 
     def inbox_commits() -> int:
-        proc = subprocess.run(["git", "--git-dir", str(acme), "rev-list", "--count",
-                               "refs/gitrelay/users/bob@acme/inbox"],
-                              capture_output=True, text=True, check=False)
+        proc = git("rev-list", "--count", "refs/gitrelay/users/bob@acme/inbox", git_dir=acme,
+                   check=False)
         return int(proc.stdout.strip() or 0) if proc.returncode == 0 else 0
 
     before = inbox_commits()
@@ -865,8 +861,7 @@ def test_doctor_notes_a_relay_whose_head_is_not_main(people, acme):
     bob = people["bob"]
     assert "head" not in [ln.split()[1] for ln in bob("doctor").out.splitlines()
                           if len(ln.split()) > 1]
-    subprocess.run(["git", "--git-dir", str(acme), "symbolic-ref", "HEAD", "refs/heads/master"],
-                   check=True)
+    git("symbolic-ref", "HEAD", "refs/heads/master", git_dir=acme)
     run = bob("doctor")
     assert run.code == 0, run.out
     line = next(ln for ln in run.out.splitlines() if ln.split()[:2] == ["note", "head"])
@@ -878,15 +873,15 @@ def test_doctor_notes_a_local_relay_that_packs_pushed_objects_late(people, acme)
     """A relay made before `gitrelay init` set gc.auto (or with plain git init): a note
     with the command that sets it, and no problem."""
     bob = people["bob"]
-    subprocess.run(["git", "--git-dir", str(acme), "config", "--unset", "gc.auto"], check=True)
+    git("config", "--unset", "gc.auto", git_dir=acme)
     run = bob("doctor")
     assert run.code == 0, run.out
     line = next(ln for ln in run.out.splitlines() if ln.split()[:2] == ["note", "packing"])
     assert "only once about 6,700 are loose" in line
     assert f"git --git-dir {acme} config gc.auto 1000" in run.out
-    subprocess.run(["git", "--git-dir", str(acme), "config", "gc.auto", "0"], check=True)
+    git("config", "gc.auto", "0", git_dir=acme)
     assert "git never packs the relay's pushed objects (gc.auto 0)" in bob("doctor").out
-    subprocess.run(["git", "--git-dir", str(acme), "config", "gc.auto", "1000"], check=True)
+    git("config", "gc.auto", "1000", git_dir=acme)
     assert not any(ln.split()[1:2] == ["packing"] for ln in bob("doctor").out.splitlines())
 
 
@@ -990,19 +985,17 @@ def test_doctor_names_a_hook_installed_under_the_gates_old_name(tmp_path, monkey
     assert check.level == "note" and "gitrelay.hook.gate" in check.detail
     assert "install_hook" in check.fix
     # That hook still gates: a valid push lands, a bad one is refused naming its rule.
-    subprocess.run(["git", "clone", "-q", str(relay), str(tmp_path / "work")], check=True)
+    git("clone", "-q", str(relay), str(tmp_path / "work"))
     work = tmp_path / "work"
     (work / "stray.txt").write_text("not part of the relay format\n")
-    subprocess.run(["git", "-C", str(work), "add", "stray.txt"], check=True)
-    subprocess.run(["git", "-C", str(work), "-c", "user.name=Mallory", "-c",
-                    "user.email=m@example.invalid", "commit", "-qm", "stray"], check=True)
-    pushed = subprocess.run(["git", "-C", str(work), "push", "-q", "origin", "HEAD:main"],
-                            capture_output=True, text=True, check=False)
-    assert pushed.returncode != 0 and "[trailers]" in pushed.stderr, pushed.stderr
+    git("add", "stray.txt", cwd=work)
+    git("-c", "user.name=Mallory", "-c", "user.email=m@example.invalid", "commit", "-qm",
+        "stray", cwd=work)
+    pushed = git("push", "-q", "origin", "HEAD:main", cwd=work, check=False)
+    assert pushed.returncode != 0 and b"[trailers]" in pushed.stderr, pushed.stderr
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice-home"))
     setup.join(str(relay), "alice@acme", name="Alice Martin", role="backend", save=False)
-    listed = subprocess.run(["git", "--git-dir", str(relay), "ls-tree", "-r", "--name-only",
-                             "main"], capture_output=True, text=True, check=True).stdout
+    listed = git_out(relay, "ls-tree", "-r", "--name-only", "main")
     assert "alice@acme" in listed  # her registration went through the old hook
     setup.install_hook(relay)
     assert gate_checks(str(relay))[0].level == "ok"

@@ -25,6 +25,7 @@ from gitrelay.core.gitcli import git_failure
 from gitrelay.mcp.wording import next_step_text as agent_wording
 from gitrelay.relay.client import RelayClient
 from gitrelay.trust.trust import load_trust
+from tests.kit import git
 
 
 def test_a_message_on_a_thread_you_completed_yourself_is_thread_terminal(
@@ -118,7 +119,7 @@ def test_a_repository_that_is_not_a_relay_says_so_in_plain_words(tmp_path, monke
            ("-C", str(work), "commit", "-q", "--allow-empty", "-m", "notes"),
            ("-C", str(work), "push", "-q", str(repo), "main")]
     for args in run:
-        subprocess.run(["git", *args], check=True, capture_output=True)
+        git(*args)
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "home"))
     code = cli_main(["join", str(repo), "--as", "dana@acme", "--name", "Dana", "--role", "qa"])
     err = capsys.readouterr().err

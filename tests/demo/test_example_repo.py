@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from gitrelay.core.ids import thread_id_for
 from gitrelay.core.threadstate import STATUSES
 from gitrelay.demo.example import build_example, example_dir, load_example
 from gitrelay.trust.trust import evaluate, load_trust
+from tests.kit import log_subjects
 
 EXAMPLE = load_example()
 
@@ -63,8 +63,7 @@ def test_the_example_builds_through_the_gate_and_gitrelay_verify_passes(tmp_path
     built = build_example(relay, home=tmp_path / "loader")
     assert built.thread_ids == {t.slug: t.thread_id for t in EXAMPLE.threads}
     assert (relay / "hooks" / "pre-receive").read_text().count("gitrelay.gate.gate") == 1
-    subjects = subprocess.run(["git", "--git-dir", str(relay), "log", "--format=%s", "main"],
-                              capture_output=True, text=True, check=True).stdout.splitlines()
+    subjects = log_subjects(relay)
     operations = sum(1 + len(t.steps) for t in EXAMPLE.threads)
     assert len(subjects) == 1 + len(EXAMPLE.teammates) + operations
     capsys.readouterr()

@@ -11,7 +11,6 @@ audience: a person is never told to call a tool, an agent never to run a command
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from gitrelay.mcp.wording import next_step_text as for_agents
 from gitrelay.relay import policy, setup
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
+from tests.kit import hermetic_env, set_hermetic
 from tests.relaykit import Bench
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -130,10 +130,8 @@ class Relay:
     ids: dict[str, str]
 
     def env(self, who: str) -> dict[str, str]:
-        return {"GITRELAY_HOME": str(self.homes[who]), "HOME": str(self.base / "home"),
-                "GITRELAY_TRUST": str(self.trusts[who]), "GIT_CONFIG_GLOBAL": os.devnull,
-                "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
-                "PATH": os.environ["PATH"]}
+        return hermetic_env(self.base / "home", gitrelay_home=self.homes[who],
+                            trust=self.trusts[who])
 
     def fill(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -150,9 +148,7 @@ class Answer:
 
 
 def _relay(base: Path, mp: pytest.MonkeyPatch) -> Relay:
-    for key, value in (("GIT_CONFIG_GLOBAL", os.devnull), ("GIT_CONFIG_NOSYSTEM", "1"),
-                       ("GIT_TERMINAL_PROMPT", "0"), ("HOME", str(base / "home"))):
-        mp.setenv(key, value)
+    set_hermetic(mp, base / "home")
     path = setup.init_relay(base / "relay.git", name="acme")
     _limit_texts(path, 300)
     homes, trusts, clients = {}, {}, {}

@@ -25,7 +25,7 @@ from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.mirror import Mirror
 from tests.forging import forge, forge_inbox, handoff_op, inbox_doc, profile_op
-from tests.gitcli import push, ref_of
+from tests.kit import git, push, ref_of
 from tests.servers import GitServer
 
 pytestmark = pytest.mark.servers
@@ -170,9 +170,8 @@ def test_alice_cannot_move_bobs_inbox_ref(served: ServedRelay, alice: RelayClien
     moved = forge_inbox(alice.mirror, "bob@acme", doc=inbox_doc("bob@acme", acked_up_to=3),
                         parent=genuine)
     refused(served.push_as("alice", alice.mirror, moved, ref), "pusher")
-    deleted = subprocess.run(["git", "--git-dir", str(alice.mirror.path), "push",
-                              served.url("alice"), f":{ref}"], capture_output=True, text=True,
-                             env=served.env("alice"), timeout=60, check=False)
+    deleted = git("push", served.url("alice"), f":{ref}", git_dir=alice.mirror.path,
+                  env=served.env("alice"), check=False)
     assert deleted.returncode != 0
     assert served.ref(ref) == genuine
 

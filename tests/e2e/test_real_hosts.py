@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import urllib.request
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from tests.hostkit import (
     tool_definitions,
     tool_names,
 )
+from tests.kit import set_hermetic
 
 HOSTS = ["claude", "codex"]
 GITRELAY_TOOLS = {"accept_handoff", "cancel_handoff", "check_inbox", "claim_inbox_item",
@@ -105,13 +105,8 @@ def check_in(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
              ) -> Iterator[CheckIn]:
     host = str(request.param)
     root = tmp_path_factory.mktemp(f"check-in-{host}")
-    with pytest.MonkeyPatch.context() as mp:  # as tests/conftest.py's hermetic_git
-        for name, value in {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-                            "GIT_TERMINAL_PROMPT": "0", "GIT_AUTHOR_NAME": "test",
-                            "GIT_AUTHOR_EMAIL": "test@example.invalid",
-                            "GIT_COMMITTER_NAME": "test",
-                            "GIT_COMMITTER_EMAIL": "test@example.invalid"}.items():
-            mp.setenv(name, value)
+    with pytest.MonkeyPatch.context() as mp:
+        set_hermetic(mp)
         team = Team(root, setup.init_relay(root / "relay.git", name="acme"))
         tid = team.handoff()
         team.fetched()

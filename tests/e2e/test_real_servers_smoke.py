@@ -10,7 +10,6 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,12 +21,11 @@ _REPO_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 if _REPO_ROOT not in sys.path:
     sys.path.insert(0, _REPO_ROOT)
 
-from tests.gitcli import git  # noqa: E402
+from tests.kit import git, ref_of, wait_until  # noqa: E402
 from tests.servers import (  # noqa: E402
     REQUIRE_ENV,
     SEARCH_PATH_ENV,
     GitServer,
-    hermetic_git_env,
     is_running,
     require_binaries,
 )
@@ -86,21 +84,7 @@ def commit(work: Path, env: dict[str, str], text: str) -> str:
 
 
 def bare_head(relay: Relay) -> str | None:
-    result = subprocess.run(
-        [
-            "git",
-            "--git-dir",
-            str(relay.bare),
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            "refs/heads/main",
-        ],
-        capture_output=True,
-        text=True,
-        env=hermetic_git_env("server"),
-    )
-    return result.stdout.strip() or None
+    return ref_of(relay.bare, "refs/heads/main")
 
 
 @pytest.fixture
@@ -243,9 +227,8 @@ def test_teardown_kills_every_server_process(tmp_path: Path) -> None:
         assert client.stdin is not None and client.stdout is not None
         client.stdin.close()
         client.stdout.close()
-    deadline = time.monotonic() + 5
-    while any(is_running(pid) for pid in seen) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not any(is_running(pid) for pid in seen), "the servers' processes exit",
+               timeout=5, every=0.05)
     assert len(seen) >= 4
     assert [pid for pid in seen if is_running(pid)] == []
 

@@ -23,7 +23,7 @@ from gitrelay.core.gitcli import SKIP_CHUNK, CatFile
 from gitrelay.core.objects import ZERO_OID, Objects, UnreadBlob
 from gitrelay.core.schema import SchemaError
 from gitrelay.gate import gate
-from tests.gitcli import kit_env
+from tests.kit import git_env
 from tests.relaykit import ALICE, BOB, MAIN, Bench, message_doc, standard_bench
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -77,7 +77,7 @@ def test_checking_every_kind_of_operation_loads_none_of_them_either(bench: Bench
                f"{ZERO_OID} {bench.inbox[ALICE]} {layout.inbox_ref(ALICE)}\n")
     code = PRELUDE + ("from gitrelay.gate.gate import main\nstatus = main()\n" + REPORT
                       + "sys.exit(status)\n")
-    proc = run_python(code, stdin=updates, env=kit_env({"GIT_DIR": str(bench.relay)}))
+    proc = run_python(code, stdin=updates, env=git_env({"GIT_DIR": str(bench.relay)}))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     loaded = set(proc.stdout.split())
@@ -133,7 +133,7 @@ def test_the_gate_never_holds_an_oversized_file_in_memory(bench: Bench) -> None:
     entry = bench.objects.entry(bench.commit(bench.tip).tree,
                                 layout.message_path(bench.threads["pending"], 3))
     assert entry is not None
-    with CatFile(bench.work, env=kit_env()) as source:
+    with CatFile(bench.work, env=git_env()) as source:
         refusals, peak = peak_bytes_while(
             lambda: gate.check_updates(Objects(source), [(old, bench.tip, MAIN)], {}))
         # The contrast that shows the measurement can see it: reading the file whole.
@@ -175,7 +175,7 @@ def test_cat_file_skips_an_object_over_the_limit_and_stays_in_step(bench: Bench)
     big_data = bytes(range(256)) * (3 * SKIP_CHUNK // 256) + b"tail"
     big, small = bench.forge.blob(big_data), bench.forge.blob(b"small\n")
     tree = bench.commit(bench.tip).tree
-    with CatFile(bench.work, env=kit_env()) as source:
+    with CatFile(bench.work, env=git_env()) as source:
         assert source.read_within(big, 1000) == ("blob", None, len(big_data))
         assert source.read(small) == ("blob", b"small\n")
         assert source.read_within(big, len(big_data)) == ("blob", big_data, len(big_data))
@@ -202,5 +202,5 @@ def test_an_unread_blob_is_refused_by_size_and_never_passes_for_content() -> Non
 def test_without_a_limit_objects_reads_blobs_whole(bench: Bench) -> None:
     data = b"x" * (DEFAULT_MAX + 10)
     oid = bench.forge.blob(data)
-    with CatFile(bench.work, env=kit_env()) as source:
+    with CatFile(bench.work, env=git_env()) as source:
         assert Objects(source).blob(oid) == data

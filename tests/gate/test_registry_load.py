@@ -305,7 +305,7 @@ def test_a_reader_checks_indexes_and_lists_a_thousand_new_registrations_in_one_p
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "bob"))
     setup.join(str(relay), "bob@acme", name="Bob Chen", role="frontend", save=False)
     check_inbox(RelayClient(str(relay), "bob@acme", writes="wait"))  # the index, built
-    from tests.gitcli import ref_of
+    from tests.kit import ref_of
 
     tip = add_registrations(relay, MAIN, ref_of(relay, MAIN), 1, count)
     final = Objects(CatFile(relay, env=dict(os.environ)))

@@ -34,7 +34,7 @@ from tests.forging import (
     tamper,
     transition_op,
 )
-from tests.gitcli import push, ref_of
+from tests.kit import git, git_out, push, ref_of
 
 
 @pytest.fixture(scope="module")
@@ -161,10 +161,10 @@ def test_an_operation_tampered_with_after_signing_is_refused(signed: SignedRelay
     # git itself agrees the signature is bad (and good on the untouched commit).
     allowed = mirror.path.parent / "allowed_signers"
     allowed.write_text(signing.allowed_signers(signed.alice.teammates()))
-    verify = ["git", "-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={allowed}",
-              "--git-dir", str(mirror.path), "verify-commit"]
-    assert subprocess.run([*verify, forged], capture_output=True, check=False).returncode != 0
-    assert subprocess.run([*verify, genuine], capture_output=True, check=False).returncode == 0
+    verify = ("-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={allowed}",
+              "verify-commit")
+    assert git(*verify, forged, git_dir=mirror.path, check=False).returncode != 0
+    assert git(*verify, genuine, git_dir=mirror.path, check=False).returncode == 0
 
 
 def test_git_verify_commit_accepts_our_signatures(signed: SignedRelay, tmp_path: Path) -> None:
@@ -173,17 +173,14 @@ def test_git_verify_commit_accepts_our_signatures(signed: SignedRelay, tmp_path:
     allowed = tmp_path / "allowed_signers"
     allowed.write_text(signing.allowed_signers(signed.bob.teammates()))
 
-    verify = subprocess.run(
-        ["git", "-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={allowed}",
-         "--git-dir", str(signed.path), "verify-commit", result.written.commit],
-        capture_output=True, text=True, check=False)
-    log = subprocess.run(
-        ["git", "-c", f"gpg.ssh.allowedSignersFile={allowed}", "--git-dir", str(signed.path),
-         "log", "--format=%G?|%GS", "main~3..main"], capture_output=True, text=True, check=True)
+    verify = git("-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={allowed}",
+                 "verify-commit", result.written.commit, git_dir=signed.path, check=False)
+    log = git_out(signed.path, "-c", f"gpg.ssh.allowedSignersFile={allowed}",
+                  "log", "--format=%G?|%GS", "main~3..main")
 
     assert verify.returncode == 0, verify.stderr
-    assert 'Good "git" signature for alice@acme' in verify.stderr
-    assert log.stdout.splitlines() == ["G|alice@acme", "G|bob@acme", "G|alice@acme"]
+    assert 'Good "git" signature for alice@acme' in verify.stderr.decode()
+    assert log.splitlines() == ["G|alice@acme", "G|bob@acme", "G|alice@acme"]
 
 
 def test_a_client_without_its_key_cannot_queue_anything(signed: SignedRelay,

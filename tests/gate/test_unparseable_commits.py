@@ -11,7 +11,6 @@ the same.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,14 +20,8 @@ from gitrelay.core import layout
 from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from gitrelay.sync.verify import verify_relay
-from tests.forging import (
-    forge,
-    message_op,
-    push,
-    ref_of,
-    with_deep_tree,
-    with_header_line,
-)
+from tests.forging import forge, message_op, with_deep_tree, with_header_line
+from tests.kit import git, git_out, push, ref_of
 
 
 @dataclass
@@ -50,8 +43,7 @@ def _team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, hook: bool,
           fsck: bool) -> Team:
     relay = setup.init_relay(tmp_path / "relay.git", name="acme", hook=hook)
     if not fsck:  # a host that takes whatever git can store
-        subprocess.run(["git", "--git-dir", str(relay), "config", "receive.fsckObjects",
-                        "false"], check=True)
+        git("config", "receive.fsckObjects", "false", git_dir=relay)
     clients = {}
     for handle in ("alice@acme", "bob@acme"):
         monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / handle.split("@")[0]))
@@ -75,9 +67,8 @@ def _extra_header(team: Team) -> str:
 def test_gitrelay_init_has_git_check_every_pushed_object(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     team = _team(tmp_path, monkeypatch, hook=False, fsck=True)
-    config = subprocess.run(["git", "--git-dir", str(team.path), "config", "--get",
-                             "receive.fsckObjects"], capture_output=True, text=True, check=True)
-    assert config.stdout.strip() == "true"
+    config = git_out(team.path, "config", "--get", "receive.fsckObjects")
+    assert config.strip() == "true"
     forged = _extra_header(team)
     result = push(team.bob.mirror.path, str(team.path), forged)
     assert result.returncode != 0

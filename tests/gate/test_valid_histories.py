@@ -18,7 +18,7 @@ import yaml
 from gitrelay.core import layout
 from gitrelay.relay.client import RelayClient
 from gitrelay.sync.verify import verify_relay
-from tests.gitcli import git
+from tests.kit import git
 from tests.relaykit import (
     ALICE,
     MAIN,

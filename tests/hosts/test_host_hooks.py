@@ -24,6 +24,7 @@ from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from gitrelay.trust.fencetext import inbox_rows
 from tests.answerkit import read_answer, read_text
+from tests.kit import hermetic_env, wait_until
 
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
 BOB_TRUST = ("version: 1\nteammates:\n  alice@acme: {auto_write_paths: [docs/], "
@@ -46,10 +47,7 @@ class Bob:
         self.trust.write_text(BOB_TRUST)
         self.work = tmp / "web"
         (self.work / ".git").mkdir(parents=True)  # a work tree's root, as the guard finds it
-        self.env = {"GITRELAY_HOME": str(self.home), "HOME": str(self.user_home),
-                    "GITRELAY_TRUST": str(self.trust), "PATH": os.environ["PATH"],
-                    "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-                    "GIT_TERMINAL_PROMPT": "0"}
+        self.env = hermetic_env(self.user_home, gitrelay_home=self.home, trust=self.trust)
         self.relay = relay
 
     def hook(self, event: str, payload: dict[str, Any] | str, *extra: str
@@ -76,13 +74,11 @@ class Bob:
 
 def held_by_other(store: SessionStore, session: str, proc: subprocess.Popen[str]) -> None:
     """Return once another process holds the session's wait lock (the waiter is waiting)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    def held() -> bool:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        if store.held(session, "wait"):
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"nobody took the wait lock of {session} in 30 s")
+        return store.held(session, "wait")
+
+    wait_until(held, f"somebody takes the wait lock of {session}", timeout=30)
 
 
 def decision(proc: subprocess.CompletedProcess[str]) -> str | None:
@@ -637,11 +633,10 @@ def test_the_waiter_exits_when_its_host_dies(bob: Bob, tmp_path: Path,
         host.kill()
         host.wait()
         killed = time.monotonic()
-        while store.held("orphan", "wait") and time.monotonic() - killed < 30:
-            time.sleep(0.05)
         # Gone by itself (its --timeout is 120 s); the bench times it ("host killed to the
         # waiter's exit", goal 5 s).
-        assert not store.held("orphan", "wait"), "the waiter outlived its host by 30 s"
+        wait_until(lambda: not store.held("orphan", "wait"), "the waiter leaves with its host",
+                   timeout=30, every=0.05)
         print(f"the waiter left {time.monotonic() - killed:.2f} s after its host died")
     finally:
         if host.poll() is None:

@@ -35,6 +35,7 @@ from gitrelay.mcp.state import ServerState
 from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from gitrelay.trust.trust import TrustStore
+from tests.kit import set_hermetic
 
 TEAM = {"alice@acme": ("Alice Martin", "backend"), "bob@acme": ("Bob Chen", "frontend"),
         "carol@acme": ("Carol Diaz", "platform"), "mallory@external": ("Mallory Moss", "x")}
@@ -54,12 +55,6 @@ class World:
     ids: dict[str, str]
 
 
-def _env(mp: pytest.MonkeyPatch, base: Path) -> None:
-    for key, value in (("GIT_CONFIG_GLOBAL", os.devnull), ("GIT_CONFIG_NOSYSTEM", "1"),
-                       ("GIT_TERMINAL_PROMPT", "0"), ("HOME", str(base))):
-        mp.setenv(key, value)
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     base = tmp_path_factory.mktemp("search")
@@ -67,7 +62,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     trusts = {h: base / f"trust-{h.split('@')[0]}.yaml" for h in TEAM}
     ids: dict[str, str] = {}
     with pytest.MonkeyPatch.context() as mp:
-        _env(mp, base)
+        set_hermetic(mp, base)
         relay = setup.init_relay(base / "relay.git", name="acme")
         clients = {}
         for handle, (name, role) in TEAM.items():
@@ -129,9 +124,8 @@ def as_user(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """``as_user(handle)``: that teammate's environment (home, trust file)."""
 
     def use(handle: str) -> None:
-        monkeypatch.setenv("GITRELAY_HOME", str(world.homes[handle]))
-        monkeypatch.setenv("GITRELAY_TRUST", str(world.trusts[handle]))
-        _env(monkeypatch, world.homes[handle].parent)
+        set_hermetic(monkeypatch, world.homes[handle].parent,
+                     gitrelay_home=world.homes[handle], trust=world.trusts[handle])
 
     yield use
 

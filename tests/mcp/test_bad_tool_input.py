@@ -37,6 +37,7 @@ from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
 from gitrelay.trust.trust import TrustStore
 from tests.answerkit import in_fence, read_answer
+from tests.kit import git_out, set_hermetic
 
 ALICE, BOB, CAROL = "alice@acme", "bob@acme", "carol@acme"
 PEOPLE = {ALICE: ("Alice Martin", "backend"), BOB: ("Bob Chen", "frontend"),
@@ -120,21 +121,11 @@ class Bench:
         return value
 
 
-def _set_env(mp: pytest.MonkeyPatch, base: Path) -> None:
-    for key, value in (("GIT_CONFIG_GLOBAL", os.devnull), ("GIT_CONFIG_NOSYSTEM", "1"),
-                       ("GIT_TERMINAL_PROMPT", "0"), ("HOME", str(base)),
-                       ("GIT_AUTHOR_NAME", "test"), ("GIT_AUTHOR_EMAIL", "test@example.invalid"),
-                       ("GIT_COMMITTER_NAME", "test"),
-                       ("GIT_COMMITTER_EMAIL", "test@example.invalid"),
-                       ("GITRELAY_TRUST", str(base / "trust.yaml"))):
-        mp.setenv(key, value)
-
-
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
     base = tmp_path_factory.mktemp("bad-input")
     with pytest.MonkeyPatch.context() as mp:
-        _set_env(mp, base)
+        set_hermetic(mp, base, trust=base / "trust.yaml")
         relay = setup.init_relay(base / "relay.git", name="acme")
         homes, clients = {}, {}
         for handle, (name, role) in PEOPLE.items():
@@ -802,9 +793,7 @@ def warmed(bench: Bench) -> Bench:
 
 
 def relay_log(relay: Path) -> list[str]:
-    out = subprocess.run(["git", "--git-dir", str(relay), "log", "--format=%H %s", "--all"],
-                         capture_output=True, text=True, check=True).stdout
-    return out.splitlines()
+    return git_out(relay, "log", "--format=%H %s", "--all").splitlines()
 
 
 def test_every_bad_command_line_is_one_coded_error_line_and_writes_nothing(

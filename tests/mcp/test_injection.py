@@ -67,6 +67,7 @@ from gitrelay.store.config import mirror_path
 from gitrelay.store.mirror import Mirror
 from gitrelay.sync.push import Syncer
 from gitrelay.trust.trust import TrustStore
+from tests.kit import set_hermetic
 from tests.payloadkit import CORPUS, NAME_PAYLOADS, PAYLOADS, TEXT_PAYLOADS, Payload
 
 # The sentence under each opening line of the per-value fence answers once carried: a
@@ -547,15 +548,6 @@ class World:
         return build_server(opener, structured=True)  # the typed data, checked field by field
 
 
-def _env(mp: pytest.MonkeyPatch, base: Path) -> None:
-    for key, value in (("GIT_CONFIG_GLOBAL", "/dev/null"), ("GIT_CONFIG_NOSYSTEM", "1"),
-                       ("GIT_TERMINAL_PROMPT", "0"), ("HOME", str(base)),
-                       ("GIT_AUTHOR_NAME", "test"), ("GIT_AUTHOR_EMAIL", "test@example.invalid"),
-                       ("GIT_COMMITTER_NAME", "test"),
-                       ("GIT_COMMITTER_EMAIL", "test@example.invalid")):
-        mp.setenv(key, value)
-
-
 def _client(mp: pytest.MonkeyPatch, relay: Path, home: Path, handle: str, name: str,
             role: str) -> RelayClient:
     mp.setenv("GITRELAY_HOME", str(home))
@@ -783,7 +775,7 @@ def replay_a_real_fence(world: World, base: Path, mp: pytest.MonkeyPatch) -> Non
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     base = tmp_path_factory.mktemp("injection")
     with pytest.MonkeyPatch.context() as mp:
-        _env(mp, base)
+        set_hermetic(mp, base)
         w = build_world(base, mp)
         replay_a_real_fence(w, base, mp)
         mp.setenv("GITRELAY_HOME", str(base / "bob"))

@@ -19,7 +19,8 @@ from mcp.client.stdio import stdio_client
 from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from tests.answerkit import in_fence, read_answer
-from tests.mcpkit import ARTIFACTS, REPO, TRUST, hermetic_env
+from tests.kit import await_until, hermetic_env, log_subjects
+from tests.mcpkit import ARTIFACTS, REPO, TRUST
 
 
 def mcp_command(home: Path, *flags: str, **env: str) -> StdioServerParameters:
@@ -27,7 +28,8 @@ def mcp_command(home: Path, *flags: str, **env: str) -> StdioServerParameters:
     (tests/mcp/test_mcp_text_answers.py reads what a coding host shows the model)."""
     return StdioServerParameters(command=sys.executable,
                                  args=["-m", "gitrelay", "mcp", "--structured", *flags],
-                                 env=hermetic_env(home, **env), cwd=str(REPO))
+                                 env=hermetic_env(home.parent / "home", gitrelay_home=home,
+                                                  **env), cwd=str(REPO))
 
 
 @asynccontextmanager
@@ -60,17 +62,18 @@ class Agent:
     async def view_until(self, tid: str, ready: Callable[[dict[str, Any]], bool]
                          ) -> dict[str, Any]:
         """view_thread until ``ready``: the other side's change arrives with the next fetch."""
-        with anyio.fail_after(30):
-            while True:
-                result = await self.session.call_tool("view_thread", {"thread_id": tid})
-                seen: dict[str, Any] | None = result.structured_content
-                if result.is_error:  # a queued handoff not delivered yet
-                    text = result.content[0].text  # type: ignore[union-attr]
-                    assert text.startswith("thread_not_found (-32006): "), text
-                elif seen is not None and ready(seen):
-                    read_answer(result.content[0].text, seen)  # type: ignore[union-attr]
-                    return seen
-                await anyio.sleep(0.1)
+        async def viewed() -> dict[str, Any] | None:
+            result = await self.session.call_tool("view_thread", {"thread_id": tid})
+            seen: dict[str, Any] | None = result.structured_content
+            if result.is_error:  # a queued handoff not delivered yet
+                text = result.content[0].text  # type: ignore[union-attr]
+                assert text.startswith("thread_not_found (-32006): "), text
+            elif seen is not None and ready(seen):
+                read_answer(result.content[0].text, seen)  # type: ignore[union-attr]
+                return seen
+            return None
+
+        return await await_until(viewed, f"thread {tid} as awaited", every=0.1)
 
 
 def fenced(value: str, token: str) -> str:
@@ -203,8 +206,7 @@ def test_two_server_processes_walk_every_intent_through_the_gate(
     with (tmp_path / "alice.err").open("w") as alice_err, \
             (tmp_path / "bob.err").open("w") as bob_err:
         anyio.run(body, alice_err, bob_err)
-    log = subprocess.run(["git", "--git-dir", str(relay), "log", "--format=%s", "main"],
-                         capture_output=True, text=True, check=True).stdout.splitlines()
+    log = log_subjects(relay)
     assert sum(s.startswith("handoff") for s in log) == 5
     assert sum(s.startswith("complete") for s in log) == 4
     assert sum(s.startswith("cancel") for s in log) == 1
@@ -224,9 +226,11 @@ def test_check_inbox_through_a_server_process(
             monkeypatch.setenv("GITRELAY_HOME", str(alice_home))
             sent = RelayClient(str(relay), "alice@acme").handoff(
                 to="bob@acme", intent="inform", summary="for your inbox", mode="wait")
-            with anyio.fail_after(30):
-                while not (items := (await bob.ok("check_inbox"))["items"]):
-                    await anyio.sleep(0.1)
+            async def inbox_items() -> list[dict[str, Any]]:
+                items: list[dict[str, Any]] = (await bob.ok("check_inbox"))["items"]
+                return items
+
+            items = await await_until(inbox_items, "the handoff in bob's inbox", every=0.1)
             assert [i["thread_id"] for i in items] == [sent.thread_id]
 
     with (tmp_path / "bob.err").open("w") as err:
@@ -235,7 +239,8 @@ def test_check_inbox_through_a_server_process(
 
 def test_a_server_without_an_identity_exits_saying_what_to_do(tmp_path: Path) -> None:
     home = tmp_path / "nobody"
-    proc = subprocess.run([sys.executable, "-m", "gitrelay", "mcp"], env=hermetic_env(home),
+    proc = subprocess.run([sys.executable, "-m", "gitrelay", "mcp"],
+                          env=hermetic_env(home.parent / "home", gitrelay_home=home),
                           cwd=REPO, capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 1

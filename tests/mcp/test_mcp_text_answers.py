@@ -45,7 +45,8 @@ from gitrelay.trust.fencetext import (
 )
 from gitrelay.trust.trust import TrustStore
 from tests.answerkit import INBOX_50_TOKENS, INBOX_200_TOKENS, TOOL_DEFINITION_TOKENS, tokens
-from tests.mcpkit import ARTIFACTS, REPO, hermetic_env
+from tests.kit import hermetic_env, set_hermetic
+from tests.mcpkit import ARTIFACTS, REPO
 
 MARK = "ALICE-WROTE"
 """In every text alice writes here (her name, role, summaries...): bob's answers must never
@@ -291,9 +292,7 @@ def inbox_200(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerState]
 
     root = tmp_path_factory.mktemp("inbox200")
     with pytest.MonkeyPatch.context() as mp:
-        for key, value in (("GIT_CONFIG_GLOBAL", "/dev/null"), ("GIT_CONFIG_NOSYSTEM", "1"),
-                           ("GIT_TERMINAL_PROMPT", "0"), ("HOME", str(root))):
-            mp.setenv(key, value)
+        set_hermetic(mp, root)
         _, home, bob, trust = build_relay(root, 200, lambda _: None)
         mp.setenv("GITRELAY_HOME", str(home))
         yield ServerState(client=bob, trust=TrustStore(trust, watch=False), loop=None,
@@ -335,7 +334,7 @@ def test_the_tool_definitions_cost_the_model_at_most_their_token_budget() -> Non
 def test_on_stdio_the_default_answer_has_no_structured_content_on_the_wire(
         relay: Path, tmp_path: Path) -> None:
     home = tmp_path / "carol"
-    env = hermetic_env(home)
+    env = hermetic_env(home.parent / "home", gitrelay_home=home)
     subprocess.run([sys.executable, "-m", "gitrelay", "join", str(relay), "--as",
                     "carol@acme", "--name", "Carol Diaz", "--role", "platform"],
                    env=env, check=True, capture_output=True, cwd=REPO)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import subprocess
 import threading
 import types
 from collections.abc import Awaitable, Callable, Iterator
@@ -52,6 +51,7 @@ from gitrelay.relay.client import RelayClient
 from gitrelay.sync.loop import SyncLoop
 from gitrelay.trust.trust import TrustStore, load_trust
 from tests.answerkit import SEEN, TEXTS, in_fence, read_answer, read_text
+from tests.kit import await_until, log_subjects, set_hermetic
 
 DATA = Path(__file__).parent.parent / "data"
 TEAM: dict[str, tuple[str, str, str | None]] = {
@@ -120,9 +120,7 @@ def team_relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
     """One relay for the module with the whole team joined (joining costs pushes)."""
     base = tmp_path_factory.mktemp("team")
     with pytest.MonkeyPatch.context() as mp:
-        for key, value in (("GIT_CONFIG_GLOBAL", "/dev/null"), ("GIT_CONFIG_NOSYSTEM", "1"),
-                           ("GIT_TERMINAL_PROMPT", "0"), ("HOME", str(base))):
-            mp.setenv(key, value)
+        set_hermetic(mp, base)
         relay = setup.init_relay(base / "relay.git", name="acme")
         for handle in TEAM:
             join(relay, base / handle.split("@")[0], handle)
@@ -196,9 +194,7 @@ async def fails(client: Client, tool: str, args: dict[str, Any] | None = None) -
 
 
 def relay_log(relay: Path) -> list[str]:
-    out = subprocess.run(["git", "--git-dir", str(relay), "log", "--format=%s", "main"],
-                         capture_output=True, text=True, check=True).stdout
-    return out.splitlines()
+    return log_subjects(relay)
 
 
 def fenced_body(value: str, token: str) -> str:
@@ -675,14 +671,12 @@ def test_queued_writes_answer_queued_show_as_undelivered_and_the_loop_delivers(
             msg = await ok(a, "send_message", {"thread_id": sent["thread_id"], "body": "also",
                                                "delivery": "queue"})
             assert msg["delivery"] == "queued"
-            with anyio.fail_after(30):
-                while True:
-                    seen = await ok(a, "view_thread", {"thread_id": sent["thread_id"]})
-                    if not seen["undelivered"]:
-                        break
-                    assert {u["operation"] for u in seen["undelivered"]} <= {"handoff",
-                                                                            "message"}
-                    await anyio.sleep(0.05)
+            async def delivered() -> bool:
+                seen = await ok(a, "view_thread", {"thread_id": sent["thread_id"]})
+                assert {u["operation"] for u in seen["undelivered"]} <= {"handoff", "message"}
+                return not seen["undelivered"]
+
+            await await_until(delivered, "the loop delivers both")
             waited = await ok(a, "send_message", {"thread_id": sent["thread_id"],
                                                   "body": "now", "delivery": "wait"})
             assert waited["delivery"] == "delivered"
@@ -717,9 +711,9 @@ def test_two_sessions_of_one_person_work_side_by_side(agent: AgentFactory) -> No
             a = await ok(one, "handoff_to_teammate", handoff_args(summary="from session one"))
             b = await ok(two, "handoff_to_teammate", handoff_args(summary="from session two"))
             await ok(one, "send_message", {"thread_id": b["thread_id"], "body": "seen in one"})
-            with anyio.fail_after(30):
-                while first.client.mirror.outbox() or second.client.mirror.outbox():
-                    await anyio.sleep(0.05)
+            await await_until(lambda: not (first.client.mirror.outbox()
+                                           or second.client.mirror.outbox()),
+                              "both sessions' writes delivered")
             seen = await ok(two, "view_thread", {"thread_id": b["thread_id"]})
             assert [m["body"] for m in seen["messages"]] == ["seen in one"]
             assert (await ok(two, "view_thread", {"thread_id": a["thread_id"]}))[
@@ -1617,9 +1611,7 @@ def test_a_queued_write_kicks_the_sync_loop_once_its_answer_has_left_the_call(
     async def body() -> None:
         async with Client(server) as a:
             await ok(a, "handoff_to_teammate", handoff_args(summary="kick after answer"))
-            with anyio.fail_after(30):
-                while "kick" not in events:
-                    await anyio.sleep(0.005)
+            await await_until(lambda: "kick" in events, "the kick", every=0.005)
 
     run(body)
     assert events == ["returned", "kick"]
@@ -1659,9 +1651,8 @@ def test_refusals_of_calls_answered_on_the_event_loop_are_the_same_coded_errors(
     async def body() -> None:
         async with Client(alice.server()) as a:
             tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
-            with anyio.fail_after(10):
-                while alice.client.mirror.outbox():  # the loop delivers it
-                    await anyio.sleep(0.05)
+            await await_until(lambda: not alice.client.mirror.outbox(),  # the loop delivers it
+                              "the loop delivers the handoff", timeout=10)
             alice.client.refresh(max_age=0)  # a fresh copy, as the loop keeps it
             inline.clear()
             text = await fails(a, "accept_handoff", {"thread_id": tid})
@@ -1828,11 +1819,10 @@ def test_a_relay_invalid_under_a_hookless_host_is_said_stale_with_its_words_fenc
     so: check_inbox and view_thread carry sync_warning, its text (which may quote the
     key) only inside the answer's fence, under 'by relay'."""
     from gitrelay.core import layout, schema
-    from tests.forging import forge_file, message_op, push
+    from tests.forging import forge_file, message_op
+    from tests.kit import push
 
-    for key, value in (("GIT_CONFIG_GLOBAL", "/dev/null"), ("GIT_CONFIG_NOSYSTEM", "1"),
-                       ("HOME", str(tmp_path))):
-        monkeypatch.setenv(key, value)
+    set_hermetic(monkeypatch, tmp_path)
     relay = setup.init_relay(tmp_path / "relay.git", name="acme", hook=False)
     clients = {}
     for handle, name in (("alice@acme", "Alice Martin"), ("bob@acme", "Bob Chen")):

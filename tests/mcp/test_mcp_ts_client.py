@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -28,7 +27,8 @@ from bench import relaygen
 from bench.ts_host import HostUnavailable, TsClient, ensure_sdk
 from gitrelay.relay import setup
 from tests.answerkit import in_fence, read_answer
-from tests.mcpkit import ARTIFACTS, TRUST, hermetic_env
+from tests.kit import hermetic_env, wait_until
+from tests.mcpkit import ARTIFACTS, TRUST
 from tests.servers import REQUIRE_ENV
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -48,7 +48,7 @@ def sdk_dir() -> Path:
 def ts_server(sdk_dir: Path, home: Path, log: IO[str], *flags: str) -> TsClient:
     """``gitrelay mcp`` started and initialized by the TypeScript client."""
     return TsClient(sdk_dir, sys.executable, ["-m", "gitrelay", "mcp", *flags],
-                    hermetic_env(home), REPO, log)
+                    hermetic_env(home.parent / "home", gitrelay_home=home), REPO, log)
 
 
 def ok(client: TsClient, tool: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -64,13 +64,14 @@ def until(client: TsClient, tool: str, args: dict[str, Any],
           ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
     """``tool``'s answer once ``ready``: a server answers from its copy of the relay, and
     what the other side wrote arrives with its sync loop's next fetch."""
-    deadline = time.monotonic() + 30
-    while True:
-        answer = ok(client, tool, args)
-        if ready(answer):
-            return answer
-        assert time.monotonic() < deadline, f"{tool} never showed it: {answer}"
-        time.sleep(0.1)
+    answers: list[dict[str, Any]] = []
+
+    def answered() -> bool:
+        answers.append(ok(client, tool, args))
+        return ready(answers[-1])
+
+    wait_until(answered, lambda: f"{tool} shows it: {answers[-1]}", every=0.1)
+    return answers[-1]
 
 
 def fenced(value: str, token: str) -> str:

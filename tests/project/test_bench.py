@@ -22,14 +22,13 @@ from gitrelay.gate.gate import check_updates
 from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
-from tests.gitcli import git_out
+from tests.kit import git_out, push, set_hermetic
 
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> relaygen.Generated:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("GIT_CONFIG_GLOBAL", os.devnull)
-        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        set_hermetic(mp)
         path = tmp_path_factory.mktemp("gen") / "relay.git"
         return relaygen.generate(path, 40, 300, seed=7)
 
@@ -77,11 +76,9 @@ def test_a_new_user_joins_a_generated_relay_and_writes_through_its_gate(generate
     tree = store.tree_with(store.objects.commit(tip).tree, "stray.txt", b"not a relay file")
     stray = store.commit(tree=tree, parents=[tip], message="stray\n", author="mike@acme",
                          email="mike@acme")
-    push = subprocess.run(["git", "--git-dir", str(clone), "push", str(relay),
-                           f"{stray}:{layout.MAIN_REF}"], capture_output=True, text=True,
-                          check=False)
-    assert push.returncode != 0
-    assert "gitrelay: refused refs/heads/main" in push.stderr
+    pushed = push(clone, str(relay), stray)
+    assert pushed.returncode != 0
+    assert "gitrelay: refused refs/heads/main" in pushed.stderr
 
 
 def test_a_join_says_what_it_does_and_how_much_history_it_checks(generated, tmp_path,

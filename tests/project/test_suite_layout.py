@@ -1,8 +1,11 @@
 """The test suite's own layout: test modules live in tests/<folder>/, one folder per layer
 of gitrelay/ (plus e2e/ for whole-product and real-host runs and project/ for checks of the
 repository itself); they share helpers through the support modules at the top of tests/
-(gitcli.py, relaykit.py, forging.py, mcpkit.py, servers/, conftest.py) and never import
-one another, so a test file can be moved, split or deleted on its own."""
+(kit.py, relaykit.py, forging.py, mcpkit.py, servers/, conftest.py) and never import
+one another, so a test file can be moved, split or deleted on its own.
+
+tests/kit.py holds each shared concept once: the hermetic environment, running git, and
+waiting for something (``wait_until``); the checks below find a copy of any of them."""
 
 from __future__ import annotations
 
@@ -41,18 +44,104 @@ def test_no_module_of_the_suite_imports_a_test_module():
     assert not offenders, f"import shared helpers from a support module instead: {offenders}"
 
 
+# A line may do by hand what tests/kit.py does when it says why, with one of these.
+RAW_GIT = "# raw git:"          # the test is about the raw call itself
+OWN_LOOP = "# polls itself:"    # the loop's end is not a failure (a run's limit, a retry)
+# Modules that write git's variables for a process other than a test's: the server's own.
+SERVER_SIDE = {"servers/http.py": "the environment nginx gives git http-backend"}
+
+
+def support_and_tests() -> dict[str, str]:
+    """Every module of the suite but tests/kit.py (and this one, which names what it
+    looks for), by path under tests/."""
+    return {str(p.relative_to(TESTS)): p.read_text() for p in sorted(TESTS.rglob("*.py"))
+            if p not in (TESTS / "kit.py", Path(__file__).resolve())}
+
+
+def defined(text: str, names: set[str]) -> list[str]:
+    """The module-level functions of ``names`` a module defines (nested helpers are fine)."""
+    return [node.name for node in ast.parse(text).body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names]
+
+
+def raw_git_calls(text: str) -> list[int]:
+    """Lines that start ``git`` by hand: ``subprocess.run(["git", ...])`` and the like."""
+    lines = text.splitlines()
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "subprocess"
+                and node.args and isinstance(node.args[0], ast.List) and node.args[0].elts
+                and isinstance(node.args[0].elts[0], ast.Constant)
+                and node.args[0].elts[0].value == "git"
+                and RAW_GIT not in lines[node.lineno - 1]):
+            found.append(node.lineno)
+    return found
+
+
+def polling_loops(text: str) -> list[int]:
+    """Lines of ``while`` loops that sleep between looks: what ``wait_until`` does."""
+    lines = text.splitlines()
+    return [node.lineno for node in ast.walk(ast.parse(text))
+            if isinstance(node, ast.While) and OWN_LOOP not in lines[node.lineno - 1]
+            and any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and n.func.attr == "sleep" for n in ast.walk(node))]
+
+
+def hermetic_settings(text: str) -> list[int]:
+    """Lines that set git's hermetic variables: what ``kit.hermetic_vars`` does."""
+    return [n for n, line in enumerate(text.splitlines(), 1)
+            if "GIT_CONFIG_GLOBAL" in line or "GIT_CONFIG_NOSYSTEM" in line]
+
+
 def test_git_is_run_through_one_helper():
-    defining = sorted(str(p.relative_to(TESTS)) for p in TESTS.rglob("*.py")
-                      for node in ast.walk(ast.parse(p.read_text()))
-                      if isinstance(node, ast.FunctionDef) and node.name == "git"
-                      and node.col_offset == 0)
-    assert defining == ["gitcli.py"], defining
+    modules = support_and_tests()
+    defining = sorted(path for path, text in modules.items() if defined(text, {"git"}))
+    assert defining == [], f"use tests.kit.git: {defining}"
+    by_hand = {path: lines for path, text in modules.items() if (lines := raw_git_calls(text))}
+    assert not by_hand, (f"run git with tests.kit.git (or say why not, {RAW_GIT!r}): "
+                         f"{by_hand}")
+
+
+def test_the_hermetic_environment_is_built_in_one_place():
+    built = {path: lines for path, text in support_and_tests().items()
+             if path not in SERVER_SIDE and (lines := hermetic_settings(text))}
+    assert not built, f"use tests.kit.hermetic_env or set_hermetic: {built}"
+
+
+def test_waiting_goes_through_wait_until():
+    modules = support_and_tests()
+    defining = {path: names for path, text in modules.items()
+                if (names := defined(text, {"wait_until", "await_until"}))}
+    assert not defining, f"use tests.kit.wait_until: {defining}"
+    loops = {path: lines for path, text in modules.items() if (lines := polling_loops(text))}
+    assert not loops, (f"wait with tests.kit.wait_until or await_until (or say why not, "
+                       f"{OWN_LOOP!r}): {loops}")
+
+
+def test_the_checks_catch_a_copy_of_what_the_kit_does():
+    probe = (
+        "import os, subprocess, time\n"
+        "def git(*args):\n"
+        "    return subprocess.run(['git', *args], check=True)\n"
+        "def wait_until(ready):\n"
+        "    while not ready():\n"
+        "        time.sleep(0.1)\n"
+        "ENV = {'GIT_CONFIG_GLOBAL': os.devnull}\n"
+        "subprocess.run(['git', 'fsck'])  # raw git: the test is about git fsck\n"
+        "while True:  # polls itself: ends at a limit without failing\n"
+        "    time.sleep(1)\n")
+    assert defined(probe, {"git"}) == ["git"]
+    assert defined(probe, {"wait_until", "await_until"}) == ["wait_until"]
+    assert raw_git_calls(probe) == [3]
+    assert polling_loops(probe) == [5]
+    assert hermetic_settings(probe) == [7]
 
 
 def test_the_check_catches_a_test_module_imported_by_another(tmp_path):
     probe = tmp_path / "test_probe.py"
     probe.write_text("from tests.test_cli import run\nfrom test_wire import x\n"
-                     "import tests.gitcli\nfrom tests import test_trust\n")
+                     "import tests.kit\nfrom tests import test_trust\n")
     assert sorted(n for n in imported_modules(probe) if is_test_module(n)) == \
         ["test_wire", "tests.test_cli", "tests.test_trust"]
 

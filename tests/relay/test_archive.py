@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,14 +27,11 @@ from gitrelay.inbox.inbox import check_inbox, reindex
 from gitrelay.relay.client import RelayClient, ThreadView
 from gitrelay.relay.history import history
 from gitrelay.sync import verify
-from tests.gitcli import git_out
+from tests.kit import git_out, push
 
 
 def tree_paths(relay: Path, rev: str = "main") -> list[str]:
-    out = subprocess.run(["git", "--git-dir", str(relay), "ls-tree", "-r", "-t",
-                          "--name-only", rev, "threads"],
-                         capture_output=True, text=True, check=True).stdout
-    return out.splitlines()
+    return git_out(relay, "ls-tree", "-r", "-t", "--name-only", rev, "threads").splitlines()
 
 
 
@@ -219,9 +215,7 @@ def test_an_archive_in_the_retired_marker_form_is_refused_by_the_gate(
     oid = mirror.store.commit(tree=tree, parents=[base], message=op.message(op.doc, seq),
                               author=alice.handle, email=alice.handle)
     before = git_out(relay, "rev-parse", "main")
-    pushed = subprocess.run(["git", "--git-dir", str(mirror.path), "push", "-q", str(relay),
-                             f"{oid}:refs/heads/main"], capture_output=True, text=True,
-                            check=False)
+    pushed = push(mirror.path, str(relay), oid)
     assert pushed.returncode != 0
     assert "[archive]" in pushed.stderr and "without a snapshot" in pushed.stderr, pushed.stderr
     assert git_out(relay, "rev-parse", "main") == before

@@ -18,7 +18,8 @@ from gitrelay.core.errors import ConfigError, Forbidden, InvalidArgument
 from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.config import load_user_config
-from tests.forging import forge, keygen, profile_op, public_key, push
+from tests.forging import forge, keygen, profile_op, public_key
+from tests.kit import push
 
 
 @pytest.fixture

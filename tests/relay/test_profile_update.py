@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from gitrelay.cli.main import EXIT_OK, EXIT_USAGE, main
 from gitrelay.core import layout
 from gitrelay.relay.client import RelayClient
 from tests.forging import STAMP, public_key
-from tests.gitcli import git
+from tests.kit import git, git_out
 from tests.relaykit import ALICE, BOB, MAIN, RelayTemplates, profile_update_doc
 
 # --- the gate -------------------------------------------------------------------------------
@@ -145,8 +144,7 @@ def test_gitrelay_profile_corrects_the_name_teammates_see_and_old_threads_keep_t
     assert code == EXIT_OK, err
     assert "profile of alice@acme corrected: Alice Martin-Kim (platform)" in out
     assert "delivered to the relay" in out
-    subject = subprocess.run(["git", "--git-dir", str(relay), "log", "-1", "--format=%s", "main"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    subject = git_out(relay, "log", "-1", "--format=%s", "main").strip()
     assert subject == "profile alice@acme (platform): Alice Martin-Kim"
 
     code, out, err = bob("log", "-n", "1")

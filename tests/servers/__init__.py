@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.kit import git, hermetic_env
+
 __all__ = [
     "DEFAULT_USERS",
     "REQUIRE_ENV",
@@ -120,31 +122,14 @@ def require_binaries(names: Sequence[str]) -> dict[str, str]:
 
 # --------------------------------------------------------------------------- client env
 
-_HERMETIC = {
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_ASKPASS": "",
-    "SSH_ASKPASS": "",
-    "LC_ALL": "C",
-    "LANG": "C",
-}
-
-
 def hermetic_git_env(user: str, email_domain: str = "acme") -> dict[str, str]:
-    """The caller's environment minus every ``GIT_*`` variable, plus settings
-    that keep the user's and the system's git config, prompts and askpass
-    helpers out, and ``user`` as author and committer."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.pop("SSH_AUTH_SOCK", None)
-    env.update(_HERMETIC)
+    """``tests.kit.hermetic_env`` without askpass helpers or an ssh agent, in the C
+    locale, with ``user`` as author and committer."""
     email = f"{user}@{email_domain}"
-    env.update(
-        GIT_AUTHOR_NAME=user,
-        GIT_AUTHOR_EMAIL=email,
-        GIT_COMMITTER_NAME=user,
-        GIT_COMMITTER_EMAIL=email,
-    )
+    env = hermetic_env(GIT_ASKPASS="", SSH_ASKPASS="", LC_ALL="C", LANG="C",
+                       GIT_AUTHOR_NAME=user, GIT_AUTHOR_EMAIL=email,
+                       GIT_COMMITTER_NAME=user, GIT_COMMITTER_EMAIL=email)
+    env.pop("SSH_AUTH_SOCK", None)
     return env
 
 
@@ -165,7 +150,7 @@ def wait_for_tcp(
     """Block until ``host:port`` accepts a connection; raise with the log if
     ``proc`` exits first or ``timeout`` passes."""
     deadline = time.monotonic() + timeout
-    while True:
+    while True:  # polls itself: a server that does not start raises ServerStartError
         proc.check_alive()
         try:
             with socket.create_connection((host, port), timeout=0.5):
@@ -182,7 +167,7 @@ def wait_for_tcp(
 
 def wait_for_unix_socket(path: Path, proc: ManagedProcess, timeout: float = START_TIMEOUT) -> None:
     deadline = time.monotonic() + timeout
-    while True:
+    while True:  # polls itself: a server that does not start raises ServerStartError
         proc.check_alive()
         if path.exists():
             try:
@@ -398,12 +383,8 @@ class GitServer:
     def init_bare(self, name: str) -> Path:
         """Create an empty bare repository ``root/name`` and return its path."""
         path = self.root / name
-        env = hermetic_git_env("server")
-        subprocess.run(
-            ["git", "init", "--quiet", "--bare", "--initial-branch=main", str(path)],
-            check=True,
-            env=env,
-        )
+        git("init", "--quiet", "--bare", "--initial-branch=main", str(path),
+            env=hermetic_git_env("server"))
         return path
 
     def logs(self) -> str:

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,11 @@ from gitrelay.core.errors import RelayUnavailable, StateChanged
 from gitrelay.core.ops import Op
 from gitrelay.relay.client import DELIVERED, QUEUED, RelayClient
 from gitrelay.store.mirror import Mirror
+from tests.kit import git_out, log_subjects, ref_of, wait_until
 
 
 def ops_on_relay(relay: Path) -> list[str]:
-    out = subprocess.run(["git", "--git-dir", str(relay), "log", "--reverse", "--format=%s",
-                          "main"], capture_output=True, text=True, check=True).stdout
-    return out.splitlines()
+    return log_subjects(relay, "--reverse")
 
 
 def test_queued_write_answers_before_delivery_and_the_loop_delivers(team, relay):
@@ -31,9 +29,8 @@ def test_queued_write_answers_before_delivery_and_the_loop_delivers(team, relay)
         result = alice.handoff(to="bob@acme", intent="inform", summary="CI needs typecheck",
                                mode="queue")
         assert result.delivery == QUEUED
-        deadline = time.monotonic() + 10
-        while alice.mirror.outbox() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: not alice.mirror.outbox(), "the loop delivers the queued write",
+                   timeout=10, every=0.05)
         assert not alice.mirror.outbox()
         assert any("CI needs typecheck" in s for s in ops_on_relay(relay))
     finally:
@@ -95,8 +92,7 @@ def test_two_processes_on_one_mirror_share_one_push(team, relay, tmp_path):
     assert len(after) == before + 2
     last_update = (relay / "logs" / "refs" / "heads" / "main").read_text().splitlines()[-1]
     old_tip, new_tip = last_update.split()[:2]
-    two_back = subprocess.run(["git", "--git-dir", str(relay), "rev-parse", f"{new_tip}~2"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+    two_back = git_out(relay, "rev-parse", f"{new_tip}~2").strip()
     assert two_back == old_tip  # a single ref update carried both operations
 
 
@@ -173,9 +169,8 @@ def test_waited_writes_are_delivered_by_the_running_loop_in_one_push(team, relay
                 mode="wait").delivery)) for n in (1, 2)]
             for w in writers:
                 w.start()
-            deadline = time.monotonic() + 10
-            while len(alice.mirror.outbox()) < 2 and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_until(lambda: len(alice.mirror.outbox()) >= 2, "both writes are queued",
+                       timeout=10, every=0.01)
             assert len(alice.mirror.outbox()) == 2
         for w in writers:
             w.join(timeout=20)
@@ -225,8 +220,7 @@ def test_a_refused_inbox_state_is_reset_and_recorded(team, relay):
     (rec,) = [r for r in report.refused if r.kind == "inbox"]
     assert rec.rule == "layout" and bad[:12] in rec.message
     assert rec in bob.mirror.refused()
-    pushed = subprocess.run(["git", "--git-dir", str(relay), "rev-parse", "--verify", "-q", mine],
-                            capture_output=True, text=True).stdout.strip()
+    pushed = ref_of(relay, mine)
     assert pushed != bad
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from gitrelay.core.objects import MODE_BLOB, TreeEntry, diff_trees, tree_problem
 from gitrelay.store.gitstore import Store
-from tests.gitcli import git_out
+from tests.kit import git, git_out
 
 
 def test_trees_built_file_by_file_are_what_git_builds(tmp_path: Path) -> None:
@@ -35,8 +34,7 @@ def test_trees_built_file_by_file_are_what_git_builds(tmp_path: Path) -> None:
     commit = store.commit(tree=again, parents=[], message="m\n", author="alice@acme",
                           email="alice@acme")
     store.set_ref("refs/heads/main", commit)
-    subprocess.run(["git", "--git-dir", str(store.path), "fsck", "--strict", "--no-dangling"],
-                   check=True, capture_output=True)
+    git("fsck", "--strict", "--no-dangling", git_dir=store.path)
 
 
 def _mktree(repo: Path, tree: str) -> str:
@@ -50,9 +48,8 @@ def _mktree(repo: Path, tree: str) -> str:
         if kind == "tree":
             oid = _mktree(repo, oid)
         lines.append(f"{mode} {kind} {oid}\t{name}")
-    return subprocess.run(["git", "--git-dir", str(repo), "mktree", "-z"],
-                          input="\0".join(lines) + "\0", capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return git("mktree", "-z", git_dir=repo,
+               input=("\0".join(lines) + "\0").encode()).stdout.decode().strip()
 
 
 def test_commits_are_laid_out_byte_for_byte_as_libgit2_writes_them(tmp_path: Path) -> None:

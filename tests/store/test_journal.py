@@ -8,7 +8,6 @@ another process sharing the mirror sees).
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,11 @@ from gitrelay.store import journal
 from gitrelay.store.gitstore import Store
 from gitrelay.store.mirror import Mirror
 from gitrelay.store.recovery import salvage_outbox
+from tests.kit import git, git_out, has_object
 
 
 def git_has(mirror: Path, oid: str) -> bool:
-    return subprocess.run(["git", "--git-dir", str(mirror), "cat-file", "-e", oid],
-                          capture_output=True).returncode == 0
+    return has_object(mirror, oid)
 
 
 def record(base: str, tip: str, *objects: tuple[str, bytes]) -> journal.Record:
@@ -99,8 +98,7 @@ def test_a_journal_without_the_header_line_is_still_read(tmp_path):
 def test_object_ids_are_gits(tmp_path):
     blob = tmp_path / "f"
     blob.write_bytes(b"some json\n")
-    out = subprocess.run(["git", "hash-object", str(blob)], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    out = git("hash-object", str(blob)).stdout.decode().strip()
     assert journal.object_id("blob", b"some json\n") == out
 
 
@@ -145,8 +143,7 @@ def test_writes_from_two_processes_chain_in_the_journal_and_one_push_delivers_bo
     assert len(alice.mirror.outbox()) == 2
     report = alice.deliver()
     assert report.delivered == 2 and report.attempts == 1
-    log = subprocess.run(["git", "--git-dir", str(relay), "log", "--format=%s", "-3"],
-                         capture_output=True, text=True, check=True).stdout
+    log = git_out(relay, "log", "--format=%s", "-3")
     assert log.count("handoff") == 2
     for sent in (one, two):
         assert second.thread(sent.thread_id).undelivered == []

@@ -20,7 +20,7 @@ from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
 from gitrelay.sync import parallel
 from tests.forging import forge, message_op, transition_op
-from tests.gitcli import push
+from tests.kit import push
 
 
 @pytest.fixture

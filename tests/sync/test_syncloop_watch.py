@@ -10,7 +10,7 @@ import pytest
 from watchdog.observers import Observer
 
 from gitrelay.sync.loop import SyncLoop
-from tests.gitcli import git
+from tests.kit import git
 
 
 def test_an_idle_loop_on_a_local_relay_does_not_wake_itself_by_fetching(

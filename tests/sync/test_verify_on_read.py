@@ -32,8 +32,8 @@ from tests.forging import (
     profile_op,
     transition_op,
 )
-from tests.gitcli import ref_of
 from tests.hookless import OpenRelay, make_open_relay
+from tests.kit import git, ref_of
 
 
 @pytest.fixture(autouse=True, params=["one process", "three processes"])
@@ -132,13 +132,13 @@ def test_the_reader_keeps_working_and_resumes_once_the_relay_is_repaired(
 
 def test_a_relay_whose_first_commit_is_invalid_is_refused_as_a_whole(tmp_path: Path) -> None:
     bare = tmp_path / "not-a-relay.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    git("init", "-q", "--bare", "-b", "main", str(bare))
     work = tmp_path / "work"
-    subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
+    git("init", "-q", "-b", "main", str(work))
     (work / "relay.json").write_text("{}")
     for args in (["add", "relay.json"], ["commit", "-qm", "init"], ["push", "-q", str(bare),
                                                                       "main"]):
-        subprocess.run(["git", *args], cwd=work, check=True)
+        git(*args, cwd=work)
     client = RelayClient(str(bare), "bob@acme")
 
     with pytest.raises(RelayUnavailable, match="is not a valid gitrelay relay") as err:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from gitrelay.trust.trust import (  # noqa: E402
     normalize_repo_path,
     path_auto_writable,
 )
+from tests.kit import wait_until  # noqa: E402
 
 FULL = """\
 version: 1
@@ -67,14 +67,6 @@ def config_error(tmp_path: Path, text: str | bytes) -> ConfigError:
         load_trust(path)
     assert str(path) in caught.value.message
     return caught.value
-
-
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting until {what}")
-        time.sleep(0.01)
 
 
 # --------------------------------------------------------------------------- precedence
