@@ -32,7 +32,7 @@ unit: $(STAMP)
 
 unit-fast: $(STAMP)
 	@echo "== tests: the fast tier (not slow, not servers)"
-	$(VENV)/bin/pytest -m "not slow and not servers"
+	$(VENV)/bin/pytest -m "not slow and not servers" --durations=10
 
 bench-quick: $(STAMP)
 	@echo "== benchmark: python -m bench --quick"

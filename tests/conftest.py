@@ -9,27 +9,11 @@ import pytest
 
 from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
+from tests import relaykit
 from tests.kit import set_hermetic
 from tests.relaykit import RelayTemplates
 
 pytest_plugins = ["tests.servers.conftest_plugin"]
-
-# Test modules that take tens of seconds or more (real `gitrelay mcp` processes, the
-# CLI end to end, generated relays, property and model runs, crash rounds). They are
-# marked ``slow``: `make check` leaves them out, `make test` runs everything.
-SLOW_MODULES = frozenset({
-    "test_bad_tool_input", "test_bench", "test_cli", "test_crashes", "test_demo",
-    "test_example_repo", "test_gate_property", "test_inbox", "test_index", "test_injection",
-    "test_mcp_stdio", "test_mcp_tools", "test_mcp_ts_client", "test_model_stateful",
-    "test_parallel", "test_front_ends_agree", "test_unparseable_commits", "test_real_hosts",
-    "test_web_browser",
-})
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.stem in SLOW_MODULES:
-            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
@@ -53,11 +37,7 @@ def relays(tmp_path_factory: pytest.TempPathFactory) -> RelayTemplates:
     return RelayTemplates(tmp_path_factory.mktemp("relay-templates"))
 
 
-TEAM = {
-    "alice@acme": ("Alice Martin", "backend"),
-    "bob@acme": ("Bob Chen", "frontend"),
-    "carol@acme": ("Carol Diaz", "platform"),
-}
+TEAM = {handle: (name, role) for handle, (name, role, _) in relaykit.TEAM.items()}
 
 
 @pytest.fixture

@@ -367,6 +367,7 @@ def test_bad_artifact_flags_are_refused_before_anything_is_written(people, acme,
 # --- a whole conversation -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_question_is_asked_accepted_answered_and_completed_from_the_cli(people):
     alice, bob = people["alice"], people["bob"]
     sent = alice("send", "bob@acme", "--intent", "ask_question", "--summary",
@@ -404,6 +405,7 @@ def test_a_question_is_asked_accepted_answered_and_completed_from_the_cli(people
     assert seqs == sorted(seqs, reverse=True)
 
 
+@pytest.mark.slow
 def test_refusals_are_one_coded_line_and_exit_1(people):
     alice, bob, carol = people["alice"], people["bob"], people["carol"]
     pending = IDS["04-ci-typecheck"]          # alice → bob, pending
@@ -420,6 +422,7 @@ def test_refusals_are_one_coded_line_and_exit_1(people):
     assert bob("show", pending, "--json").json["status"] == "pending"  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_a_refusal_tells_a_person_the_command_to_run_next(people):
     """As a new user would mistype a handoff: the line names the rule, the handle and
     the command that lists the team, in sentences, and no commit nobody kept."""
@@ -508,6 +511,7 @@ def test_resending_with_the_same_key_never_makes_a_second_thread(people, acme):
     one_error_line(changed, "duplicate_idempotency_key", -32011)
 
 
+@pytest.mark.slow
 def test_a_proposed_action_without_a_diff_gets_a_draft_from_the_command_line(people, tmp_path):
     """As a new user would: Bob reads a proposal that came without a diff, the next step
     names `gitrelay draft`, he pipes his diff in, and Alice sees it to review."""
@@ -554,6 +558,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 def test_inbox_wait_returns_when_something_arrives(people):
     """As a person would leave `gitrelay inbox --wait 60` running in a terminal pane:
     it returns as soon as Alice's handoff is on the relay, listing only that."""
@@ -869,6 +874,7 @@ def test_doctor_notes_a_relay_whose_head_is_not_main(people, acme):
     assert "symbolic-ref HEAD refs/heads/main" in run.out
 
 
+@pytest.mark.slow
 def test_doctor_notes_a_local_relay_that_packs_pushed_objects_late(people, acme):
     """A relay made before `gitrelay init` set gc.auto (or with plain git init): a note
     with the command that sets it, and no problem."""
@@ -920,6 +926,7 @@ def test_doctor_names_each_problem_with_its_fix_and_exits_3(people, acme):
     assert text.rstrip().endswith("2 problem(s) found.")
 
 
+@pytest.mark.slow
 def test_doctor_suggests_archiving_once_many_closed_threads_remain(people, monkeypatch):
     """The example relay's two closed threads were closed today: no note with the
     defaults; with the age and the count lowered, doctor counts them and says what to
@@ -938,6 +945,7 @@ def test_doctor_suggests_archiving_once_many_closed_threads_remain(people, monke
     assert "archive" not in bob("doctor").out
 
 
+@pytest.mark.slow
 def test_archive_lists_then_archives_the_closed_threads_as_json(people, acme):
     bob = people["bob"]
     listed = bob("archive", "--older-than", "0", "--dry-run", "--json")
@@ -1004,6 +1012,7 @@ def test_doctor_names_a_hook_installed_under_the_gates_old_name(tmp_path, monkey
 # --- real processes -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_console_entry_point_prints_errors_without_a_traceback(people):
     bob = people["bob"]
     proc = subprocess.run([sys.executable, "-m", "gitrelay", "show", "ZZZZ"], env=bob.env(),
@@ -1016,6 +1025,7 @@ def test_the_console_entry_point_prints_errors_without_a_traceback(people):
     assert ok.returncode == 0 and len(ok.stdout.splitlines()) == 2
 
 
+@pytest.mark.slow
 def test_progress_shows_on_a_terminal_and_stays_quiet_when_piped(acme, tmp_path):
     import pty
 
@@ -1090,6 +1100,7 @@ def test_a_write_while_the_relay_is_unreachable_says_so_and_when_it_goes(people,
     assert "delivered 1 operation(s), 0 refused" in bob("status", "--deliver").err
 
 
+@pytest.mark.slow
 def test_archive_splits_many_threads_into_operations_the_gate_takes(people, acme,
                                                                     monkeypatch):
     """More closed threads than one operation may carry go in several operations."""
@@ -1109,6 +1120,7 @@ def test_archive_splits_many_threads_into_operations_the_gate_takes(people, acme
 # --- the first hour: what a person expects ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_default_inbox_shows_news_on_threads_you_started_until_you_read_them(people):
     """As a sender would look after handing work over: bob completed alice's handoff, and
     her default inbox shows it (not "empty"); once she has read it, the default view
@@ -1133,6 +1145,7 @@ def test_the_default_inbox_shows_news_on_threads_you_started_until_you_read_them
     assert done[:10] in alice("inbox", "--all").out
 
 
+@pytest.mark.slow
 def test_show_marks_the_thread_read_and_keep_unread_keeps_it(people):
     bob = people["bob"]
     pending = IDS["04-ci-typecheck"]           # alice → bob, pending, unread for bob
@@ -1152,6 +1165,7 @@ def test_show_marks_the_thread_read_and_keep_unread_keeps_it(people):
     assert "Marked read" not in again.out  # nothing left to mark
 
 
+@pytest.mark.slow
 def test_the_cli_withholds_a_blocked_senders_words_unless_asked(people):
     """Bob's trust file blocks carol: show, inbox and log keep her words from him as his
     agent's answers do; --show-blocked shows them on purpose."""
@@ -1284,6 +1298,7 @@ ERROR_PATHS: dict[str, list[tuple[tuple[str, ...], int, str]]] = {
 }
 
 
+@pytest.mark.slow
 def test_every_commands_error_paths_exit_as_documented(people, acme, tmp_path):
     commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert set(ERROR_PATHS) == set(commands), "every command has its error paths here"

@@ -28,6 +28,7 @@ from gitrelay.trust.trust import load_trust
 from tests.kit import git
 
 
+@pytest.mark.slow
 def test_a_message_on_a_thread_you_completed_yourself_is_thread_terminal(
         team: dict[str, RelayClient]) -> None:
     alice, bob, carol = team["alice"], team["bob"], team["carol"]
@@ -154,6 +155,7 @@ def test_doctors_ssh_fix_reads_as_one_sentence(tmp_path, monkeypatch, capsys) ->
     assert "then run the command again; until then your local copy is used" in out, out
 
 
+@pytest.mark.slow
 def test_make_test_ends_with_one_verdict_line(tmp_path) -> None:
     """The runner `make test` uses: the last line counts the tests and the time, and a
     failing test makes it fail (run here on two small test files of its own)."""

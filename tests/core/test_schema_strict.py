@@ -64,6 +64,7 @@ def json_texts(draw: st.DrawFn) -> str:
     return text
 
 
+@pytest.mark.slow
 @given(json_texts())
 @example('{"a": 1, "a": 2}')
 @example('{"a": NaN}')

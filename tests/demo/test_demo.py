@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the demo end to end, from a wheel built for it
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 

@@ -58,6 +58,7 @@ def test_the_trust_file_lists_alice_and_blocks_carol():
     assert evaluate(rules, "mallory@elsewhere").allowed is False
 
 
+@pytest.mark.slow
 def test_the_example_builds_through_the_gate_and_gitrelay_verify_passes(tmp_path, capsys):
     relay = tmp_path / "acme.git"
     built = build_example(relay, home=tmp_path / "loader")
@@ -78,6 +79,7 @@ def copy_example(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_a_thread_file_whose_status_disagrees_is_named_in_the_error(tmp_path):
     root = copy_example(tmp_path)
     path = root / "threads" / "04-ci-typecheck.json"
@@ -88,6 +90,7 @@ def test_a_thread_file_whose_status_disagrees_is_named_in_the_error(tmp_path):
         build_example(tmp_path / "relay.git", load_example(root), home=tmp_path / "loader")
 
 
+@pytest.mark.slow
 def test_an_illegal_step_is_refused_by_the_rules(tmp_path):
     root = copy_example(tmp_path)
     path = root / "threads" / "04-ci-typecheck.json"

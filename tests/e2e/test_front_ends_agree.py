@@ -35,6 +35,8 @@ from gitrelay.store.gitstore import Store
 from tests.kit import hermetic_env, set_hermetic
 from tests.relaykit import Bench
 
+pytestmark = pytest.mark.slow  # each decision through the CLI, the MCP server and the hooks
+
 REPO = Path(__file__).resolve().parent.parent.parent
 ALICE, BOB, CAROL, DAVE = "alice@acme", "bob@acme", "carol@acme", "dave@acme"
 TEAM = {ALICE: ("Alice Martin", "backend"), BOB: ("Bob Chen", "frontend"),

@@ -38,6 +38,8 @@ from tests.hostkit import (
 )
 from tests.kit import set_hermetic
 
+pytestmark = pytest.mark.slow  # real Claude Code and Codex runs
+
 HOSTS = ["claude", "codex"]
 GITRELAY_TOOLS = {"accept_handoff", "cancel_handoff", "check_inbox", "claim_inbox_item",
                   "complete_handoff", "draft_proposed_action", "handoff_to_teammate",

@@ -53,6 +53,8 @@ from tests.relaykit import (
     transition_doc,
 )
 
+pytestmark = pytest.mark.slow  # random histories pushed through the gate
+
 SOAK = os.environ.get("GITRELAY_SOAK") == "1"
 PEOPLE = [ALICE, BOB, CAROL, DAVE]  # dave is not registered until he registers
 USERNAME = {h: h.split("@")[0] for h in PEOPLE}

@@ -187,6 +187,7 @@ BAD_TEAMMATES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first", [True, False], ids=["first-in-push", "after-a-registration"])
 @pytest.mark.parametrize("bad", list(BAD_TEAMMATES))
 def test_a_malformed_large_teammates_directory_is_refused_wherever_it_comes_in_a_push(
@@ -287,6 +288,7 @@ class Reads:
         monkeypatch.setattr(objects, "parse_tree", counted_parse)
 
 
+@pytest.mark.slow
 def test_a_reader_checks_indexes_and_lists_a_thousand_new_registrations_in_one_pass(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a relay without the gate (a host without hooks takes any push), 1,000

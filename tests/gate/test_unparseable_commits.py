@@ -88,6 +88,7 @@ def test_the_gate_refuses_an_unknown_header_line_even_where_git_checks_nothing(
     assert ref_of(team.path) == team.valid
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attack", ["extra header", "deep tree"])
 def test_on_a_host_that_checks_nothing_readers_stop_at_the_last_valid_commit(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attack: str) -> None:

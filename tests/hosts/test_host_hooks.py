@@ -107,6 +107,7 @@ def alice(relay: Path, tmp_path: Path) -> RelayClient:
     return RelayClient(str(relay), "alice@acme", writes="wait")
 
 
+@pytest.mark.slow
 def test_a_session_sees_its_inbox_is_nudged_once_wakes_and_is_held_to_the_overlay(
         relay: Path, bob: Bob, tmp_path: Path) -> None:
     sender = alice(relay, tmp_path)
@@ -282,6 +283,7 @@ def test_an_empty_inbox_gives_no_context_at_all(bob: Bob) -> None:
     assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
 
 
+@pytest.mark.slow
 def test_codex_and_cursor_get_the_answers_their_hooks_understand(
         relay: Path, bob: Bob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tid = alice(relay, tmp_path).handoff(to="bob@acme", intent="inform", summary=SUMMARY,
@@ -334,6 +336,7 @@ def test_codex_and_cursor_get_the_answers_their_hooks_understand(
     assert json.loads(denied.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
 
 
+@pytest.mark.slow
 def test_the_hooks_bench_measures_every_figure_on_a_small_relay(tmp_path: Path) -> None:
     from bench import hooks_bench
 
@@ -356,6 +359,7 @@ def test_the_hooks_bench_measures_every_figure_on_a_small_relay(tmp_path: Path) 
         "host killed to the waiter's exit"}
 
 
+@pytest.mark.slow
 def test_session_start_answers_from_the_inbox_index_only_while_it_is_current(
         relay: Path, bob: Bob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gitrelay.core.layout import REFUSED_FILE
@@ -423,6 +427,7 @@ def test_session_start_answers_from_the_inbox_index_only_while_it_is_current(
     assert same_as_check_inbox() == [second]
 
 
+@pytest.mark.slow
 def test_the_start_context_withholds_a_blocked_senders_words_as_check_inbox_does(
         relay: Path, bob: Bob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tid = alice(relay, tmp_path).handoff(to="bob@acme", intent="inform",
@@ -497,6 +502,7 @@ def start_context(bob: Bob, session: str, env: dict[str, str] | None = None) -> 
         if out.stdout else ""
 
 
+@pytest.mark.slow
 def test_a_handoff_sent_while_nothing_ran_is_in_the_start_context(
         relay: Path, bob: Bob, tmp_path: Path) -> None:
     # bob's local copy was last fetched at his join; alice's handoff reaches the relay
@@ -522,6 +528,7 @@ def test_a_handoff_sent_while_nothing_ran_is_in_the_start_context(
     assert tid in both and second in both
 
 
+@pytest.mark.slow
 def test_a_slow_or_unreachable_relay_gets_one_line_and_the_local_copy(
         relay: Path, bob: Bob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = alice(relay, tmp_path).handoff(to="bob@acme", intent="inform",
@@ -559,6 +566,7 @@ def test_a_slow_or_unreachable_relay_gets_one_line_and_the_local_copy(
     assert "1 unread item(s) shown to this session before" in back
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unattended", [False, True], ids=["interactive", "claude-p"])
 def test_the_stop_nudge_and_the_waiter_never_both_announce_an_item(
         relay: Path, bob: Bob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

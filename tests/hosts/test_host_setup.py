@@ -249,6 +249,7 @@ def test_a_settings_file_that_is_not_json_is_refused_and_left_alone(home: Path) 
     assert not (home / ".claude.json").exists()
 
 
+@pytest.mark.slow
 def test_doctor_says_whether_each_installed_host_is_set_up_and_current(home: Path) -> None:
     (home / ".claude" / "projects").mkdir(parents=True)  # what the host itself keeps there
     (home / ".codex").mkdir()
@@ -442,6 +443,7 @@ def test_remove_keeps_a_users_hook_line_that_runs_gitrelay_among_other_things(
     assert read_json(home / ".claude" / "settings.json") == settings
 
 
+@pytest.mark.slow
 def test_remove_leaves_no_file_or_folder_that_setup_created(home: Path) -> None:
     project = home / "web"
     project.mkdir()
@@ -497,6 +499,7 @@ def test_a_dry_run_on_a_hand_written_file_shows_only_gitrelays_lines(home: Path)
     assert '"permissions": {"allow": ["Bash(npm run lint)"]}' not in "".join(added)
 
 
+@pytest.mark.slow
 def test_a_leftover_host_folder_does_not_make_the_host_installed(home: Path) -> None:
     assert run(home, "setup", "cursor").returncode == 0
     (home / ".cursor" / "mcp.json").unlink()

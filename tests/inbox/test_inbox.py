@@ -229,6 +229,7 @@ def test_two_clones_of_one_user_see_the_same_seqs_and_unread_state(people, make_
 # --- pagination and filters -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_pagination_over_more_than_200_items_returns_each_once(people):
     alice, bob = people["alice"], people["bob"]
     bob.writes = "queue"

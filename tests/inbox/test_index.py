@@ -245,6 +245,7 @@ def sql_steps(client: RelayClient, call: Callable[[], object]) -> int:
     return steps
 
 
+@pytest.mark.slow
 def test_the_default_page_does_not_read_the_items_of_closed_threads(people):
     """The default page lists open threads only: its cost follows the open items, not
     every thread the user ever had (a relay used for a year has far more closed ones)."""
@@ -309,6 +310,7 @@ def test_a_page_read_again_comes_from_memory_until_the_index_changes(people, tmp
     assert [i.unread for i in check_inbox(alice).items] == [False, False, False]
 
 
+@pytest.mark.slow
 def test_the_index_rolls_back_when_the_outbox_is_replayed(people):
     alice, bob = people["alice"], people["bob"]
     tid = busy_relay(people)
@@ -477,6 +479,7 @@ def run_step(clients: list[RelayClient], threads: list[str], step: tuple[Any, ..
             check_inbox(user, ack_items=[{"item_id": item.item_id, "seq": item.seq}])
 
 
+@pytest.mark.slow
 @settings(max_examples=5, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(steps=st.lists(step, min_size=4, max_size=12))

@@ -251,6 +251,7 @@ def test_a_snippet_is_cut_around_the_first_word_found():
 # --- through the MCP client -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_words_find_the_thread_with_a_snippet_fenced_under_its_author(world: World):
     ans = one(world, "bob@acme", "paginate cursor")
     assert ans.ids()[0] == world.ids["users"]
@@ -284,6 +285,7 @@ def test_a_phrase_matches_its_words_in_order_and_a_prefix_their_beginnings(world
     assert one(world, "bob@acme", "pagin").ids() == []  # a word is a whole word
 
 
+@pytest.mark.slow
 def test_filters_narrow_the_threads(world: World):
     ids = world.ids
     widgets = {ids[f"widget{n}"] for n in range(PAGED)}
@@ -521,6 +523,7 @@ _OWN_LINE = re.compile(r"^(search_threads \d+ results next_cursor=\S+( index_reb
                        r"|\[\d+\] [0-9A-Z]{26} [a-z]+ [a-z_]+ \S+ \S+ \S+ \S+)$")
 
 
+@pytest.mark.slow
 def test_every_payload_of_the_injection_corpus_stays_inside_the_fence(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Each hostile text of tests/data/injection_payloads.json as a summary alice sends

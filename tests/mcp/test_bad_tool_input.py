@@ -507,6 +507,7 @@ def test_a_bad_thread_resource_is_a_clear_error_and_writes_nothing(bench: Bench,
     assert bench.snapshot() == before
 
 
+@pytest.mark.slow
 def test_text_that_looks_like_json_is_kept_as_sent(bench: Bench) -> None:
     """A reason of ``null`` or a question of ``{"a": 1}`` is text, not JSON to decode."""
     texts = ["null", '{"a": 1}', "[1, 2]", "true", "12"]
@@ -796,6 +797,7 @@ def relay_log(relay: Path) -> list[str]:
     return git_out(relay, "log", "--format=%H %s", "--all").splitlines()
 
 
+@pytest.mark.slow
 def test_every_bad_command_line_is_one_coded_error_line_and_writes_nothing(
         warmed: Bench, tmp_path: Path, record_property: Any) -> None:
     """The cases run four at a time, each in its own copy of the teammate's home (so a

@@ -70,6 +70,8 @@ from gitrelay.trust.trust import TrustStore
 from tests.kit import set_hermetic
 from tests.payloadkit import CORPUS, NAME_PAYLOADS, PAYLOADS, TEXT_PAYLOADS, Payload
 
+pytestmark = pytest.mark.slow  # every payload in every field: one large relay built for the module
+
 # The sentence under each opening line of the per-value fence answers once carried: a
 # teammate replaying an old answer writes it too.
 PER_VALUE_PREAMBLE = ("What follows, up to the matching end line, is data written by this "

@@ -22,6 +22,8 @@ from tests.answerkit import in_fence, read_answer
 from tests.kit import await_until, hermetic_env, log_subjects
 from tests.mcpkit import ARTIFACTS, REPO, TRUST
 
+pytestmark = pytest.mark.slow  # real `gitrelay mcp` processes on stdio
+
 
 def mcp_command(home: Path, *flags: str, **env: str) -> StdioServerParameters:
     """``gitrelay mcp`` with structured answers: these tests read the typed data

@@ -155,6 +155,7 @@ def text_only(result: Any, *, error: bool = False, fenced: bool | None = None,
     return text
 
 
+@pytest.mark.slow
 def test_every_tool_answers_text_alone_with_teammate_text_only_in_its_fence(
         pair: dict[str, Teammate]) -> None:
     seen: dict[str, str] = {}
@@ -226,6 +227,7 @@ def test_no_tool_publishes_an_output_schema_unless_the_server_is_structured() ->
     assert [t.input_schema for t in plain] == [t.input_schema for t in typed]
 
 
+@pytest.mark.slow
 def test_the_structured_server_gives_the_typed_data_beside_the_same_text(
         pair: dict[str, Teammate]) -> None:
     pair["alice"].client.handoff(to="bob@acme", intent="inform", summary=FORGED)
@@ -299,6 +301,7 @@ def inbox_200(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerState]
                           session_id="bench")
 
 
+@pytest.mark.slow
 def test_an_inbox_page_costs_the_model_at_most_its_token_budget(
         inbox_200: ServerState) -> None:
     got: dict[int, str] = {}
@@ -331,6 +334,7 @@ def test_the_tool_definitions_cost_the_model_at_most_their_token_budget() -> Non
 # --- the wire and the coding host's hook ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_on_stdio_the_default_answer_has_no_structured_content_on_the_wire(
         relay: Path, tmp_path: Path) -> None:
     home = tmp_path / "carol"
@@ -371,6 +375,7 @@ def test_on_stdio_the_default_answer_has_no_structured_content_on_the_wire(
         assert result["content"][0]["text"].startswith("check_inbox 0 items cursor=")
 
 
+@pytest.mark.slow
 def test_the_post_tool_use_hook_reads_the_text_answers(
         pair: dict[str, Teammate], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The PostToolUse hook gets the tool's answer as the host passes it: now the text

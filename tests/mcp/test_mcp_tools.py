@@ -230,6 +230,7 @@ OUTPUT_MODELS: dict[str, type[BaseModel]] = {
     "list_teammates": TeammatesOut, "search_threads": SearchOut}
 
 
+@pytest.mark.slow
 def test_every_tool_is_listed_with_the_reference_fields_and_hints(agent: AgentFactory) -> None:
     alice = agent("alice@acme")
 
@@ -293,6 +294,7 @@ def _mutations(value: Any) -> Iterator[Any]:
                 yield [*value[:i], wrong, *value[i + 1:]]
 
 
+@pytest.mark.slow
 def test_published_output_schemas_refuse_what_the_output_models_refuse(
         agent: AgentFactory) -> None:
     """The lean output schemas (output_schema.lean_output_schema) keep every check of
@@ -391,6 +393,7 @@ def test_docs_tools_md_documents_every_tool_field_and_error_code(agent: AgentFac
 # --- the whole lifecycle ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_question_with_every_artifact_type_is_viewed_accepted_answered_and_completed(
         agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme"), agent("bob@acme")
@@ -482,6 +485,7 @@ def test_a_question_with_every_artifact_type_is_viewed_accepted_answered_and_com
     assert len(relay_log(alice.relay)) == before + 5  # one commit per operation
 
 
+@pytest.mark.slow
 def test_a_proposed_action_without_a_diff_gets_a_draft_the_sender_can_review(
         agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme"), agent("bob@acme")
@@ -531,6 +535,7 @@ def test_a_proposed_action_without_a_diff_gets_a_draft_the_sender_can_review(
     run(body)
 
 
+@pytest.mark.slow
 def test_a_cancelled_handoff_shows_the_reason_and_cannot_be_accepted(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme"), agent("bob@acme")
 
@@ -553,6 +558,7 @@ def test_a_cancelled_handoff_shows_the_reason_and_cannot_be_accepted(agent: Agen
     run(body)
 
 
+@pytest.mark.slow
 def test_inbox_url_follows_the_relays_web_url_template(agent: AgentFactory, tmp_path: Path) -> None:
     hosted = setup.init_relay(
         tmp_path / "hosted.git", name="acme",
@@ -570,6 +576,7 @@ def test_inbox_url_follows_the_relays_web_url_template(agent: AgentFactory, tmp_
     run(body)
 
 
+@pytest.mark.slow
 def test_a_unique_prefix_of_a_thread_id_is_enough(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme"), agent("bob@acme")
 
@@ -635,6 +642,7 @@ def test_list_teammates_pages_by_handle_with_a_cursor(agent: AgentFactory) -> No
     run(body)
 
 
+@pytest.mark.slow
 def test_a_corrected_profile_shows_in_list_teammates_and_old_threads_keep_the_old_name(
         agent: AgentFactory) -> None:
     alice = agent("alice@acme", isolated=True)
@@ -700,6 +708,7 @@ def test_undelivered_operations_are_listed_on_the_thread(agent: AgentFactory) ->
     run(body)
 
 
+@pytest.mark.slow
 def test_two_sessions_of_one_person_work_side_by_side(agent: AgentFactory) -> None:
     agent("bob@acme", isolated=True)
     first = agent("alice@acme", writes="queue", background=True, isolated=True)
@@ -725,6 +734,7 @@ def test_two_sessions_of_one_person_work_side_by_side(agent: AgentFactory) -> No
     assert sum(line.startswith("message") for line in log) == 1
 
 
+@pytest.mark.slow
 def test_with_the_relay_unreachable_reads_use_the_last_copy_say_so_and_writes_queue(
         agent: AgentFactory) -> None:
     alice = agent("alice@acme", isolated=True)
@@ -765,6 +775,7 @@ def test_with_the_relay_unreachable_reads_use_the_last_copy_say_so_and_writes_qu
     run(body)
 
 
+@pytest.mark.slow
 def test_a_queued_accept_that_loses_to_a_cancel_is_shown_as_refused(agent: AgentFactory) -> None:
     alice = agent("alice@acme")
     bob = agent("bob@acme", writes="queue", fresh_seconds=3600)
@@ -870,6 +881,7 @@ def test_thread_not_found(agent: AgentFactory) -> None:
     run(body)
 
 
+@pytest.mark.slow
 def test_invalid_and_unauthorized_transitions(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme"), agent("bob@acme")
 
@@ -894,6 +906,7 @@ def test_invalid_and_unauthorized_transitions(agent: AgentFactory) -> None:
     run(body)
 
 
+@pytest.mark.slow
 def test_state_changed_when_a_cancel_wins_the_race_against_a_waited_accept(
         agent: AgentFactory) -> None:
     alice = agent("alice@acme")
@@ -957,6 +970,7 @@ def test_invalid_intent_payloads_are_refused_before_anything_is_written(
     assert relay_log(alice.relay) == before and alice.client.mirror.outbox() == []
 
 
+@pytest.mark.slow
 def test_a_blocked_sender_is_refused_and_their_text_is_never_returned(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme"), agent("bob@acme")
     bob.trust(TRUST_ALL + "blocked: [Alice@Acme]\n")
@@ -983,6 +997,7 @@ def test_a_blocked_sender_is_refused_and_their_text_is_never_returned(agent: Age
     run(body)
 
 
+@pytest.mark.slow
 def test_an_unknown_sender_under_the_reject_policy_is_forbidden(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme"), agent("bob@acme")
     bob.trust("version: 1\nteammates:\n  carol@acme: {}\nunknown_teammates: {policy: reject}\n")
@@ -1002,6 +1017,7 @@ def test_an_unknown_sender_under_the_reject_policy_is_forbidden(agent: AgentFact
     run(body)
 
 
+@pytest.mark.slow
 def test_an_invalid_trust_file_is_a_config_error_naming_the_file(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme"), agent("bob@acme")
     bob.trust("version: 1\nteammates:\n  alice@acme: {auto_test: maybe}\n")
@@ -1140,6 +1156,7 @@ def test_hostile_texts_stay_inside_this_responses_fence(agent: AgentFactory) -> 
     run(body)
 
 
+@pytest.mark.slow
 def test_an_earlier_fence_a_fake_preamble_and_a_forged_marker_cannot_escape(
         agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme"), agent("bob@acme")
@@ -1241,6 +1258,7 @@ def test_threads_and_the_inbox_are_resources(agent: AgentFactory) -> None:
     run(body)
 
 
+@pytest.mark.slow
 def test_the_inbox_resource_lists_the_assignment(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme", isolated=True), agent("bob@acme", isolated=True)
 
@@ -1318,6 +1336,7 @@ def test_the_prompts_expand_to_instructions_that_name_real_tools_and_fields(
 # --- check_inbox and claims (the inbox module) ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_check_inbox_lists_a_new_handoff_with_every_reference_field(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme", isolated=True), agent("bob@acme", isolated=True)
     long_summary = "x" * 300
@@ -1341,6 +1360,7 @@ def test_check_inbox_lists_a_new_handoff_with_every_reference_field(agent: Agent
     run(body)
 
 
+@pytest.mark.slow
 def test_check_inbox_pages_with_next_cursor_and_filters_by_status(agent: AgentFactory) -> None:
     alice = agent("alice@acme", writes="queue", isolated=True)
     bob = agent("bob@acme", isolated=True)
@@ -1360,6 +1380,7 @@ def test_check_inbox_pages_with_next_cursor_and_filters_by_status(agent: AgentFa
     run(body)
 
 
+@pytest.mark.slow
 def test_check_inbox_hides_a_blocked_senders_preview(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme", isolated=True), agent("bob@acme", isolated=True)
     bob.trust(TRUST_ALL + "blocked: [alice@acme]\n")
@@ -1374,6 +1395,7 @@ def test_check_inbox_hides_a_blocked_senders_preview(agent: AgentFactory) -> Non
     run(body)
 
 
+@pytest.mark.slow
 def test_check_inbox_asked_again_is_the_same_page_under_a_new_fence_until_it_changes(
         agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme", isolated=True), agent("bob@acme", isolated=True)
@@ -1416,6 +1438,7 @@ def _without_token(out: dict[str, Any]) -> str:
     return text.replace(markers[0]["fence"], "T") if markers else text
 
 
+@pytest.mark.slow
 def test_every_check_inbox_answer_is_the_page_a_fresh_build_would_give(
         agent: AgentFactory) -> None:
     """Two teammates take every kind of step; after each, every query's answer (asked
@@ -1474,6 +1497,7 @@ def test_every_check_inbox_answer_is_the_page_a_fresh_build_would_give(
     run(body)
 
 
+@pytest.mark.slow
 def test_claim_inbox_item_lets_one_worker_take_an_item(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme", isolated=True), agent("bob@acme", isolated=True)
 
@@ -1492,6 +1516,7 @@ def test_claim_inbox_item_lets_one_worker_take_an_item(agent: AgentFactory) -> N
     run(body)
 
 
+@pytest.mark.slow
 def test_check_inbox_acks_reach_the_relay_and_a_bad_cursor_says_start_again(
         agent: AgentFactory) -> None:
     alice = agent("alice@acme", isolated=True)
@@ -1515,6 +1540,7 @@ def test_check_inbox_acks_reach_the_relay_and_a_bad_cursor_says_start_again(
     run(body)
 
 
+@pytest.mark.slow
 def test_check_inbox_long_polls_until_a_handoff_arrives(
         agent: AgentFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """While the poll waits, the same session's other calls are answered: quick calls
@@ -1556,6 +1582,7 @@ def test_check_inbox_long_polls_until_a_handoff_arrives(
     assert [i["kind"] for i in found] == ["assignment"]
 
 
+@pytest.mark.slow
 def test_queued_writes_and_fresh_reads_run_on_the_event_loop_the_rest_on_a_thread(
         agent: AgentFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     agent("bob@acme", isolated=True)  # the recipient joins first
@@ -1635,6 +1662,7 @@ def test_a_write_queued_while_answering_is_kicked_only_once_the_answer_is_out() 
     assert kicked[-1] == "op-3"
 
 
+@pytest.mark.slow
 def test_refusals_of_calls_answered_on_the_event_loop_are_the_same_coded_errors(
         agent: AgentFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     agent("bob@acme", isolated=True)
@@ -1734,6 +1762,7 @@ def test_the_user_config_written_by_join_is_used(
         state.close()
 
 
+@pytest.mark.slow
 def test_an_archived_thread_reads_the_same_through_the_tools(agent: AgentFactory) -> None:
     """A completed thread archived by a third teammate: bob's view_thread answers as before
     it was archived, and the tools refuse to add to it with their usual errors."""
@@ -1764,6 +1793,7 @@ def test_an_archived_thread_reads_the_same_through_the_tools(agent: AgentFactory
     run(body)
 
 
+@pytest.mark.slow
 def test_a_message_on_a_thread_you_completed_is_thread_terminal_not_a_lost_race(
         agent: AgentFactory) -> None:
     """The relay moved on after bob completed the thread; his copy is behind, but a
@@ -1786,6 +1816,7 @@ def test_a_message_on_a_thread_you_completed_is_thread_terminal_not_a_lost_race(
     run(body)
 
 
+@pytest.mark.slow
 def test_view_thread_pages_its_messages_newest_last(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme", writes="queue", isolated=True), \
         agent("bob@acme", isolated=True)
@@ -1812,6 +1843,7 @@ def test_view_thread_pages_its_messages_newest_last(agent: AgentFactory) -> None
     run(body)
 
 
+@pytest.mark.slow
 def test_a_relay_invalid_under_a_hookless_host_is_said_stale_with_its_words_fenced(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a relay without the gate, alice pushes a message file whose JSON key carries

@@ -31,6 +31,8 @@ from tests.kit import hermetic_env, wait_until
 from tests.mcpkit import ARTIFACTS, TRUST
 from tests.servers import REQUIRE_ENV
 
+pytestmark = pytest.mark.slow  # real `gitrelay mcp` processes driven by the TypeScript SDK
+
 REPO = Path(__file__).resolve().parent.parent.parent
 
 

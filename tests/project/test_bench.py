@@ -24,6 +24,8 @@ from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
 from tests.kit import git_out, push, set_hermetic
 
+pytestmark = pytest.mark.slow  # generated relays and benchmark experiments
+
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> relaygen.Generated:

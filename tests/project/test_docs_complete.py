@@ -232,6 +232,7 @@ def bobs_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.mark.slow
 def test_every_example_in_docs_cli_md_runs_as_documented(bobs_machine):
     ran = 0
     for block in blocks(CLI_DOC.read_text()):

@@ -10,6 +10,10 @@ waiting for something (``wait_until``); the checks below find a copy of any of t
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
+from collections import Counter
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -146,10 +150,25 @@ def test_the_check_catches_a_test_module_imported_by_another(tmp_path):
         ["test_wire", "tests.test_cli", "tests.test_trust"]
 
 
-def test_every_module_named_slow_exists():
-    from tests.conftest import SLOW_MODULES
+def make_check_selection() -> str:
+    """The marker expression ``make unit-fast`` (the tests of ``make check``) selects by."""
+    recipe = (TESTS.parent / "Makefile").read_text().split("\nunit-fast:", 1)[1]
+    found = re.search(r'pytest\b[^\n]* -m "([^"]+)"', recipe.split("\n\n", 1)[0])
+    assert found, "make unit-fast runs pytest -m EXPRESSION"
+    return found.group(1)
 
-    assert {p.stem for p in TESTS.rglob("test_*.py")} >= SLOW_MODULES
+
+def test_make_check_runs_the_fast_tests_of_every_layer():
+    selection = make_check_selection()
+    assert selection == "not slow and not servers"
+    listed = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                             "-p", "no:cacheprovider", "-m", selection, "tests"],
+                            cwd=TESTS.parent, capture_output=True, text=True, timeout=600,
+                            check=False)
+    assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
+    per_folder = Counter(line.split("/")[1] for line in listed.stdout.splitlines()
+                         if line.startswith("tests/") and "::" in line)
+    assert not [f for f in (*LAYERS, "project") if not per_folder[f]], per_folder
 
 
 def test_test_modules_live_in_one_folder_per_layer():

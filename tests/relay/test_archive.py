@@ -72,6 +72,7 @@ def threads(team: dict[str, RelayClient]) -> dict[str, str]:
     return made
 
 
+@pytest.mark.slow
 def test_archived_threads_leave_mains_tree_and_read_the_same(
         team: dict[str, RelayClient], threads: dict[str, str], relay: Path) -> None:
     alice, bob = team["alice"], team["bob"]
@@ -108,6 +109,7 @@ def test_archived_threads_leave_mains_tree_and_read_the_same(
     assert subjects == ["alice@acme archived 2 closed threads"]
 
 
+@pytest.mark.slow
 def test_nothing_is_added_to_an_archived_thread_and_its_id_stays_taken(
         team: dict[str, RelayClient], threads: dict[str, str]) -> None:
     alice, bob = team["alice"], team["bob"]
@@ -127,6 +129,7 @@ def test_nothing_is_added_to_an_archived_thread_and_its_id_stays_taken(
     assert dup.value.name == "duplicate_idempotency_key"
 
 
+@pytest.mark.slow
 def test_a_queued_archive_that_lost_a_race_lands_once(
         make_client: Callable[..., RelayClient], team: dict[str, RelayClient],
         threads: dict[str, str], relay: Path) -> None:
@@ -161,6 +164,7 @@ def test_a_queued_archive_that_lost_a_race_lands_once(
     assert not alice.mirror.outbox()
 
 
+@pytest.mark.slow
 def test_an_open_thread_is_never_archived_locally_either(
         team: dict[str, RelayClient], threads: dict[str, str]) -> None:
     alice = team["alice"]
@@ -172,6 +176,7 @@ def test_an_open_thread_is_never_archived_locally_either(
     assert alice.mirror.main() == tip and not alice.mirror.outbox()
 
 
+@pytest.mark.slow
 def test_verify_and_a_rebuilt_inbox_index_agree_after_archiving(
         team: dict[str, RelayClient], threads: dict[str, str], relay: Path) -> None:
     alice, bob = team["alice"], team["bob"]
@@ -192,6 +197,7 @@ def test_verify_and_a_rebuilt_inbox_index_agree_after_archiving(
     assert items() == before
 
 
+@pytest.mark.slow
 def test_an_archive_in_the_retired_marker_form_is_refused_by_the_gate(
         team: dict[str, RelayClient], threads: dict[str, str], relay: Path) -> None:
     """The marker form (a ``<id>.archived.json`` file beside each removed directory,

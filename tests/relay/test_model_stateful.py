@@ -42,6 +42,8 @@ from gitrelay.inbox.inbox import check_inbox
 from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 
+pytestmark = pytest.mark.slow  # a hypothesis state machine of three teammates through the gate
+
 SOAK = bool(os.environ.get("GITRELAY_SOAK"))
 EXAMPLES, STEPS = (60, 40) if SOAK else (10, 16)
 PEOPLE = ("alice@acme", "bob@acme", "carol@acme")

@@ -20,6 +20,8 @@ from gitrelay.core.faults import POINTS
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
 
+pytestmark = pytest.mark.slow  # writers killed at every fault point
+
 ROUNDS = 6 if os.environ.get("GITRELAY_SOAK") else 1
 
 WRITER = textwrap.dedent("""

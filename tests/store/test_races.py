@@ -81,6 +81,7 @@ def test_accept_racing_cancel_has_exactly_one_winner(team, relay, tmp_path, roun
     assert status == ("accepted" if accept == "ok" else "cancelled")
 
 
+@pytest.mark.slow
 def test_messages_sent_at_once_from_both_sides_all_land_in_one_order(team, relay, tmp_path):
     sent = team["alice"].handoff(to="bob@acme", intent="ask_question", summary="chatty",
                                  question="ready?")

@@ -54,6 +54,7 @@ def _headers_ok(headers: dict[str, str]) -> None:
 # --- who may ask ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_without_the_token_every_request_is_refused_and_the_link_sets_a_strict_cookie(
         pair: tuple[RelayClient, RelayClient, str], relay: Path, tmp_path: Path) -> None:
     _, _, tid = pair
@@ -81,6 +82,7 @@ def test_without_the_token_every_request_is_refused_and_the_link_sets_a_strict_c
         assert "<script" not in page.body
 
 
+@pytest.mark.slow
 def test_a_foreign_host_header_is_refused(pair: tuple[RelayClient, RelayClient, str],
                                           relay: Path, tmp_path: Path) -> None:
     with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
@@ -109,6 +111,7 @@ def _listeners(port: int) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_the_server_listens_on_loopback_only(pair: tuple[RelayClient, RelayClient, str],
                                              relay: Path, tmp_path: Path) -> None:
     if not Path("/proc/net/tcp").exists():
@@ -136,6 +139,7 @@ def _post(view: WebView, path: str, fields: dict[str, str], *, origin: str | Non
     return answer.status, answer.headers.get("location", "") or answer.body
 
 
+@pytest.mark.slow
 def test_read_only_by_default(pair: tuple[RelayClient, RelayClient, str], relay: Path,
                               tmp_path: Path) -> None:
     alice, _, tid = pair
@@ -149,6 +153,7 @@ def test_read_only_by_default(pair: tuple[RelayClient, RelayClient, str], relay:
     assert alice.thread(tid).messages == []
 
 
+@pytest.mark.slow
 def test_a_write_needs_the_form_token_and_the_origin_then_is_a_commit_the_gate_took(
         pair: tuple[RelayClient, RelayClient, str], relay: Path, tmp_path: Path) -> None:
     alice, _, tid = pair
@@ -180,6 +185,7 @@ def test_a_write_needs_the_form_token_and_the_origin_then_is_a_commit_the_gate_t
     # read by alice from the relay after a fetch: the gate took bob's push
 
 
+@pytest.mark.slow
 def test_complete_one_addressed_to_you_and_cancel_your_own_but_not_the_reverse(
         pair: tuple[RelayClient, RelayClient, str], relay: Path, tmp_path: Path) -> None:
     alice, bob, tid = pair
@@ -208,6 +214,7 @@ def test_complete_one_addressed_to_you_and_cancel_your_own_but_not_the_reverse(
 # --- inbox_url --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_inbox_url_points_at_the_running_view_and_back_at_the_relay_after(
         people: dict[str, RelayClient], relay: Path, tmp_path: Path) -> None:
     people["alice"]
@@ -278,6 +285,7 @@ def test_activity_counts_weeks_and_medians_per_teammate() -> None:
     assert bob.completed == 1 and bob.to_complete == 7 * day
 
 
+@pytest.mark.slow
 def test_the_activity_cache_reads_only_what_is_new_and_agrees_with_a_fresh_read(
         people: dict[str, RelayClient]) -> None:
     from gitrelay.web.activity import ActivityCache
@@ -302,6 +310,7 @@ def test_the_activity_cache_reads_only_what_is_new_and_agrees_with_a_fresh_read(
     assert sum(w.opened for w in after.weeks) == 1 and sum(w.closed for w in after.weeks) == 1
 
 
+@pytest.mark.slow
 def test_a_blocked_senders_words_are_withheld_unless_asked_and_a_bad_trust_file_shows_none(
         people: dict[str, RelayClient], relay: Path, tmp_path: Path) -> None:
     carol, bob = people["carol"], people["bob"]

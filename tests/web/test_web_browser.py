@@ -26,6 +26,8 @@ from gitrelay.relay.client import RelayClient
 from gitrelay.web.text import shown
 from tests.webkit import WebView, web_view
 
+pytestmark = pytest.mark.slow  # a real browser
+
 ALICE, BOB = "alice@acme", "bob@acme"
 CHROMIUM = os.environ.get("GITRELAY_CHROMIUM", "/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
