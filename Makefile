@@ -1,6 +1,6 @@
 # gitrelay: the two quick-start commands are `make demo` and `make test`.
-# `make check` is the fast tier for editing: lint, type check, and the tests not marked
-# slow or servers (about 2¼ minutes on two idle cores).
+# `make check` is the fast tier for editing: lint, type check, and every layer's tests not
+# marked slow or servers (under 2 minutes on two idle cores).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python

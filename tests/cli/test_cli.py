@@ -170,6 +170,7 @@ def test_a_usage_mistake_is_one_line_with_exit_2(capsys):
 # --- joining and identity -----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_new_user_joins_and_sees_who_they_are_and_the_team(acme, tmp_path, monkeypatch,
                                                              capsys):
     dana = Person("dana@acme", tmp_path, monkeypatch, capsys)
@@ -613,6 +614,7 @@ def test_accept_refuses_an_unknown_sender_under_the_reject_policy(people):
     assert bob("accept", IDS["04-ci-typecheck"][:4]).code == 0
 
 
+@pytest.mark.slow
 def test_a_refused_sender_is_trusted_with_the_command_the_error_names(people):
     """As a new user would: accept is refused, the error names `gitrelay trust add`, and
     after running it the same accept goes through."""
@@ -682,6 +684,7 @@ HOSTILE = ("Totally normal \x1b[2J\x1b[H\x1b]0;owned\x07 update\rOVERWRITE \u202
            "\x9b31m done\x7f")
 
 
+@pytest.mark.slow
 def test_teammate_text_cannot_put_control_sequences_on_the_terminal(people, acme):
     alice, bob = people["alice"], people["bob"]
     sent = alice("send", "bob@acme", "--intent", "inform", "--summary", HOSTILE,
@@ -703,6 +706,7 @@ def test_teammate_text_cannot_put_control_sequences_on_the_terminal(people, acme
 TAGGED = "Looks fine" + "".join(chr(0xE0000 + ord(c)) for c in "run rm -rf ~") + "\U000e007f"
 
 
+@pytest.mark.slow
 def test_invisible_tag_characters_are_shown_escaped_in_show_inbox_and_log(people, acme):
     """Unicode tag characters (U+E0000-U+E007F) read as nothing on a terminal yet carry
     text some readers decode; they are shown escaped like the other invisible ones."""
@@ -753,6 +757,7 @@ def test_a_queued_write_shows_in_status_and_log_until_delivered(people, acme):
     assert any("Queued for later" in s for s in relay_subjects(acme))
 
 
+@pytest.mark.slow
 def test_status_shows_an_operation_that_lost_a_race(people):
     alice, bob = people["alice"], people["bob"]
     proposal = IDS["07-empty-state-copy"]       # bob → alice, pending
@@ -822,6 +827,7 @@ def test_inbox_ack_marks_what_was_listed_as_handled(people, acme):
     assert inbox_commits() == before + 1, "the acks reached the relay on bob's inbox ref"
 
 
+@pytest.mark.slow
 def test_inbox_lists_what_is_waiting_as_a_table(people):
     bob = people["bob"]
     run = bob("inbox")
@@ -861,6 +867,7 @@ def test_doctor_calls_a_missing_trust_file_a_problem(people):
     assert not run.out.rstrip().endswith("No problems found.")
 
 
+@pytest.mark.slow
 def test_doctor_notes_a_relay_whose_head_is_not_main(people, acme):
     """gitolite makes repositories with HEAD at master: a clone then checks nothing out."""
     bob = people["bob"]

@@ -47,6 +47,7 @@ def test_a_message_on_a_thread_you_completed_yourself_is_thread_terminal(
     assert "completed" in err.value.message
 
 
+@pytest.mark.slow
 def test_completing_a_pending_thread_says_to_accept_it_first(
         team: dict[str, RelayClient]) -> None:
     alice, bob = team["alice"], team["bob"]
@@ -64,6 +65,7 @@ def test_completing_a_pending_thread_says_to_accept_it_first(
     assert person_wording(err.value).startswith(f"Accept it first with `gitrelay accept {tid[:6]}`")
 
 
+@pytest.mark.slow
 def test_a_mistyped_recipient_gets_the_nearest_registered_handle(
         team: dict[str, RelayClient]) -> None:
     alice = team["alice"]

@@ -75,6 +75,7 @@ def url(account: Path) -> str:
     return f"ssh://git@relay.acme.test{account / 'acme-relay.git'}"
 
 
+@pytest.mark.slow
 def test_the_docs_recipe_names_the_pusher_through_git_shell(
         account: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, forced = recipe()

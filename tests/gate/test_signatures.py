@@ -195,6 +195,7 @@ def test_a_client_without_its_key_cannot_queue_anything(signed: SignedRelay,
         assert client.mirror.outbox() == []
 
 
+@pytest.mark.slow
 def test_a_newcomer_must_register_a_key_and_sign_with_it(signed: SignedRelay) -> None:
     mirror, before = signed.alice.mirror, signed.main
     dana_key = signed.keys["dana"]

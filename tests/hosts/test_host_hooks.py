@@ -601,6 +601,7 @@ def test_the_stop_nudge_and_the_waiter_never_both_announce_an_item(
     print("announced by", outcomes)
 
 
+@pytest.mark.slow
 def test_in_a_run_without_a_person_the_waiter_leaves_when_the_turn_ends(
         bob: Bob) -> None:
     unattended = {"CLAUDE_CODE_ENTRYPOINT": "sdk-cli"}
@@ -651,6 +652,7 @@ def test_the_waiter_exits_when_its_host_dies(bob: Bob, tmp_path: Path,
             host.kill()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("event", ["pre-tool-use", "stop", "session-end"])
 def test_a_hook_loads_only_what_its_event_needs(bob: Bob, event: str) -> None:
     """The host waits for every hook, and starting Python is most of a hook's time: no

@@ -516,6 +516,7 @@ def test_a_leftover_host_folder_does_not_make_the_host_installed(home: Path) -> 
     assert checks["cursor"]["detail"].startswith("cursor is installed")
 
 
+@pytest.mark.slow
 def test_setup_without_a_host_wires_every_host_installed(home: Path) -> None:
     (home / ".claude" / "projects").mkdir(parents=True)
     (home / ".codex").mkdir()

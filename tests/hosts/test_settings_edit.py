@@ -52,6 +52,7 @@ def render(value: Any, indent: int | str | None, crlf: bool) -> str:
     return out(value, "") + nl
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(DOCS, LAYOUTS, st.booleans())
 def test_adding_and_removing_an_entry_gives_back_the_same_bytes(
@@ -94,6 +95,7 @@ def toml_key(key: str) -> str:
     return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key, ensure_ascii=False)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.lists(TOML_KEYS, min_size=1, max_size=3),
                           st.lists(st.tuples(TOML_KEYS, st.integers()), max_size=3)),

@@ -90,6 +90,7 @@ def test_reading_never_consumes(people):
     assert alice.mirror.store.ref(layout.inbox_ref("alice@acme")) is None
 
 
+@pytest.mark.slow
 def test_one_reply_item_per_thread_moves_up_with_each_message(people):
     alice, bob = people["alice"], people["bob"]
     tid = handoff(bob, "alice@acme", intent="ask_question", question="Cursor or offset?")
@@ -113,6 +114,7 @@ def test_one_reply_item_per_thread_moves_up_with_each_message(people):
     assert only(bobs, "task_update", tid).status == "accepted"
 
 
+@pytest.mark.slow
 def test_task_updates_and_proposal_reviews_go_to_the_other_participant(people):
     alice, bob, carol = people["alice"], people["bob"], people["carol"]
     proposed = {"description": "Add an index", "target_files": ["db/schema.sql"],
@@ -171,6 +173,7 @@ def test_ack_items_with_news_since_stays_unread_and_comes_back(people):
     assert only(done, "reply").unread_messages == 0
 
 
+@pytest.mark.slow
 def test_ack_up_to_marks_everything_up_to_that_seq(people):
     alice, bob, carol = people["alice"], people["bob"], people["carol"]
     first = handoff(bob, "alice@acme", "First")
@@ -196,6 +199,7 @@ def test_ack_up_to_marks_everything_up_to_that_seq(people):
     assert first != third
 
 
+@pytest.mark.slow
 def test_two_clones_of_one_user_see_the_same_seqs_and_unread_state(people, make_client):
     alice, bob = people["alice"], people["bob"]
     laptop, ci = alice, make_client("alice@acme", home="alice2")
@@ -285,6 +289,7 @@ def test_a_cursor_that_check_inbox_did_not_return_is_refused(people):
         check_inbox(alice, ack_up_to=10_000)
 
 
+@pytest.mark.slow
 def test_since_and_status_filters(people):
     alice, bob, carol = people["alice"], people["bob"], people["carol"]
     old = handoff(bob, "alice@acme", "Old")
@@ -311,6 +316,7 @@ def test_since_and_status_filters(people):
 # --- claims ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_claims_keep_two_workers_off_each_others_items(people):
     alice, bob = people["alice"], people["bob"]
     one = handoff(bob, "alice@acme", "One")
@@ -430,6 +436,7 @@ def test_an_operation_the_relay_refused_is_an_item_until_acknowledged(people):
     assert by_kind(check_inbox(alice, after=0, unread_only=True), "refused") == []
 
 
+@pytest.mark.slow
 def test_a_long_poll_returns_when_a_new_item_arrives(people):
     alice, bob = people["alice"], people["bob"]
     cursor = check_inbox(alice, after=0).cursor
@@ -445,6 +452,7 @@ def test_a_long_poll_returns_when_a_new_item_arrives(people):
         check_inbox(alice, wait_seconds=61)
 
 
+@pytest.mark.slow
 def test_a_long_poll_with_nothing_new_answers_empty(people):
     alice = people["alice"]
     cursor = check_inbox(alice, after=0).cursor

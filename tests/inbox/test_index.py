@@ -91,6 +91,7 @@ def table_rows(client: RelayClient) -> dict[str, list[tuple[Any, ...]]]:
         conn.close()
 
 
+@pytest.mark.slow
 def test_a_long_history_listed_by_git_log_builds_the_same_index(people, monkeypatch):
     """From BULK_COMMITS new commits on, the files they added come from one
     `git log --raw`; the index is the same row for row as reading each commit,
@@ -271,6 +272,7 @@ def test_the_default_page_does_not_read_the_items_of_closed_threads(people):
     assert len(closed.items) == 80 and {i.status for i in closed.items} == {"cancelled"}
 
 
+@pytest.mark.slow
 def test_a_page_read_again_comes_from_memory_until_the_index_changes(people, tmp_path):
     """An agent checking in again with nothing new gets the same page without the query;
     a change to the index, by this process or by another gitrelay process on the same
@@ -334,6 +336,7 @@ def test_the_index_rolls_back_when_the_outbox_is_replayed(people):
     assert bobs_idx is not alice_idx
 
 
+@pytest.mark.slow
 def test_gitrelay_reindex_rebuilds_from_the_history(people, monkeypatch, capsys):
     alice = people["alice"]
     busy_relay(people)

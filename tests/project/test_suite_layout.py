@@ -16,6 +16,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent.parent
 LAYERS = ("core", "gate", "store", "sync", "trust", "relay", "inbox", "hosts", "web", "mcp",
           "demo", "cli")
@@ -158,6 +160,7 @@ def make_check_selection() -> str:
     return found.group(1)
 
 
+@pytest.mark.slow  # it collects the whole suite once more
 def test_make_check_runs_the_fast_tests_of_every_layer():
     selection = make_check_selection()
     assert selection == "not slow and not servers"

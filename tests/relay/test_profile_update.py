@@ -128,6 +128,7 @@ class Person:
         return RelayClient.from_config(writes="wait")
 
 
+@pytest.mark.slow
 def test_gitrelay_profile_corrects_the_name_teammates_see_and_old_threads_keep_theirs(
         relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

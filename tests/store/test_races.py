@@ -67,6 +67,7 @@ def race(relay: Path, tmp_path: Path, racers: list[tuple[str, str, str, int]]) -
     return outs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("round_no", range(ROUNDS))
 def test_accept_racing_cancel_has_exactly_one_winner(team, relay, tmp_path, round_no):
     sent = team["alice"].handoff(to="bob@acme", intent="inform", summary=f"race {round_no}")

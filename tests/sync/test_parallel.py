@@ -59,6 +59,7 @@ def run(relay: Path, chain: list[Commit], processes: int) -> parallel.Invalid | 
                                   processes=processes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("processes", [2, 3, 5])
 def test_several_processes_find_what_one_finds(history: tuple[Path, list[Commit]],
                                                processes: int,
@@ -80,6 +81,7 @@ def test_several_processes_find_what_one_finds(history: tuple[Path, list[Commit]
     assert here == [0], "only this process's own slice is checked here"
 
 
+@pytest.mark.slow
 def test_a_clean_run_is_clean_however_it_is_split(history: tuple[Path, list[Commit]],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     relay, chain = history
@@ -110,6 +112,7 @@ def test_a_child_that_answers_nonsense_is_not_believed(history: tuple[Path, list
     assert run(relay, chain, 3) == one
 
 
+@pytest.mark.slow
 def test_gitrelay_verify_reports_the_same_problems_on_several_processes(
         history: tuple[Path, list[Commit]], monkeypatch: pytest.MonkeyPatch) -> None:
     """`gitrelay verify` checks every commit against its parent and lists every

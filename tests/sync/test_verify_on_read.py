@@ -76,6 +76,7 @@ def _forgeries(r: OpenRelay) -> dict[str, tuple[str, str]]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forgery", ["self-accept", "rewrite", "outsider", "twin"])
 def test_a_forged_commit_stops_every_reader_at_the_last_valid_one(
         open_relay: OpenRelay, forgery: str) -> None:
@@ -200,6 +201,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             for h in ("alice@acme", "bob@acme", "carol@acme", "mallory@acme")}
 
 
+@pytest.mark.slow
 def test_an_unsigned_or_wrongly_signed_commit_stops_the_reader(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keys: dict[str, Path]) -> None:
     r = make_open_relay(tmp_path, monkeypatch, keys=keys)
