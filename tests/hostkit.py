@@ -427,10 +427,10 @@ class Desk:
     def env(self, **extra: str) -> dict[str, str]:
         # Only what a host needs from this process: no keys, proxies or settings of its own.
         base = {k: os.environ[k] for k in ("TMPDIR",) if k in os.environ}
+        own = {"LANG": "C.UTF-8", "TERM": "dumb",
+               "PATH": f"{Path(GITRELAY).parent}{os.pathsep}{os.environ['PATH']}"}
         return hermetic_env(self.home, gitrelay_home=self.gitrelay_home, trust=self.trust,
-                            base=base, LANG="C.UTF-8", TERM="dumb",
-                            PATH=f"{Path(GITRELAY).parent}{os.pathsep}{os.environ['PATH']}",
-                            **extra)
+                            base=base, **{**own, **extra})
 
     def gitrelay(self, *args: str) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run([GITRELAY, *args], capture_output=True, text=True,
