@@ -263,6 +263,7 @@ def mcp_timer(client: RelayClient, reps: int) -> dict[str, Any] | None:
         import anyio
         from mcp import Client
 
+        from gitrelay.mcp.inprocess import in_process
         from gitrelay.mcp.server import build_server
         from gitrelay.mcp.state import ServerState
         from gitrelay.trust.trust import TrustStore
@@ -277,7 +278,7 @@ def mcp_timer(client: RelayClient, reps: int) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
 
     async def body() -> None:
-        async with Client(build_server(opener)) as mcp:
+        async with Client(in_process(build_server(opener))) as mcp:
             for _ in range(5):
                 await mcp.call_tool("check_inbox", {})
             samples = []

@@ -90,12 +90,14 @@ def measure_queries(ws: Workspace, sizes: Sizes
     of every call; and the relay's messages."""
     from mcp import Client
 
+    from gitrelay.mcp.inprocess import in_process
+
     server = _server(ws, sizes.big_relay, "big")
     samples: dict[str, list[float]] = {q: [] for q in QUERIES}
     served: list[float] = []
 
     async def body() -> None:
-        async with Client(server) as session:
+        async with Client(in_process(server)) as session:
             for i in range(sizes.warmup + sizes.read_reps):
                 for query in QUERIES:
                     took, _ = await _search(session, {"query": query})
@@ -111,12 +113,14 @@ def measure_pages(ws: Workspace, sizes: Sizes, pages: int = 5) -> list[list[floa
     """Seconds of pages 1..``pages`` of one query (five threads a page), warm."""
     from mcp import Client
 
+    from gitrelay.mcp.inprocess import in_process
+
     server = _server(ws, sizes.small_relay, "small")
     query = {"query": "the", "limit": 2 if sizes is QUICK else 5}
     samples: list[list[float]] = []
 
     async def body() -> None:
-        async with Client(server) as session:
+        async with Client(in_process(server)) as session:
             cursors: list[str | None] = [None]
             for _ in range(pages - 1):
                 _, text = await _search(session, {**query, "cursor": cursors[-1]})

@@ -413,10 +413,10 @@ def mcp_server(client: Any, trust: Path, *, loop: bool) -> Any:
     inner = server.call_tool
     times: dict[str, list[float]] = {}
 
-    async def call_tool(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+    def call_tool(name: Any, arguments: Any, state: Any, later: Any) -> Any:
         start = time.perf_counter()
         try:
-            return await inner(name, arguments, context)
+            return inner(name, arguments, state, later)
         finally:
             times.setdefault(name, []).append(time.perf_counter() - start)
 
@@ -530,6 +530,8 @@ def bench_writes(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) 
     """send_message, handoff_to_teammate, accept_handoff through the in-process MCP client."""
     from mcp import Client
 
+    from gitrelay.mcp.inprocess import in_process
+
     size = sizes.write_relay
     relay, info = ws.relay(size)
     floor_relay, _ = ws.relay(size, hook="noop")
@@ -545,7 +547,7 @@ def bench_writes(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) 
     server_a, server_b = mcp_server(alice, trust_a, loop=True), mcp_server(bob, trust_b, loop=True)
 
     async def body() -> None:
-        async with Client(server_a) as ca, Client(server_b) as cb:
+        async with Client(in_process(server_a)) as ca, Client(in_process(server_b)) as cb:
             for mode in ("wait", "queue"):
                 threads: list[str] = []
                 for i in range(warm + n):
@@ -850,11 +852,12 @@ def _host_writes(ws: Workspace, sizes: Sizes, sdk_dir: Path, errlog: Any
     return samples, info.messages
 
 
-# --- 1d. the SDK's public API against the former fast path ------------------------------------
+# --- 1d. this tree's server against the former fast path --------------------------------------
 
 # The last commit whose server answered quick tool calls on the wire, with its own copy of the
-# SDK's dispatch, asyncio pipes and answers sent as encoded: the path this tree replaced by the
-# SDK's public API. GITRELAY_BENCH_FAST_PATH names another commit to compare against.
+# SDK's dispatch, asyncio pipes and answers sent as encoded; the servers after it used the SDK's
+# public API, and this tree's speaks the wire itself (gitrelay/mcp/protocol.py).
+# GITRELAY_BENCH_FAST_PATH names another commit to compare against.
 FAST_PATH_REF = "5d05b30"
 
 
@@ -872,11 +875,11 @@ def tree_at(ref: str, into: Path) -> Path:
 def bench_sdkpath(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
     """Queue-mode handoff_to_teammate, the check-in after the cursor and the default inbox
     page, each through the TypeScript and the Python SDK's client, on servers of this tree
-    (the SDK's public API) and of FAST_PATH_REF (quick calls answered on the wire), all on
+    and of FAST_PATH_REF (quick calls answered on the wire), all on
     the same relay and homes, interleaved call by call."""
     from bench.ts_host import HostUnavailable, TsClient, ensure_sdk
 
-    sec = "SDK public API against the wire fast path"
+    sec = "this server against the former wire fast path"
     ref = os.environ.get("GITRELAY_BENCH_FAST_PATH", FAST_PATH_REF)
     try:
         sdk_dir, _ = ensure_sdk(relaygen.CACHE_DIR / "ts-client", log)
@@ -1138,6 +1141,8 @@ def bench_reads(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
     """check_inbox and view_thread, warm, on the large relay and on a small one."""
     from mcp import Client
 
+    from gitrelay.mcp.inprocess import in_process
+
     figs: list[Figure] = []
     setups = {}
     for label, size in (("small", sizes.small_relay), ("big", sizes.big_relay)):
@@ -1167,8 +1172,9 @@ def bench_reads(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
                for label in ("small", "big")}
 
     async def body() -> None:
-        async with Client(servers["small"]) as cs, Client(servers["big"]) as cb, \
-                Client(aged_server) as ca:
+        async with Client(in_process(servers["small"])) as cs, \
+                Client(in_process(servers["big"])) as cb, \
+                Client(in_process(aged_server)) as ca:
             sessions = {"small": cs, "big": cb}
             for label, session in (*sessions.items(), ("aged", ca)):
                 page = await call(session, "check_inbox", {})
@@ -1588,6 +1594,8 @@ def bench_delivery(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]
     """From alice's handoff_to_teammate call to the item in bob's check_inbox answer."""
     from mcp import Client
 
+    from gitrelay.mcp.inprocess import in_process
+
     size = sizes.write_relay
     relay, info = ws.relay(size)
     homes, trust = teammates(ws, relay, size, "delivery-")
@@ -1597,8 +1605,8 @@ def bench_delivery(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]
     samples: dict[str, list[float]] = {"queue": [], "wait": []}
 
     async def body() -> None:
-        async with Client(mcp_server(alice, trust_a, loop=True)) as ca, \
-                Client(mcp_server(bob, trust_b, loop=True)) as cb:
+        async with Client(in_process(mcp_server(alice, trust_a, loop=True))) as ca, \
+                Client(in_process(mcp_server(bob, trust_b, loop=True))) as cb:
             first = await call(cb, "check_inbox", {})
             cursor = int(first.get("cursor") or 0)
             for i in range(sizes.warmup + sizes.delivery_reps):
@@ -1676,6 +1684,8 @@ def _ours_beside_peer(ws: Workspace, sizes: Sizes) -> dict[str, list[float]]:
     minutes apart, the two would not see the same load). A relay of the peer's scale."""
     from mcp import Client
 
+    from gitrelay.mcp.inprocess import in_process
+
     size = sizes.small_relay
     relay, _ = ws.relay(size)
     homes, trust = teammates(ws, relay, size, "peer-")
@@ -1686,7 +1696,7 @@ def _ours_beside_peer(ws: Workspace, sizes: Sizes) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {"send:queue": [], "send:wait": [], "inbox": []}
 
     async def body() -> None:
-        async with Client(servers[0]) as ca, Client(servers[1]) as cb:
+        async with Client(in_process(servers[0])) as ca, Client(in_process(servers[1])) as cb:
             out = await call(ca, "handoff_to_teammate", {"to": "bob@acme", "intent": "inform",
                                                          "summary": "peer comparison"})
             for i in range(sizes.warmup + sizes.reps):

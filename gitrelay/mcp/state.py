@@ -1,8 +1,8 @@
 """One running MCP server's state: the client, the trust file, the sync loop.
 
 :func:`open_state` resolves identity and relay (the embedded relay when nothing is
-configured) and starts the sync loop; :class:`ServerState` is the lifespan context
-every tool call reads (:func:`state_of`), and knows which calls may answer from the
+configured) and starts the sync loop; :class:`ServerState` is what every tool call of
+a session reaches the relay through, and knows which calls may answer from the
 local copy alone and how the loop's delivery waits for an answer to leave.
 """
 
@@ -16,9 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ResourceError
-
 from gitrelay.inbox import inbox
 from gitrelay.mcp.answers import AnswerMemo
 from gitrelay.relay.client import RelayClient, WriteResult
@@ -27,28 +24,9 @@ from gitrelay.store.config import default_relay_path, load_user_config
 from gitrelay.sync.loop import SyncLoop
 from gitrelay.trust.trust import TrustStore
 
-__all__ = ["HeldKicks", "ServerOptions", "ServerState", "StateHolder", "open_state", "state_of"]
+__all__ = ["HeldKicks", "ServerOptions", "ServerState", "open_state"]
 
 DEFAULT_ROLE = "teammate"
-
-
-def state_of(ctx: Context[ServerState, Any] | None) -> ServerState | None:
-    """The session's state: the lifespan context of the SDK's request."""
-    if ctx is None:
-        return None
-    state = ctx.request_context.lifespan_context
-    return state if isinstance(state, ServerState) else None
-
-
-class StateHolder:
-    """The running state, for resources (which get no Context)."""
-
-    state: ServerState | None = None
-
-    def get(self) -> ServerState:
-        if self.state is None:
-            raise ResourceError("internal_error (-32603): the server is not running")
-        return self.state
 
 
 @dataclass
@@ -107,8 +85,8 @@ class ServerState:
                   ) -> AbstractContextManager[None]:
         """Around one tool call: the sync loop starts delivering its writes once the
         answer is built, not while it is (both would compete for the interpreter);
-        given ``after_answer`` (:func:`_after_answer`), once the answer has left the
-        call and had time to be written."""
+        ``after_answer`` runs a function once the answer has been written
+        (:data:`gitrelay.mcp.protocol.Later`)."""
         if self._kicks is None:
             return nullcontext()
         return self._kicks.holding(after_answer)

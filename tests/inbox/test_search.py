@@ -29,6 +29,7 @@ from gitrelay.core.errors import InvalidArgument
 from gitrelay.inbox.index import index_for
 from gitrelay.inbox.searchindex import snippet
 from gitrelay.inbox.searchquery import Term, parse, path_glob
+from gitrelay.mcp.inprocess import in_process
 from gitrelay.mcp.provenance import OPEN_PREFIX, outside_answer_fence, parse_answer_fence
 from gitrelay.mcp.server import build_server
 from gitrelay.mcp.state import ServerState
@@ -176,7 +177,7 @@ def search(world: World, handle: str, calls: list[dict[str, Any]]) -> list[Any]:
     out: list[Any] = []
 
     async def body() -> None:
-        async with Client(build_server(opener)) as session:
+        async with Client(in_process(build_server(opener))) as session:
             for args in calls:
                 result = await session.call_tool("search_threads", args)
                 # Text only, as every tool answers by default: the fence reaches the model.
@@ -402,7 +403,7 @@ def test_the_tool_is_listed_with_a_short_description(world: World):
                            session_id="s")
 
     async def body() -> None:
-        async with Client(build_server(opener)) as session:
+        async with Client(in_process(build_server(opener))) as session:
             tools = {t.name: t for t in (await session.list_tools()).tools}
             tool = tools["search_threads"]
             longest = max(len(t.description or "") for n, t in tools.items()
