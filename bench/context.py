@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import relaygen
-from bench.suite import (
+from bench.kit import (
     PY,
     ROOT,
     Figure,
@@ -197,7 +197,7 @@ def measure_startup(root: Path, relay: Path, home: Path, trust: Path, *,
     that point; each run a fresh process, on raw JSON-RPC lines. A server of
     SDK_SERVED_REF (the last one served through the MCP SDK) starts in the same runs,
     interleaved: its figures are under ``sdk_*`` keys (none when the clone lacks it)."""
-    from bench.suite import tree_at
+    from bench.kit import tree_at
 
     trees = {"": ROOT}
     with contextlib.suppress(subprocess.CalledProcessError, OSError):  # a clone without it
@@ -214,7 +214,7 @@ def measure_startup(root: Path, relay: Path, home: Path, trust: Path, *,
 
 def _start_once(tree: Path, relay: Path, home: Path, trust: Path,
                 errlog: Any) -> dict[str, float]:
-    from bench.suite import mcp_command
+    from bench.kit import mcp_command
 
     env = {**os.environ, "GITRELAY_HOME": str(home), "PYTHONPATH": str(tree)}
     requests = [
@@ -260,7 +260,7 @@ def measure_stdio(root: Path, relay: Path, home: Path, trust: Path, log: Log, *,
     ``"{limit}:{tree}:{py|ts}"``, and the answers' sizes keyed ``"bytes:{limit}:{tree}"``
     (text, structured). ``install``: False leaves the TypeScript client out unless it is
     already installed (the quick run installs nothing)."""
-    from bench.suite import mcp_command, sdk_session, tree_at
+    from bench.kit import mcp_command, sdk_session, tree_at
     from bench.ts_host import HostUnavailable, TsClient, ensure_sdk, sdk_installed
     from gitrelay.trust.fencetext import inbox_rows
 

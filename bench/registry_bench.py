@@ -234,7 +234,7 @@ def measure(root: Path, n: int) -> list[tuple[str, float, float | None, str]]:
 
 def figures(root: Path, n: int) -> list[Any]:
     """The rows of :func:`measure` as the suite's figures (seconds shown as ms)."""
-    from bench.suite import Figure
+    from bench.kit import Figure
 
     section = f"registry ({n:,} registrations in one push)"
     out = []

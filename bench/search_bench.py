@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import relaygen
-from bench.suite import (
+from bench.kit import (
     QUICK,
     Figure,
     Log,
@@ -209,7 +209,7 @@ def measure_indexing(ws: Workspace, sizes: Sizes, commits: int, reps: int
 
 def measure_size(ws: Workspace, sizes: Sizes) -> dict[str, float]:
     """Bytes of the search tables and of the whole index of the large relay's mirror."""
-    from bench.suite import mirror_template
+    from bench.kit import mirror_template
 
     template = mirror_template(sizes.big_relay, ws)
     copy = ws.fresh("search-size") / "index.sqlite3"
@@ -279,7 +279,7 @@ def main() -> int:
     import json
     import tempfile
 
-    from bench.suite import FULL, hermetic_environment
+    from bench.kit import FULL, hermetic_environment
 
     quick = "--quick" in __import__("sys").argv
     with tempfile.TemporaryDirectory(prefix="gitrelay-search-bench-") as tmp:

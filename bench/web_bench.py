@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.suite import (
+from bench.kit import (
     QUICK,
     Figure,
     Log,
@@ -146,7 +146,7 @@ def bench_web(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> 
 def main() -> None:  # pragma: no cover - a convenience for a quick look
     import tempfile
 
-    from bench.suite import QUICK as quick
+    from bench.kit import QUICK as quick
 
     with tempfile.TemporaryDirectory() as tmp:
         ws = Workspace(Path(tmp), print)
