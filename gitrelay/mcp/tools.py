@@ -66,7 +66,7 @@ from gitrelay.mcp.tool_models import (
     Worker,
 )
 from gitrelay.relay import policy
-from gitrelay.relay.client import DELIVERED, RelayClient, WriteResult
+from gitrelay.relay.client import RelayClient, WriteResult
 
 __all__ = ["read_inbox", "register", "sync_warning", "view_out"]
 
@@ -104,17 +104,13 @@ def _inbox_url(client: RelayClient, tid: str) -> str:
     return f"gitrelay://{quote(str(config['name']), safe='')}/threads/{tid}"
 
 
-def _message_answer(client: RelayClient, tid: str, result: WriteResult,
+def _message_answer(tid: str, result: WriteResult,
                     kind: Literal["message", "draft"]) -> SentMessageOut:
+    """A delivered message's number is where it landed: a replay onto the relay's newest
+    state may have given it a later one (the client reads it back on delivery)."""
     doc = result.doc
-    seq = int(doc["sequence_no"])
-    if result.delivery == DELIVERED:
-        # Delivery replays onto the relay's newest state, where the other side's
-        # message may have taken this number first: report where it landed.
-        landed = client.fold_thread(client.mirror.view(), tid)
-        seq = next((int(m["sequence_no"]) for m in reversed(landed.messages)
-                    if m["id"] == doc["id"]), seq)
-    return SentMessageOut(thread_id=tid, message_id=str(doc["id"]), sequence_no=seq,
+    return SentMessageOut(thread_id=tid, message_id=str(doc["id"]),
+                          sequence_no=int(doc["sequence_no"]),
                           created_at=str(doc["created_at"]), type=kind,
                           delivery=result.delivery)
 
@@ -289,7 +285,7 @@ def register(server: Registry) -> None:
         """Post a message on a pending or accepted thread: answer, ask or report."""
         tid = policy.resolve_thread(state.client, thread_id)
         result = state.client.send_message(tid, body, payload=payload, mode=delivery)
-        return _message_answer(state.client, tid, result, "message")
+        return _message_answer(tid, result, "message")
 
     @server.tool(WRITE)
     def complete_handoff(
@@ -354,7 +350,7 @@ def register(server: Registry) -> None:
         result = state.client.draft_proposed_action(
             tid, suggested_diff, note or policy.DRAFT_NOTE,
             mode=delivery)
-        return _message_answer(state.client, tid, result, "draft")
+        return _message_answer(tid, result, "draft")
 
     @server.tool(READ)
     def search_threads(

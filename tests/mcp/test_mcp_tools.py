@@ -1916,3 +1916,26 @@ def test_the_tool_definitions_a_model_reads_keep_every_argument_type_and_choice(
                 assert "enum" in shown, (tool["name"], name)
             for rule in ("pattern", "minimum", "maximum", "exclusiveMinimum", "maxLength"):
                 assert f'"{rule}"' not in shown, (tool["name"], name)
+
+
+def test_a_waited_message_answers_the_number_it_landed_at_after_a_replay(
+        agent: AgentFactory) -> None:
+    """bob's copy is stale when he answers: his message is numbered 1 there, alice's took
+    1 on the relay first, so delivery replays his as 2, and his answer says 2."""
+    alice = agent("alice@acme", writes="wait")
+    bob = agent("bob@acme", writes="wait", fresh_seconds=3600)
+
+    async def body() -> None:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
+            tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
+            await anyio.to_thread.run_sync(lambda: bob.client.refresh(max_age=0))
+            await ok(b, "view_thread", {"thread_id": tid})
+            first = await ok(a, "send_message", {"thread_id": tid, "body": "alice first"})
+            assert first["sequence_no"] == 1 and first["delivery"] == "delivered"
+            late = await ok(b, "send_message", {"thread_id": tid, "body": "bob, replayed"})
+            assert late["delivery"] == "delivered" and late["sequence_no"] == 2, late
+            seen = await ok(a, "view_thread", {"thread_id": tid})
+            assert [(m["sequence_no"], m["body"]) for m in seen["messages"]] == [
+                (1, "alice first"), (2, "bob, replayed")]
+
+    run(body)
