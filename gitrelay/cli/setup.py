@@ -199,8 +199,8 @@ def _cmd_whoami(args: argparse.Namespace) -> int:
         profile = client.teammate(client.handle)
     except RelayUnavailable as exc:
         reach = f"unreachable: {exc.message}"
-    if client.last_sync_error is not None:
-        reach = f"unreachable: {client.last_sync_error.message} (using your local copy)"
+    if client.sync.last_error is not None:
+        reach = f"unreachable: {client.sync.last_error.message} (using your local copy)"
     info = {
         "handle": client.handle, "registered": profile is not None,
         "name": profile["name"] if profile else (cfg.name if cfg else None),
@@ -219,8 +219,8 @@ def _cmd_whoami(args: argparse.Namespace) -> int:
         print("  not registered on this relay: run `gitrelay join RELAY --as "
               f"{client.handle} --name NAME --role ROLE`")
     print(f"  relay   {client.relay_url} ({reach})")
-    if client.last_sync_error is not None and client.last_sync_error.hint:
-        print(f"  fix     {client.last_sync_error.hint}")
+    if client.sync.last_error is not None and client.sync.last_error.hint:
+        print(f"  fix     {client.sync.last_error.hint}")
     print(f"  mirror  {client.mirror.path}")
     print(f"  config  {info['config'] or 'none (flags or the embedded default relay)'}")
     print(f"  trust   {info['trust_file']}")

@@ -21,8 +21,8 @@ from gitrelay.core.ids import handle_key, same_handle
 from gitrelay.core.terminal import char_class, visible
 
 if TYPE_CHECKING:
-    from gitrelay.relay.client import ThreadView
     from gitrelay.relay.history import HistoryEntry
+    from gitrelay.relay.results import ThreadView
 
 # gitrelay.core.terminal's set: tabs and newlines kept by clean(), escaped by one_line().
 _UNSAFE = re.compile(char_class(keep="\t\n"))
