@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from gitrelay.relay.render import Progress
+    from gitrelay.cli.progress import Progress
     from gitrelay.sync.verify import read_tip_file, verify_relay
 
     relay = getattr(args, "relay", None)
@@ -194,8 +194,8 @@ def _print_pin(client: RelayClient, as_json: bool) -> int:
 
 
 def _cmd_reindex(args: argparse.Namespace) -> int:
+    from gitrelay.cli.progress import Progress
     from gitrelay.inbox.inbox import reindex
-    from gitrelay.relay.render import Progress
 
     client = open_client(args)
     progress = Progress()

@@ -23,7 +23,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _cmd_join(args: argparse.Namespace) -> int:
-    from gitrelay.relay.render import Progress
+    from gitrelay.cli.progress import Progress
     from gitrelay.relay.setup import join
 
     progress = Progress()
