@@ -3,7 +3,11 @@
 A :class:`RelayClient` is one teammate's view of one relay: it reads from the
 local mirror (fetching when the copy is older than ``fresh_seconds``), and
 writes operations through the outbox (checked with the gate's rules first).
-Write modes (docs/architecture.md):
+Keeping the copy in step (opening and repairing it, fetching, delivering, the
+sync loop) is its :attr:`~RelayClient.sync`'s, a
+:class:`~gitrelay.sync.control.SyncControl`; which thread a prefix names is
+:func:`gitrelay.core.view.resolve_thread_id`'s; the decisions are
+:mod:`gitrelay.relay.policy`'s. Write modes (docs/architecture.md):
 
 - ``queue``: answer once the operation is durable in the local outbox; the
   sync loop delivers it;
