@@ -342,20 +342,35 @@ def test_a_cycle_only_the_type_checker_reads_is_still_a_cycle(tmp_path: Path):
     assert cycle_report(every) == ["gitrelay.core.a -> gitrelay.core.b -> gitrelay.core.a"]
 
 
-def test_the_library_never_prints():
-    """Below the front ends nothing calls ``print``: the library raises coded errors and
-    logs through :mod:`logging`; only the gate (whose stderr is the push's answer), the
-    command line and the demo write to a terminal, and the MCP server's stdout is its
-    transport."""
-    speaking = {"gate", "demo", "cli"}
+def terminal_writes(path: Path) -> list[int]:
+    """The lines where a module calls ``print`` or names ``sys.stderr``, a person's
+    terminal (stdout may be a transport: the MCP server's, a checking child's answer)."""
     found = []
-    for path in modules():
-        if layer_of(path) in speaking:
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
-                found.append(f"{path.relative_to(PKG)}:{node.lineno}")
-    assert not found, f"print() below the front ends: {found}"
+    for node in ast.walk(ast.parse(path.read_text())):
+        prints = isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print"
+        stderr = isinstance(node, ast.Attribute) and node.attr == "stderr" \
+            and getattr(node.value, "id", None) == "sys"
+        if prints or stderr:
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_the_library_never_prints():
+    """Below the front ends nothing calls ``print`` or writes to ``sys.stderr``: the library
+    raises coded errors and logs through :mod:`logging`; only the gate (whose stderr is the
+    push's answer), the command line and the demo write to a terminal, and the MCP server's
+    stdout is its transport."""
+    speaking = {"gate", "demo", "cli"}
+    found = [f"{path.relative_to(PKG)}:{line}" for path in modules()
+             if layer_of(path) not in speaking for line in terminal_writes(path)]
+    assert not found, f"print() or sys.stderr below the front ends: {found}"
+
+
+def test_a_write_to_the_terminal_is_seen(tmp_path: Path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("import sys\nprint('x')\nsys.stderr.write('y')\nsys.stdout.write('z')\n"
+                     "log.info('fine')\n")
+    assert terminal_writes(probe) == [2, 3]
 
 
 def test_a_former_layer_folder_only_re_exports_its_layer():
