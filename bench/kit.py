@@ -387,10 +387,10 @@ def mcp_server(client: Any, trust: Path, *, loop: bool) -> Any:
     from gitrelay.trust.trust import TrustStore
 
     def opener() -> ServerState:
-        sync = client.start_sync_loop() if loop else None
+        sync = client.sync.start_loop() if loop else None
         if not loop:
             # Reads answer from the mirror within the bound a running loop gives them.
-            client.fresh_seconds = FRESH_WHILE_RUNNING
+            client.sync.fresh_seconds = FRESH_WHILE_RUNNING
         return ServerState(client=client, trust=TrustStore(trust, watch=False), loop=sync,
                            session_id=f"bench-{uuid.uuid4()}")
 
@@ -464,7 +464,7 @@ async def settle(*clients: Any, timeout: float = 30.0) -> None:
     while quiet < 3:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the sync loops did not settle in {timeout:.0f} s")
-        busy = any(c.mirror.outbox() or (c.sync_loop is not None and not c.sync_loop.idle)
+        busy = any(c.mirror.outbox() or (c.sync.loop is not None and not c.sync.loop.idle)
                    for c in clients)
         quiet = 0 if busy else quiet + 1
         await anyio.sleep(0.01)
@@ -559,7 +559,7 @@ def timed_probe(client: Any, label: str, summary: str, trace: Path | None = None
     later ones go there."""
     client.handoff(to="bob@acme", intent="inform", summary=summary, mode="queue")
     if trace is not None:
-        client.syncer.env["GIT_TRACE2_EVENT"] = str(trace)
+        client.sync.syncer.env["GIT_TRACE2_EVENT"] = str(trace)
     start = time.perf_counter()
     report = client.deliver()
     took = time.perf_counter() - start

@@ -179,7 +179,7 @@ def measure_reader(root: Path, n: int) -> dict[str, float]:
         bob = RelayClient(str(relay), "bob@acme", writes="wait")
         figures: dict[str, float] = {}
         t0 = time.perf_counter()
-        fetch = bob.syncer._git
+        fetch = bob.sync.syncer._git
         spent = [0.0]
 
         def timed_git(*args: str, **kwargs: Any) -> Any:
@@ -189,7 +189,7 @@ def measure_reader(root: Path, n: int) -> dict[str, float]:
             finally:
                 spent[0] += time.perf_counter() - started
 
-        bob.syncer._git = timed_git  # type: ignore[method-assign]
+        bob.sync.syncer._git = timed_git  # type: ignore[method-assign]
         bob.refresh(max_age=0)
         figures["git fetch (git's own work)"] = spent[0]
         figures["verify-on-read of what was fetched"] = time.perf_counter() - t0 - spent[0]

@@ -102,7 +102,7 @@ def bench_web(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> 
     home = ws.fresh("home-web")
     seed_user(relay, size, home, READER, ws)
     client = client_for(relay, home, READER, writes="queue")
-    client.fresh_seconds = 1e12
+    client.sync.fresh_seconds = 1e12
     client.mirror.update_sync_state(last_fetch=time.time() + 1e9)
     tid = _open_thread(client, info)
     messages = _long_thread(client, tid)

@@ -6,15 +6,14 @@ Standard library only: the gate imports this module.
 from __future__ import annotations
 
 from gitrelay.core import layout, schema
-from gitrelay.core.archive import snapshot_tree
 from gitrelay.core.errors import error_for_rule as refuse
-from gitrelay.core.ids import handle_key
+from gitrelay.core.ids import check_thread_id, handle_key, read_thread_ref, resolve_prefix
 from gitrelay.core.objects import Objects, TreeEntry, remember
-from gitrelay.core.threadstate import ThreadState, last_sequence, status_from_names
+from gitrelay.core.threadstate import ThreadState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any
 
 # Parsed ``relay.json`` and profile sets, keyed by the ids of the objects they were
@@ -242,13 +241,29 @@ class RelayView:
         if found is None:
             return None
         dir_oid, entries = found
-        names = {e.name for e in entries}
+        names = frozenset(e.name for e in entries)
         data = self.objs.read_path(dir_oid, layout.HANDOFF_FILE)
         if data is None:
             return None
         handoff = schema.load("handoff", data, self.limits)
-        return ThreadState(thread_id, handoff, status_from_names(names), last_sequence(names),
-                           names)
+        return ThreadState(thread_id, handoff, names)
+
+
+# archive.json's blob id -> the snapshot's tree id (both fixed by the blob's bytes)
+_SNAPSHOTS: dict[str, str] = {}
+
+
+def snapshot_tree(objs: Objects, tree: str) -> str | None:
+    """The tree of the archive snapshot the relay tree ``tree`` names, or None."""
+    entry = objs.entry(tree, layout.ARCHIVE_PATH)
+    if entry is None or entry.is_tree:
+        return None
+    found = _SNAPSHOTS.get(entry.oid)
+    if found is None:
+        doc = schema.load("archive", objs.blob(entry.oid))
+        found = objs.commit(str(doc["snapshot"])).tree
+        remember(_SNAPSHOTS, entry.oid, found)
+    return found
 
 
 def thread_files(objs: Objects, tree: str, thread_id: str
@@ -280,3 +295,28 @@ def _instant(stamp: str) -> str:
     """A relay time that compares as text: its fraction written out to six digits."""
     fraction = stamp[19:-1].lstrip(".")
     return f"{stamp[:19]}.{fraction:0<6}"
+
+
+def resolve_thread_id(ref: str, view: Callable[[], RelayView]) -> str:
+    """The full thread id that ``ref``, an id or a unique prefix of one, names.
+
+    A full id is checked and given back without reading the relay: ``view`` (the
+    relay to look in, main's tree and the archive snapshot) is called only for a
+    prefix, so that a write on a full id reads nothing more than it writes.
+    """
+    ref = read_thread_ref(ref)
+    if len(ref) == 26:
+        return check_thread_id(ref)
+    relay = view()
+    candidates: set[str] = set()
+    snapshot = snapshot_tree(relay.objs, relay.tree)
+    for tree in (relay.tree, snapshot) if snapshot else (relay.tree,):
+        if len(ref) >= 2:
+            shard = f"{layout.THREADS_DIR}/{ref[0]}/{ref[1]}"
+            candidates |= {e.name for e in relay.objs.list_dir(tree, shard) or []}
+            continue
+        for c0 in relay.objs.list_dir(tree, layout.THREADS_DIR) or []:
+            if c0.name.startswith(ref[:1]):
+                for c1 in relay.objs.tree(c0.oid):
+                    candidates |= {e.name for e in relay.objs.tree(c1.oid)}
+    return resolve_prefix(ref, sorted(candidates))

@@ -261,9 +261,8 @@ def build_server(opener: Callable[[], ServerState], *,
 def serve(relay: str | None, handle: str | None, trust: str | None, writes: str | None,
           structured: bool = False) -> None:
     """``gitrelay mcp``: resolve identity and relay, then serve MCP on stdio until the
-    client closes it."""
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    client closes it. What goes wrong is logged (the command line sends the log to
+    stderr); stdout carries nothing but answers."""
     state = open_state(ServerOptions(relay=relay, handle=handle, trust=trust, writes=writes))
     server = build_server(lambda: state, structured=structured)
     sessions: list[Session] = []

@@ -18,7 +18,8 @@ from typing import Any
 
 from gitrelay.inbox import inbox
 from gitrelay.mcp.answers import AnswerMemo
-from gitrelay.relay.client import RelayClient, WriteResult
+from gitrelay.relay.client import RelayClient
+from gitrelay.relay.results import WriteResult
 from gitrelay.relay.setup import ensure_default_relay, join
 from gitrelay.store.config import default_relay_path, load_user_config
 from gitrelay.sync.loop import SyncLoop
@@ -68,7 +69,7 @@ class ServerState:
         wait on the relay (a fetch, the gate), a timer or a rebuild, and runs on a
         worker thread."""
         client = self.client
-        if tool not in _QUICK_TOOLS or args.get("wait_seconds") or client.needs_fetch():
+        if tool not in _QUICK_TOOLS or args.get("wait_seconds") or client.sync.needs_fetch():
             return False
         if tool in _QUEUEABLE:
             return (args.get("delivery") or client.writes) == "queue"
@@ -93,7 +94,7 @@ class ServerState:
 
     def close(self) -> None:
         try:
-            self.client.stop_sync_loop()
+            self.client.sync.stop_loop()
         finally:
             self.trust.close()
 
@@ -162,7 +163,7 @@ def open_state(opts: ServerOptions) -> ServerState:
     client = _open_client(opts)
     trust_path = Path(opts.trust).expanduser() if opts.trust else None
     trust = TrustStore(trust_path)
-    loop = client.start_sync_loop() if opts.background else None
+    loop = client.sync.start_loop() if opts.background else None
     if opts.fresh_seconds is not None:
-        client.fresh_seconds = opts.fresh_seconds
+        client.sync.fresh_seconds = opts.fresh_seconds
     return ServerState(client=client, trust=trust, loop=loop, session_id=f"mcp-{uuid.uuid4()}")

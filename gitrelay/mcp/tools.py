@@ -66,7 +66,8 @@ from gitrelay.mcp.tool_models import (
     Worker,
 )
 from gitrelay.relay import policy
-from gitrelay.relay.client import RelayClient, WriteResult
+from gitrelay.relay.client import RelayClient
+from gitrelay.relay.results import WriteResult
 
 __all__ = ["read_inbox", "register", "sync_warning", "view_out"]
 
@@ -77,11 +78,11 @@ MAX_WAIT_SECONDS = WAIT_MAX
 
 def sync_warning(client: RelayClient) -> str | None:
     """Why this copy may be stale, quoting the relay (the answer fences it), or None."""
-    problem = client.sync_problem()
+    problem = client.sync.problem()
     if problem is not None:
         return (f"the relay holds history that breaks its rules ({problem}); showing it up "
                 "to the last valid commit: tell your user (gitrelay status)")
-    err = client.last_sync_error
+    err = client.sync.last_error
     if err is None:
         return None
     return f"the last fetch failed ({err.message}); showing the last good copy"

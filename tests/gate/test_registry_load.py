@@ -318,7 +318,7 @@ def test_a_reader_checks_indexes_and_lists_a_thousand_new_registrations_in_one_p
     reader = RelayClient(str(relay), "bob@acme", writes="wait")
     reader.refresh(max_age=0)
     assert reader.mirror.relay_main() == tip
-    assert reader.sync_problem() is None
+    assert reader.sync.problem() is None
     page = check_inbox(reader)
     assert page.items == [] and not page.index_rebuilt
     first = reader.teammates_page(limit=50)

@@ -78,7 +78,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             trusts[handle].write_text(BOB_TRUST if handle == "bob@acme" else TRUST)
         alice, bob, mallory = (clients[n] for n in ("alice", "bob", "mallory"))
         for c in clients.values():
-            c.fresh_seconds = 0
+            c.sync.fresh_seconds = 0
 
         def send(who: RelayClient, key: str, **kw: Any) -> str:
             kw.setdefault("intent", "inform")
@@ -168,7 +168,7 @@ def search(world: World, handle: str, calls: list[dict[str, Any]]) -> list[Any]:
     """Each call's answer through the SDK's client on ``handle``'s own MCP server:
     an :class:`Answer`, or the error text of a refusal."""
     client = RelayClient(str(world.relay), handle, writes="wait")
-    client.fresh_seconds = 0
+    client.sync.fresh_seconds = 0
 
     def opener() -> ServerState:
         return ServerState(client=client, trust=TrustStore(world.trusts[handle], watch=False),
@@ -452,7 +452,7 @@ def test_a_rolled_back_operation_leaves_the_search_index(world: World, tmp_path:
     monkeypatch.setenv("GITRELAY_HOME", str(home))
     setup.join(str(relay), "dora@acme", name="Dora", role="qa", save=False)
     dora = RelayClient(str(relay), "dora@acme", writes="queue")
-    dora.fresh_seconds = 1e9
+    dora.sync.fresh_seconds = 1e9
     queued = dora.handoff(to="bob@acme", summary="Platypus migration notes.", intent="inform")
     idx = index_for(dora.mirror)
     idx.update()
@@ -465,7 +465,7 @@ def test_a_rolled_back_operation_leaves_the_search_index(world: World, tmp_path:
     erin = RelayClient(str(relay), "erin@acme", writes="wait")
     erin.handoff(to="bob@acme", summary="Echidna rollout.", intent="inform")
     monkeypatch.setenv("GITRELAY_HOME", str(home))
-    dora.fresh_seconds = 0
+    dora.sync.fresh_seconds = 0
     dora.deliver()
     report = idx.update()
     assert report.rolled_back >= 1 and not report.rebuilt

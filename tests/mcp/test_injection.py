@@ -666,7 +666,7 @@ def build_world(base: Path, mp: pytest.MonkeyPatch) -> World:
     # session id), then answers, completes and drafts.
     mp.setenv("GITRELAY_HOME", str(base / "bob"))
     bob.refresh(max_age=0)
-    bob.fresh_seconds = 3600.0
+    bob.sync.fresh_seconds = 3600.0
 
     async def accept_all() -> None:
         async with Client(in_process(world.server_for(bob))) as b:
@@ -705,7 +705,7 @@ def build_world(base: Path, mp: pytest.MonkeyPatch) -> World:
     assert not alice.deliver().refused
     for client in (alice, bob):
         client.refresh(max_age=0)
-        client.fresh_seconds = 3600.0
+        client.sync.fresh_seconds = 3600.0
     return world
 
 

@@ -102,7 +102,7 @@ class Teammate:
         self.handle, self.client, self.trust = handle, client, trust
 
     def state(self) -> ServerState:
-        self.client.fresh_seconds = 0  # every read sees what the other just did
+        self.client.sync.fresh_seconds = 0  # every read sees what the other just did
         return ServerState(client=self.client, trust=TrustStore(self.trust, watch=False),
                            loop=None, session_id=f"session-{self.handle}")
 

@@ -156,11 +156,11 @@ def agent(team_relay: tuple[Path, Path], relay: Path, tmp_path: Path,
             trust_path.write_text(trust)
 
         def opener() -> ServerState:
-            loop = client.start_sync_loop() if background else None
+            loop = client.sync.start_loop() if background else None
             # Reads fetch first unless the copy is this fresh; 0 makes every read see
             # what the other teammate just did (the loop sets its own bound).
             if not background:
-                client.fresh_seconds = fresh_seconds
+                client.sync.fresh_seconds = fresh_seconds
             return ServerState(client=client, trust=TrustStore(trust_path, watch=False),
                                loop=loop, session_id=f"session-{user}")
 
@@ -786,7 +786,7 @@ def test_a_queued_accept_that_loses_to_a_cancel_is_shown_as_refused(agent: Agent
             accepted = await ok(b, "accept_handoff", {"thread_id": tid})
             assert accepted["delivery"] == "queued" and accepted["status"] == "accepted"
             await anyio.to_thread.run_sync(bob.client.deliver)
-            bob.client.fresh_seconds = 0
+            bob.client.sync.fresh_seconds = 0
             seen = await ok(b, "view_thread", {"thread_id": tid})
             assert seen["status"] == "cancelled"
             (refused,) = seen["refused"]
@@ -1691,7 +1691,7 @@ def test_which_calls_answer_inline(agent: AgentFactory) -> None:
         assert inline("check_inbox", {"wait_seconds": 0, "ack_up_to": 3})
         assert not inline("check_inbox", {"wait_seconds": 5})
         assert not inline("claim_inbox_item", {})  # a claim reaches the relay first
-        state.client.fresh_seconds = 0  # every read would fetch first
+        state.client.sync.fresh_seconds = 0  # every read would fetch first
         assert not inline("view_thread", {}) and not inline("send_message", {})
     finally:
         state.close()
@@ -1848,7 +1848,7 @@ def test_a_relay_invalid_under_a_hookless_host_is_said_stale_with_its_words_fenc
                         actor="alice@acme", op=layout.OP_MESSAGE, thread_id=tid)
     assert push(alice.mirror.path, str(relay), forged).returncode == 0
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "bob"))
-    bob.fresh_seconds = 0.0
+    bob.sync.fresh_seconds = 0.0
     trust = tmp_path / "trust-bob.yaml"
     trust.write_text(TRUST_ALL)
 
