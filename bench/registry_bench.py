@@ -71,12 +71,16 @@ def profile(i: int) -> dict[str, Any]:
             "registered_at": when}
 
 
-def make_relay(path: Path, *, max_registrations: int | None = None, hook: bool = True) -> str:
-    """A new relay (only its relay.json) at ``path``; returns main's tip."""
+def make_relay(path: Path, *, max_registrations: int | None = None, hook: bool = True,
+               sharded: bool = True) -> str:
+    """A new relay (only its relay.json) at ``path``; returns main's tip. ``sharded``
+    False: a relay made before sharding, its teammates' directories flat."""
     subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(path)],
                    check=True, env=_env())
     cfg = relay_config("bench")
     cfg["created_at"] = "2026-03-02T08:00:00Z"
+    if not sharded:
+        del cfg["teammates_layout"]
     if max_registrations is not None:
         cfg["limits"] = dict(cfg["limits"], max_registrations_per_push=max_registrations)  # type: ignore[call-overload]
     data = schema.dumps(cfg)
@@ -92,8 +96,10 @@ def make_relay(path: Path, *, max_registrations: int | None = None, hook: bool =
     return _git("rev-parse", layout.MAIN_REF, git_dir=path)
 
 
-def add_registrations(repo: Path, ref: str, base: str, first: int, count: int) -> str:
-    """``count`` registration commits on ``base`` in ``repo`` at ``ref``; returns the tip."""
+def add_registrations(repo: Path, ref: str, base: str, first: int, count: int, *,
+                      sharded: bool = True) -> str:
+    """``count`` registration commits on ``base`` in ``repo`` at ``ref``; returns the tip.
+    ``sharded``: the relay's teammates layout (relay.json's ``teammates_layout``)."""
     seq = int(_git("log", "-1", "--format=%(trailers:key=Gitrelay-Seq,valueonly)", base,
                    git_dir=repo) or 0)
     out: list[bytes] = []
@@ -107,7 +113,7 @@ def add_registrations(repo: Path, ref: str, base: str, first: int, count: int) -
         parent = b"from %s\n" % base.encode() if i == first else b""
         out.append(b"commit %s\nauthor %s\ncommitter %s\ndata %d\n%s\n%sM 100644 inline %s\n"
                    b"data %d\n%s\n" % (ref.encode(), ident, ident, len(msg), msg, parent,
-                                       layout.profile_path(str(doc["handle"])).encode(),
+                                       layout.profile_path(str(doc["handle"]), sharded).encode(),
                                        len(data), data))
     out.append(b"done\n")
     _git("fast-import", "--quiet", "--done", git_dir=repo, input=b"".join(out))
