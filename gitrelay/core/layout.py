@@ -107,8 +107,18 @@ def teammate_shard(handle: str) -> str:
     """``teammates/<c0>/<c1>``: the shard holding ``handle``'s directory on a sharded
     relay, named by the first two characters of :func:`~gitrelay.core.ids.handle_digest`
     (two levels of 32, as threads are sharded by their id's)."""
-    digest = handle_digest(handle)
-    return f"{TEAMMATES_DIR}/{digest[0]}/{digest[1]}"
+    found = _SHARDS.get(handle)
+    if found is None:
+        digest = handle_digest(handle)
+        found = f"{TEAMMATES_DIR}/{digest[0]}/{digest[1]}"
+        if len(_SHARDS) >= 4096:
+            _SHARDS.clear()
+        _SHARDS[handle] = found
+    return found
+
+
+# Each operation's checks name its actor's shard several times: digests, remembered.
+_SHARDS: dict[str, str] = {}
 
 
 def teammate_dir(handle: str, sharded: bool) -> str:

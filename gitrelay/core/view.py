@@ -115,8 +115,9 @@ class RelayView:
 
     def _dirs(self, teammates: str) -> list[TreeEntry]:
         """Every teammate's directory in the ``teammates`` tree ``teammates``, each
-        named by its handle: its own entries (flat), or those of its shards, each
-        shard's read once for all the versions of the registry that hold it."""
+        named by its handle, in the order of the names: its own entries (flat), or
+        those of its shards, each shard's read once for all the versions of the
+        registry that hold it."""
         if not self.sharded:
             return [e for e in self.objs.tree(teammates) if e.is_tree]
         found = _SHARD_DIRS.get(teammates)
@@ -125,6 +126,7 @@ class RelayView:
             for c0 in self.objs.tree(teammates):
                 if c0.is_tree:
                     found += self._shard_dirs(c0.oid)
+            found.sort(key=lambda e: e.name)  # by handle, as a flat directory lists them
             _keep(_SHARD_DIRS, teammates, found)
         return found
 
