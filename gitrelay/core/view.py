@@ -219,15 +219,18 @@ class RelayView:
 
     def username_owner(self, username: str) -> str | None:
         """The handle of the registered profile claiming a server username, or None."""
+        return self._names().get(username)
+
+    def _names(self) -> _Names:
         key = self._teammates()
         if key is None:
-            return None
+            return _Names({}, {})
         cached = _USERNAMES.get(key)
         if cached is None:
             cached = _Names({str(u): str(p["handle"]) for p in self.profiles().values()
                              for u in p.get("usernames", [])}, {})
             remember(_USERNAMES, key, cached)
-        return cached.get(username)
+        return cached
 
     def registered(self, tree: str, doc: Mapping[str, Any]) -> None:
         """Remember the registry of ``tree``: this view's plus the profile ``doc``, which a
@@ -238,13 +241,13 @@ class RelayView:
         push of n registrations would read n * n / 2 profiles.
         """
         key = self._teammates()
-        names = _USERNAMES.get(key) if key is not None else _Names({}, {})
-        if names is None:
-            return  # not read here: the next view reads its own when it needs it
         after = RelayView(self.objs, tree)._teammates()
         if after is None:
             return
         handle = str(doc["handle"])
+        # Read here if no check read them (a profile without usernames): the next
+        # registration then finds them at hand, whatever this one claimed.
+        names = self._names()
         remember(_USERNAMES, after, names.plus(handle, [str(u) for u in doc["usernames"]]))
         if self.sharded:
             return  # a lookup of one teammate reads their shard alone

@@ -381,3 +381,24 @@ def test_a_page_of_profiles_reads_only_its_own_and_matches_the_whole_registry(
         whole = view.profiles()
         assert page == [whole[names[2]], whole[names[5]]]
 
+
+
+def test_a_username_taken_hundreds_of_registrations_earlier_in_a_push_is_still_refused(
+        tmp_path: Path) -> None:
+    """The registry a run of registrations is checked against is kept incrementally,
+    its newest usernames apart and folded in every few hundred: a username claimed
+    before a fold is found after it, and one claimed by a profile without usernames'
+    neighbours too."""
+    from gitrelay.core.view import _Names
+
+    count = _Names.FOLD_AT + 20
+    bench = bench_with(tmp_path, dict(DEFAULT_LIMITS, **{LIMIT_FIELD: count + 5}))
+    base = bench.tip
+    bench.register(handle(0), usernames=[])
+    register_run(bench, 1, count)
+    commit = bench.register(handle(count + 1), usernames=["user0001"])
+    result = bench.push_main()
+    assert result.rules == ["registration"], result.stderr
+    assert result.refusals[0][1] == commit[:12]
+    assert "'user0001' already belongs to user0001@acme" in result.stderr
+    assert bench.relay_refs()[MAIN] == base
