@@ -29,7 +29,7 @@ _PROFILES: dict[tuple[str, str, str], dict[str, Any] | None] = {}
 # Per directory of a sharded registry, by its tree id (and relay.json's, for the
 # profiles): a new version of the registry reads only the shards that changed.
 # Bounded apart from the parse caches above: a registry has thousands of them.
-_SHARD_DIRS: dict[str, list[TreeEntry]] = {}
+_SHARD_DIRS: dict[tuple[str, str], list[TreeEntry]] = {}  # by (level, tree id)
 _DIR_PROFILES: dict[tuple[str, str], dict[str, Any] | None] = {}
 _SHARD_CACHE_MAX = 1 << 16
 
@@ -120,22 +120,22 @@ class RelayView:
         registry that hold it."""
         if not self.sharded:
             return [e for e in self.objs.tree(teammates) if e.is_tree]
-        found = _SHARD_DIRS.get(teammates)
+        found = _SHARD_DIRS.get(("teammates", teammates))
         if found is None:
             found = []
             for c0 in self.objs.tree(teammates):
                 if c0.is_tree:
                     found += self._shard_dirs(c0.oid)
             found.sort(key=lambda e: e.name)  # by handle, as a flat directory lists them
-            _keep(_SHARD_DIRS, teammates, found)
+            _keep(_SHARD_DIRS, ("teammates", teammates), found)
         return found
 
     def _shard_dirs(self, c0: str) -> list[TreeEntry]:
-        found = _SHARD_DIRS.get(c0)
+        found = _SHARD_DIRS.get(("h0", c0))
         if found is None:
             found = [e for c1 in self.objs.tree(c0) if c1.is_tree
                      for e in self.objs.tree(c1.oid) if e.is_tree]
-            _keep(_SHARD_DIRS, c0, found)
+            _keep(_SHARD_DIRS, ("h0", c0), found)
         return found
 
     def _dir_profile(self, directory: str) -> dict[str, Any] | None:
