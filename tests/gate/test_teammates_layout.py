@@ -137,6 +137,18 @@ def test_a_flat_relay_takes_flat_registrations_and_refuses_sharded_ones(
     assert bench.view().handles() == [ALICE, BOB]
 
 
+def test_a_relay_json_naming_the_flat_layout_reads_as_one_that_leaves_it_out(
+        tmp_path: Path) -> None:
+    bench = Bench.create(tmp_path / "relay", config={"teammates_layout": "flat"})
+    assert not bench.view().sharded
+    commit = bench.build("profile", profile_doc(ALICE), path=layout.profile_path(ALICE, True))
+    refused(bench, commit, "layout")
+    bench.tip = bench.relay_refs()[MAIN]
+    bench.register(ALICE)
+    bench.land()
+    assert bench.view().handles() == [ALICE]
+
+
 @pytest.mark.parametrize("value", ["nested", "", 2, None])
 def test_a_relay_json_naming_an_unknown_teammates_layout_is_refused(
         tmp_path: Path, value: object) -> None:
