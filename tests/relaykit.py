@@ -533,7 +533,8 @@ class RelayTemplates:
     """Standard relays of each kind, built once and copied per test (``relays`` fixture).
 
     Kinds: ``fresh`` (only relay.json), ``default``, ``require_pusher``, ``signed``
-    (every teammate has a key and signs) and ``tiny_limits`` (three messages a thread).
+    (every teammate has a key and signs), ``tiny_limits`` (three messages a thread) and
+    ``flat`` (made before sharding: relay.json leaves teammates_layout out).
     """
 
     CONFIGS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -541,6 +542,7 @@ class RelayTemplates:
         "require_pusher": {"require_pusher": True},
         "signed": {"require_signatures": True},
         "tiny_limits": {"limits": dict(schema.DEFAULT_LIMITS, max_messages_per_thread=3)},
+        "flat": {"teammates_layout": None},
     }
 
     def __init__(self, root: Path) -> None:
