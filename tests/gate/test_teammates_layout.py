@@ -156,3 +156,19 @@ def test_a_relay_json_naming_an_unknown_teammates_layout_is_refused(
     config = dict(relay_config("acme"), teammates_layout=value)
     with pytest.raises(schema.SchemaError, match="teammates_layout"):
         schema.validate("config", config)
+
+
+@pytest.mark.parametrize("handle", [ALICE, "Bob.Chen@ACME", "x@y", "a" * 40 + "@acme"])
+def test_the_handle_digest_is_the_one_docs_format_md_spells_out(handle: str) -> None:
+    """sha256 of the casefolded handle; its first 17 bytes as a number, low 130 bits,
+    five bits a character (Crockford base32), most significant first."""
+    import hashlib
+
+    number = int.from_bytes(hashlib.sha256(handle.casefold().encode()).digest()[:17], "big")
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    spelled = "".join(alphabet[(number >> (5 * i)) & 31] for i in reversed(range(26)))
+    assert handle_digest(handle) == spelled
+    assert layout.teammate_shard(handle) == f"teammates/{spelled[0]}/{spelled[1]}"
+    assert handle_digest(handle.upper()) == spelled
+    if handle == ALICE:  # the example in docs/format.md
+        assert layout.profile_path(ALICE, True) == "teammates/V/D/alice@acme/profile.json"
