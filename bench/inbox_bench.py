@@ -204,7 +204,8 @@ def build(work: Path, threads: int, messages: int, *, seed: int = 1) -> Built:
         for handle, full, role in TEAM:
             doc = profile_doc(handle, full, role)
             doc["registered_at"] = w.now()
-            w.add(Op("profile", doc, handle=handle), layout.profile_path(handle), doc)
+            w.add(Op("profile", doc, handle=handle), layout.profile_path(handle, sharded=True),
+                  doc)
         operations = interleave(plan_threads(w, threads, messages), w.rng) + len(TEAM)
         for ref in (layout.MAIN_REF, RELAY_MAIN):
             store.set_ref(ref, w.tip)
