@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gitrelay.cli.common import EXIT_OK, Commands, note, open_client, print_json, trust_path
+from gitrelay.cli.wording import next_step_text
 from gitrelay.core.errors import InvalidArgument, RelayError, RelayUnavailable
 from gitrelay.core.vocab import DELIVERY_MODES
 
@@ -219,8 +220,8 @@ def _cmd_whoami(args: argparse.Namespace) -> int:
         print("  not registered on this relay: run `gitrelay join RELAY --as "
               f"{client.handle} --name NAME --role ROLE`")
     print(f"  relay   {client.relay_url} ({reach})")
-    if client.last_sync_error is not None and client.last_sync_error.hint:
-        print(f"  fix     {client.last_sync_error.hint}")
+    if client.last_sync_error is not None:
+        print(f"  fix     {next_step_text(client.last_sync_error)}")
     print(f"  mirror  {client.mirror.path}")
     print(f"  config  {info['config'] or 'none (flags or the embedded default relay)'}")
     print(f"  trust   {info['trust_file']}")
