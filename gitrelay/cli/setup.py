@@ -9,7 +9,7 @@ from typing import Any
 
 from gitrelay.cli.common import EXIT_OK, Commands, note, open_client, print_json, trust_path
 from gitrelay.cli.wording import next_step_text
-from gitrelay.core.errors import InvalidArgument, RelayError, RelayUnavailable
+from gitrelay.core.errors import InvalidArgument, NextStep, RelayError, RelayUnavailable
 from gitrelay.core.vocab import DELIVERY_MODES
 
 
@@ -136,8 +136,7 @@ def _confirm_switch(handle: str, force: bool) -> None:
         if input().strip().lower() in ("y", "yes"):
             return
     raise InvalidArgument(f"{what}; nothing was changed",
-                          hint="Pass --force to switch, or give the other person their own "
-                               "GITRELAY_HOME.", field="--as")
+                          next_step=NextStep.CONFIRM_SWITCH, field="--as")
 
 
 def _index_inbox(relay: str, handle: str) -> str | None:
@@ -177,7 +176,7 @@ def _build_example_relay(path: Path) -> int:
 
     if path.exists() and any(path.iterdir()):
         raise InvalidArgument(f"{path} exists and is not empty", field="--example-relay",
-                              hint="Give a new path; the example relay is built from scratch.")
+                              next_step=NextStep.NEW_DIRECTORY)
     example = load_example()
     with tempfile.TemporaryDirectory(prefix="gitrelay-example-") as loader:
         build_example(path, example, home=Path(loader))

@@ -161,7 +161,8 @@ STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
     NextStep.LONGER_ID: _longer_id,
     NextStep.START_OVER: lambda e: "Run the command again without --cursor to start from the "
                                    "first page.",
-    NextStep.FIX_ARGUMENT: lambda e: "Fix it and run the command again; nothing was written.",
+    NextStep.FIX_ARGUMENT: lambda e: "Fix it and run the command again.",
+    NextStep.NEW_DIRECTORY: lambda e: "Give a new path; it is built from scratch.",
     NextStep.FIX_QUERY: _filters,
     NextStep.VIEW_THREAD: lambda e: f"See the thread as it is now with "
                                     f"`gitrelay show {_thread(e)}`.",
@@ -201,6 +202,8 @@ STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
                                         "example-repo directory.",
     NextStep.JOIN: lambda e: "Register first with `gitrelay join RELAY --as HANDLE --name NAME "
                              "--role ROLE`.",
+    NextStep.CONFIRM_SWITCH: lambda e: "Pass --force to switch, or give the other person their "
+                                       "own GITRELAY_HOME.",
     NextStep.JOIN_AS_REGISTERED: lambda e: f"If that is you, run `{_join(e)}`; if not, choose "
                                            "another handle.",
     NextStep.JOIN_WITH_KEY: lambda e: f"Run `{_join(e)} --signing-key ~/.ssh/id_ed25519` with "

@@ -41,6 +41,7 @@ class NextStep:
     LONGER_ID: ClassVar[NextStep]            # an id prefix matches several (data: matching)
     START_OVER: ClassVar[NextStep]           # a cursor that is not ours: list from the start
     FIX_ARGUMENT: ClassVar[NextStep]         # fix the value named by ``field``; nothing written
+    NEW_DIRECTORY: ClassVar[NextStep]        # give a path that does not exist yet (or is empty)
     FIX_QUERY: ClassVar[NextStep]            # a search query's syntax
     # A thread's state.
     VIEW_THREAD: ClassVar[NextStep]          # re-read the thread and decide again
@@ -67,6 +68,7 @@ class NextStep:
     SET_EXAMPLE_DIR: ClassVar[NextStep]      # the demo's example data (data: env)
     # Joining a relay.
     JOIN: ClassVar[NextStep]                 # register on the relay first
+    CONFIRM_SWITCH: ClassVar[NextStep]       # this machine is someone else's: switch knowingly
     JOIN_AS_REGISTERED: ClassVar[NextStep]   # the handle is registered in another case (data: join)
     JOIN_WITH_KEY: ClassVar[NextStep]        # join again with the registered signing key (join)
     JOIN_WITH_USERNAME: ClassVar[NextStep]   # join with the server username (join, pusher)
@@ -115,6 +117,9 @@ class RelayError(Exception):
 
     def __init__(self, message: str, *, next_step: NextStep | None = None,
                  **data: Any) -> None:
+        if "hint" in data:
+            raise TypeError("an error has no hint: give its next_step (a NextStep), and let "
+                            "the front ends word it")
         super().__init__(message)
         object.__setattr__(self, "message", message)
         object.__setattr__(self, "next_step", next_step)

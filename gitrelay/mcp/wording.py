@@ -59,6 +59,7 @@ STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
     NextStep.START_OVER: lambda e: "Call the tool again without cursor to start from the first "
                                    "page (check_inbox: with after: 0).",
     NextStep.FIX_ARGUMENT: lambda e: "Fix the argument and call again; nothing was written.",
+    NextStep.NEW_DIRECTORY: lambda e: "Ask your user for a path that does not exist yet.",
     NextStep.FIX_QUERY: lambda e: 'A query is words, "exact phrases" and the filters '
                                   + ", ".join(f"{f}:" for f in e.data.get("filters") or [])
                                   + "; call search_threads again with a fixed query.",
@@ -100,6 +101,8 @@ STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
     NextStep.SET_EXAMPLE_DIR: lambda e: f"Ask your user to set {e.data.get('env', 'its')} "
                                         "environment variable to the example-repo directory.",
     NextStep.JOIN: lambda e: "Ask your user to register on the relay (gitrelay join).",
+    NextStep.CONFIRM_SWITCH: lambda e: "This machine is set up for another handle; your user "
+                                       "decides whether to switch it. Nothing was changed.",
     NextStep.JOIN_AS_REGISTERED: lambda e: "If the registered handle is your user's, they join "
                                            "with it as registered; if not, they choose another "
                                            "handle.",

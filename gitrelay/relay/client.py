@@ -194,7 +194,7 @@ class RelayClient:
         relay_url = relay or (cfg.relay if cfg else None)
         who = handle or (cfg.handle if cfg else None)
         if who is None:  # before the embedded relay is made: nothing is left behind
-            raise ConfigError("no identity: pass --as HANDLE or run `gitrelay join`",
+            raise ConfigError("no identity: pass --as HANDLE, or join a relay first",
                               next_step=NextStep.JOIN)
         if relay_url is None:
             relay_url = str(ensure_default_relay(default_relay_path()))
@@ -593,8 +593,8 @@ class RelayClient:
         role or server usernames (docs/identity.md); the rest stays as it is."""
         current = self.view().profile(self.handle)
         if current is None:
-            raise RecipientNotFound(f"{self.handle} is not registered on the relay; join it "
-                                    "first (`gitrelay join`)", field="handle")
+            raise RecipientNotFound(f"{self.handle} is not registered on the relay",
+                                    next_step=NextStep.JOIN, field="handle")
         if str(current["handle"]) != self.handle:
             raise InvalidArgument(f"the relay spells your handle {current['handle']}, not "
                                   f"{self.handle}; use the registered spelling", field="handle")

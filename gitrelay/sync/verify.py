@@ -208,7 +208,7 @@ def _configured_relay() -> str:
     default = default_relay_path()
     if (default / "HEAD").exists():
         return str(default)
-    raise ConfigError("no relay to verify: pass RELAY or run `gitrelay join` first",
+    raise ConfigError("no relay to verify: none is configured and there is no default relay",
                       next_step=NextStep.GIVE_RELAY)
 
 

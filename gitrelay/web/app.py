@@ -180,7 +180,7 @@ def build_app(site: Site) -> ASGIApp:
         code = 404 if exc.name == "thread_not_found" else status
         return render("error.html", code, error=exc.name, code=exc.code,
                       message=page_line(exc.message, 600),
-                      hint=page_line(site.word(exc), 400))
+                      next_step=page_line(site.word(exc), 400))
 
     def timed(name: str, fn: Callable[[], Response]) -> Response:
         started = time.perf_counter()
