@@ -125,10 +125,13 @@ def _trust_file(err: RelayError) -> str:
 
 
 def _config(err: RelayError) -> str:
-    where = err.data.get("path")
-    if where:
-        return f"Fix {where} or run `gitrelay join` again to rewrite it."
-    return "Fix your gitrelay config or run `gitrelay join` again to rewrite it."
+    where = err.data.get("path") or "your gitrelay config"
+    return f"Fix {where} or run `gitrelay join` again to rewrite it."
+
+
+def _file(err: RelayError) -> str:
+    where = err.data.get("path") or "the file named above"
+    return f"Fix {where} (or move it away) and run the command again."
 
 
 def _host_entry(err: RelayError) -> str:
@@ -187,6 +190,7 @@ STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
     NextStep.REINDEX: lambda e: "`gitrelay reindex` rebuilds it from the relay's history.",
     NextStep.TRY_AGAIN_SOON: lambda e: "Try again in a minute.",
     NextStep.FIX_CONFIG: _config,
+    NextStep.FIX_FILE: _file,
     NextStep.CHECK_IDENTITY: lambda e: "Check the handle you run as (your config or --as), or "
                                        "join the relay first with `gitrelay join`.",
     NextStep.FIX_SIGNING_KEY: lambda e: "Check signing_key in your gitrelay config: pass the "
@@ -194,6 +198,7 @@ STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
                                         "a key held by ssh-agent (a key with a passphrase must "
                                         "be held by ssh-agent).",
     NextStep.INSTALL_OPENSSH: lambda e: "Install OpenSSH's client tools (ssh-keygen).",
+    NextStep.INSTALL_GIT: lambda e: "Install git 2.30 or newer.",
     NextStep.INSTALL_GITRELAY: lambda e: "Run it through the installed `gitrelay` command.",
     NextStep.FIX_HOST_FILE: lambda e: "Fix that line or move the file away, then run "
                                       "`gitrelay setup` again.",

@@ -58,10 +58,12 @@ class NextStep:
     # The local machine.
     REINDEX: ClassVar[NextStep]              # rebuild the local inbox index
     TRY_AGAIN_SOON: ClassVar[NextStep]       # another process holds it for a moment
-    FIX_CONFIG: ClassVar[NextStep]           # the user's config file (data: path)
+    FIX_CONFIG: ClassVar[NextStep]           # the user's gitrelay config (data: path)
+    FIX_FILE: ClassVar[NextStep]             # another local file gitrelay reads (data: path)
     CHECK_IDENTITY: ClassVar[NextStep]       # the handle run as is not on this relay
     FIX_SIGNING_KEY: ClassVar[NextStep]      # signing_key in the config, ssh-agent
     INSTALL_OPENSSH: ClassVar[NextStep]      # ssh-keygen is missing
+    INSTALL_GIT: ClassVar[NextStep]          # the git command is missing
     INSTALL_GITRELAY: ClassVar[NextStep]     # run through the installed ``gitrelay`` command
     FIX_HOST_FILE: ClassVar[NextStep]        # a coding host's settings file (data: path)
     EDIT_HOST_FILE: ClassVar[NextStep]       # add gitrelay's entry by hand (data: path, command)
@@ -341,7 +343,7 @@ DEFAULT_NEXT_STEP: dict[str, NextStep] = {
     "format_error": NextStep.VERIFY_RELAY,
     "gate_refused": NextStep.ASK_ADMIN,
     "relay_unavailable": NextStep.SYNC_AGAIN,
-    "config_error": NextStep.FIX_CONFIG,
+    "config_error": NextStep.FIX_FILE,
     "invalid_cursor": NextStep.START_OVER,
     "index_lost": NextStep.REINDEX,
     "claim_conflict": NextStep.LEAVE_TO_OTHER_COPY,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import posix
 
-from gitrelay.core.errors import RelayUnavailable
+from gitrelay.core.errors import NextStep, RelayUnavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -155,7 +155,8 @@ def run_git(args: Sequence[str], *, git_dir: str | Path | None = None,
     except subprocess.TimeoutExpired:
         raise RelayUnavailable(f"git {args[0]} did not finish within {timeout:.0f} s") from None
     except FileNotFoundError:
-        raise RelayUnavailable("the git command is not installed") from None
+        raise RelayUnavailable("the git command is not installed",
+                               next_step=NextStep.INSTALL_GIT) from None
 
 
 def stream_git(args: Sequence[str], *, git_dir: str | Path | None = None,

@@ -84,7 +84,9 @@ STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
     NextStep.REINDEX: lambda e: "The local inbox index could not be rebuilt; tell your user "
                                 "(gitrelay reindex).",
     NextStep.TRY_AGAIN_SOON: lambda e: "Call again in a minute.",
-    NextStep.FIX_CONFIG: lambda e: "Ask your user to fix the file named above.",
+    NextStep.FIX_CONFIG: lambda e: "Ask your user to fix their gitrelay config (or to join "
+                                   "the relay again).",
+    NextStep.FIX_FILE: lambda e: "Ask your user to fix the file named above.",
     NextStep.CHECK_IDENTITY: lambda e: "Ask your user to check the handle gitrelay runs as, or "
                                        "to join the relay first (gitrelay join).",
     NextStep.FIX_SIGNING_KEY: lambda e: "Ask your user to check the signing key in their "
@@ -92,6 +94,7 @@ STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
                                         "held by ssh-agent).",
     NextStep.INSTALL_OPENSSH: lambda e: "Ask your user to install OpenSSH's client tools "
                                         "(ssh-keygen).",
+    NextStep.INSTALL_GIT: lambda e: "Ask your user to install git (2.30 or newer).",
     NextStep.INSTALL_GITRELAY: lambda e: "Ask your user to install gitrelay so that its "
                                          "command is on the PATH.",
     NextStep.FIX_HOST_FILE: lambda e: "Ask your user to fix or move the file named above, "

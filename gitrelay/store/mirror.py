@@ -178,7 +178,8 @@ class Mirror:
             self._refs_lock.acquire(timeout=LOCK_TIMEOUT)
         except LockTimeout:
             raise RelayUnavailable(f"another gitrelay process holds {self._refs_lock.path} "
-                                   f"for over {LOCK_TIMEOUT:.0f} s") from None
+                                   f"for over {LOCK_TIMEOUT:.0f} s",
+                                   next_step=NextStep.TRY_AGAIN_SOON) from None
         try:
             yield
         finally:

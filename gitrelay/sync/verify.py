@@ -226,7 +226,8 @@ def _local_git_dir(relay: str) -> Path | None:
         return path
     proc = run_git(["-C", str(path), "rev-parse", "--absolute-git-dir"], env=hermetic_env())
     if proc.returncode != 0:
-        raise RelayUnavailable(f"{relay} is not a git repository")
+        raise RelayUnavailable(f"{relay} is not a git repository", relay=relay,
+                               next_step=NextStep.CHECK_RELAY_URL)
     return Path(proc.stdout.decode().strip())
 
 
