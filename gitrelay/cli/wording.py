@@ -112,8 +112,11 @@ def _longer_id(err: RelayError) -> str:
 def _filters(err: RelayError) -> str:
     from gitrelay.inbox.searchquery import FILTERS
 
-    names = err.data.get("filters") or FILTERS
-    return 'Words, "exact phrases" and the filters ' + ", ".join(f"{f}:" for f in names) + "."
+    listed = ", ".join(f"{f}:" for f in err.data.get("filters") or FILTERS)
+    if err.data.get("quote"):
+        return (f"Filters are {listed}; to search the text itself, quote it: "
+                f"\"{err.data['quote']}\".")
+    return f'Words, "exact phrases" and the filters {listed}.'
 
 
 def _trust_file(err: RelayError) -> str:

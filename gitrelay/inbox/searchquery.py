@@ -94,9 +94,10 @@ class Query:
                 tuple(sorted(self.paths)))
 
 
-def _bad(term: str, why: str) -> InvalidArgument:
+def _bad(term: str, why: str, **data: str) -> InvalidArgument:
+    """``invalid_argument`` for ``term``; ``quote``: the text to quote to search it as words."""
     return InvalidArgument(f"search term {term!r}: {why}", field="query", term=term,
-                           next_step=NextStep.FIX_QUERY, filters=list(FILTERS))
+                           next_step=NextStep.FIX_QUERY, filters=list(FILTERS), **data)
 
 
 def _split(text: str) -> list[tuple[str, str, bool]]:
@@ -175,8 +176,7 @@ def parse(text: str, *, me: str, now: dt.datetime | None = None) -> Query:
             name = match.group(1).casefold()
             value = value[len(match.group(1)) + 1:]
             if name not in FILTERS:
-                raise _bad(raw, f'{match.group(1)}: is not a filter (to search the text '
-                                f'itself, quote it: "{raw}")')
+                raise _bad(raw, f"{match.group(1)}: is not a filter", quote=raw)
             _add_filter(query, name, raw, value, me=me, now=now)
             continue
         prefix = not quoted and value.endswith("*") and len(value) > 1

@@ -48,6 +48,14 @@ def _ssh(err: RelayError) -> str:
                         "(gitrelay doctor says how).")
 
 
+def _query(err: RelayError) -> str:
+    listed = ", ".join(f"{f}:" for f in err.data.get("filters") or [])
+    quote = (f"; to search the text itself, quote it: \"{err.data['quote']}\""
+             if err.data.get("quote") else "")
+    return (f'A query is words, "exact phrases" and the filters {listed}{quote}. Call '
+            "search_threads again with a fixed query.")
+
+
 # Each step as the agent reads it: the tool to call, or what to tell its user. No
 # command-line flags: the agent does not run the gitrelay command.
 STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
@@ -56,13 +64,11 @@ STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
     NextStep.CHECK_INBOX: lambda e: "Check the id with check_inbox (or the thread_id that "
                                     "handoff_to_teammate returned).",
     NextStep.LONGER_ID: lambda e: "Give the whole thread id (check_inbox lists them).",
-    NextStep.START_OVER: lambda e: "Call the tool again without cursor to start from the first "
-                                   "page (check_inbox: with after: 0).",
+    NextStep.START_OVER: lambda e: "Start again with after: 0 (check_inbox) or without cursor "
+                                   "(the other tools) to list from the first page.",
     NextStep.FIX_ARGUMENT: lambda e: "Fix the argument and call again; nothing was written.",
     NextStep.NEW_DIRECTORY: lambda e: "Ask your user for a path that does not exist yet.",
-    NextStep.FIX_QUERY: lambda e: 'A query is words, "exact phrases" and the filters '
-                                  + ", ".join(f"{f}:" for f in e.data.get("filters") or [])
-                                  + "; call search_threads again with a fixed query.",
+    NextStep.FIX_QUERY: _query,
     NextStep.VIEW_THREAD: lambda e: "Call view_thread to see the thread as it is now.",
     NextStep.NEW_HANDOFF: lambda e: "The thread is closed; send a new handoff_to_teammate if "
                                     "more work is needed.",
