@@ -61,7 +61,9 @@ def _query(err: RelayError) -> str:
 STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
     NextStep.LIST_TEAMMATES: lambda e: _did_you_mean(e) + "Call list_teammates to see the "
                                                            "registered handles.",
-    NextStep.CHECK_INBOX: lambda e: "Check the id with check_inbox (or the thread_id that "
+    NextStep.CHECK_INBOX: lambda e: "Use an item_id that check_inbox returned."
+                                    if e.field == "item_id" else
+                                    "Check the id with check_inbox (or the thread_id that "
                                     "handoff_to_teammate returned).",
     NextStep.LONGER_ID: lambda e: "Give the whole thread id (check_inbox lists them).",
     NextStep.START_OVER: lambda e: "Start again with after: 0 (check_inbox) or without cursor "

@@ -252,7 +252,7 @@ def check_new_handoff(client: RelayClient, doc: Mapping[str, Any]) -> None:
                                     field="to" if role == "recipient" else role,
                                     rule="recipient_not_found", next_step=step,
                                     **({"did_you_mean": near} if near is not None else {}))
-    # An invalid_intent_payload refusal's next step is FIX_INTENT_PAYLOAD, as for every one.
+    # Its invalid_intent_payload refusals take that name's next step, FIX_INTENT_PAYLOAD.
     check_handoff(view, doc, commit_label="handoff")
 
 
