@@ -163,7 +163,7 @@ def _sync_again(err: RelayError) -> str:
 # Each step as a person reads it: the command to run, or what to do with their files.
 STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
     NextStep.LIST_TEAMMATES: lambda e: _did_you_mean(e, "See who is with `gitrelay teammates`."),
-    NextStep.CHECK_INBOX: lambda e: "`gitrelay inbox` lists your items and their ids."
+    NextStep.CHECK_INBOX: lambda e: "`gitrelay inbox --json` lists your items and their item_id."
                                     if e.field == "item_id" else
                                     "`gitrelay inbox --all` lists your threads and their ids.",
     NextStep.LONGER_ID: _longer_id,
