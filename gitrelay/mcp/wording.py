@@ -35,16 +35,8 @@ def _trust_file(err: RelayError) -> str:
             "valid.")
 
 
-def _join_with_username(err: RelayError) -> str:
-    pusher = err.data.get("pusher")
-    known = f" ({pusher})" if pusher else ""
-    return (f"Ask your user to join again with their username on the git server{known}; "
-            "nothing was registered.")
-
-
 def _ssh(err: RelayError) -> str:
-    host = err.data.get("ssh_host") or "the relay's host"
-    return _queued(err, f"ssh could not reach {host}; tell your user, who can fix it "
+    return _queued(err, "ssh could not reach the relay's host; tell your user, who can fix it "
                         "(gitrelay doctor says how).")
 
 
@@ -57,7 +49,10 @@ def _query(err: RelayError) -> str:
 
 
 # Each step as the agent reads it: the tool to call, or what to tell its user. No
-# command-line flags: the agent does not run the gitrelay command.
+# command-line flags: the agent does not run the gitrelay command. The step is read
+# outside the fence that holds what the relay said, so it names no value that came from
+# the relay or its server (a pusher's name, a host), only the agent's own (a handle it
+# mistyped, a term of its query).
 STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
     NextStep.LIST_TEAMMATES: lambda e: _did_you_mean(e) + "Call list_teammates to see the "
                                                            "registered handles.",
@@ -119,7 +114,8 @@ STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
                                            "handle.",
     NextStep.JOIN_WITH_KEY: lambda e: "Ask your user to join again with the signing key they "
                                       "registered.",
-    NextStep.JOIN_WITH_USERNAME: _join_with_username,
+    NextStep.JOIN_WITH_USERNAME: lambda e: "Ask your user to join again with their username "
+                                           "on the git server; nothing was registered.",
     NextStep.HANDLE_TAKEN: lambda e: "Someone else may hold your user's handle on this relay: "
                                      "do not use it as them; tell your user, who tells the "
                                      "relay's owner.",
