@@ -51,8 +51,8 @@ def _query(err: RelayError) -> str:
 # Each step as the agent reads it: the tool to call, or what to tell its user. No
 # command-line flags: the agent does not run the gitrelay command. The step is read
 # outside the fence that holds what the relay said, so it names no value that came from
-# the relay or its server (a pusher's name, a host), only the agent's own (a handle it
-# mistyped, a term of its query).
+# the relay or its server (a pusher's name, a host) but a handle, whose form every
+# layer checks, and the agent's own values (a term of its query).
 STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
     NextStep.LIST_TEAMMATES: lambda e: _did_you_mean(e) + "Call list_teammates to see the "
                                                            "registered handles.",
