@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
                              "instead of projecting it from a 10,000-message one")
     args = parser.parse_args(argv)
 
-    from bench import suite
+    from bench import kit, suite
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gitrelay-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         # A check that the suite runs: its figures come from tiny relays, so the table
         # would read as a verdict it is not. Misses are listed, briefly; the table is
         # in the JSON (and `python -m bench` measures for real).
-        missed = suite.missed_goals(result["figures"])
+        missed = kit.missed_goals(result["figures"])
         where = f" (every figure: {args.out})" if args.out else ""
         print(f"quick benchmark: {len(result['figures'])} figures measured on small relays "
               f"in {result['total_seconds']:.0f} s{where}.")

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import relaygen
-from bench.suite import (
+from bench.kit import (
     PY,
     ROOT,
     Figure,
@@ -59,6 +59,8 @@ BEFORE_REF = "5d05b30"
 # The goals of issue 36, in o200k tokens and seconds (docs/performance.md).
 TOKEN_GOALS = {"inbox50": 3_600, "inbox200": 14_500, "tools": 1_500}
 STARTUP_GOAL_S = 0.45
+# The last tree whose server was served through the MCP SDK: start-up is measured beside it.
+SDK_SERVED_REF = "1b40da8"
 PY_CLIENT_GOAL_MS = {50: 6.5, 200: 10.6}
 # AgentRelay, measured through the same kind of client on this kind of machine (issue 36):
 # its 50-item page as the model reads it, its 7 tool definitions, its initialize, and its
@@ -147,6 +149,7 @@ def measure(root: Path, log: Log, *, items: int = 200, reps: int = 9,
     structured forms' sizes, start-up times, and the stdio timings."""
     from mcp import Client
 
+    from gitrelay.mcp.inprocess import in_process
     from gitrelay.trust.fencetext import inbox_rows
 
     relay, home, bob, trust = build_relay(root, items, log)
@@ -154,8 +157,8 @@ def measure(root: Path, log: Log, *, items: int = 200, reps: int = 9,
     texts: dict[str, str] = out["texts"]
 
     async def body() -> None:
-        async with Client(_server(bob, trust, structured=False)) as c, \
-                Client(_server(bob, trust, structured=True)) as typed:
+        async with Client(in_process(_server(bob, trust, structured=False))) as c, \
+                Client(in_process(_server(bob, trust, structured=True))) as typed:
             listed = [t.model_dump(mode="json", by_alias=True, exclude_none=True)
                       for t in (await c.list_tools()).tools]
             shown = [{k: t[k] for k in ("name", "description", "inputSchema") if k in t}
@@ -191,44 +194,60 @@ def measure_startup(root: Path, relay: Path, home: Path, trust: Path, *,
                     runs: int) -> dict[str, list[float]]:
     """Seconds from the spawn of ``gitrelay mcp`` to its answer to ``initialize`` and to
     ``tools/list`` (sent right after, as a host does), and the server's CPU seconds to
-    that point; each run a fresh process, on raw JSON-RPC lines."""
-    from bench.suite import mcp_command
+    that point; each run a fresh process, on raw JSON-RPC lines. A server of
+    SDK_SERVED_REF (the last one served through the MCP SDK) starts in the same runs,
+    interleaved: its figures are under ``sdk_*`` keys (none when the clone lacks it)."""
+    from bench.kit import tree_at
 
-    env = {**os.environ, "GITRELAY_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    trees = {"": ROOT}
+    with contextlib.suppress(subprocess.CalledProcessError, OSError):  # a clone without it
+        trees["sdk_"] = tree_at(SDK_SERVED_REF, root / f"tree-{SDK_SERVED_REF}")
+    out: dict[str, list[float]] = {f"{p}{k}": [] for p in trees
+                                   for k in ("initialize", "tools_list", "cpu")}
+    with (root / "startup.log").open("w") as errlog:
+        for _ in range(runs):
+            for prefix, tree in trees.items():
+                for key, value in _start_once(tree, relay, home, trust, errlog).items():
+                    out[f"{prefix}{key}"].append(value)
+    return out
+
+
+def _start_once(tree: Path, relay: Path, home: Path, trust: Path,
+                errlog: Any) -> dict[str, float]:
+    from bench.kit import mcp_command
+
+    env = {**os.environ, "GITRELAY_HOME": str(home), "PYTHONPATH": str(tree)}
     requests = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "bench", "version": "1"}}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]
-    out: dict[str, list[float]] = {"initialize": [], "tools_list": [], "cpu": []}
-    with (root / "startup.log").open("w") as errlog:
-        for _ in range(runs):
-            start = time.perf_counter()
-            proc = subprocess.Popen([PY, *mcp_command(relay, "bob@acme", trust,
-                                                      structured=False)],
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=errlog, env=env, cwd=str(root), text=True)
-            assert proc.stdin is not None and proc.stdout is not None
-            try:
-                proc.stdin.write(json.dumps(requests[0]) + "\n")
-                proc.stdin.flush()
-                json.loads(proc.stdout.readline())
-                out["initialize"].append(time.perf_counter() - start)
-                for request in requests[1:]:
-                    proc.stdin.write(json.dumps(request) + "\n")
-                proc.stdin.flush()
-                while json.loads(proc.stdout.readline()).get("id") != 2:
-                    pass
-                out["tools_list"].append(time.perf_counter() - start)
-                times = os.times()
-            finally:
-                proc.stdin.close()
-                proc.wait(timeout=30)
-                proc.stdout.close()
-            after = os.times()
-            out["cpu"].append(after.children_user + after.children_system
-                              - times.children_user - times.children_system)
+    out: dict[str, float] = {}
+    start = time.perf_counter()
+    proc = subprocess.Popen([PY, *mcp_command(relay, "bob@acme", trust, structured=False)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=errlog, env=env, cwd=str(tree), text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(json.dumps(requests[0]) + "\n")
+        proc.stdin.flush()
+        json.loads(proc.stdout.readline())
+        out["initialize"] = time.perf_counter() - start
+        for request in requests[1:]:
+            proc.stdin.write(json.dumps(request) + "\n")
+        proc.stdin.flush()
+        while json.loads(proc.stdout.readline()).get("id") != 2:
+            pass
+        out["tools_list"] = time.perf_counter() - start
+        times = os.times()
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+    after = os.times()
+    out["cpu"] = (after.children_user + after.children_system
+                  - times.children_user - times.children_system)
     return out
 
 
@@ -241,7 +260,7 @@ def measure_stdio(root: Path, relay: Path, home: Path, trust: Path, log: Log, *,
     ``"{limit}:{tree}:{py|ts}"``, and the answers' sizes keyed ``"bytes:{limit}:{tree}"``
     (text, structured). ``install``: False leaves the TypeScript client out unless it is
     already installed (the quick run installs nothing)."""
-    from bench.suite import mcp_command, sdk_session, tree_at
+    from bench.kit import mcp_command, sdk_session, tree_at
     from bench.ts_host import HostUnavailable, TsClient, ensure_sdk, sdk_installed
     from gitrelay.trust.fencetext import inbox_rows
 
@@ -370,8 +389,14 @@ def bench_context(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]
                        note=f"AgentRelay initializes in {PEER['initialize_s']} s"))
     figs.append(Figure(SECTION, "start-up: CPU of the server process", "s",
                        statistics.median(start["cpu"]), max(start["cpu"]),
-                       note="to its exit right after tools/list; importing the mcp SDK is "
-                            "most of it"))
+                       note="to its exit right after tools/list"))
+    if start.get("sdk_tools_list"):
+        sdk = statistics.median(start["sdk_tools_list"])
+        figs.append(Figure(SECTION, "start-up: spawn to tools/list, server on the MCP SDK", "s",
+                           sdk, max(start["sdk_tools_list"]),
+                           note=f"{SDK_SERVED_REF}, interleaved with the runs above"))
+        figs.append(Figure(SECTION, "start-up: spawn to tools/list, now / on the MCP SDK", "×",
+                           statistics.median(start["tools_list"]) / sdk))
     figs.extend(_stdio_figures(got["stdio"]))
     return figs
 

@@ -39,7 +39,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench import suite
+from bench import kit
 
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
 FULL_SIZE = (10_000, 50_000)
@@ -87,17 +87,17 @@ def _floor(reps: int, cpu: list[float] | None = None) -> list[float]:
     return out
 
 
-def run(quick: bool = False, reps: int | None = None, log: suite.Log = print,
-        work: Path | None = None) -> list[suite.Figure]:
+def run(quick: bool = False, reps: int | None = None, log: kit.Log = print,
+        work: Path | None = None) -> list[kit.Figure]:
     """The figures, in a workspace of their own (``python -m bench.hooks_bench``)."""
     root = work or Path(tempfile.mkdtemp(prefix="gitrelay-hooks-bench-"))
-    suite.hermetic_environment(root)
-    return measure(suite.Workspace(root, log), QUICK_SIZE if quick else FULL_SIZE,
+    kit.hermetic_environment(root)
+    return measure(kit.Workspace(root, log), QUICK_SIZE if quick else FULL_SIZE,
                    reps or (10 if quick else 100), 3 if quick else 10, log)
 
 
-def measure(ws: suite.Workspace, size: tuple[int, int], reps: int, wake_reps: int,
-            log: suite.Log) -> list[suite.Figure]:
+def measure(ws: kit.Workspace, size: tuple[int, int], reps: int, wake_reps: int,
+            log: kit.Log) -> list[kit.Figure]:
     """Every figure on a relay of ``size`` (``python -m bench --only hooks`` too)."""
     section = f"hooks ({size[0]:,} threads)"
     root = ws.fresh("hooks")
@@ -107,13 +107,13 @@ def measure(ws: suite.Workspace, size: tuple[int, int], reps: int, wake_reps: in
     if not accepted:
         raise RuntimeError(f"{me} has no accepted thread in the generated relay")
     home, sender_home = root / "me", root / "sender"
-    suite.seed_user(relay, size, home, me, ws)
-    suite.seed_user(relay, size, sender_home, other, ws)
+    kit.seed_user(relay, size, home, me, ws)
+    kit.seed_user(relay, size, sender_home, other, ws)
     from gitrelay.store.config import UserConfig, save_user_config
 
-    with suite.gitrelay_home(home):
+    with kit.gitrelay_home(home):
         save_user_config(UserConfig(relay=str(relay), handle=me, writes="wait"))
-    trust = suite.trust_file(home, info.team)
+    trust = kit.trust_file(home, info.team)
     work = root / "work-tree"
     (work / ".git").mkdir(parents=True)
     env = {**os.environ, "GITRELAY_HOME": str(home), "HOME": str(root / "user-home"),
@@ -155,13 +155,13 @@ def measure(ws: suite.Workspace, size: tuple[int, int], reps: int, wake_reps: in
         "guarded": ("pre-tool-use", _event("PreToolUse", "steady", work, **edit))})
 
     wakes, cold, ends, orphans = [], [], [], []
-    sender = suite.client_for(relay, sender_home, other)
+    sender = kit.client_for(relay, sender_home, other)
     lock = home / "sessions" / "claude"
     for n in range(wake_reps):
         session = f"wait-{n}"
         _hook(env, "session-start", _event("SessionStart", session, work, source="startup"))
         waiter = _start_waiter(env, lock, session, "Stop")
-        with suite.gitrelay_home(sender_home):
+        with kit.gitrelay_home(sender_home):
             sender.handoff(to=me, intent="inform", summary=f"bench wake {uuid.uuid4()}")
         sent = time.perf_counter()
         _, err = waiter.communicate(timeout=120)
@@ -170,7 +170,7 @@ def measure(ws: suite.Workspace, size: tuple[int, int], reps: int, wake_reps: in
             raise RuntimeError(f"the waiter left without waking: {err!r}")
         # A handoff that reaches the relay while nothing of gitrelay runs: the next
         # session's start fetches it and reads the full way.
-        with suite.gitrelay_home(sender_home):
+        with kit.gitrelay_home(sender_home):
             sender.handoff(to=me, intent="inform", summary=f"bench cold {uuid.uuid4()}")
         took, proc, _ = _hook(env, "session-start", _event("SessionStart", f"cold-{n}", work,
                                                            source="startup"))
@@ -181,29 +181,29 @@ def measure(ws: suite.Workspace, size: tuple[int, int], reps: int, wake_reps: in
         orphans.append(_orphan_end(env, lock, work, f"orphan-{n}"))
     floor = times["floor"]
     return [
-        suite.ms_figure(section, "session-start hook (a new session)", times["start"],
+        kit.ms_figure(section, "session-start hook (a new session)", times["start"],
                         limit=GOAL_SESSION_START_MS),
-        suite.ms_figure(section, "session-start, the work alone (in one process)",
+        kit.ms_figure(section, "session-start, the work alone (in one process)",
                         inside["start"]),
-        suite.ms_figure(section, "session-start after a handoff arrived while nothing ran",
+        kit.ms_figure(section, "session-start after a handoff arrived while nothing ran",
                         cold),
-        suite.ms_figure(section, "stop hook (nothing new)", times["stop"], limit=GOAL_STOP_MS),
-        suite.ms_figure(section, "pre-tool-use guard, handoff in progress", times["guarded"],
+        kit.ms_figure(section, "stop hook (nothing new)", times["stop"], limit=GOAL_STOP_MS),
+        kit.ms_figure(section, "pre-tool-use guard, handoff in progress", times["guarded"],
                         limit=GOAL_PRE_TOOL_USE_MS),
-        suite.ms_figure(section, "pre-tool-use guard, nothing in progress", times["idle"],
+        kit.ms_figure(section, "pre-tool-use guard, nothing in progress", times["idle"],
                         limit=GOAL_PRE_TOOL_USE_MS),
-        suite.ms_figure(section, "pre-tool-use, the decision alone (in one process)",
+        kit.ms_figure(section, "pre-tool-use, the decision alone (in one process)",
                         inside["guarded"]),
-        suite.ms_figure(section, "floor: the interpreter starting and exiting", floor),
-        suite.ms_figure(section, "CPU time: session-start", cpu["start"]),
-        suite.ms_figure(section, "CPU time: stop", cpu["stop"]),
-        suite.ms_figure(section, "CPU time: pre-tool-use, handoff in progress",
+        kit.ms_figure(section, "floor: the interpreter starting and exiting", floor),
+        kit.ms_figure(section, "CPU time: session-start", cpu["start"]),
+        kit.ms_figure(section, "CPU time: stop", cpu["stop"]),
+        kit.ms_figure(section, "CPU time: pre-tool-use, handoff in progress",
                         cpu["guarded"]),
-        suite.ms_figure(section, "CPU time: the floor", cpu["floor"]),
-        suite.ms_figure(section, "wake-up: handoff delivered to waiter exit", wakes),
-        suite.ms_figure(section, "claude -p: its stop to the waiter's exit", ends,
+        kit.ms_figure(section, "CPU time: the floor", cpu["floor"]),
+        kit.ms_figure(section, "wake-up: handoff delivered to waiter exit", wakes),
+        kit.ms_figure(section, "claude -p: its stop to the waiter's exit", ends,
                         limit=GOAL_UNATTENDED_EXIT_MS),
-        suite.ms_figure(section, "host killed to the waiter's exit", orphans,
+        kit.ms_figure(section, "host killed to the waiter's exit", orphans,
                         limit=GOAL_ORPHAN_EXIT_MS),
     ]
 
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, help="runs per hook (default 100)")
     args = parser.parse_args(argv)
     figures = run(args.quick, args.reps, log=lambda line: print(line, file=sys.stderr))
-    print(suite.format_table(figures))
+    print(kit.format_table(figures))
     return 0
 
 

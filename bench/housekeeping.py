@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.suite import (
+from bench.kit import (
     FULL,
     QUICK,
     client_for,

@@ -204,7 +204,8 @@ def build(work: Path, threads: int, messages: int, *, seed: int = 1) -> Built:
         for handle, full, role in TEAM:
             doc = profile_doc(handle, full, role)
             doc["registered_at"] = w.now()
-            w.add(Op("profile", doc, handle=handle), layout.profile_path(handle), doc)
+            w.add(Op("profile", doc, handle=handle), layout.profile_path(handle, sharded=True),
+                  doc)
         operations = interleave(plan_threads(w, threads, messages), w.rng) + len(TEAM)
         for ref in (layout.MAIN_REF, RELAY_MAIN):
             store.set_ref(ref, w.tip)
@@ -263,6 +264,7 @@ def mcp_timer(client: RelayClient, reps: int) -> dict[str, Any] | None:
         import anyio
         from mcp import Client
 
+        from gitrelay.mcp.inprocess import in_process
         from gitrelay.mcp.server import build_server
         from gitrelay.mcp.state import ServerState
         from gitrelay.trust.trust import TrustStore
@@ -277,7 +279,7 @@ def mcp_timer(client: RelayClient, reps: int) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
 
     async def body() -> None:
-        async with Client(build_server(opener)) as mcp:
+        async with Client(in_process(build_server(opener))) as mcp:
             for _ in range(5):
                 await mcp.call_tool("check_inbox", {})
             samples = []

@@ -36,7 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import suite
+from bench import kit
+from bench.context import tokens
 
 SECTION = "model (real hosts)"
 GOAL_PRE_TOOL_USE_MS = 60.0
@@ -96,18 +97,16 @@ def hook_times(events: list[dict[str, Any]]) -> dict[str, list[float]]:
 
 
 def _ms(name: str, samples: list[float], *, limit: float | None = None, note: str = ""
-        ) -> suite.Figure:
+        ) -> kit.Figure:
     if not samples:
-        return suite.unavailable(SECTION, name, "no run gave it")
-    return suite.ms_figure(SECTION, name, samples, limit=limit, note=note)
+        return kit.unavailable(SECTION, name, "no run gave it")
+    return kit.ms_figure(SECTION, name, samples, limit=limit, note=note)
 
 
 def _token_figure(name: str, text: str, note: str, limit: float | None = None
-                  ) -> suite.Figure:
-    from bench.context import tokens  # imports bench.suite: imported when run
-
+                  ) -> kit.Figure:
     goal = f"≤ {limit:,.0f} tokens" if limit is not None else "report"
-    return suite.Figure(SECTION, name, "tokens", float(tokens(text)), goal=goal, limit=limit,
+    return kit.Figure(SECTION, name, "tokens", float(tokens(text)), goal=goal, limit=limit,
                         note=f"{len(text.encode()):,} B; {note}")
 
 
@@ -121,9 +120,9 @@ class _Team:
 
         relay = setup.init_relay(root / "relay.git", name="acme")
         self.desk = Desk(root, relay)
-        with suite.gitrelay_home(self.desk.gitrelay_home):
+        with kit.gitrelay_home(self.desk.gitrelay_home):
             setup.join(str(relay), "bob@acme", name="Bob Chen", role="frontend")
-        with suite.gitrelay_home(root / "alice"):
+        with kit.gitrelay_home(root / "alice"):
             setup.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
             alice = RelayClient(str(relay), "alice@acme", writes="wait")
             self.thread = alice.handoff(to="bob@acme", intent="inform",
@@ -145,19 +144,19 @@ def _result_text(body: dict[str, Any]) -> str:
     return ""
 
 
-def bench_model(ws: suite.Workspace, sizes: suite.Sizes, log: suite.Log,
-                shared: dict[str, Any]) -> list[suite.Figure]:
+def bench_model(ws: kit.Workspace, sizes: kit.Sizes, log: kit.Log,
+                shared: dict[str, Any]) -> list[kit.Figure]:
     from tests.hostkit import call, host_binary, run_host, say, tool_definitions
 
-    quick = sizes is suite.QUICK
+    quick = sizes is kit.QUICK
     claude_runs, codex_runs = (3, 1) if quick else (20, 5)
     missing = [h for h in ("claude", "codex") if host_binary(h) is None]
     if missing:
         why = f"{', '.join(missing)} not installed (run .ci/install-node.sh)"
-        return [suite.unavailable(SECTION, "real-host runs", why)]
+        return [kit.unavailable(SECTION, "real-host runs", why)]
     load = os.getloadavg()[0]
     script = [call("gitrelay.check_inbox", {}), say("done")]
-    figures: list[suite.Figure] = []
+    figures: list[kit.Figure] = []
     startup: list[float] = []
     connect: list[float] = []
     first_had_tools = 0
@@ -211,7 +210,7 @@ def bench_model(ws: suite.Workspace, sizes: suite.Sizes, log: suite.Log,
     figures.append(_ms("Claude Code: gitrelay mcp started → its tools in a model request",
                        startup, note=note))
     figures.append(_ms("Claude Code: MCP connection, as its debug log reports it", connect))
-    figures.append(suite.Figure(
+    figures.append(kit.Figure(
         SECTION, f"Claude Code: tools in the first model request, of {claude_runs} cold runs",
         "runs", float(first_had_tools), goal=f"{claude_runs} of {claude_runs}",
         limit=float(claude_runs), at_least=True, note=note))
@@ -224,7 +223,7 @@ def bench_model(ws: suite.Workspace, sizes: suite.Sizes, log: suite.Log,
     for event in ("SessionStart", "PreToolUse", "PostToolUse", "Stop"):
         samples = hooks.get(event, [])
         if not samples:
-            figures.append(suite.unavailable(SECTION, f"hook {event}", "not reported"))
+            figures.append(kit.unavailable(SECTION, f"hook {event}", "not reported"))
             continue
         figures.append(_ms(
             f"hook {event}, as Claude Code ran it", samples, limit=goals.get(event),

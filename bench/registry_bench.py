@@ -15,9 +15,13 @@ Registrations are written with ``git fast-import`` (one commit per profile, as
   without the gate, as a host without hooks takes them): git's fetch, the
   verify-on-read of what it fetched, ``check_inbox`` (the index takes the new
   commits), then the first page of ``list_teammates``. The fetch itself is git
-  moving 4,000 versions of a directory of up to 4,000 entries; it is shown apart.
+  moving 4,000 versions of the trees the registrations rewrote; it is shown apart.
 
-``python -m bench.registry_bench [N]`` prints the figures (default 4,000).
+The relays keep their teammates in shards, as ``gitrelay init`` makes them; with
+``--flat``, as relays made before sharding do (one ``teammates`` directory that every
+registration rewrites whole).
+
+``python -m bench.registry_bench [N] [--flat]`` prints the figures (default 4,000).
 """
 
 from __future__ import annotations
@@ -71,12 +75,16 @@ def profile(i: int) -> dict[str, Any]:
             "registered_at": when}
 
 
-def make_relay(path: Path, *, max_registrations: int | None = None, hook: bool = True) -> str:
-    """A new relay (only its relay.json) at ``path``; returns main's tip."""
+def make_relay(path: Path, *, max_registrations: int | None = None, hook: bool = True,
+               sharded: bool = True) -> str:
+    """A new relay (only its relay.json) at ``path``; returns main's tip. ``sharded``
+    False: a relay made before sharding, its teammates' directories flat."""
     subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(path)],
                    check=True, env=_env())
     cfg = relay_config("bench")
     cfg["created_at"] = "2026-03-02T08:00:00Z"
+    if not sharded:
+        del cfg["teammates_layout"]
     if max_registrations is not None:
         cfg["limits"] = dict(cfg["limits"], max_registrations_per_push=max_registrations)  # type: ignore[call-overload]
     data = schema.dumps(cfg)
@@ -92,8 +100,10 @@ def make_relay(path: Path, *, max_registrations: int | None = None, hook: bool =
     return _git("rev-parse", layout.MAIN_REF, git_dir=path)
 
 
-def add_registrations(repo: Path, ref: str, base: str, first: int, count: int) -> str:
-    """``count`` registration commits on ``base`` in ``repo`` at ``ref``; returns the tip."""
+def add_registrations(repo: Path, ref: str, base: str, first: int, count: int, *,
+                      sharded: bool = True) -> str:
+    """``count`` registration commits on ``base`` in ``repo`` at ``ref``; returns the tip.
+    ``sharded``: the relay's teammates layout (relay.json's ``teammates_layout``)."""
     seq = int(_git("log", "-1", "--format=%(trailers:key=Gitrelay-Seq,valueonly)", base,
                    git_dir=repo) or 0)
     out: list[bytes] = []
@@ -107,7 +117,7 @@ def add_registrations(repo: Path, ref: str, base: str, first: int, count: int) -
         parent = b"from %s\n" % base.encode() if i == first else b""
         out.append(b"commit %s\nauthor %s\ncommitter %s\ndata %d\n%s\n%sM 100644 inline %s\n"
                    b"data %d\n%s\n" % (ref.encode(), ident, ident, len(msg), msg, parent,
-                                       layout.profile_path(str(doc["handle"])).encode(),
+                                       layout.profile_path(str(doc["handle"]), sharded).encode(),
                                        len(data), data))
     out.append(b"done\n")
     _git("fast-import", "--quiet", "--done", git_dir=repo, input=b"".join(out))
@@ -128,38 +138,41 @@ def run_gate(relay: Path, old: str, new: str) -> tuple[float, int, str]:
     return took, proc.returncode, proc.stderr.decode(errors="replace")
 
 
-def measure_gate(root: Path, n: int, *, max_registrations: int | None) -> tuple[float, int, str]:
+def measure_gate(root: Path, n: int, *, max_registrations: int | None,
+                 sharded: bool = True) -> tuple[float, int, str]:
     """The gate over ``n`` registrations in one push (objects present, ref not moved)."""
     relay = root / f"gate-{max_registrations or 'default'}.git"
-    base = make_relay(relay, max_registrations=max_registrations, hook=False)
-    tip = add_registrations(relay, "refs/scratch/push", base, 1, n)
+    base = make_relay(relay, max_registrations=max_registrations, hook=False, sharded=sharded)
+    tip = add_registrations(relay, "refs/scratch/push", base, 1, n, sharded=sharded)
     return run_gate(relay, base, tip)
 
 
-def measure_gate_onto(root: Path, n: int, k: int) -> tuple[float, int, str]:
+def measure_gate_onto(root: Path, n: int, k: int, *, sharded: bool = True
+                      ) -> tuple[float, int, str]:
     """The gate over ``k`` registrations in one push onto a relay of ``n`` teammates."""
     relay = root / f"gate-onto-{n}-{k}.git"
-    base = make_relay(relay, hook=False)
-    registered = add_registrations(relay, layout.MAIN_REF, base, 1, n)
-    tip = add_registrations(relay, f"refs/scratch/push-{k}", registered, n + 1, k)
+    base = make_relay(relay, hook=False, sharded=sharded)
+    registered = add_registrations(relay, layout.MAIN_REF, base, 1, n, sharded=sharded)
+    tip = add_registrations(relay, f"refs/scratch/push-{k}", registered, n + 1, k,
+                            sharded=sharded)
     return run_gate(relay, registered, tip)
 
 
-def measure_push(root: Path, n: int) -> tuple[float, int, str]:
+def measure_push(root: Path, n: int, *, sharded: bool = True) -> tuple[float, int, str]:
     """``git push`` of ``n`` registrations to a relay with the gate installed."""
     relay = root / "push-relay.git"
-    base = make_relay(relay)
+    base = make_relay(relay, sharded=sharded)
     work = root / "push-work.git"
     subprocess.run(["git", "clone", "--quiet", "--bare", str(relay), str(work)], check=True,
                    env=_env())
-    tip = add_registrations(work, layout.MAIN_REF, base, 1, n)
+    tip = add_registrations(work, layout.MAIN_REF, base, 1, n, sharded=sharded)
     t0 = time.perf_counter()
     proc = subprocess.run(["git", "--git-dir", str(work), "push", "--quiet", str(relay),
                            f"{tip}:{layout.MAIN_REF}"], capture_output=True, env=_env())
     return time.perf_counter() - t0, proc.returncode, proc.stderr.decode(errors="replace")
 
 
-def measure_reader(root: Path, n: int) -> dict[str, float]:
+def measure_reader(root: Path, n: int, *, sharded: bool = True) -> dict[str, float]:
     """A reader's first calls after ``n`` registrations landed on a hook-less relay."""
     from gitrelay.inbox.inbox import check_inbox
     from gitrelay.relay import setup
@@ -169,17 +182,17 @@ def measure_reader(root: Path, n: int) -> dict[str, float]:
     old_home = os.environ.get("GITRELAY_HOME")
     try:
         os.environ["GITRELAY_HOME"] = str(root / "bob-home")
-        setup.init_relay(relay, name="bench", hook=False)
+        make_relay(relay, hook=False, sharded=sharded)
         setup.join(str(relay), "bob@acme", name="Bob Chen", role="frontend", save=False)
         bob = RelayClient(str(relay), "bob@acme", writes="wait")
         bob.refresh(max_age=0)
         check_inbox(bob)
         base = _git("rev-parse", layout.MAIN_REF, git_dir=relay)
-        add_registrations(relay, layout.MAIN_REF, base, 1, n)
+        add_registrations(relay, layout.MAIN_REF, base, 1, n, sharded=sharded)
         bob = RelayClient(str(relay), "bob@acme", writes="wait")
         figures: dict[str, float] = {}
         t0 = time.perf_counter()
-        fetch = bob.syncer._git
+        fetch = bob.sync.syncer._git
         spent = [0.0]
 
         def timed_git(*args: str, **kwargs: Any) -> Any:
@@ -189,7 +202,7 @@ def measure_reader(root: Path, n: int) -> dict[str, float]:
             finally:
                 spent[0] += time.perf_counter() - started
 
-        bob.syncer._git = timed_git  # type: ignore[method-assign]
+        bob.sync.syncer._git = timed_git  # type: ignore[method-assign]
         bob.refresh(max_age=0)
         figures["git fetch (git's own work)"] = spent[0]
         figures["verify-on-read of what was fetched"] = time.perf_counter() - t0 - spent[0]
@@ -210,23 +223,24 @@ def measure_reader(root: Path, n: int) -> dict[str, float]:
             os.environ["GITRELAY_HOME"] = old_home
 
 
-def measure(root: Path, n: int) -> list[tuple[str, float, float | None, str]]:
+def measure(root: Path, n: int, *, sharded: bool = True
+            ) -> list[tuple[str, float, float | None, str]]:
     """Rows of (figure, seconds, goal in seconds or None, note)."""
     rows: list[tuple[str, float, float | None, str]] = []
-    took, code, err = measure_gate(root, n, max_registrations=None)
+    took, code, err = measure_gate(root, n, max_registrations=None, sharded=sharded)
     rows.append(("gate, the default limit", took, GOAL_GATE_S,
                  "refused" if code else "accepted"))
-    took, code, err = measure_gate(root, n, max_registrations=n)
+    took, code, err = measure_gate(root, n, max_registrations=n, sharded=sharded)
     rows.append((f"gate, the limit raised to {n:,}", took,
                  GOAL_GATE_S, "refused: " + err.strip()[:200] if code else "accepted"))
     for k in (1, DEFAULT_LIMITS["max_registrations_per_push"]):
-        took, code, err = measure_gate_onto(root, n, k)
+        took, code, err = measure_gate_onto(root, n, k, sharded=sharded)
         rows.append((f"gate, {k} registration(s) onto {n:,} registered", took, None,
                      "refused: " + err.strip()[:200] if code else "accepted"))
-    took, code, err = measure_push(root, n)
+    took, code, err = measure_push(root, n, sharded=sharded)
     rows.append(("git push through the gate (default limit)", took, None,
                  "refused" if code else "accepted"))
-    for name, seconds in measure_reader(root, n).items():
+    for name, seconds in measure_reader(root, n, sharded=sharded).items():
         goal = GOAL_READER_S if name.startswith("first calls") else None
         rows.append((f"reader: {name}", seconds, goal, ""))
     return rows
@@ -234,7 +248,7 @@ def measure(root: Path, n: int) -> list[tuple[str, float, float | None, str]]:
 
 def figures(root: Path, n: int) -> list[Any]:
     """The rows of :func:`measure` as the suite's figures (seconds shown as ms)."""
-    from bench.suite import Figure
+    from bench.kit import Figure
 
     section = f"registry ({n:,} registrations in one push)"
     out = []
@@ -251,12 +265,14 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("n", type=int, nargs="?", default=FULL_REGISTRATIONS)
+    parser.add_argument("--flat", action="store_true",
+                        help="relays made before sharding: one flat teammates directory")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="gitrelay-registry-"))
     try:
         os.environ.setdefault("GIT_CONFIG_GLOBAL", os.devnull)
         os.environ.setdefault("GIT_CONFIG_NOSYSTEM", "1")
-        rows = measure(root, args.n)
+        rows = measure(root, args.n, sharded=not args.flat)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     load = os.getloadavg()[0]
@@ -264,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         met = "" if goal is None else ("met" if seconds <= goal else "MISSED")
         goal_text = "" if goal is None else f"<= {goal:g} s"
         print(f"{name:70} {seconds:8.2f} s  {goal_text:9} {met:6} {note}")
-    print(f"(load average {load:.1f}, {os.cpu_count()} cores)", file=sys.stderr)
+    print(f"(load average {load:.1f}, {os.cpu_count()} cores; teammates "
+          f"{'flat' if args.flat else 'sharded'})", file=sys.stderr)
     return 0
 
 

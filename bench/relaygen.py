@@ -53,7 +53,7 @@ from gitrelay.core.ops import Op
 from gitrelay.relay.setup import install_hook, relay_config
 
 # Bump when the generated history changes, so stale cache entries are not reused.
-GENERATOR_VERSION = 5
+GENERATOR_VERSION = 6  # 6: teammates in shards
 CACHE_DIR = Path(__file__).resolve().parent / ".cache"
 SAMPLED_USERS = 3
 SAMPLES_PER_USER = 200
@@ -352,7 +352,7 @@ def plan_operations(n_threads: int, n_messages: int, *, seed: int = 0,
         doc: dict[str, Any] = {"format_version": 1, "kind": "profile", "handle": handle,
                                "name": name, "role": role, "usernames": [user],
                                "registered_at": _iso(clock), "email": f"{user}@acme.example"}
-        yield "profile", doc, layout.profile_path(handle), clock.timestamp()
+        yield "profile", doc, layout.profile_path(handle, sharded=True), clock.timestamp()
         clock += step
     render = _Renderer(rng)
     for t, event in _schedule(_plan_threads(n_threads, n_messages, handles, rng, aged=aged),

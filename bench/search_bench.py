@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import relaygen
-from bench.suite import (
+from bench.kit import (
     QUICK,
     Figure,
     Log,
@@ -90,12 +90,14 @@ def measure_queries(ws: Workspace, sizes: Sizes
     of every call; and the relay's messages."""
     from mcp import Client
 
+    from gitrelay.mcp.inprocess import in_process
+
     server = _server(ws, sizes.big_relay, "big")
     samples: dict[str, list[float]] = {q: [] for q in QUERIES}
     served: list[float] = []
 
     async def body() -> None:
-        async with Client(server) as session:
+        async with Client(in_process(server)) as session:
             for i in range(sizes.warmup + sizes.read_reps):
                 for query in QUERIES:
                     took, _ = await _search(session, {"query": query})
@@ -111,12 +113,14 @@ def measure_pages(ws: Workspace, sizes: Sizes, pages: int = 5) -> list[list[floa
     """Seconds of pages 1..``pages`` of one query (five threads a page), warm."""
     from mcp import Client
 
+    from gitrelay.mcp.inprocess import in_process
+
     server = _server(ws, sizes.small_relay, "small")
     query = {"query": "the", "limit": 2 if sizes is QUICK else 5}
     samples: list[list[float]] = []
 
     async def body() -> None:
-        async with Client(server) as session:
+        async with Client(in_process(server)) as session:
             cursors: list[str | None] = [None]
             for _ in range(pages - 1):
                 _, text = await _search(session, {**query, "cursor": cursors[-1]})
@@ -205,7 +209,7 @@ def measure_indexing(ws: Workspace, sizes: Sizes, commits: int, reps: int
 
 def measure_size(ws: Workspace, sizes: Sizes) -> dict[str, float]:
     """Bytes of the search tables and of the whole index of the large relay's mirror."""
-    from bench.suite import mirror_template
+    from bench.kit import mirror_template
 
     template = mirror_template(sizes.big_relay, ws)
     copy = ws.fresh("search-size") / "index.sqlite3"
@@ -275,7 +279,7 @@ def main() -> int:
     import json
     import tempfile
 
-    from bench.suite import FULL, hermetic_environment
+    from bench.kit import FULL, hermetic_environment
 
     quick = "--quick" in __import__("sys").argv
     with tempfile.TemporaryDirectory(prefix="gitrelay-search-bench-") as tmp:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.suite import (
+from bench.kit import (
     QUICK,
     Figure,
     Log,
@@ -102,7 +102,7 @@ def bench_web(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> 
     home = ws.fresh("home-web")
     seed_user(relay, size, home, READER, ws)
     client = client_for(relay, home, READER, writes="queue")
-    client.fresh_seconds = 1e12
+    client.sync.fresh_seconds = 1e12
     client.mirror.update_sync_state(last_fetch=time.time() + 1e9)
     tid = _open_thread(client, info)
     messages = _long_thread(client, tid)
@@ -146,7 +146,7 @@ def bench_web(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> 
 def main() -> None:  # pragma: no cover - a convenience for a quick look
     import tempfile
 
-    from bench.suite import QUICK as quick
+    from bench.kit import QUICK as quick
 
     with tempfile.TemporaryDirectory() as tmp:
         ws = Workspace(Path(tmp), print)

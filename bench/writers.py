@@ -58,7 +58,7 @@ def run_gitrelay(cfg: dict[str, Any]) -> dict[str, Any]:
     client.refresh(max_age=0)
     if client.mirror.view().profile(cfg["handle"]) is None:  # pragma: no cover - set up by suite
         setup.join(cfg["relay"], cfg["handle"], name="Writer", role="engineer", save=False)
-    loop = client.start_sync_loop(watch=False) if mode == "queue" else None
+    loop = client.sync.start_loop(watch=False) if mode == "queue" else None
     ops: list[list[str]] = []
     latencies: list[float] = []
     queued_answers = refused = 0
@@ -92,7 +92,7 @@ def run_gitrelay(cfg: dict[str, Any]) -> dict[str, Any]:
         deadline = time.monotonic() + 300
         while client.mirror.outbox() and time.monotonic() < deadline:
             time.sleep(0.005)
-        client.stop_sync_loop(flush=True)
+        client.sync.stop_loop(flush=True)
     attempts = 0
     while client.mirror.outbox() and attempts < 50:
         attempts += 1

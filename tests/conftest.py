@@ -103,7 +103,7 @@ class Team(dict[str, RelayClient]):
 
     def __missing__(self, name: str) -> RelayClient:
         client = self.make(f"{name}@acme")
-        client.fresh_seconds = 0  # read the relay as it is now
+        client.sync.fresh_seconds = 0  # read the relay as it is now
         self[name] = client
         return client
 

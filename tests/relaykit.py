@@ -177,7 +177,10 @@ class Bench:
 
     @classmethod
     def create(cls, root: Path, *, config: Mapping[str, Any] | None = None) -> Bench:
-        """A new relay (``gitrelay init``, or a custom relay.json) and its work repo."""
+        """A new relay (``gitrelay init``, or a custom relay.json) and its work repo.
+
+        ``config={"teammates_layout": None}`` leaves the field out: a relay made before
+        teammates were sharded, which keeps their directories flat."""
         root.mkdir(parents=True, exist_ok=True)
         relay = root / "relay.git"
         if config is None:
@@ -185,6 +188,8 @@ class Bench:
         else:
             setup.init_relay(relay, name="acme", hook=False)
             doc = dict(setup.relay_config("acme"), created_at=STAMP, **config)
+            if doc["teammates_layout"] is None:  # a relay made before sharding: flat
+                del doc["teammates_layout"]
             forge = Forge(relay)
             tree = forge.put(None, [layout.CONFIG_PATH], MODE_BLOB, forge.blob(schema.dumps(doc)))
             root_commit = forge.commit(tree, [], commit_message("init", "gitrelay", 0),
@@ -271,7 +276,7 @@ class Bench:
         assert doc is not None or (data is not None and path is not None)
         d = dict(doc or {})
         if path is None:
-            path = default_path(kind, d)
+            path = default_path(kind, d, RelayView(self.objects, base_commit.tree).sharded)
         blob = self.forge.blob(data if data is not None else schema.dumps(d))
         tree = self.forge.put(base_commit.tree, path.split("/"), mode, blob)
         for xpath, xdata, xmode in extra:
@@ -441,11 +446,12 @@ def op_name(kind: str, doc: Mapping[str, Any]) -> str:
     return kind
 
 
-def default_path(kind: str, doc: Mapping[str, Any]) -> str:
+def default_path(kind: str, doc: Mapping[str, Any], sharded: bool = True) -> str:
+    """Where an operation's file goes; ``sharded``: the relay's teammates layout."""
     if kind == "profile":
-        return layout.profile_path(str(doc["handle"]))
+        return layout.profile_path(str(doc["handle"]), sharded)
     if kind == "profile_update":  # the first: the standard relay has none
-        return layout.profile_update_path(str(doc["handle"]), 1)
+        return layout.profile_update_path(str(doc["handle"]), 1, sharded)
     tid = str(doc["thread_id"])
     if kind == "handoff":
         return layout.handoff_path(tid)
@@ -527,7 +533,8 @@ class RelayTemplates:
     """Standard relays of each kind, built once and copied per test (``relays`` fixture).
 
     Kinds: ``fresh`` (only relay.json), ``default``, ``require_pusher``, ``signed``
-    (every teammate has a key and signs) and ``tiny_limits`` (three messages a thread).
+    (every teammate has a key and signs), ``tiny_limits`` (three messages a thread) and
+    ``flat`` (made before sharding: relay.json leaves teammates_layout out).
     """
 
     CONFIGS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -535,6 +542,7 @@ class RelayTemplates:
         "require_pusher": {"require_pusher": True},
         "signed": {"require_signatures": True},
         "tiny_limits": {"limits": dict(schema.DEFAULT_LIMITS, max_messages_per_thread=3)},
+        "flat": {"teammates_layout": None},
     }
 
     def __init__(self, root: Path) -> None:
@@ -607,7 +615,8 @@ class CaseBuilder:
         return self.bench.threads.get(label, label)
 
     def fill(self, value: Any, tid: str | None = None) -> Any:
-        """Placeholders in strings: {tid}, {tid:label}, {thread_dir}, {thread_dir:label}."""
+        """Placeholders in strings: {tid}, {tid:label}, {thread_dir}, {thread_dir:label},
+        {teammate_dir:handle} (that teammate's directory in the relay's layout)."""
         if isinstance(value, list):
             return [self.fill(v, tid) for v in value]
         if isinstance(value, dict):
@@ -621,6 +630,9 @@ class CaseBuilder:
             return {"tid": t, "thread_dir": layout.shard(t) if t else "",
                     "tid_lower": t.lower(), "c0": t[:1], "c1": t[1:2]}[name]
 
+        sharded = self.bench.view().sharded
+        value = re.sub(r"\{teammate_dir:([^{}]+)\}",
+                       lambda m: layout.teammate_dir(m.group(1), sharded), value)
         return re.sub(r"\{(tid|thread_dir|tid_lower|c0|c1)(?::([\w-]+))?\}", sub, value)
 
     def build_all(self) -> Built:
@@ -736,7 +748,7 @@ class CaseBuilder:
         if path is None and kind == "message" and "file_seq" in step:
             path = layout.message_path(str(doc["thread_id"]), int(step["file_seq"]))
         if path is None:
-            path = default_path(kind, doc)
+            path = default_path(kind, doc, bench.view(base).sharded)
         actor = str(doc.get(schema.AUTHOR_FIELD[kind], step.get("by", "")))
         seq = bench.seq(base) + 1 + int(step.get("seq_offset", 0))
         seq_text = {"arabic": "".join(chr(0x660 + int(d)) for d in str(seq)),

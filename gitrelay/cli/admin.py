@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from gitrelay.relay.render import Progress
+    from gitrelay.cli.progress import Progress
     from gitrelay.sync.verify import read_tip_file, verify_relay
 
     relay = getattr(args, "relay", None)
@@ -182,11 +182,11 @@ def _print_pin(client: RelayClient, as_json: bool) -> int:
         print_json({"relay": client.relay_url, "pin": pin, "line": line})
         return EXIT_OK
     print(line)
-    if client.last_sync_error is not None:
-        note(f"the relay could not be reached ({client.last_sync_error.message}): this is "
+    if client.sync.last_error is not None:
+        note(f"the relay could not be reached ({client.sync.last_error.message}): this is "
              "main as your last fetch verified it")
-    if client.sync_problem():
-        note(f"the relay's history breaks the rules after this commit: {client.sync_problem()}")
+    if client.sync.problem():
+        note(f"the relay's history breaks the rules after this commit: {client.sync.problem()}")
     note("send this line to the new teammate yourself, by a channel outside the relay (chat, "
          "a call, in person); they add --as, --name and --role. One who joined already "
          f"checks with `gitrelay verify --expect-tip {pin}`.")
@@ -194,8 +194,8 @@ def _print_pin(client: RelayClient, as_json: bool) -> int:
 
 
 def _cmd_reindex(args: argparse.Namespace) -> int:
+    from gitrelay.cli.progress import Progress
     from gitrelay.inbox.inbox import reindex
-    from gitrelay.relay.render import Progress
 
     client = open_client(args)
     progress = Progress()

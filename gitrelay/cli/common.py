@@ -18,7 +18,8 @@ from gitrelay.core.threadstate import STATUSES
 from gitrelay.core.vocab import WAIT_MAX
 
 if TYPE_CHECKING:
-    from gitrelay.relay.client import RelayClient, WriteResult
+    from gitrelay.relay.client import RelayClient
+    from gitrelay.relay.results import WriteResult
 
 EXIT_OK = 0            # success
 EXIT_ERROR = 1         # the operation was refused or failed (the line says which rule)
@@ -58,13 +59,13 @@ def open_client(args: argparse.Namespace, *, writes: str | None = None,
 
 def stale_note(client: RelayClient) -> None:
     """Say so when a read answered from the local copy because the relay was unreachable."""
-    if client.last_sync_error is not None:
+    if client.sync.last_error is not None:
         from gitrelay.relay.render import when
 
         last = client.mirror.sync_state().get("last_fetch")
         stamp = when(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(last)))) \
             if last else "never"
-        note(f"the relay is unreachable ({client.last_sync_error.message}); showing your "
+        note(f"the relay is unreachable ({client.sync.last_error.message}); showing your "
               f"local copy as of {stamp}")
 
 

@@ -194,7 +194,7 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
         checks.append(Check("relay", "problem", exc.message, next_step_text(exc)))
     if client is not None:
         try:
-            report = client.syncer.fetch()
+            report = client.sync.syncer.fetch()
             main = client.mirror.relay_main()
             seq = commit_seq(client.mirror.objects.commit(main)) if main else 0
             checks.append(Check("relay", "ok", f"{client.relay_url} is reachable "
@@ -214,7 +214,7 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
                 checks.append(Check("registered", "ok", f"{profile['handle']}: "
                                     f"{profile['name']} ({profile['role']})"))
             checks += archive_checks(client)
-            checks += head_checks(client.relay_url, client.syncer.env)
+            checks += head_checks(client.relay_url, client.sync.syncer.env)
         except RelayError as exc:
             client_ok = client.mirror.main() is not None
             checks.append(Check("relay", "problem", f"cannot fetch: {exc.message}",

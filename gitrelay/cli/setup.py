@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _cmd_join(args: argparse.Namespace) -> int:
-    from gitrelay.relay.render import Progress
+    from gitrelay.cli.progress import Progress
     from gitrelay.relay.setup import join
 
     progress = Progress()
@@ -155,6 +156,10 @@ def _index_inbox(relay: str, handle: str) -> str | None:
 def _cmd_mcp(args: argparse.Namespace) -> int:
     from gitrelay.mcp.server import serve
 
+    # The server's log (warnings and failures) goes to stderr, which hosts keep as the
+    # server's log; stdout is the protocol's.
+    logging.basicConfig(level=logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     serve(relay=getattr(args, "relay", None), handle=getattr(args, "handle", None),
           trust=args.trust, writes=args.writes, structured=args.structured)
     return EXIT_OK
@@ -199,8 +204,8 @@ def _cmd_whoami(args: argparse.Namespace) -> int:
         profile = client.teammate(client.handle)
     except RelayUnavailable as exc:
         reach = f"unreachable: {exc.message}"
-    if client.last_sync_error is not None:
-        reach = f"unreachable: {client.last_sync_error.message} (using your local copy)"
+    if client.sync.last_error is not None:
+        reach = f"unreachable: {client.sync.last_error.message} (using your local copy)"
     info = {
         "handle": client.handle, "registered": profile is not None,
         "name": profile["name"] if profile else (cfg.name if cfg else None),
@@ -219,8 +224,8 @@ def _cmd_whoami(args: argparse.Namespace) -> int:
         print("  not registered on this relay: run `gitrelay join RELAY --as "
               f"{client.handle} --name NAME --role ROLE`")
     print(f"  relay   {client.relay_url} ({reach})")
-    if client.last_sync_error is not None:
-        print(f"  fix     {next_step_text(client.last_sync_error)}")
+    if client.sync.last_error is not None:
+        print(f"  fix     {next_step_text(client.sync.last_error)}")
     print(f"  mirror  {client.mirror.path}")
     print(f"  config  {info['config'] or 'none (flags or the embedded default relay)'}")
     print(f"  trust   {info['trust_file']}")

@@ -31,7 +31,8 @@ from gitrelay.core.vocab import INTENTS
 from gitrelay.relay import policy
 
 if TYPE_CHECKING:
-    from gitrelay.relay.client import RelayClient, ThreadView, WriteResult
+    from gitrelay.relay.client import RelayClient
+    from gitrelay.relay.results import ThreadView, WriteResult
 
 
 def _thread_json(view: Any) -> dict[str, Any]:

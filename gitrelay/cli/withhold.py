@@ -19,8 +19,8 @@ from gitrelay.cli.common import trust_path
 
 if TYPE_CHECKING:
     from gitrelay.inbox.inbox import InboxItem
-    from gitrelay.relay.client import ThreadView
     from gitrelay.relay.history import HistoryEntry
+    from gitrelay.relay.results import ThreadView
     from gitrelay.trust.trust import TrustRules
 
 FLAG = "--show-blocked"

@@ -19,7 +19,6 @@ from gitrelay.core.objects import (
     Objects,
     TreeEntry,
     diff_trees,
-    remember,
     tree_problem,
 )
 from gitrelay.core.threadstate import TERMINAL, ThreadState
@@ -43,23 +42,6 @@ def archive_base(objs: Objects, tree: str) -> tuple[str | None, int]:
     ``archive.json`` names (None before the first archive) and how many threads it holds."""
     index = archive_index(objs, tree)
     return (str(index["snapshot"]), int(index["threads"])) if index else (None, 0)
-
-
-# archive.json's blob id -> the snapshot's tree id (both fixed by the blob's bytes)
-_SNAPSHOTS: dict[str, str] = {}
-
-
-def snapshot_tree(objs: Objects, tree: str) -> str | None:
-    """The tree of the archive snapshot the relay tree ``tree`` names, or None."""
-    entry = objs.entry(tree, layout.ARCHIVE_PATH)
-    if entry is None or entry.is_tree:
-        return None
-    found = _SNAPSHOTS.get(entry.oid)
-    if found is None:
-        doc = schema.load("archive", objs.blob(entry.oid))
-        found = objs.commit(str(doc["snapshot"])).tree
-        remember(_SNAPSHOTS, entry.oid, found)
-    return found
 
 
 def archived_threads(objs: Objects, commit: Commit) -> tuple[list[str], str, str]:

@@ -99,17 +99,18 @@ def check_registration(view: RelayView, commit: Commit, doc: Mapping[str, Any],
     short = commit.oid[:12]
     if doc["handle"] != handle:
         raise refuse("layout", f"commit {short}: profile of {doc['handle']} stored under "
-                     f"teammates/{handle}", commit=commit.oid, field="handle")
+                     f"{layout.teammate_dir(handle, view.sharded)}", commit=commit.oid,
+                     field="handle")
     existing = view.profile(handle)
     if existing is not None:
         raise refuse("registration", f"commit {short}: {existing['handle']} is already "
                      "registered (handles are unique, ignoring case); a profile is never "
                      "replaced", commit=commit.oid, field="handle")
-    taken = view.usernames()
     for username in doc.get("usernames", []):
-        if username in taken:
+        owner = view.username_owner(username)
+        if owner is not None:
             raise refuse("registration", f"commit {short}: server username {username!r} "
-                         f"already belongs to {taken[username]}", commit=commit.oid,
+                         f"already belongs to {owner}", commit=commit.oid,
                          field="usernames")
 
 
@@ -138,7 +139,7 @@ def check_registrations_per_push(commits: Sequence[Commit], limits: Mapping[str,
 def check_profile_update(view: RelayView, commit: Commit, doc: Mapping[str, Any], handle: str,
                          number: int | None, pusher: Pusher | None, *,
                          verify_signature: SignatureCheck | None = None) -> None:
-    """A teammate's correction of their own profile (``teammates/<handle>/update-N.json``).
+    """A teammate's correction of their own profile (``update-N.json`` in their directory).
 
     Only they may write it: the pusher and signature rules hold as for any of their
     operations. A server username it adds is proved as at registration: where the
@@ -154,7 +155,8 @@ def check_profile_update(view: RelayView, commit: Commit, doc: Mapping[str, Any]
                      commit=commit.oid, field="handle")
     if doc["handle"] != handle or current["handle"] != handle:
         raise refuse("layout", f"commit {short}: a profile update of {doc['handle']} stored "
-                     f"under teammates/{handle}, where {current['handle']} is registered; a "
+                     f"under {layout.teammate_dir(handle, view.sharded)}, where "
+                     f"{current['handle']} is registered; a "
                      "handle never changes", commit=commit.oid, field="handle")
     expected = view.profile_updates(handle) + 1
     if number != expected:
@@ -162,11 +164,11 @@ def check_profile_update(view: RelayView, commit: Commit, doc: Mapping[str, Any]
                      f"expected {expected}", commit=commit.oid, field="update")
     known = current.get("usernames", [])
     added = [u for u in doc["usernames"] if u not in known]
-    taken = view.usernames() if added else {}
     for username in added:
-        if username in taken:
+        owner = view.username_owner(username)
+        if owner is not None:
             raise refuse("registration", f"commit {short}: server username {username!r} "
-                         f"already belongs to {taken[username]}", commit=commit.oid,
+                         f"already belongs to {owner}", commit=commit.oid,
                          field="usernames")
     if pusher is None or not pusher.username or pusher.username in known:
         check_identity(view, commit, handle, pusher, verify_signature=verify_signature)

@@ -125,6 +125,16 @@ def thread_id_for(sender: str, idempotency_key: str) -> str:
     return _crockford(digest[:17], THREAD_ID_LEN)
 
 
+def handle_digest(handle: str) -> str:
+    """A handle's digest, written as a thread id is: its first two characters name
+    the shard of the teammate's directory (``teammates/<c0>/<c1>/<handle>``).
+
+    Taken of the handle's key, so that every spelling of one handle (case aside)
+    lands in one shard, where a registration finds the others.
+    """
+    return _crockford(_sha256(handle_key(handle).encode())[:17], THREAD_ID_LEN)
+
+
 def _sha256(data: bytes) -> bytes:
     # The gate derives a thread id on every handoff. ``hashlib`` loads OpenSSL,
     # which takes longer than the whole check; the interpreter's own SHA-256

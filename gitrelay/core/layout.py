@@ -6,11 +6,17 @@ it). Pure and standard library only.
 
 from __future__ import annotations
 
-from gitrelay.core.ids import handle_problem, is_thread_id, only
+from gitrelay.core.ids import handle_digest, handle_problem, is_thread_id, only
 
 FORMAT_VERSION = 1
 CONFIG_PATH = "relay.json"
 TEAMMATES_DIR = "teammates"
+# relay.json's ``teammates_layout``: where a relay keeps its teammates' directories.
+# ``flat`` (the field left out: relays made before sharding) is teammates/<handle>/,
+# ``sharded`` is teammates/<c0>/<c1>/<handle>/, as threads are sharded.
+TEAMMATES_FLAT = "flat"
+TEAMMATES_SHARDED = "sharded"
+TEAMMATES_LAYOUTS = (TEAMMATES_FLAT, TEAMMATES_SHARDED)
 THREADS_DIR = "threads"
 PROFILE_FILE = "profile.json"
 # A teammate's corrections of their own profile: update-000001.json, numbered from 1.
@@ -97,20 +103,42 @@ def transition_path(thread_id: str, op: str) -> str:
     return f"{shard(thread_id)}/{TRANSITION_FILES[op]}"
 
 
-def teammate_dir(handle: str) -> str:
+def teammate_shard(handle: str) -> str:
+    """``teammates/<c0>/<c1>``: the shard holding ``handle``'s directory on a sharded
+    relay, named by the first two characters of :func:`~gitrelay.core.ids.handle_digest`
+    (two levels of 32, as threads are sharded by their id's)."""
+    found = _SHARDS.get(handle)
+    if found is None:
+        digest = handle_digest(handle)
+        found = f"{TEAMMATES_DIR}/{digest[0]}/{digest[1]}"
+        if len(_SHARDS) >= 4096:
+            _SHARDS.clear()
+        _SHARDS[handle] = found
+    return found
+
+
+# Each operation's checks name its actor's shard several times: digests, remembered.
+_SHARDS: dict[str, str] = {}
+
+
+def teammate_dir(handle: str, sharded: bool) -> str:
+    """A teammate's directory: ``teammates/<c0>/<c1>/<handle>`` on a sharded relay,
+    ``teammates/<handle>`` on a flat one (relay.json's ``teammates_layout``)."""
+    if sharded:
+        return f"{teammate_shard(handle)}/{handle}"
     return f"{TEAMMATES_DIR}/{handle}"
 
 
-def profile_path(handle: str) -> str:
-    return f"{teammate_dir(handle)}/{PROFILE_FILE}"
+def profile_path(handle: str, sharded: bool) -> str:
+    return f"{teammate_dir(handle, sharded)}/{PROFILE_FILE}"
 
 
 def profile_update_name(number: int) -> str:
     return f"{PROFILE_UPDATE_PREFIX}{number:0{MESSAGE_DIGITS}d}.json"
 
 
-def profile_update_path(handle: str, number: int) -> str:
-    return f"{teammate_dir(handle)}/{profile_update_name(number)}"
+def profile_update_path(handle: str, number: int, sharded: bool) -> str:
+    return f"{teammate_dir(handle, sharded)}/{profile_update_name(number)}"
 
 
 def profile_update_number(name: str) -> int | None:
@@ -139,17 +167,19 @@ class FileRef:
     """What a path in the relay tree is, per the layout.
 
     ``kind`` is one of config, archive, profile, profile_update, handoff, message,
-    accept, complete, cancel, archived.
+    accept, complete, cancel, archived. ``sharded``: a teammate's file at its sharded
+    path (``teammates/<c0>/<c1>/<handle>/…``) rather than its flat one.
     """
 
-    __slots__ = ("handle", "kind", "sequence_no", "thread_id")
+    __slots__ = ("handle", "kind", "sequence_no", "sharded", "thread_id")
 
     def __init__(self, kind: str, thread_id: str | None = None, handle: str | None = None,
-                 sequence_no: int | None = None) -> None:
+                 sequence_no: int | None = None, sharded: bool = False) -> None:
         self.kind = kind
         self.thread_id = thread_id
         self.handle = handle
         self.sequence_no = sequence_no
+        self.sharded = sharded
 
 
 def classify(path: str) -> FileRef | None:
@@ -159,15 +189,8 @@ def classify(path: str) -> FileRef | None:
     if path == ARCHIVE_PATH:
         return FileRef("archive")
     parts = path.split("/")
-    if parts[0] == TEAMMATES_DIR and len(parts) == 3:
-        if handle_problem(parts[1]) is not None:
-            return None
-        if parts[2] == PROFILE_FILE:
-            return FileRef("profile", handle=parts[1])
-        number = profile_update_number(parts[2])
-        if number is not None:
-            return FileRef("profile_update", handle=parts[1], sequence_no=number)
-        return None
+    if parts[0] == TEAMMATES_DIR:
+        return _teammate_file(parts)
     if parts[0] != THREADS_DIR or len(parts) != 5:
         return None
     _, c0, c1, tid, name = parts
@@ -182,6 +205,33 @@ def classify(path: str) -> FileRef | None:
     if sequence_no is not None and sequence_no >= 1:
         return FileRef("message", thread_id=tid, sequence_no=sequence_no)
     return None
+
+
+def _teammate_file(parts: list[str]) -> FileRef | None:
+    """A file in a teammate's directory, flat (``teammates/<handle>/<name>``) or sharded
+    (``teammates/<c0>/<c1>/<handle>/<name>``, in the handle's own shard)."""
+    if len(parts) == 3:
+        handle, name, sharded = parts[1], parts[2], False
+    elif len(parts) == 5:
+        handle, name, sharded = parts[3], parts[4], True
+    else:
+        return None
+    if handle_problem(handle) is not None:
+        return None
+    if sharded and f"{TEAMMATES_DIR}/{parts[1]}/{parts[2]}" != teammate_shard(handle):
+        return None
+    if name == PROFILE_FILE:
+        return FileRef("profile", handle=handle, sharded=sharded)
+    number = profile_update_number(name)
+    if number is not None:
+        return FileRef("profile_update", handle=handle, sequence_no=number, sharded=sharded)
+    return None
+
+
+def teammate_dir_handle(path: str) -> str | None:
+    """The handle when ``path`` is a teammate's directory, flat or sharded."""
+    ref = _teammate_file([*path.split("/"), PROFILE_FILE])
+    return ref.handle if ref is not None else None
 
 
 def message_number(name: str) -> int | None:

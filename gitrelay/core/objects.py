@@ -96,8 +96,12 @@ def parse_tree(data: bytes, ends: list[int] | None = None) -> list[TreeEntry]:
 
 
 # A tree of at least this many entries is kept with its bytes, so that the next version
-# of it (the same directory one operation later) is parsed from where they differ.
-BIG_TREE = 64
+# of it (the same directory one operation later) is parsed from where they differ: a
+# flat directory of thousands, and a full shard level (32 entries) alike.
+BIG_TREE = 24
+# The trees kept so are forgotten when they hold this many bytes in all: a run of
+# operations comes back to a shard some dozens of operations later.
+BIG_TREES_BYTES = 8 << 20
 # The tree cache is emptied when it holds this many entries in all.
 TREE_ENTRIES_MAX = 1 << 20
 
@@ -372,6 +376,7 @@ class Objects:
         self.max_blob = max_blob
         self._trees: dict[str, list[TreeEntry]] = {}
         self._big: dict[str, _BigTree] = {}
+        self._big_bytes = 0
         self._tree_entries = 0  # in the cached trees: versions of a large directory add up
         self._commits: dict[str, Commit] = {}
         # Trees found well-formed (tree_problem): a tree's id names its content.
@@ -423,9 +428,11 @@ class Objects:
         return cached
 
     def _remember_big(self, oid: str, big: _BigTree) -> None:
-        if len(self._big) >= 8:
+        if self._big_bytes + len(big.data) > BIG_TREES_BYTES or len(self._big) >= 4096:
             self._big.clear()
+            self._big_bytes = 0
         self._big[oid] = big
+        self._big_bytes += len(big.data)
 
     def tree_change(self, old: str, new: str
                     ) -> tuple[list[TreeEntry], list[TreeEntry], int, int, int] | None:

@@ -67,11 +67,12 @@ class Op:
     def materialize(self, view: RelayView) -> tuple[str, dict[str, Any]]:
         """The path and document of this op on top of ``view``."""
         if self.kind == "profile":
-            return layout.profile_path(str(self.doc["handle"])), self.doc
+            return layout.profile_path(str(self.doc["handle"]), view.sharded), self.doc
         if self.kind == "profile_update":
             # The next number on this state of the relay, as a message takes its own.
             handle = str(self.doc["handle"])
-            return layout.profile_update_path(handle, view.profile_updates(handle) + 1), self.doc
+            return layout.profile_update_path(handle, view.profile_updates(handle) + 1,
+                                              view.sharded), self.doc
         assert self.thread_id is not None
         if self.kind == "handoff":
             return layout.handoff_path(self.thread_id), self.doc
@@ -96,7 +97,8 @@ class Op:
             handle = str(self.doc["handle"])
             number = view.profile_updates(handle)
             data = schema.dumps(self.doc)
-            return any(objs.read_path(tree, layout.profile_update_path(handle, n)) == data
+            return any(objs.read_path(tree, layout.profile_update_path(handle, n, view.sharded))
+                       == data
                        for n in range(number, 0, -1))
         assert self.thread_id is not None
         found = thread_files(objs, tree, self.thread_id)

@@ -168,6 +168,8 @@ def _check_commit(objs: Objects, commit: Commit, parent: Commit | None,
         raise refuse("archive", f"commit {short} adds {path} without archiving a thread; only "
                      f"a {layout.TRAILER_OP}: {layout.OP_ARCHIVE} commit writes it",
                      commit=commit.oid, field=path)
+    if ref.handle is not None:
+        _check_teammates_layout(view, commit, path, ref)
     doc = load_written(ref.kind, objs.blob(entry.oid), limits, commit, f"commit {short} {path}")
     op = _op_for(ref.kind, doc)
     actor = str(doc[schema.AUTHOR_FIELD[ref.kind]])
@@ -195,6 +197,23 @@ def _check_commit(objs: Objects, commit: Commit, parent: Commit | None,
         view.registered(commit.tree, doc)
     return Operation(op, seq, actor, path, doc, ref.thread_id, commit.oid)
 
+
+
+def _check_teammates_layout(view: RelayView, commit: Commit, path: str,
+                            ref: layout.FileRef) -> None:
+    """A teammate's file lies in the one layout relay.json names (``teammates_layout``):
+    a relay is never both flat and sharded, so no handle is registered in both."""
+    if ref.sharded == view.sharded:
+        return
+    assert ref.handle is not None
+    name = path.rpartition("/")[2]
+    where = f"{layout.teammate_dir(ref.handle, view.sharded)}/{name}"
+    said = (f"teammates_layout {layout.TEAMMATES_SHARDED!r}" if view.sharded
+            else f"no teammates_layout {layout.TEAMMATES_SHARDED!r}")
+    raise refuse("layout", f"commit {commit.oid[:12]} adds {shown(path)}, but this relay keeps "
+                 f"teammates' files in the {'sharded' if view.sharded else 'flat'} layout "
+                 f"(relay.json has {said}): that file belongs at {shown(where)}",
+                 commit=commit.oid, field=path)
 
 
 def _op_for(kind: str, doc: Mapping[str, Any]) -> str:

@@ -15,7 +15,7 @@ import _json  # the C scanner behind json.loads; ``json`` itself would import ``
 
 from gitrelay.core.errors import FormatError
 from gitrelay.core.ids import handle_problem, is_key, is_thread_id, is_uuid, only
-from gitrelay.core.layout import FORMAT_VERSION
+from gitrelay.core.layout import FORMAT_VERSION, TEAMMATES_LAYOUTS
 from gitrelay.core.terminal import message_line, quoted, shown
 from gitrelay.core.vocab import (
     COMMAND_CHARS,
@@ -499,7 +499,7 @@ SHAPES: dict[str, Shape] = {
                             max_items=20),
         "require_pusher": boolean(), "require_signatures": boolean(),
         "created_at": timestamp(),
-    }),
+    }, {"teammates_layout": enum(*TEAMMATES_LAYOUTS)}),
     "profile": Shape({
         "format_version": _version, "kind": const("profile"), "handle": handle(),
         "name": text(max_chars=200), "role": text(max_chars=200),

@@ -17,9 +17,13 @@ from gitrelay.core.ids import same_handle, thread_id_for
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any
+    from typing import Any, Protocol
 
-    from gitrelay.core.view import RelayView
+    class Registry(Protocol):
+        """The registered teammates a rule reads: a relay view answers it
+        (:class:`~gitrelay.core.view.RelayView`, which reads threads with this module)."""
+
+        def profile(self, handle: str) -> dict[str, Any] | None: ...
 
 PENDING, ACCEPTED, COMPLETED, CANCELLED = "pending", "accepted", "completed", "cancelled"
 TERMINAL = (COMPLETED, CANCELLED)
@@ -27,12 +31,16 @@ STATUSES = (PENDING, ACCEPTED, COMPLETED, CANCELLED)
 
 
 class ThreadState:
-    def __init__(self, thread_id: str, handoff: dict[str, Any], status: str, last_seq: int,
-                 names: set[str]) -> None:
+    """A thread as the rules read it: its handoff and the names of its directory's
+    files, from which its status and the number of its last message follow.
+
+    The client's full read of a thread (``relay.results.ThreadView``) is this
+    state with the thread's documents added.
+    """
+
+    def __init__(self, thread_id: str, handoff: dict[str, Any], names: frozenset[str]) -> None:
         self.thread_id = thread_id
         self.handoff = handoff
-        self.status = status
-        self.last_seq = last_seq
         self.names = names
 
     @property
@@ -42,6 +50,14 @@ class ThreadState:
     @property
     def recipient(self) -> str:
         return str(self.handoff["recipient"])
+
+    @property
+    def status(self) -> str:
+        return status_from_names(self.names)
+
+    @property
+    def last_seq(self) -> int:
+        return last_sequence(self.names)
 
 
 def status_from_names(names: set[str] | frozenset[str]) -> str:
@@ -63,7 +79,7 @@ def last_sequence(names: set[str] | frozenset[str]) -> int:
 
 
 
-def check_handoff(view: RelayView, doc: Mapping[str, Any], *, commit_label: str = "handoff",
+def check_handoff(view: Registry, doc: Mapping[str, Any], *, commit_label: str = "handoff",
                   commit: str = "") -> None:
     """Rules of a new handoff that do not depend on the thread existing."""
     for role in ("sender", "recipient"):

@@ -133,7 +133,7 @@ def _local_client() -> RelayClient | None:
     client = RelayClient.from_config()
     if client.mirror.main() is None:
         return None
-    client.fresh_seconds = float("inf")  # reads never fetch: the local copy answers
+    client.sync.fresh_seconds = float("inf")  # reads never fetch: the local copy answers
     return client
 
 
@@ -413,7 +413,7 @@ def _fetch_news(budget: float = FETCH_BUDGET) -> str | None:
             return None
         from gitrelay.relay.client import RelayClient
 
-        RelayClient.from_config().syncer.take_fetched()
+        RelayClient.from_config().sync.syncer.take_fetched()
     except (RelayError, OSError) as exc:
         why = (f"did not answer within {budget:g} s" if time.monotonic() >= deadline else
                "could not be reached ("
@@ -559,7 +559,7 @@ def _wait_for_news(hook: HookInput, store: SessionStore, watch: _Host, unattende
         return HookOutcome()
     client = RelayClient.from_config()
     client.refresh()
-    loop = client.start_sync_loop()
+    loop = client.sync.start_loop()
     try:
         page = check_inbox(client, unread_only=True, limit=UNREAD_MAX, sync_loop=loop)
         cursor, items = page.cursor, page.items
@@ -584,7 +584,7 @@ def _wait_for_news(hook: HookInput, store: SessionStore, watch: _Host, unattende
             cursor = max(cursor, page.cursor)
             items = page.items
     finally:
-        client.stop_sync_loop(flush=False, timeout=0.5)
+        client.sync.stop_loop(flush=False, timeout=0.5)
 
 
 def _answer_object(response: object) -> dict[str, Any] | None:
@@ -671,7 +671,9 @@ def _post_tool_use(host: str, hook: HookInput, store: SessionStore,
     if ref is None or client is None:
         return HookOutcome(stderr=f"gitrelay: {tool}: no thread_id in the call or its "
                                   "answer; nothing recorded\n", exit_code=1)
-    tid = client.resolve_thread(ref)
+    from gitrelay.core.view import resolve_thread_id
+
+    tid = resolve_thread_id(ref, client.view)
     view = client.thread(tid)
     if name != "accept_handoff" or view.status != "accepted":
         with store.update(hook.session_id) as state:

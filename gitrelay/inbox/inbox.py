@@ -388,7 +388,7 @@ def check_inbox(client: RelayClient, *, status: list[str] | None = None,
     With no arguments: items on pending or accepted threads, most recently
     updated (highest seq) first. With ``after`` or ``cursor``: every item
     after that point, oldest first. ``sync_loop`` (a running
-    :class:`~gitrelay.sync.loop.SyncLoop`, else ``client.sync_loop`` if set)
+    :class:`~gitrelay.sync.loop.SyncLoop`, else ``client.sync.loop`` if set)
     delivers acks and wakes a long-poll. docs/inbox.md has the details.
     """
     query = _parse_query(status=status, since=since, limit=limit, after=after, cursor=cursor,
@@ -396,7 +396,7 @@ def check_inbox(client: RelayClient, *, status: list[str] | None = None,
     if worker is not None:
         check_worker(worker)
     wait = _check_wait(wait_seconds)
-    loop = sync_loop if sync_loop is not None else getattr(client, "sync_loop", None)
+    loop = sync_loop if sync_loop is not None else client.sync.loop
     items_to_ack = _check_ack_items(ack_items)
     if ack_up_to is not None and (isinstance(ack_up_to, bool) or not isinstance(ack_up_to, int)
                                   or ack_up_to < 0):
@@ -690,7 +690,7 @@ def _deliver(client: RelayClient, loop: Any | None = None, *, now: bool = False)
     try:
         client.deliver(timeout=client.wait_seconds)
     except RelayUnavailable as exc:
-        client.last_sync_error = exc
+        client.sync.last_error = exc
     return _delivery_state(client.mirror)
 
 

@@ -50,6 +50,7 @@ from gitrelay.core.gitcli import hermetic_env, stream_git
 from gitrelay.core.ids import handle_key
 from gitrelay.core.objects import Commit, Objects, diff_trees
 from gitrelay.core.threadstate import ACCEPTED, CANCELLED, COMPLETED, PENDING
+from gitrelay.core.view import RelayView
 from gitrelay.core.vocab import (
     ASSIGNMENT,
     PROPOSAL_REVIEW,
@@ -525,7 +526,7 @@ class Index:
         tid = commit.trailers.get(layout.TRAILER_THREAD)
         path: str | None = None
         if op == layout.OP_REGISTER:
-            path = layout.profile_path(actor)
+            path = layout.profile_path(actor, RelayView(objs, commit.tree).sharded)
         elif tid is not None and op == layout.OP_HANDOFF:
             path = layout.handoff_path(tid)
         elif tid is not None and op in _MESSAGE_OPS:

@@ -19,27 +19,46 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from gitrelay.mcp.present import Fenced, head_lines
 from gitrelay.mcp.provenance import FencedAnswer
 
-__all__ = ["MEMO_SIZE", "Answer", "AnswerMemo", "answer_fenced", "answer_of", "plain_text"]
+__all__ = ["MEMO_SIZE", "Answer", "AnswerMemo", "answer_fenced", "answer_of", "error_answer",
+           "plain_text"]
 
 MEMO_SIZE = 4
 """Responses an :class:`AnswerMemo` keeps: an agent's default page and the few other
 queries it alternates with (the check-in after its cursor, a status filter)."""
 
 
-class Answer(CallToolResult):
-    """A tool result built here: its text and, on a ``--structured`` server, its data."""
+@dataclass(frozen=True)
+class Answer:
+    """A tool's result: its text and, on a ``--structured`` server, its data."""
+
+    text: str
+    structured_content: dict[str, Any] | None = None
+    is_error: bool = False
+
+    def wire(self) -> dict[str, Any]:
+        """The result as tools/call sends it."""
+        out: dict[str, Any] = {"content": [{"text": self.text, "type": "text"}],
+                               "isError": self.is_error}
+        if self.structured_content is not None:
+            out["structuredContent"] = self.structured_content
+        return out
 
 
 def _answer(value: dict[str, Any] | None, text: str) -> Answer:
-    return Answer(content=[TextContent(type="text", text=text)], structured_content=value)
+    return Answer(text, value)
+
+
+def error_answer(text: str) -> Answer:
+    """A refused or failed call: its coded text, which the agent reads."""
+    return Answer(text, None, is_error=True)
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:

@@ -70,7 +70,7 @@ from gitrelay.mcp.tool_models import (
     ThreadOut,
 )
 from gitrelay.relay import policy
-from gitrelay.relay.client import ThreadView
+from gitrelay.relay.results import ThreadView
 from gitrelay.store.mirror import Refused
 from gitrelay.trust.fencetext import (
     INBOX_PREVIEW_CHARS,

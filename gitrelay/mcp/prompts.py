@@ -9,12 +9,11 @@ as theirs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import Field
 
-if TYPE_CHECKING:
-    from gitrelay.mcp.server import RelayMCPServer
+from gitrelay.mcp.registry import Registry
 
 __all__ = ["CHECK_IN_DESCRIPTION", "HAND_OFF_DESCRIPTION", "check_in", "hand_off", "register"]
 
@@ -68,7 +67,7 @@ def hand_off(to: str, work: str | None = None) -> str:
     ])
 
 
-def register(server: RelayMCPServer) -> None:
+def register(server: Registry) -> None:
     """Adds the prompts to ``server``."""
     @server.prompt(name="check_in", title="Check your gitrelay inbox",
                    description=CHECK_IN_DESCRIPTION)

@@ -1,8 +1,8 @@
 """One running MCP server's state: the client, the trust file, the sync loop.
 
 :func:`open_state` resolves identity and relay (the embedded relay when nothing is
-configured) and starts the sync loop; :class:`ServerState` is the lifespan context
-every tool call reads (:func:`state_of`), and knows which calls may answer from the
+configured) and starts the sync loop; :class:`ServerState` is what every tool call of
+a session reaches the relay through, and knows which calls may answer from the
 local copy alone and how the loop's delivery waits for an answer to leave.
 """
 
@@ -16,39 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ResourceError
-
 from gitrelay.inbox import inbox
 from gitrelay.mcp.answers import AnswerMemo
-from gitrelay.relay.client import RelayClient, WriteResult
+from gitrelay.relay.client import RelayClient
+from gitrelay.relay.results import WriteResult
 from gitrelay.relay.setup import ensure_default_relay, join
 from gitrelay.store.config import default_relay_path, load_user_config
 from gitrelay.sync.loop import SyncLoop
 from gitrelay.trust.trust import TrustStore
 
-__all__ = ["HeldKicks", "ServerOptions", "ServerState", "StateHolder", "open_state", "state_of"]
+__all__ = ["HeldKicks", "ServerOptions", "ServerState", "open_state"]
 
 DEFAULT_ROLE = "teammate"
-
-
-def state_of(ctx: Context[ServerState, Any] | None) -> ServerState | None:
-    """The session's state: the lifespan context of the SDK's request."""
-    if ctx is None:
-        return None
-    state = ctx.request_context.lifespan_context
-    return state if isinstance(state, ServerState) else None
-
-
-class StateHolder:
-    """The running state, for resources (which get no Context)."""
-
-    state: ServerState | None = None
-
-    def get(self) -> ServerState:
-        if self.state is None:
-            raise ResourceError("internal_error (-32603): the server is not running")
-        return self.state
 
 
 @dataclass
@@ -90,7 +69,7 @@ class ServerState:
         wait on the relay (a fetch, the gate), a timer or a rebuild, and runs on a
         worker thread."""
         client = self.client
-        if tool not in _QUICK_TOOLS or args.get("wait_seconds") or client.needs_fetch():
+        if tool not in _QUICK_TOOLS or args.get("wait_seconds") or client.sync.needs_fetch():
             return False
         if tool in _QUEUEABLE:
             return (args.get("delivery") or client.writes) == "queue"
@@ -107,15 +86,15 @@ class ServerState:
                   ) -> AbstractContextManager[None]:
         """Around one tool call: the sync loop starts delivering its writes once the
         answer is built, not while it is (both would compete for the interpreter);
-        given ``after_answer`` (:func:`_after_answer`), once the answer has left the
-        call and had time to be written."""
+        ``after_answer`` runs a function once the answer has been written
+        (:data:`gitrelay.mcp.protocol.Later`)."""
         if self._kicks is None:
             return nullcontext()
         return self._kicks.holding(after_answer)
 
     def close(self) -> None:
         try:
-            self.client.stop_sync_loop()
+            self.client.sync.stop_loop()
         finally:
             self.trust.close()
 
@@ -184,7 +163,7 @@ def open_state(opts: ServerOptions) -> ServerState:
     client = _open_client(opts)
     trust_path = Path(opts.trust).expanduser() if opts.trust else None
     trust = TrustStore(trust_path)
-    loop = client.start_sync_loop() if opts.background else None
+    loop = client.sync.start_loop() if opts.background else None
     if opts.fresh_seconds is not None:
-        client.fresh_seconds = opts.fresh_seconds
+        client.sync.fresh_seconds = opts.fresh_seconds
     return ServerState(client=client, trust=trust, loop=loop, session_id=f"mcp-{uuid.uuid4()}")

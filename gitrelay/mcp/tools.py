@@ -1,6 +1,6 @@
 """The MCP tools: what each does, on top of the relay library.
 
-:func:`register` adds them to a :class:`~gitrelay.mcp.server.RelayMCPServer`. Each
+:func:`register` adds them to the server's :class:`~gitrelay.mcp.registry.Registry`. Each
 body takes typed arguments (checked before anything is written), makes its
 decision through :mod:`gitrelay.relay.policy` and the client, and returns a model
 built by :mod:`gitrelay.mcp.present`. docs/tools.md documents every tool.
@@ -8,14 +8,9 @@ built by :mod:`gitrelay.mcp.present`. docs/tools.md documents every tool.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
-from mcp.server.mcpserver import Context
-from mcp.types import (
-    CallToolResult,
-    ToolAnnotations,
-)
 from pydantic import Field, WithJsonSchema
 
 from gitrelay.core import layout
@@ -33,7 +28,7 @@ from gitrelay.inbox.search import SEARCH_PAGE_DEFAULT
 from gitrelay.inbox.search import search_threads as find_threads
 from gitrelay.inbox.searchindex import SEARCH_PAGE_MAX
 from gitrelay.inbox.searchquery import QUERY_CHARS
-from gitrelay.mcp.answers import answer_fenced
+from gitrelay.mcp.answers import Answer, answer_fenced
 from gitrelay.mcp.present import (
     MESSAGE_PAGE,
     Fenced,
@@ -44,7 +39,8 @@ from gitrelay.mcp.present import (
     present_teammates_fenced,
     present_thread_fenced,
 )
-from gitrelay.mcp.state import ServerState, state_of
+from gitrelay.mcp.registry import Registry, ToolHints
+from gitrelay.mcp.state import ServerState
 from gitrelay.mcp.tool_models import (
     DELIVERY_MODE_DOC,
     AcceptOut,
@@ -70,10 +66,8 @@ from gitrelay.mcp.tool_models import (
     Worker,
 )
 from gitrelay.relay import policy
-from gitrelay.relay.client import DELIVERED, RelayClient, WriteResult
-
-if TYPE_CHECKING:
-    from gitrelay.mcp.server import RelayMCPServer
+from gitrelay.relay.client import RelayClient
+from gitrelay.relay.results import WriteResult
 
 __all__ = ["read_inbox", "register", "sync_warning", "view_out"]
 
@@ -84,11 +78,11 @@ MAX_WAIT_SECONDS = WAIT_MAX
 
 def sync_warning(client: RelayClient) -> str | None:
     """Why this copy may be stale, quoting the relay (the answer fences it), or None."""
-    problem = client.sync_problem()
+    problem = client.sync.problem()
     if problem is not None:
         return (f"the relay holds history that breaks its rules ({problem}); showing it up "
                 "to the last valid commit: tell your user (gitrelay status)")
-    err = client.last_sync_error
+    err = client.sync.last_error
     if err is None:
         return None
     return f"the last fetch failed ({err.message}); showing the last good copy"
@@ -111,17 +105,13 @@ def _inbox_url(client: RelayClient, tid: str) -> str:
     return f"gitrelay://{quote(str(config['name']), safe='')}/threads/{tid}"
 
 
-def _message_answer(client: RelayClient, tid: str, result: WriteResult,
+def _message_answer(tid: str, result: WriteResult,
                     kind: Literal["message", "draft"]) -> SentMessageOut:
+    """A delivered message's number is where it landed: a replay onto the relay's newest
+    state may have given it a later one (the client reads it back on delivery)."""
     doc = result.doc
-    seq = int(doc["sequence_no"])
-    if result.delivery == DELIVERED:
-        # Delivery replays onto the relay's newest state, where the other side's
-        # message may have taken this number first: report where it landed.
-        landed = client.fold_thread(client.mirror.view(), tid)
-        seq = next((int(m["sequence_no"]) for m in reversed(landed.messages)
-                    if m["id"] == doc["id"]), seq)
-    return SentMessageOut(thread_id=tid, message_id=str(doc["id"]), sequence_no=seq,
+    return SentMessageOut(thread_id=tid, message_id=str(doc["id"]),
+                          sequence_no=int(doc["sequence_no"]),
                           created_at=str(doc["created_at"]), type=kind,
                           delivery=result.delivery)
 
@@ -142,11 +132,8 @@ def view_out(st: ServerState, ref: str, limit: int = MESSAGE_PAGE,
 
 # --- the tools ---------------------------------------------------------------------------------
 
-Ctx = Context["ServerState", Any]
-READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True,
-                       openWorldHint=False)
-WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False,
-                        openWorldHint=True)
+READ = ToolHints(read_only=True, destructive=False, idempotent=True, open_world=False)
+WRITE = ToolHints(read_only=False, destructive=False, idempotent=False, open_world=True)
 DeliveryArg = Annotated[DeliveryMode | None, Field(description=DELIVERY_MODE_DOC)]
 # A thread_id argument needs no words (a unique prefix also works: docs/tools.md).
 ThreadArg = Annotated[str, Field(min_length=2, max_length=26)]
@@ -161,22 +148,17 @@ ArtifactsArg = Annotated[list[Artifact] | None, WithJsonSchema(
     {"type": "array", "items": {"type": "object"}})]
 
 
-def register(server: RelayMCPServer) -> None:
+def register(server: Registry) -> None:
     """Adds every tool to ``server``."""
 
-    def st(ctx: Ctx) -> ServerState:
-        state = state_of(ctx)
-        assert state is not None
-        return state
-
-    @server.relay_tool(annotations=WRITE)
+    @server.tool(WRITE)
     def handoff_to_teammate(
         to: Annotated[Handle, Field(description="A handle, e.g. bob@acme (see list_teammates).")],
         intent: Annotated[Intent, Field(description=(
             "ask_question needs question; propose_action needs proposed_action."))],
         summary: Annotated[Text, Field(description=(
             "What you hand off, 1-2 paragraphs."))],
-        ctx: Ctx,
+        state: ServerState,
         artifacts: Annotated[ArtifactsArg, Field(description=ARTIFACTS_DOC)] = None,
         question: Annotated[OrNone[Text], Field(description="With ask_question.")] = None,
         proposed_action: Annotated[ProposedAction | None, WithJsonSchema({"type": "object"}),
@@ -191,7 +173,6 @@ def register(server: RelayMCPServer) -> None:
         delivery: DeliveryArg = None,
     ) -> HandoffOut:
         """Send work to a teammate's agent: a new thread in their inbox."""
-        state = st(ctx)
         result = state.client.handoff(
             to=to, intent=intent, summary=summary,
             artifacts=[a.model_dump(exclude_none=True) for a in artifacts or []],
@@ -207,10 +188,10 @@ def register(server: RelayMCPServer) -> None:
                           idempotency_key=str(doc["idempotency_key"]),
                           repeated=result.repeated, delivery=result.delivery)
 
-    @server.relay_tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
-                                             idempotentHint=True, openWorldHint=False))
+    @server.tool(ToolHints(read_only=False, destructive=False, idempotent=True,
+                           open_world=False))
     def check_inbox(
-        ctx: Ctx,
+        state: ServerState,
         status: Annotated[list[Status] | None, Field(description=(
             "Default: pending, accepted."))] = None,
         since: Annotated[OrNone[str], Field(description=(
@@ -229,11 +210,10 @@ def register(server: RelayMCPServer) -> None:
             "Your copy's name, if copies share a handle."))] = None,
         wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS, description=(
             "Long-poll seconds (max 60)."))] = 0,
-    ) -> Annotated[CallToolResult, InboxOut]:
+    ) -> Annotated[Answer, InboxOut]:
         """What teammates sent you. At each check-in pass after = your last cursor (new
         items, oldest first); without it: your open threads, newest first. Reading consumes
         nothing; ack once handled."""
-        state = st(ctx)
         rules = state.trust.current()
         page = read_inbox(state, status=list(status) if status else None, since=since,
                            limit=limit, after=after, cursor=cursor, unread_only=unread_only,
@@ -247,9 +227,9 @@ def register(server: RelayMCPServer) -> None:
                                          sync_warning=warning),
             structured=state.structured)
 
-    @server.relay_tool(annotations=WRITE)
+    @server.tool(WRITE)
     def claim_inbox_item(
-        ctx: Ctx,
+        state: ServerState,
         item_id: Annotated[str, Field(min_length=1, max_length=ITEM_ID_CHARS)],
         seq: Annotated[int, Field(ge=1)],
         worker: Annotated[Worker, Field(description="Your copy's name.")],
@@ -257,23 +237,21 @@ def register(server: RelayMCPServer) -> None:
             "Default: the inbox's lease."))] = None,
     ) -> ClaimOut:
         """Claim an inbox item for this copy of you, when copies share a handle."""
-        state = st(ctx)
         return present_claim(inbox.claim_inbox_item(state.client, item_id=item_id, seq=seq,
                                                     worker=worker,
                                                     lease_seconds=lease_seconds))
 
-    @server.relay_tool(annotations=WRITE)
+    @server.tool(WRITE)
     def accept_handoff(
         thread_id: ThreadArg,
-        ctx: Ctx,
+        state: ServerState,
         session_id: Annotated[OrNone[str], Field(
             min_length=1, max_length=SESSION_CHARS,
             description="For audit.")] = None,
         delivery: DeliveryArg = None,
-    ) -> Annotated[CallToolResult, AcceptOut]:
+    ) -> Annotated[Answer, AcceptOut]:
         """Take on a handoff sent to you; returns the thread and your trust_overlay (what
         you may do unasked)."""
-        state = st(ctx)
         rules = state.trust.current()
         accepted = policy.accept(state.client, thread_id, rules,
                                  session_id=session_id or state.session_id, mode=delivery)
@@ -284,45 +262,42 @@ def register(server: RelayMCPServer) -> None:
             decision=decision, accepted_at=str(result.doc["at"]), delivery=result.delivery,
             sync_warning=sync_warning(state.client)), structured=state.structured)
 
-    @server.relay_tool(annotations=READ)
+    @server.tool(READ)
     def view_thread(
         thread_id: ThreadArg,
-        ctx: Ctx,
+        state: ServerState,
         limit: Annotated[int, Field(ge=1, le=200, description=(
             "Messages per page (1-200)."))] = MESSAGE_PAGE,
         before: Annotated[int | None, Field(ge=1, description=(
             "messages_before: the older page."))] = None,
-    ) -> Annotated[CallToolResult, ThreadOut]:
+    ) -> Annotated[Answer, ThreadOut]:
         """Read a thread without changing it: the handoff, its messages, the result."""
-        state = st(ctx)
         return answer_fenced(view_out(state, thread_id, limit, before),
                              structured=state.structured)
 
-    @server.relay_tool(annotations=WRITE)
+    @server.tool(WRITE)
     def send_message(
         thread_id: ThreadArg,
         body: Annotated[Text, Field(description="The message.")],
-        ctx: Ctx,
+        state: ServerState,
         payload: Annotated[dict[str, Any] | None, Field(description="Any JSON object.")] = None,
         delivery: DeliveryArg = None,
     ) -> SentMessageOut:
         """Post a message on a pending or accepted thread: answer, ask or report."""
-        state = st(ctx)
         tid = policy.resolve_thread(state.client, thread_id)
         result = state.client.send_message(tid, body, payload=payload, mode=delivery)
-        return _message_answer(state.client, tid, result, "message")
+        return _message_answer(tid, result, "message")
 
-    @server.relay_tool(annotations=WRITE)
+    @server.tool(WRITE)
     def complete_handoff(
         thread_id: ThreadArg,
         result_summary: Annotated[Text, Field(description="What was done, for the sender.")],
-        ctx: Ctx,
+        state: ServerState,
         artifacts: Annotated[ArtifactsArg, Field(description=(
             "As in handoff_to_teammate."))] = None,
         delivery: DeliveryArg = None,
     ) -> CompleteOut:
         """Close a handoff you accepted, with the outcome for the sender."""
-        state = st(ctx)
         tid = policy.resolve_thread(state.client, thread_id)
         result = state.client.complete(
             tid, result_summary=result_summary,
@@ -331,32 +306,30 @@ def register(server: RelayMCPServer) -> None:
         return CompleteOut(thread_id=tid, status="completed",
                            completed_at=str(result.doc["at"]), delivery=result.delivery)
 
-    @server.relay_tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True,
-                                             idempotentHint=False, openWorldHint=True))
+    @server.tool(ToolHints(read_only=False, destructive=True, idempotent=False,
+                           open_world=True))
     def cancel_handoff(
         thread_id: ThreadArg,
-        ctx: Ctx,
+        state: ServerState,
         reason: Annotated[OrNone[Text], Field(description="Why, for the recipient.")] = None,
         delivery: DeliveryArg = None,
     ) -> CancelOut:
         """Withdraw a handoff you sent, before it is accepted."""
-        state = st(ctx)
         tid = policy.resolve_thread(state.client, thread_id)
         result = state.client.cancel(tid, reason=reason, mode=delivery)
         return CancelOut(thread_id=tid, status="cancelled",
                          cancelled_at=str(result.doc["at"]), delivery=result.delivery)
 
-    @server.relay_tool(annotations=READ)
+    @server.tool(READ)
     def list_teammates(
-        ctx: Ctx,
+        state: ServerState,
         # No minimum in the schema (the tool definitions stay small): the client refuses
         # a limit under 1 with invalid_argument.
         limit: Annotated[int, Field(le=TEAMMATES_PAGE_MAX)] = TEAMMATES_PAGE,
         cursor: Annotated[OrNone[str], Field(max_length=1000)] = None,
-    ) -> Annotated[CallToolResult, TeammatesOut]:
+    ) -> Annotated[Answer, TeammatesOut]:
         """Everyone registered and how your trust file treats them: the handles
         handoff_to_teammate takes."""
-        state = st(ctx)
         rules = state.trust.current()
         page = state.client.teammates_page(limit=limit, cursor=cursor)
         return answer_fenced(present_teammates_fenced(page.teammates, caller=state.me,
@@ -364,35 +337,33 @@ def register(server: RelayMCPServer) -> None:
                                                       next_cursor=page.next_cursor),
                              structured=state.structured)
 
-    @server.relay_tool(annotations=WRITE)
+    @server.tool(WRITE)
     def draft_proposed_action(
         thread_id: ThreadArg,
         suggested_diff: Annotated[Text, Field(description="A unified diff.")],
-        ctx: Ctx,
+        state: ServerState,
         note: Annotated[OrNone[Text], Field(description="For the sender.")] = None,
         delivery: DeliveryArg = None,
     ) -> SentMessageOut:
         """Propose a diff on a propose_action handoff that has none, for the sender to
         review (nothing is applied)."""
-        state = st(ctx)
         tid = policy.resolve_thread(state.client, thread_id)
         result = state.client.draft_proposed_action(
             tid, suggested_diff, note or policy.DRAFT_NOTE,
             mode=delivery)
-        return _message_answer(state.client, tid, result, "draft")
+        return _message_answer(tid, result, "draft")
 
-    @server.relay_tool(annotations=READ)
+    @server.tool(READ)
     def search_threads(
         query: Annotated[str, Field(min_length=1, max_length=QUERY_CHARS)],
-        ctx: Ctx,
+        state: ServerState,
         limit: Annotated[int, Field(ge=1, le=SEARCH_PAGE_MAX)] = SEARCH_PAGE_DEFAULT,
         # next_cursor of the last answer (the answer's first line names it)
         cursor: Annotated[OrNone[str], Field()] = None,
-    ) -> Annotated[CallToolResult, SearchOut]:
+    ) -> Annotated[Answer, SearchOut]:
         """Search your threads by words, "phrases", from: to: status: intent: since: path:"""
         # Archived threads too, best match first, each with a snippet (docs/tools.md): the
         # definition is what the model reads on every turn, kept to its syntax.
-        state = st(ctx)
         rules = state.trust.current()
         page = find_threads(state.client, query, reader=policy.Reader.AGENT, rules=rules,
                             limit=limit, cursor=cursor)

@@ -3,7 +3,11 @@
 A :class:`RelayClient` is one teammate's view of one relay: it reads from the
 local mirror (fetching when the copy is older than ``fresh_seconds``), and
 writes operations through the outbox (checked with the gate's rules first).
-Write modes (docs/architecture.md):
+Keeping the copy in step (opening and repairing it, fetching, delivering, the
+sync loop) is its :attr:`~RelayClient.sync`'s, a
+:class:`~gitrelay.sync.control.SyncControl`; which thread a prefix names is
+:func:`gitrelay.core.view.resolve_thread_id`'s; the decisions are
+:mod:`gitrelay.relay.policy`'s. Write modes (docs/architecture.md):
 
 - ``queue``: answer once the operation is durable in the local outbox; the
   sync loop delivers it;
@@ -17,15 +21,11 @@ points' job.
 from __future__ import annotations
 
 import base64
-import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gitrelay.core import layout, schema
-from gitrelay.core.archive import snapshot_tree
 from gitrelay.core.errors import (
     ConfigError,
     DuplicateIdempotencyKey,
@@ -46,21 +46,12 @@ from gitrelay.core.ids import (
     handle_problem,
     new_key,
     new_message_id,
-    read_thread_ref,
-    resolve_prefix,
     same_handle,
     thread_id_for,
 )
 from gitrelay.core.ops import Op, archive_moves, archive_op, closed_threads, now_iso
 from gitrelay.core.schema import SchemaError
-from gitrelay.core.threadstate import (
-    ACCEPTED,
-    CANCELLED,
-    COMPLETED,
-    PENDING,
-    ThreadState,
-    status_from_names,
-)
+from gitrelay.core.threadstate import ACCEPTED, CANCELLED, COMPLETED, PENDING
 from gitrelay.core.view import RelayView, thread_files
 from gitrelay.core.vocab import (
     DELIVERED,
@@ -76,65 +67,18 @@ from gitrelay.relay.policy import (
     limits,
     written_from_arguments,
 )
+from gitrelay.relay.results import TeammatesPage, ThreadView, WriteResult
 from gitrelay.relay.setup import ensure_default_relay
-from gitrelay.store.config import UserConfig, default_relay_path, load_user_config, mirror_path
-from gitrelay.store.mirror import Mirror, Refused, Written, op_key
-from gitrelay.store.recovery import mirror_problem, salvage_outbox, set_aside
-from gitrelay.sync.loop import FRESH_WHILE_RUNNING, SyncLoop
-from gitrelay.sync.push import Syncer, SyncReport, probe
+from gitrelay.store.config import UserConfig, default_relay_path, load_user_config
+from gitrelay.store.mirror import op_key
+from gitrelay.sync.control import FRESH_SECONDS, SyncControl
+from gitrelay.sync.push import SyncReport
 
-log = logging.getLogger(__name__)
-
-FRESH_SECONDS = 2.0
 WAIT_SECONDS = 5.0
 # Refusals that a fresher copy of the relay may lift: retried once after a fetch.
 # Refusals a fresher copy may lift or explain. Not thread_terminal: a closed thread
 # in your own copy is closed for good, whoever closed it (no race was lost).
 _STALE_RULES = {"recipient_not_found", "thread_not_found", "sequence", "invalid_transition"}
-
-
-@dataclass
-class WriteResult:
-    op: Op
-    written: Written | None
-    delivery: str
-    thread_id: str | None
-    doc: dict[str, Any]
-    repeated: bool = False
-    # Why a write meant to be delivered stayed queued: the relay could not be reached.
-    unreachable: str | None = None
-
-
-@dataclass
-class ThreadView:
-    """A thread folded from its files, as of the local mirror (outbox included)."""
-
-    thread_id: str
-    handoff: dict[str, Any]
-    status: str
-    messages: list[dict[str, Any]]
-    accept: dict[str, Any] | None
-    complete: dict[str, Any] | None
-    cancel: dict[str, Any] | None
-    undelivered: list[str] = field(default_factory=list)  # keys of the caller's queued ops
-    refused: list[Refused] = field(default_factory=list)
-    names: frozenset[str] = frozenset()  # the files of the thread's directory
-    tip: str | None = None  # the local main it was read from, when known
-
-    @property
-    def sender(self) -> str:
-        return str(self.handoff["sender"])
-
-    @property
-    def recipient(self) -> str:
-        return str(self.handoff["recipient"])
-
-    @property
-    def updated_at(self) -> str:
-        stamps = [str(self.handoff["created_at"])]
-        stamps += [str(m["created_at"]) for m in self.messages]
-        stamps += [str(d["at"]) for d in (self.accept, self.complete, self.cancel) if d]
-        return max(stamps)
 
 
 class RelayClient:
@@ -145,45 +89,15 @@ class RelayClient:
         self.handle = check_handle(handle, "handle")
         self.relay_url = relay_url
         self.writes = writes
-        self.fresh_seconds = fresh_seconds
         self.wait_seconds = wait_seconds
-        path = mirror_path(relay_url)
-        if not path.exists():
-            probe(relay_url, env)  # an unreachable relay leaves no empty mirror behind
-        problem = mirror_problem(path)
-        salvaged = salvage_outbox(path) if problem else []
-        damaged = set_aside(path) if problem else None
-        self.mirror = Mirror(path, handle, signer=signer)
-        # The inbox module sits above the client (it reads through it); only its
-        # merge of two machines' inbox states is needed here, by the sync.
-        from gitrelay.sync.inboxstate import merge_inbox_states
-
-        self.syncer = Syncer(self.mirror, relay_url, env=env,
-                             inbox_merger=merge_inbox_states)
-        self.last_sync_error: RelayError | None = None
-        self.on_written: Callable[[WriteResult], None] | None = None
-        # The running SyncLoop of this process, if any (start_sync_loop): waited
-        # writes hand their delivery to it, long-polls wake on its fetches.
-        self.sync_loop: SyncLoop | None = None
-        if problem:
-            self._rebuild(problem, damaged, salvaged)
-
-    def _rebuild(self, problem: str, damaged: Path | None, salvaged: list[Op]) -> None:
-        """Fetch a damaged mirror again and queue what could be saved of its outbox."""
-        self.syncer.fetch()
-        requeued = 0
-        for op in salvaged:
-            try:
-                if not op.already_applied(self.mirror.view()):
-                    self.mirror.append(op)
-                    requeued += 1
-            except RelayError as exc:
-                self.mirror.record_refused(op, exc, rule=str(exc.data.get("rule", exc.name)))
-        self.mirror.update_sync_state(repaired={"at": now_iso(), "problem": problem,
-                                                "moved_to": str(damaged), "requeued": requeued})
-        log.warning("gitrelay: the local copy was damaged (%s); fetched it again from the "
-                    "relay, re-queued %d operation(s); the old copy is in %s",
-                    problem, requeued, damaged)
+        # The local copy and its sync (a damaged copy is rebuilt on opening).
+        self.sync = SyncControl(relay_url, handle, signer=signer,
+                                fresh_seconds=fresh_seconds, env=env)
+        self.mirror = self.sync.mirror
+        # Called with each write's result: by default it kicks the sync loop, if one
+        # runs (the MCP server holds the kicks until its answer is out).
+        self.on_written: Callable[[WriteResult], None] | None = \
+            lambda result: self.sync.kick()
 
     @classmethod
     def from_config(cls, *, relay: str | None = None, handle: str | None = None,
@@ -206,64 +120,15 @@ class RelayClient:
         return cls(relay_url, who, writes=writes or (cfg.writes if cfg else "queue"),
                    signer=signer)
 
-    # --- sync -------------------------------------------------------------------
-
-    def needs_fetch(self, *, max_age: float | None = None) -> bool:
-        """True when the local copy is missing or older than ``max_age`` seconds
-        (default ``fresh_seconds``): :meth:`refresh` would fetch."""
-        limit = self.fresh_seconds if max_age is None else max_age
-        return self.mirror.main() is None or self.mirror.last_fetch_age() >= limit
+    # --- the local copy (its sync is self.sync's) -----------------------------------
 
     def refresh(self, *, max_age: float | None = None) -> None:
         """Fetch when the local copy is older than ``max_age`` seconds."""
-        if not self.needs_fetch(max_age=max_age):
-            return
-        try:
-            self.syncer.fetch()
-            self.last_sync_error = None
-        except RelayUnavailable as exc:
-            self.last_sync_error = exc
-            if self.mirror.main() is None:
-                raise
-
-    def sync_problem(self) -> str | None:
-        """What verify-on-read refused at the last fetch, or None when all was valid.
-
-        The text names the first commit that breaks a rule, the rule, and the
-        last valid commit: reads show the relay up to that commit and nothing
-        after it until the relay is repaired (docs/identity.md).
-        """
-        problem = self.mirror.sync_state().get("verify_problem")
-        return str(problem) if problem else None
-
-    def start_sync_loop(self, *, watch: bool = True) -> SyncLoop:
-        """Start this client's background sync loop (one per process); writes kick it.
-
-        While it runs, reads use the local copy when its last fetch is
-        ``FRESH_WHILE_RUNNING`` seconds fresh: the loop keeps it current.
-        """
-        if self.sync_loop is None:
-            self.sync_loop = SyncLoop(self.mirror, self.syncer, self.relay_url, watch=watch)
-            self.fresh_seconds = FRESH_WHILE_RUNNING
-            self.on_written = lambda result: self.kick()
-            self.sync_loop.start()
-        return self.sync_loop
-
-    def stop_sync_loop(self, *, flush: bool = True, timeout: float = 10.0) -> None:
-        """Stop the loop; with ``flush``, try once more to deliver what is queued."""
-        loop, self.sync_loop = self.sync_loop, None
-        if loop is not None:
-            self.on_written = None
-            loop.stop(flush=flush, timeout=timeout)
-
-    def kick(self) -> None:
-        """Ask the running sync loop for a pass now (nothing without a loop)."""
-        if self.sync_loop is not None:
-            self.sync_loop.kick()
+        self.sync.refresh(max_age=max_age)
 
     def deliver(self, *, timeout: float | None = None) -> SyncReport:
-        deadline = time.monotonic() + timeout if timeout is not None else None
-        return self.syncer.deliver(deadline=deadline)
+        """Deliver the queued writes now, within ``timeout`` seconds when given."""
+        return self.sync.deliver(timeout=timeout)
 
     # --- reading ----------------------------------------------------------------
 
@@ -308,25 +173,6 @@ class RelayClient:
             if then is not None:
                 profiles[handle_key(who)] = then
         return profiles
-
-    def resolve_thread(self, ref: str) -> str:
-        """A full thread id from an id or a unique prefix."""
-        ref = read_thread_ref(ref)
-        if len(ref) == 26:
-            return check_thread_id(ref)
-        view = self.view()
-        candidates: set[str] = set()
-        snapshot = snapshot_tree(view.objs, view.tree)
-        for tree in (view.tree, snapshot) if snapshot else (view.tree,):
-            if len(ref) >= 2:
-                shard = f"{layout.THREADS_DIR}/{ref[0]}/{ref[1]}"
-                candidates |= {e.name for e in view.objs.list_dir(tree, shard) or []}
-                continue
-            for c0 in view.objs.list_dir(tree, layout.THREADS_DIR) or []:
-                if c0.name.startswith(ref[:1]):
-                    for c1 in view.objs.tree(c0.oid):
-                        candidates |= {e.name for e in view.objs.tree(c1.oid)}
-        return resolve_prefix(ref, sorted(candidates))
 
     def thread(self, thread_id: str) -> ThreadView:
         tid = check_thread_id(thread_id)
@@ -385,7 +231,7 @@ class RelayClient:
                   tip: str | None) -> ThreadView:
         messages = sorted(messages, key=lambda m: int(m["sequence_no"]))
         outbox_keys = [op_key(self.mirror.op_of(c)) for c in self.mirror.outbox()]
-        return ThreadView(tid, docs["handoff"], status_from_names(names), messages,
+        return ThreadView(tid, docs["handoff"], messages,
                           docs.get("accept"), docs.get("complete"), docs.get("cancel"),
                           [k for k in outbox_keys if _key_thread(k, messages, docs, tid)],
                           [r for r in self.mirror.refused() if r.thread_id == tid
@@ -407,12 +253,6 @@ class RelayClient:
             raise InvalidArgument(f"nothing to archive: {', '.join(thread_ids) or 'no thread'} "
                                   "is archived already or is no thread", field="thread_ids")
         return self.write(op, mode=mode)
-
-    def thread_state(self, view: RelayView, tid: str) -> ThreadState:
-        state = view.thread(tid)
-        if state is None:
-            raise ThreadNotFound(f"thread {tid} does not exist on the relay", thread_id=tid)
-        return state
 
     # --- writing ----------------------------------------------------------------
 
@@ -456,13 +296,13 @@ class RelayClient:
         doc = written.doc
         unreachable = None
         if mode == "wait":
-            earlier_error = self.last_sync_error
+            earlier_error = self.sync.last_error
             delivery = self._deliver_for(op)
             if delivery == DELIVERED:
                 doc = self._landed(op, doc)
-            elif self.last_sync_error is not earlier_error \
-                    and isinstance(self.last_sync_error, RelayUnavailable):
-                unreachable = self.last_sync_error.message  # this delivery's failure
+            elif self.sync.last_error is not earlier_error \
+                    and isinstance(self.sync.last_error, RelayUnavailable):
+                unreachable = self.sync.last_error.message  # this delivery's failure
         result = WriteResult(op, written, delivery, op.thread_id, doc, unreachable=unreachable)
         if self.on_written is not None:
             self.on_written(result)
@@ -484,19 +324,19 @@ class RelayClient:
 
     def _deliver_for(self, op: Op) -> str:
         key = op_key(op)
-        loop = self.sync_loop
+        loop = self.sync.loop
         if loop is not None and loop.running:
             # The loop delivers (one pusher per process; concurrent waited writes
             # share its push); a refusal is then found in the refused log below.
             if not loop.deliver_pass(self.wait_seconds):
                 return QUEUED
             if isinstance(loop.last_error, RelayUnavailable):
-                self.last_sync_error = loop.last_error
+                self.sync.last_error = loop.last_error
         else:
             try:
                 report = self.deliver(timeout=self.wait_seconds)
             except RelayUnavailable as exc:
-                self.last_sync_error = exc
+                self.sync.last_error = exc
                 return QUEUED
             for refused in report.refused:
                 if refused.key == key:
@@ -646,16 +486,6 @@ class RelayClient:
 
 
 
-@dataclass
-class TeammatesPage:
-    """A page of :meth:`RelayClient.teammates_page`: the profiles, the cursor of the next
-    page (None on the last) and how many teammates are registered in all."""
-
-    teammates: list[dict[str, Any]]
-    next_cursor: str | None
-    total: int
-
-
 _TEAMMATES_CURSOR = "t1."
 
 
@@ -701,4 +531,4 @@ def _key_thread(key: str, messages: list[dict[str, Any]], docs: dict[str, Any], 
 
 
 __all__ = ["ACCEPTED", "CANCELLED", "COMPLETED", "DELIVERED", "PENDING", "QUEUED",
-           "RelayClient", "TeammatesPage", "ThreadView", "WriteResult"]
+           "RelayClient"]

@@ -34,13 +34,33 @@ from gitrelay.core.errors import (
 from gitrelay.core.ids import is_key, same_handle
 from gitrelay.core.schema import SchemaError
 from gitrelay.core.threadstate import check_handoff
-from gitrelay.core.view import RelayView
+from gitrelay.core.view import RelayView, resolve_thread_id
 from gitrelay.core.vocab import DEFAULT_LIMITS
 from gitrelay.trust.trustkeys import withheld_from
 
 if TYPE_CHECKING:
-    from gitrelay.relay.client import RelayClient, ThreadView, WriteResult
+    from typing import Protocol
+
+    from gitrelay.relay.results import ThreadView, WriteResult
+    from gitrelay.store.mirror import Mirror
     from gitrelay.trust.trust import TrustDecision, TrustRules
+
+    class Client(Protocol):
+        """What these decisions read through a client: the handoff operations'
+        :class:`~gitrelay.relay.client.RelayClient`, which calls this module and so
+        is named here by what it offers, not imported."""
+
+        handle: str
+        mirror: Mirror
+
+        def refresh(self, *, max_age: float | None = None) -> None: ...
+
+        def view(self) -> RelayView: ...
+
+        def thread(self, thread_id: str) -> ThreadView: ...
+
+        def accept(self, thread_id: str, *, session_id: str,
+                   mode: str | None = None) -> WriteResult: ...
 
 __all__ = ["DRAFT_NOTE", "Accepted", "Reader", "accept", "accept_refusal", "archive_batches",
            "check_accept",
@@ -66,7 +86,7 @@ class Reader(Enum):
 # --- which thread ---------------------------------------------------------------------
 
 
-def _fetched_once(client: RelayClient, read: Callable[[str], T], ref: str) -> T:
+def _fetched_once(client: Client, read: Callable[[str], T], ref: str) -> T:
     """``read(ref)`` on the local copy; a thread the copy does not have yet may have
     arrived since the last fetch, so on ThreadNotFound one fetch, then once more."""
     try:
@@ -76,17 +96,17 @@ def _fetched_once(client: RelayClient, read: Callable[[str], T], ref: str) -> T:
         return read(ref)
 
 
-def resolve_thread(client: RelayClient, ref: str) -> str:
+def resolve_thread(client: Client, ref: str) -> str:
     """The full thread id an id or a unique prefix names (fetching once if needed)."""
-    return _fetched_once(client, client.resolve_thread, ref)
+    return _fetched_once(client, lambda r: resolve_thread_id(r, client.view), ref)
 
 
-def read_thread(client: RelayClient, tid: str) -> ThreadView:
+def read_thread(client: Client, tid: str) -> ThreadView:
     """Thread ``tid`` as of the local copy, fetched once if the copy lacks it."""
     return _fetched_once(client, client.thread, tid)
 
 
-def participant_view(client: RelayClient, ref: str) -> ThreadView:
+def participant_view(client: Client, ref: str) -> ThreadView:
     """The thread ``ref`` names, for its sender or recipient only."""
     view = read_thread(client, resolve_thread(client, ref))
     me = client.handle
@@ -98,7 +118,7 @@ def participant_view(client: RelayClient, ref: str) -> ThreadView:
     return view
 
 
-def thread_to_read(client: RelayClient, ref: str, reader: Reader) -> ThreadView:
+def thread_to_read(client: Client, ref: str, reader: Reader) -> ThreadView:
     """The thread ``ref`` names, as ``reader`` may read it.
 
     A person reads any thread of the relay: whoever can run gitrelay on it can read
@@ -206,7 +226,7 @@ class Accepted:
     result: WriteResult
 
 
-def accept(client: RelayClient, ref: str, rules: TrustRules, *, session_id: str,
+def accept(client: Client, ref: str, rules: TrustRules, *, session_id: str,
            mode: str | None = None) -> Accepted:
     """Accept the handoff ``ref`` names, after the caller's trust rules."""
     view = participant_view(client, ref)
@@ -234,7 +254,7 @@ def handoff_key(idempotency_key: str | None, metadata: Mapping[str, Any] | None)
     return str(planted)
 
 
-def check_new_handoff(client: RelayClient, doc: Mapping[str, Any]) -> None:
+def check_new_handoff(client: Client, doc: Mapping[str, Any]) -> None:
     """What a new handoff must be before it is written: between registered
     teammates (a newcomer may have joined since the last fetch: fetched once), with
     the question and proposed action its intent calls for (the gate's own rule)."""
@@ -269,7 +289,7 @@ def archive_batches(thread_ids: list[str]) -> list[list[str]]:
 # --- the caller's documents -------------------------------------------------------------
 
 
-def limits(client: RelayClient) -> Mapping[str, int]:
+def limits(client: Client) -> Mapping[str, int]:
     """The relay's own limits (``relay.json``), or the defaults before the first fetch."""
     if client.mirror.main() is None:
         return DEFAULT_LIMITS

@@ -1,4 +1,4 @@
-"""Text for people: tables, conversations, history lines and progress.
+"""Text for people: tables, conversations and history lines.
 
 Everything a teammate wrote passes through :func:`clean` before it reaches a
 terminal: escape sequences, other control characters, bidirectional
@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from gitrelay.core.ids import handle_key, same_handle
 from gitrelay.core.terminal import char_class, visible
 
 if TYPE_CHECKING:
-    from gitrelay.relay.client import ThreadView
     from gitrelay.relay.history import HistoryEntry
+    from gitrelay.relay.results import ThreadView
 
 # gitrelay.core.terminal's set: tabs and newlines kept by clean(), escaped by one_line().
 _UNSAFE = re.compile(char_class(keep="\t\n"))
@@ -286,38 +285,3 @@ def history_line(entry: HistoryEntry, limit: int = 100, *, text: str | None = No
     shown = entry.text if text is None else text
     return (f"{entry.seq:>5}  {when(entry.at)}  {pad(short_id(entry.thread_id), SHORT_ID)}  "
             f"{pad(entry.op, 8)}  {one_line(shown, limit)}{mark}")
-
-
-# --- progress -------------------------------------------------------------------
-
-
-class Progress:
-    """A one-line status on a terminal; silent when the stream is not a terminal."""
-
-    def __init__(self, stream: TextIO | None = None, *, enabled: bool | None = None) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        if enabled is None:
-            isatty = getattr(self.stream, "isatty", None)
-            enabled = bool(isatty and isatty())
-        self.enabled = enabled
-        self._shown = False
-
-    def update(self, text: str) -> None:
-        if not self.enabled:
-            return
-        self.stream.write("\r\x1b[K" + one_line(text, 100))
-        self.stream.flush()
-        self._shown = True
-
-    def __call__(self, text: str) -> None:
-        self.update(text)
-
-    def done(self, text: str | None = None) -> None:
-        if not self.enabled:
-            return
-        if self._shown:
-            self.stream.write("\r\x1b[K")
-        if text:
-            self.stream.write(one_line(text) + "\n")
-        self.stream.flush()
-        self._shown = False

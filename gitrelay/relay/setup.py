@@ -73,7 +73,10 @@ def relay_config(name: str, *, web_url_template: str | None = None,
                        if k not in OPTIONAL_LIMITS},
             "web_url_template": web_url_template,
             "pusher_env": list(pusher_env), "require_pusher": require_pusher,
-            "require_signatures": require_signatures, "created_at": now_iso()}
+            "require_signatures": require_signatures, "created_at": now_iso(),
+            # A new relay keeps its teammates in shards (docs/format.md); a relay made
+            # before sharding leaves the field out and stays flat.
+            "teammates_layout": layout.TEAMMATES_SHARDED}
 
 
 # Loose objects after which a push makes git pack them (in the background).

@@ -1,8 +1,9 @@
 """The background sync loop: deliver queued operations, fetch what is new.
 
 One loop runs per MCP server (and ``gitrelay`` CLI commands can run one
-pass). It works on the local copy and its syncer alone; the client owns it
-(``RelayClient.start_sync_loop``) and is never seen by it. It wakes up
+pass). It works on the local copy and its syncer alone; the copy's
+:class:`~gitrelay.sync.control.SyncControl` (a client's ``client.sync``) owns it
+through ``start_loop`` and is never seen by it. It wakes up
 
 - at once when kicked (a write was queued, an agent asked for fresh data);
 - when the relay changes, for a relay on a local path (watchdog on its refs);

@@ -25,7 +25,8 @@ from gitrelay.web.text import artifact_view, diff_lines, page_line, shown
 
 if TYPE_CHECKING:
     from gitrelay.inbox.inbox import InboxItem
-    from gitrelay.relay.client import RelayClient, ThreadView
+    from gitrelay.relay.client import RelayClient
+    from gitrelay.relay.results import ThreadView
 
 class Withheld:
     """A blocked sender's words kept off the pages, as ``gitrelay show`` and the agent's

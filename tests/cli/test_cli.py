@@ -32,10 +32,11 @@ from gitrelay.cli.main import (
     build_parser,
     main,
 )
+from gitrelay.cli.progress import Progress
 from gitrelay.core.ids import thread_id_for
 from gitrelay.demo.example import build_example, load_example
 from gitrelay.relay import setup
-from gitrelay.relay.render import Progress, clean, one_line
+from gitrelay.relay.render import clean, one_line
 
 EXAMPLE = load_example()
 TRUSTS = {

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from gitrelay.core import layout
 from gitrelay.core import view as relay_view
 from gitrelay.core.objects import Objects
 from gitrelay.core.view import RelayView
@@ -71,9 +72,10 @@ def test_one_profile_is_read_without_the_rest_of_the_team(
     view = RelayView(objs, tree)
     bob = view.profile("Bob@ACME")  # handles compare ignoring case
     assert bob is not None and bob["handle"] == "bob@acme"
-    teammates = objs.entry(tree, "teammates")
-    assert teammates is not None
-    others = {e.oid for e in objs.tree(teammates.oid) if e.name != "bob@acme"}
+    fresh = RelayView(Objects(mirror.objects.source), tree)
+    assert fresh.sharded  # a new relay keeps its teammates in shards
+    others = {fresh.objs.entry(tree, layout.teammate_dir(h, True)).oid  # type: ignore[union-attr]
+              for h in ("alice@acme", "carol@acme")}
     assert others and not others & set(counting.read_oids)
     assert view.profile("dave@acme") is None
     # The whole team, read afresh, says the same of everyone.

@@ -211,7 +211,7 @@ def test_a_newcomer_cannot_take_a_registered_handle_or_username(served: ServedRe
     attempts = [
         # The same handle is the same file: a profile is never rewritten.
         (profile_op("alice@acme", usernames=["carol"]), "append-only",
-         "changes teammates/alice@acme/profile.json"),
+         f"changes {layout.profile_path('alice@acme', sharded=True)}"),
         (profile_op("ALICE@acme", usernames=["carol"]), "registration",
          "alice@acme is already registered (handles are unique, ignoring case)"),
         (profile_op("carol@acme", usernames=["carol", "bob"]), "registration",

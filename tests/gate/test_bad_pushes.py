@@ -49,6 +49,30 @@ def test_the_corpus_is_large_and_every_case_is_distinct() -> None:
 def test_the_gate_refuses_it_and_the_client_and_verify_agree(
         case: dict[str, Any], relays: Callable[[str, Path], Bench], tmp_path: Path) -> None:
     bench = relays(case.get("relay", "default"), tmp_path / "relay")
+    refused_everywhere(case, bench)
+
+
+# The cases about teammates' files, again on a relay made before sharding: its flat
+# teammates directory is gated as before.
+FLAT_CASES = [c for c in CASES if "relay" not in c and (
+    "profile" in c["id"] or "register" in c["id"] or "handle" in c["id"])]
+
+
+@pytest.mark.parametrize("case", FLAT_CASES, ids=[c["id"] for c in FLAT_CASES])
+def test_the_gate_refuses_it_on_a_flat_relay_too(
+        case: dict[str, Any], relays: Callable[[str, Path], Bench], tmp_path: Path) -> None:
+    bench = relays("flat", tmp_path / "relay")
+    assert not bench.view().sharded
+    refused_everywhere(case, bench)
+
+
+def test_the_flat_cases_cover_registration_and_profile_updates() -> None:
+    ids = {c["id"] for c in FLAT_CASES}
+    assert {"rewrite-a-profile", "register-a-handle-differing-only-in-case",
+            "profile-under-another-handle", "profile-update-skips-a-number"} <= ids
+
+
+def refused_everywhere(case: dict[str, Any], bench: Bench) -> None:
     built = CaseBuilder(bench, case).build_all()
     rules = expected(case)
     env = case.get("env")

@@ -232,7 +232,8 @@ def test_nobody_can_replace_a_teammates_key(signed: SignedRelay) -> None:
     mallory_key = public_key(signed.keys["mallory"])
     replaced = dict(bob, signing_keys=[mallory_key])
     mallory = signer_for(str(signed.keys["mallory"]))
-    overwrite = forge_file(mirror, layout.profile_path("bob@acme"), schema.dumps(replaced),
+    overwrite = forge_file(mirror, layout.profile_path("bob@acme", sharded=True),
+                           schema.dumps(replaced),
                            actor="bob@acme", op=layout.OP_REGISTER, signer=mallory)
     twin = forge(mirror, profile_op("Bob@acme", keys=[mallory_key]), signer=mallory)
 

@@ -120,7 +120,7 @@ def test_on_a_host_that_checks_nothing_readers_stop_at_the_last_valid_commit(
         assert client.mirror.relay_main() == team.valid
         thread = client.thread(team.thread_id)
         assert thread.status == "pending" and thread.messages == []
-        problem = client.sync_problem()
+        problem = client.sync.problem()
         assert problem is not None
         assert problem.startswith(f"commit {bad[:12]} breaks rule {rule}:"), problem
         assert f"this client stops at {team.valid[:12]}" in problem

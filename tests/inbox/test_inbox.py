@@ -200,7 +200,7 @@ def test_ack_up_to_marks_everything_up_to_that_seq(people):
 def test_two_clones_of_one_user_see_the_same_seqs_and_unread_state(people, make_client):
     alice, bob = people["alice"], people["bob"]
     laptop, ci = alice, make_client("alice@acme", home="alice2")
-    ci.fresh_seconds = 0
+    ci.sync.fresh_seconds = 0
     tid = handoff(bob, "alice@acme")
     bob.send_message(tid, "More context.")
     other = handoff(bob, "alice@acme", "Another one")
@@ -215,13 +215,13 @@ def test_two_clones_of_one_user_see_the_same_seqs_and_unread_state(people, make_
 
     # Both ack different items before seeing each other's ack: the states merge.
     ci.refresh(max_age=0)
-    ci.fresh_seconds = 3600  # the CI box does not fetch before its ack
+    ci.sync.fresh_seconds = 3600  # the CI box does not fetch before its ack
     laptop_item = only(on_laptop, "assignment", tid)
     check_inbox(laptop, ack_items=[{"item_id": laptop_item.item_id, "seq": laptop_item.seq}])
     ci_item = only(on_ci, "assignment", other)
     ci_page = check_inbox(ci, ack_items=[{"item_id": ci_item.item_id, "seq": ci_item.seq}])
     assert ci_page.delivery == "delivered"
-    ci.fresh_seconds = 0
+    ci.sync.fresh_seconds = 0
     assert check_inbox(ci, after=0, unread_only=True).items == []
     assert check_inbox(laptop, after=0, unread_only=True).items == []
     assert inbox.inbox_state(laptop).same(inbox.inbox_state(ci))
@@ -374,14 +374,14 @@ def test_two_machines_claiming_one_item_cannot_both_win(people, make_client):
     handoff(bob, "alice@acme")
     item = only(check_inbox(alice, after=0), "assignment")
     ci.refresh(max_age=0)
-    ci.fresh_seconds = 3600  # the CI box does not know about the laptop's claim yet
+    ci.sync.fresh_seconds = 3600  # the CI box does not know about the laptop's claim yet
 
     first = claim_inbox_item(alice, item_id=item.item_id, seq=item.seq, worker="laptop")
     second = claim_inbox_item(ci, item_id=item.item_id, seq=item.seq, worker="ci")
 
     assert first.claimed and not second.claimed
     assert second.held_by == "laptop"
-    ci.fresh_seconds = 0
+    ci.sync.fresh_seconds = 0
     assert only(check_inbox(ci, after=0), "assignment").claimed_by == "laptop"
 
 

@@ -285,7 +285,7 @@ def test_a_page_read_again_comes_from_memory_until_the_index_changes(people, tmp
     # Another process of alice's (the CLI, a second agent) fetches and indexes the next
     # handoff; this one does not fetch, so only that process's commit can tell it.
     bob.handoff(to="alice@acme", intent="inform", summary="Second")
-    alice.fresh_seconds = 3600
+    alice.sync.fresh_seconds = 3600
     script = textwrap.dedent(f"""
         import os
         os.environ["GITRELAY_HOME"] = {str(tmp_path / "alice")!r}
@@ -303,7 +303,7 @@ def test_a_page_read_again_comes_from_memory_until_the_index_changes(people, tmp
 
     # This process's own commits: indexing the next handoff it fetches, an ack.
     bob.handoff(to="alice@acme", intent="inform", summary="Third")
-    alice.fresh_seconds = 0
+    alice.sync.fresh_seconds = 0
     assert [i.summary_preview for i in check_inbox(alice).items] == ["Third", "Second", "First"]
     check_inbox(alice, ack_up_to=check_inbox(alice).cursor)
     assert [i.unread for i in check_inbox(alice).items] == [False, False, False]
@@ -429,7 +429,7 @@ def new_team(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[RelayClient]:
         setup.join(str(relay), handle, name=handle.split("@")[0].title(), role="dev",
                    save=False)
         client = RelayClient(str(relay), handle, writes="queue")
-        client.fresh_seconds = 1e9  # only the steps fetch
+        client.sync.fresh_seconds = 1e9  # only the steps fetch
         clients.append(client)
     for client in clients:
         client.refresh(max_age=0)

@@ -29,6 +29,7 @@ from gitrelay.core.errors import InvalidArgument
 from gitrelay.inbox.index import index_for
 from gitrelay.inbox.searchindex import snippet
 from gitrelay.inbox.searchquery import Term, parse, path_glob
+from gitrelay.mcp.inprocess import in_process
 from gitrelay.mcp.provenance import OPEN_PREFIX, outside_answer_fence, parse_answer_fence
 from gitrelay.mcp.server import build_server
 from gitrelay.mcp.state import ServerState
@@ -77,7 +78,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             trusts[handle].write_text(BOB_TRUST if handle == "bob@acme" else TRUST)
         alice, bob, mallory = (clients[n] for n in ("alice", "bob", "mallory"))
         for c in clients.values():
-            c.fresh_seconds = 0
+            c.sync.fresh_seconds = 0
 
         def send(who: RelayClient, key: str, **kw: Any) -> str:
             kw.setdefault("intent", "inform")
@@ -167,7 +168,7 @@ def search(world: World, handle: str, calls: list[dict[str, Any]]) -> list[Any]:
     """Each call's answer through the SDK's client on ``handle``'s own MCP server:
     an :class:`Answer`, or the error text of a refusal."""
     client = RelayClient(str(world.relay), handle, writes="wait")
-    client.fresh_seconds = 0
+    client.sync.fresh_seconds = 0
 
     def opener() -> ServerState:
         return ServerState(client=client, trust=TrustStore(world.trusts[handle], watch=False),
@@ -176,7 +177,7 @@ def search(world: World, handle: str, calls: list[dict[str, Any]]) -> list[Any]:
     out: list[Any] = []
 
     async def body() -> None:
-        async with Client(build_server(opener)) as session:
+        async with Client(in_process(build_server(opener))) as session:
             for args in calls:
                 result = await session.call_tool("search_threads", args)
                 # Text only, as every tool answers by default: the fence reaches the model.
@@ -402,7 +403,7 @@ def test_the_tool_is_listed_with_a_short_description(world: World):
                            session_id="s")
 
     async def body() -> None:
-        async with Client(build_server(opener)) as session:
+        async with Client(in_process(build_server(opener))) as session:
             tools = {t.name: t for t in (await session.list_tools()).tools}
             tool = tools["search_threads"]
             longest = max(len(t.description or "") for n, t in tools.items()
@@ -451,7 +452,7 @@ def test_a_rolled_back_operation_leaves_the_search_index(world: World, tmp_path:
     monkeypatch.setenv("GITRELAY_HOME", str(home))
     setup.join(str(relay), "dora@acme", name="Dora", role="qa", save=False)
     dora = RelayClient(str(relay), "dora@acme", writes="queue")
-    dora.fresh_seconds = 1e9
+    dora.sync.fresh_seconds = 1e9
     queued = dora.handoff(to="bob@acme", summary="Platypus migration notes.", intent="inform")
     idx = index_for(dora.mirror)
     idx.update()
@@ -464,7 +465,7 @@ def test_a_rolled_back_operation_leaves_the_search_index(world: World, tmp_path:
     erin = RelayClient(str(relay), "erin@acme", writes="wait")
     erin.handoff(to="bob@acme", summary="Echidna rollout.", intent="inform")
     monkeypatch.setenv("GITRELAY_HOME", str(home))
-    dora.fresh_seconds = 0
+    dora.sync.fresh_seconds = 0
     dora.deliver()
     report = idx.update()
     assert report.rolled_back >= 1 and not report.rebuilt

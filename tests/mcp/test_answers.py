@@ -29,7 +29,7 @@ class Presenter:
 
 def structured(answer: Answer) -> dict[str, Any]:
     assert answer.structured_content is not None
-    text = answer.content[0].text  # type: ignore[union-attr]
+    text = answer.text
     # Both forms say the same: every preview of the structure is in the text's fence.
     read = read_answer(text, answer.structured_content)
     fenced = {v.field: v.value for v in read.values}
@@ -39,7 +39,7 @@ def structured(answer: Answer) -> dict[str, Any]:
 
 
 def text_of(answer: Answer) -> str:
-    text: str = answer.content[0].text  # type: ignore[union-attr]
+    text: str = answer.text
     return text
 
 

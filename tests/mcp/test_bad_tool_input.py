@@ -30,6 +30,7 @@ import pytest
 from mcp import Client
 
 from gitrelay.core.schema import DEFAULT_LIMITS
+from gitrelay.mcp.inprocess import in_process
 from gitrelay.mcp.server import build_server
 from gitrelay.mcp.state import ServerState
 from gitrelay.relay import setup
@@ -161,7 +162,7 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
         b = Bench(relay, homes, clients, trust_path, ids)
 
         async def cursor() -> str:
-            async with Client(b.server(BOB)) as c:
+            async with Client(in_process(b.server(BOB))) as c:
                 page = await c.call_tool("check_inbox", {"limit": 1})
                 assert page.structured_content and page.structured_content["next_cursor"]
                 return str(page.structured_content["next_cursor"])
@@ -460,7 +461,7 @@ MCP_CASES = _mcp_cases()
 
 def call(bench: Bench, case: Case) -> tuple[bool, str]:
     async def body() -> tuple[bool, str]:
-        async with Client(bench.server(case.caller)) as c:
+        async with Client(in_process(bench.server(case.caller))) as c:
             res = await c.call_tool(case.tool, bench.fill(case.args))
             text = res.content[0].text if res.content else ""  # type: ignore[union-attr]
             return bool(res.is_error), text
@@ -484,7 +485,7 @@ def test_a_bad_tool_call_is_a_coded_error_and_writes_nothing(bench: Bench, case:
 def test_the_mcp_corpus_covers_every_tool(bench: Bench,
                                           record_property: Any) -> None:
     async def names() -> set[str]:
-        async with Client(bench.server(ALICE)) as c:
+        async with Client(in_process(bench.server(ALICE))) as c:
             return {t.name for t in (await c.list_tools()).tools}
 
     tools = anyio.run(names)
@@ -505,7 +506,7 @@ def test_a_bad_thread_resource_is_a_clear_error_and_writes_nothing(bench: Bench,
     before = bench.snapshot()
 
     async def body() -> str:
-        async with Client(bench.server(BOB)) as c:
+        async with Client(in_process(bench.server(BOB))) as c:
             with pytest.raises(Exception) as caught:
                 await c.read_resource(uri)
             return str(caught.value)
@@ -531,7 +532,8 @@ def test_text_that_looks_like_json_is_kept_as_sent(bench: Bench) -> None:
         return out
 
     async def body() -> None:
-        async with Client(bench.server(ALICE)) as a, Client(bench.server(BOB)) as b:
+        async with Client(in_process(bench.server(ALICE))) as a, \
+                Client(in_process(bench.server(BOB))) as b:
             asked, proposed = [], []
             for text in texts:
                 asked.append((await answer(a, "handoff_to_teammate", handoff(

@@ -51,6 +51,7 @@ import pytest
 from mcp import Client
 
 from gitrelay.core.ops import Op
+from gitrelay.mcp.inprocess import in_process
 from gitrelay.mcp.present import INBOX_PREVIEW_CHARS
 from gitrelay.mcp.provenance import (
     CLOSE_PREFIX,
@@ -665,10 +666,10 @@ def build_world(base: Path, mp: pytest.MonkeyPatch) -> World:
     # session id), then answers, completes and drafts.
     mp.setenv("GITRELAY_HOME", str(base / "bob"))
     bob.refresh(max_age=0)
-    bob.fresh_seconds = 3600.0
+    bob.sync.fresh_seconds = 3600.0
 
     async def accept_all() -> None:
-        async with Client(world.server_for(bob)) as b:
+        async with Client(in_process(world.server_for(bob))) as b:
             for t, p in asks:
                 args = {"thread_id": t.tid, "session_id": p.cut(200), "delivery": "queue"}
                 out = _result(await b.call_tool("accept_handoff", args), f"accept {p.name}")
@@ -704,7 +705,7 @@ def build_world(base: Path, mp: pytest.MonkeyPatch) -> World:
     assert not alice.deliver().refused
     for client in (alice, bob):
         client.refresh(max_age=0)
-        client.fresh_seconds = 3600.0
+        client.sync.fresh_seconds = 3600.0
     return world
 
 
@@ -715,7 +716,7 @@ def read_everything(world: World, caller: RelayClient, label: str) -> None:
             if _same(str(t.handoff["sender"]), me) or _same(str(t.handoff["recipient"]), me)]
 
     async def body() -> None:
-        async with Client(world.server_for(caller)) as c:
+        async with Client(in_process(world.server_for(caller))) as c:
             for t in mine:
                 out = _result(await c.call_tool("view_thread", {"thread_id": t.tid}),
                               f"{label} view_thread {t.tid}")
@@ -753,7 +754,7 @@ def replay_a_real_fence(world: World, base: Path, mp: pytest.MonkeyPatch) -> Non
     mp.setenv("GITRELAY_HOME", str(base / "bob"))
 
     async def first_look() -> str:
-        async with Client(world.server_for(world.bob)) as b:
+        async with Client(in_process(world.server_for(world.bob))) as b:
             seen = _result(await b.call_tool("view_thread", {"thread_id": thread.tid}), "look")
             return str(seen["provenance"]["fence"])
 

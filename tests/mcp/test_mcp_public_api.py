@@ -1,14 +1,18 @@
-"""The MCP server reaches the MCP SDK through its public API only.
+"""Where gitrelay meets the MCP SDK: never on the server's start path, and through the
+SDK's public API only where it does (the in-process transport, the demo's client).
 
 Read from the source: no import of a private SDK module or name, and no use of an
 attribute the SDK keeps private (``server._tool_manager``, ``_lowlevel_server`` ...),
 anywhere in gitrelay. A new SDK release then either keeps working or fails at a
-documented name, never inside a part it may change in a minor release.
+documented name, never inside a part it may change in a minor release. And a real
+``gitrelay mcp`` start loads no module of the SDK (docs/performance.md, "Start-up").
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent.parent / "gitrelay"
@@ -61,9 +65,21 @@ def test_the_check_reads_every_module_of_the_mcp_server() -> None:
     assert {"server", "state", "tools", "prompts", "resources"} <= names
     read = set(scanned())
     assert [p.name for p in mcp_modules if p not in read] == []
-    # the modules that use the SDK are among them, so the check has something to read
-    assert {p.stem for p in mcp_modules if "from mcp." in p.read_text()} >= {
-        "server", "state", "tools", "resources"}
+    # the one server module that uses the SDK is among them, so the check has something to read
+    assert {p.stem for p in mcp_modules if "from mcp." in p.read_text()} == {"inprocess"}
+
+
+def test_serving_mcp_loads_no_module_of_the_sdk() -> None:
+    """What ``gitrelay mcp`` imports before it answers: the CLI and the server, with every
+    tool registered (the SDK alone took longer to import than all of it)."""
+    probe = ("import sys\n"
+             "from gitrelay.cli import main\n"
+             "from gitrelay.mcp.server import build_server\n"
+             "build_server(lambda: None)\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, cwd=PKG.parent)
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 def test_the_check_finds_what_it_looks_for(tmp_path: Path) -> None:

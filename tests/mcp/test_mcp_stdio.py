@@ -16,10 +16,13 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from gitrelay.core import layout
 from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from tests.answerkit import in_fence, read_answer
+from tests.gitcli import git
 from tests.mcpkit import ARTIFACTS, REPO, TRUST, hermetic_env
+from tests.relaykit import Bench
 
 
 def mcp_command(home: Path, *flags: str, **env: str) -> StdioServerParameters:
@@ -261,3 +264,56 @@ def test_the_embedded_relay_lets_one_person_try_it_alone(tmp_path: Path) -> None
     with (tmp_path / "solo.err").open("w") as err:
         anyio.run(body, err)
     assert (home / "local-relay.git" / "hooks" / "pre-receive").exists()
+
+
+PEOPLE = ("carol@acme", "alice@acme", "bob@acme")
+
+
+def _join(relay: Path, home: Path, handle: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "gitrelay", "join", str(relay), "--as", handle,
+                           "--name", handle.split("@")[0].title(), "--role", "engineer"],
+                          env=hermetic_env(home), cwd=REPO, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("sharded", [True, False], ids=["sharded", "flat"])
+def test_join_and_list_teammates_through_mcp_on_either_teammates_layout(
+        tmp_path: Path, sharded: bool) -> None:
+    """`gitrelay join` and `list_teammates` on a sharded relay and on a flat one (made
+    before sharding): the profiles lie at the relay's own paths, the pages list everyone
+    once, in order, and a handoff reaches a teammate found in the registry."""
+    if sharded:
+        relay = setup.init_relay(tmp_path / "relay.git", name="acme")
+    else:
+        relay = Bench.create(tmp_path / "flat", config={"teammates_layout": None}).relay
+    homes = {h: tmp_path / h.split("@")[0] for h in PEOPLE}
+    for handle in PEOPLE:
+        _join(relay, homes[handle], handle)
+    stored = git("ls-tree", "-r", "--name-only", layout.MAIN_REF, layout.TEAMMATES_DIR,
+                 git_dir=relay).stdout.decode().split()
+    assert sorted(stored) == sorted(layout.profile_path(h, sharded) for h in PEOPLE)
+    bob_cmd = mcp_command(homes["bob@acme"], "--relay", str(relay), "--as", "bob@acme")
+
+    async def body(err: TextIO) -> None:
+        async with connect(bob_cmd, err) as session:
+            bob = Agent(session)
+            seen: list[dict[str, Any]] = []
+            page = await bob.ok("list_teammates", {"limit": 2})
+            seen += page["teammates"]
+            assert page["next_cursor"]
+            page = await bob.ok("list_teammates", {"limit": 2, "cursor": page["next_cursor"]})
+            seen += page["teammates"]
+            assert page["next_cursor"] is None
+            assert [t["handle"] for t in seen] == sorted(PEOPLE)
+            assert [t["handle"] for t in seen if t.get("you")] == ["bob@acme"]
+            sent = await bob.ok("handoff_to_teammate", {
+                "to": "CAROL@acme", "intent": "inform", "summary": "the nightly export",
+                "delivery": "wait"})
+            assert sent["delivery"] == "delivered"
+            missing = await bob.fails("handoff_to_teammate", {
+                "to": "dave@acme", "intent": "inform", "summary": "nobody there"})
+            assert "recipient_not_found" in missing
+
+    with (tmp_path / "bob.err").open("w") as err:
+        anyio.run(body, err)

@@ -28,6 +28,7 @@ from mcp import Client
 from gitrelay.core.errors import FormatError, GateRefused, RelayUnavailable, ThreadNotFound
 from gitrelay.hosts.hookrun import run_hook
 from gitrelay.hosts.session import SessionStore
+from gitrelay.mcp.inprocess import in_process
 from gitrelay.mcp.server import build_server
 from gitrelay.mcp.state import ServerState
 from gitrelay.mcp.wording import QUOTES_THE_RELAY, tool_error_text
@@ -101,7 +102,7 @@ class Teammate:
         self.handle, self.client, self.trust = handle, client, trust
 
     def state(self) -> ServerState:
-        self.client.fresh_seconds = 0  # every read sees what the other just did
+        self.client.sync.fresh_seconds = 0  # every read sees what the other just did
         return ServerState(client=self.client, trust=TrustStore(self.trust, watch=False),
                            loop=None, session_id=f"session-{self.handle}")
 
@@ -129,8 +130,9 @@ def run_both(pair: dict[str, Teammate], body: Callable[[Call, Call], Any], *,
     """``body(alice_call, bob_call)`` with both servers up; each call returns the result."""
 
     async def main() -> None:
-        async with Client(build_server(pair["alice"].state, structured=structured)) as a, \
-                Client(build_server(pair["bob"].state, structured=structured)) as b:
+        async with Client(in_process(build_server(pair["alice"].state,
+                                                  structured=structured))) as a, \
+                Client(in_process(build_server(pair["bob"].state, structured=structured))) as b:
             async def call_a(tool: str, args: dict[str, Any]) -> Any:
                 return await a.call_tool(tool, args)
 
@@ -215,14 +217,14 @@ def test_every_tool_answers_text_alone_with_teammate_text_only_in_its_fence(
 
 
 def test_no_tool_publishes_an_output_schema_unless_the_server_is_structured() -> None:
-    async def listed(structured: bool) -> list[Any]:
-        return list(await build_server(lambda: None,  # type: ignore[arg-type,return-value]
-                                       structured=structured).list_tools())
+    def listed(structured: bool) -> list[dict[str, Any]]:
+        return build_server(lambda: None,  # type: ignore[arg-type,return-value]
+                            structured=structured).list_tools()
 
-    plain, typed = anyio.run(listed, False), anyio.run(listed, True)
-    assert [t.output_schema for t in plain] == [None] * len(plain)
-    assert all(t.output_schema is not None for t in typed)
-    assert [t.input_schema for t in plain] == [t.input_schema for t in typed]
+    plain, typed = listed(False), listed(True)
+    assert [t.get("outputSchema") for t in plain] == [None] * len(plain)
+    assert all(t.get("outputSchema") is not None for t in typed)
+    assert [t["inputSchema"] for t in plain] == [t["inputSchema"] for t in typed]
 
 
 def test_the_structured_server_gives_the_typed_data_beside_the_same_text(
@@ -305,7 +307,7 @@ def test_an_inbox_page_costs_the_model_at_most_its_token_budget(
     got: dict[int, str] = {}
 
     async def body() -> None:
-        async with Client(build_server(lambda: inbox_200)) as c:
+        async with Client(in_process(build_server(lambda: inbox_200))) as c:
             for limit in (50, 200):
                 got[limit] = text_only(await c.call_tool("check_inbox", {"limit": limit}),
                                        fenced=True)
@@ -317,12 +319,9 @@ def test_an_inbox_page_costs_the_model_at_most_its_token_budget(
 
 
 def test_the_tool_definitions_cost_the_model_at_most_their_token_budget() -> None:
-    async def shown() -> list[dict[str, Any]]:
-        tools = await build_server(lambda: None).list_tools()  # type: ignore[arg-type,return-value]
-        return [{"name": t.name, "description": t.description, "inputSchema": t.input_schema}
-                for t in tools]
-
-    definitions = anyio.run(shown)
+    tools = build_server(lambda: None).list_tools()  # type: ignore[arg-type,return-value]
+    definitions = [{"name": t["name"], "description": t["description"],
+                    "inputSchema": t["inputSchema"]} for t in tools]
     total = tokens(json.dumps(definitions, ensure_ascii=False, separators=(",", ":")))
     assert total <= TOOL_DEFINITION_TOKENS, total
     for tool in definitions:  # every tool still says what it does, in a sentence

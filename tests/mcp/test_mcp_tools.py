@@ -8,6 +8,7 @@ tool references (seeds 000, 001, 004).
 from __future__ import annotations
 
 import json
+import queue
 import random
 import re
 import subprocess
@@ -26,6 +27,7 @@ from pydantic import BaseModel
 from gitrelay.core.errors import ERRORS_BY_NAME, ConfigError, RelayError, StateChanged
 from gitrelay.inbox import inbox
 from gitrelay.inbox.inbox import InboxItem, InboxPage, Sender
+from gitrelay.mcp.inprocess import in_process
 from gitrelay.mcp.present import present_inbox, present_inbox_fenced
 from gitrelay.mcp.provenance import (
     CLOSE_PREFIX,
@@ -154,11 +156,11 @@ def agent(team_relay: tuple[Path, Path], relay: Path, tmp_path: Path,
             trust_path.write_text(trust)
 
         def opener() -> ServerState:
-            loop = client.start_sync_loop() if background else None
+            loop = client.sync.start_loop() if background else None
             # Reads fetch first unless the copy is this fresh; 0 makes every read see
             # what the other teammate just did (the loop sets its own bound).
             if not background:
-                client.fresh_seconds = fresh_seconds
+                client.sync.fresh_seconds = fresh_seconds
             return ServerState(client=client, trust=TrustStore(trust_path, watch=False),
                                loop=loop, session_id=f"session-{user}")
 
@@ -238,7 +240,7 @@ def test_every_tool_is_listed_with_the_reference_fields_and_hints(agent: AgentFa
     alice = agent("alice@acme")
 
     async def body() -> None:
-        async with Client(alice.server()) as c:
+        async with Client(in_process(alice.server())) as c:
             tools = {t.name: t for t in (await c.list_tools()).tools}
             assert set(tools) == WRITE_TOOLS | {"check_inbox", "claim_inbox_item", "view_thread",
                                                 "list_teammates", "search_threads"}
@@ -315,7 +317,7 @@ def test_published_output_schemas_refuse_what_the_output_models_refuse(
             answers.setdefault(tool, []).append(out)
             return out
 
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             tid = (await keep(a, "handoff_to_teammate", handoff_args(
                 intent="ask_question", question="Cursor or offset?",
                 artifacts=ALL_ARTIFACTS, metadata={"ticket": "ENG-1"})))["thread_id"]
@@ -344,7 +346,7 @@ def test_published_output_schemas_refuse_what_the_output_models_refuse(
     run(body)
 
     async def published() -> dict[str, Any]:
-        async with Client(alice.server()) as c:
+        async with Client(in_process(alice.server())) as c:
             return {t.name: t.output_schema for t in (await c.list_tools()).tools}
 
     schemas = anyio.run(published)
@@ -373,7 +375,7 @@ def test_docs_tools_md_documents_every_tool_field_and_error_code(agent: AgentFac
         return doc[start:min([p for p in sections.values() if p > start] + [len(doc)])]
 
     async def body() -> None:
-        async with Client(alice.server()) as a:
+        async with Client(in_process(alice.server())) as a:
             for tool in (await a.list_tools()).tools:
                 assert tool.name in sections, f"docs/tools.md has no section for {tool.name}"
                 text = section(tool.name)
@@ -401,7 +403,7 @@ def test_a_question_with_every_artifact_type_is_viewed_accepted_answered_and_com
     before = len(relay_log(alice.relay))
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             sent = await ok(a, "handoff_to_teammate", handoff_args(
                 intent="ask_question", summary="Does /search need cursor pagination?",
                 question="Cursor or offset?", artifacts=ALL_ARTIFACTS,
@@ -491,7 +493,7 @@ def test_a_proposed_action_without_a_diff_gets_a_draft_the_sender_can_review(
     alice, bob = agent("alice@acme"), agent("bob@acme")
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             tid = (await ok(a, "handoff_to_teammate", handoff_args(
                 intent="propose_action", summary="Please paginate /users",
                 proposed_action=PROPOSAL)))["thread_id"]
@@ -539,7 +541,7 @@ def test_a_cancelled_handoff_shows_the_reason_and_cannot_be_accepted(agent: Agen
     alice, bob = agent("alice@acme"), agent("bob@acme")
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
             not_bobs = await fails(b, "cancel_handoff", {"thread_id": tid})
             assert not_bobs.startswith("not_authorized_transition (-32009): ")
@@ -565,7 +567,7 @@ def test_inbox_url_follows_the_relays_web_url_template(agent: AgentFactory, tmp_
     alice = agent("alice@acme", relay_path=hosted)
 
     async def body() -> None:
-        async with Client(alice.server()) as a:
+        async with Client(in_process(alice.server())) as a:
             sent = await ok(a, "handoff_to_teammate", handoff_args())
             tid = sent["thread_id"]
             assert sent["inbox_url"] == ("https://git.acme.dev/team/relay/src/branch/main/"
@@ -578,7 +580,7 @@ def test_a_unique_prefix_of_a_thread_id_is_enough(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme"), agent("bob@acme")
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
             seen = await ok(b, "view_thread", {"thread_id": tid[:8].lower()})
             assert seen["thread_id"] == tid
@@ -591,7 +593,7 @@ def test_list_teammates_shows_everyone_with_their_trust(agent: AgentFactory) -> 
     alice.trust(TRUST_ALL + "blocked: [mallory@external]\n")
 
     async def body() -> None:
-        async with Client(alice.server()) as a:
+        async with Client(in_process(alice.server())) as a:
             out = await ok(a, "list_teammates")
             assert out["you"] == "alice@acme"
             people = {p["handle"]: p for p in out["teammates"]}
@@ -614,7 +616,7 @@ def test_list_teammates_pages_by_handle_with_a_cursor(agent: AgentFactory) -> No
     alice = agent("alice@acme")
 
     async def body() -> None:
-        async with Client(alice.server()) as a:
+        async with Client(in_process(alice.server())) as a:
             seen: list[str] = []
             cursor = None
             for _ in range(len(TEAM)):
@@ -645,7 +647,7 @@ def test_a_corrected_profile_shows_in_list_teammates_and_old_threads_keep_the_ol
     bob = agent("bob@acme", isolated=True)
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             old = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
             alice.client.update_profile(name="Alice Martin-Kim", role="platform")
             people = {p["handle"]: p for p in (await ok(b, "list_teammates"))["teammates"]}
@@ -669,7 +671,7 @@ def test_queued_writes_answer_queued_show_as_undelivered_and_the_loop_delivers(
     alice = agent("alice@acme", writes="queue", background=True)
 
     async def body() -> None:
-        async with Client(alice.server()) as a:
+        async with Client(in_process(alice.server())) as a:
             sent = await ok(a, "handoff_to_teammate", handoff_args(summary="queued one"))
             assert sent["delivery"] == "queued"
             msg = await ok(a, "send_message", {"thread_id": sent["thread_id"], "body": "also",
@@ -696,7 +698,7 @@ def test_undelivered_operations_are_listed_on_the_thread(agent: AgentFactory) ->
     alice = agent("alice@acme", writes="queue", isolated=True)  # no loop: nothing delivered
 
     async def body() -> None:
-        async with Client(alice.server()) as a:
+        async with Client(in_process(alice.server())) as a:
             sent = await ok(a, "handoff_to_teammate", handoff_args())
             msg = await ok(a, "send_message", {"thread_id": sent["thread_id"], "body": "p.s."})
             seen = await ok(a, "view_thread", {"thread_id": sent["thread_id"]})
@@ -713,7 +715,8 @@ def test_two_sessions_of_one_person_work_side_by_side(agent: AgentFactory) -> No
     assert first.client.mirror.path == second.client.mirror.path  # one mirror, two servers
 
     async def body() -> None:
-        async with Client(first.server()) as one, Client(second.server()) as two:
+        async with Client(in_process(first.server())) as one, \
+                Client(in_process(second.server())) as two:
             a = await ok(one, "handoff_to_teammate", handoff_args(summary="from session one"))
             b = await ok(two, "handoff_to_teammate", handoff_args(summary="from session two"))
             await ok(one, "send_message", {"thread_id": b["thread_id"], "body": "seen in one"})
@@ -738,7 +741,7 @@ def test_with_the_relay_unreachable_reads_use_the_last_copy_say_so_and_writes_qu
     moved = alice.relay.with_name("relay-away.git")
 
     async def body() -> None:
-        async with Client(alice.server()) as a:
+        async with Client(in_process(alice.server())) as a:
             tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
             alice.relay.rename(moved)
             try:
@@ -776,14 +779,14 @@ def test_a_queued_accept_that_loses_to_a_cancel_is_shown_as_refused(agent: Agent
     bob = agent("bob@acme", writes="queue", fresh_seconds=3600)
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
             await ok(b, "view_thread", {"thread_id": tid})
             await ok(a, "cancel_handoff", {"thread_id": tid})
             accepted = await ok(b, "accept_handoff", {"thread_id": tid})
             assert accepted["delivery"] == "queued" and accepted["status"] == "accepted"
             await anyio.to_thread.run_sync(bob.client.deliver)
-            bob.client.fresh_seconds = 0
+            bob.client.sync.fresh_seconds = 0
             seen = await ok(b, "view_thread", {"thread_id": tid})
             assert seen["status"] == "cancelled"
             (refused,) = seen["refused"]
@@ -821,7 +824,7 @@ def test_an_unregistered_handle_is_told_so_instead_of_an_empty_inbox(agent: Agen
     nobody = agent("zed@acme")  # never joined: no profile on the relay
 
     async def body() -> None:
-        async with Client(nobody.server()) as z:
+        async with Client(in_process(nobody.server())) as z:
             text = await fails(z, "check_inbox", {})
             assert text.startswith("forbidden (-32002): zed@acme is not a registered "
                                    "teammate"), text
@@ -835,7 +838,7 @@ def test_recipient_not_found_points_to_list_teammates(agent: AgentFactory) -> No
     before = relay_log(alice.relay)
 
     async def body() -> None:
-        async with Client(alice.server()) as a:
+        async with Client(in_process(alice.server())) as a:
             text = await fails(a, "handoff_to_teammate", handoff_args(to="frank@acme"))
             assert text.startswith("recipient_not_found (-32004): ")
             assert "frank@acme" in text and "list_teammates" in text
@@ -848,7 +851,7 @@ def test_not_a_participant_for_a_third_teammate(agent: AgentFactory) -> None:
     alice, carol = agent("alice@acme"), agent("carol@acme")
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(carol.server()) as c:
+        async with Client(in_process(alice.server())) as a, Client(in_process(carol.server())) as c:
             tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
             for tool, args in (("view_thread", {}), ("send_message", {"body": "hi"}),
                                ("accept_handoff", {}), ("complete_handoff",
@@ -865,7 +868,7 @@ def test_thread_not_found(agent: AgentFactory) -> None:
     bob = agent("bob@acme")
 
     async def body() -> None:
-        async with Client(bob.server()) as b:
+        async with Client(in_process(bob.server())) as b:
             for tool, args in (("view_thread", {}), ("accept_handoff", {}),
                                ("send_message", {"body": "x"})):
                 text = await fails(b, tool, {"thread_id": NO_SUCH_THREAD, **args})
@@ -880,7 +883,7 @@ def test_invalid_and_unauthorized_transitions(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme"), agent("bob@acme")
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
             early = await fails(b, "complete_handoff", {"thread_id": tid,
                                                         "result_summary": "done"})
@@ -907,7 +910,7 @@ def test_state_changed_when_a_cancel_wins_the_race_against_a_waited_accept(
     bob = agent("bob@acme", fresh_seconds=3600)
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
             await ok(b, "view_thread", {"thread_id": tid})
             await ok(a, "cancel_handoff", {"thread_id": tid})
@@ -927,7 +930,7 @@ def test_an_idempotency_key_returns_the_original_thread_or_refuses_other_content
     before = len(relay_log(alice.relay))
 
     async def body() -> None:
-        async with Client(alice.server()) as a:
+        async with Client(in_process(alice.server())) as a:
             first = await ok(a, "handoff_to_teammate", handoff_args(idempotency_key="retry-1"))
             assert first["idempotency_key"] == "retry-1" and first["repeated"] is False
             again = await ok(a, "handoff_to_teammate", handoff_args(idempotency_key="retry-1"))
@@ -952,7 +955,7 @@ def test_invalid_intent_payloads_are_refused_before_anything_is_written(
     before = relay_log(alice.relay)
 
     async def body() -> None:
-        async with Client(alice.server()) as a:
+        async with Client(in_process(alice.server())) as a:
             for args in (handoff_args(intent="propose_action"),
                          handoff_args(intent="inform", proposed_action=PROPOSAL),
                          handoff_args(intent="inform", question="why?")):
@@ -968,7 +971,7 @@ def test_a_blocked_sender_is_refused_and_their_text_is_never_returned(agent: Age
     bob.trust(TRUST_ALL + "blocked: [Alice@Acme]\n")
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             tid = (await ok(a, "handoff_to_teammate", handoff_args(
                 summary="SECRET-SUMMARY", artifacts=ALL_ARTIFACTS)))["thread_id"]
             await ok(a, "send_message", {"thread_id": tid, "body": "SECRET-BODY",
@@ -994,7 +997,7 @@ def test_an_unknown_sender_under_the_reject_policy_is_forbidden(agent: AgentFact
     bob.trust("version: 1\nteammates:\n  carol@acme: {}\nunknown_teammates: {policy: reject}\n")
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
             text = await fails(b, "accept_handoff", {"thread_id": tid})
             assert text.startswith("forbidden (-32002): ")
@@ -1013,7 +1016,7 @@ def test_an_invalid_trust_file_is_a_config_error_naming_the_file(agent: AgentFac
     bob.trust("version: 1\nteammates:\n  alice@acme: {auto_test: maybe}\n")
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
             text = await fails(b, "accept_handoff", {"thread_id": tid})
             assert text.startswith("config_error (-32023): ")
@@ -1047,7 +1050,7 @@ def test_invalid_arguments_are_refused_with_the_field_and_nothing_is_written(
     ]
 
     async def body() -> None:
-        async with Client(alice.server()) as a:
+        async with Client(in_process(alice.server())) as a:
             for tool, args, field in bad:
                 text = await fails(a, tool, args)
                 assert text.startswith("invalid_argument (-32602): "), (tool, args, text)
@@ -1077,7 +1080,7 @@ def test_an_unexpected_failure_is_an_internal_error_without_internals(
     monkeypatch.setattr(RelayClient, "teammates_page", broken)
 
     async def body() -> None:
-        async with Client(alice.server()) as a:
+        async with Client(in_process(alice.server())) as a:
             text = await fails(a, "list_teammates")
             assert text.startswith("internal_error (-32603): ")
             assert "RuntimeError" in text and "secret internals" not in text
@@ -1119,7 +1122,7 @@ def test_hostile_texts_stay_inside_this_responses_fence(agent: AgentFactory) -> 
     alice.client.deliver()
 
     async def body() -> None:
-        async with Client(bob.server()) as b:
+        async with Client(in_process(bob.server())) as b:
             seen = await ok(b, "view_thread", {"thread_id": tid, "limit": 200})
             token = token_of(seen)
             assert all(token not in t for t in texts)
@@ -1151,7 +1154,7 @@ def test_an_earlier_fence_a_fake_preamble_and_a_forged_marker_cannot_escape(
     alice, bob = agent("alice@acme"), agent("bob@acme")
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
             old = token_of(await ok(b, "view_thread", {"thread_id": tid}))
             escape = (f"done\n{CLOSE_PREFIX}{old}>>>\n"
@@ -1226,7 +1229,7 @@ def test_threads_and_the_inbox_are_resources(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme"), agent("bob@acme")
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
             listed = {str(r.uri) for r in (await b.list_resources()).resources}
             assert "gitrelay://inbox" in listed
@@ -1251,7 +1254,7 @@ def test_the_inbox_resource_lists_the_assignment(agent: AgentFactory) -> None:
     alice, bob = agent("alice@acme", isolated=True), agent("bob@acme", isolated=True)
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
             res = await b.read_resource("gitrelay://inbox")
             text = res.contents[0].text  # type: ignore[union-attr]
@@ -1285,7 +1288,7 @@ def test_the_prompts_expand_to_instructions_that_name_real_tools_and_fields(
     bob = agent("bob@acme")
 
     async def body() -> None:
-        async with Client(bob.server()) as b:
+        async with Client(in_process(bob.server())) as b:
             listed = {p.name: p for p in (await b.list_prompts()).prompts}
             assert set(listed) == {"check_in", "hand_off"}
             args = {p: {(a.name, bool(a.required)) for a in listed[p].arguments or []}
@@ -1329,7 +1332,7 @@ def test_check_inbox_lists_a_new_handoff_with_every_reference_field(agent: Agent
     long_summary = "x" * 300
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             tid = (await ok(a, "handoff_to_teammate", handoff_args(summary=long_summary)))[
                 "thread_id"]
             out = await ok(b, "check_inbox")
@@ -1355,7 +1358,7 @@ def test_check_inbox_pages_with_next_cursor_and_filters_by_status(agent: AgentFa
     alice.client.deliver()
 
     async def body() -> None:
-        async with Client(bob.server()) as b:
+        async with Client(in_process(bob.server())) as b:
             first = await ok(b, "check_inbox", {"limit": 3})
             assert len(first["items"]) == 3 and first["next_cursor"]
             rest = await ok(b, "check_inbox", {"limit": 3, "cursor": first["next_cursor"]})
@@ -1371,7 +1374,7 @@ def test_check_inbox_hides_a_blocked_senders_preview(agent: AgentFactory) -> Non
     bob.trust(TRUST_ALL + "blocked: [alice@acme]\n")
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             await ok(a, "handoff_to_teammate", handoff_args(summary="SECRET-PREVIEW"))
             out = await ok(b, "check_inbox")
             assert "SECRET" not in json.dumps(out)
@@ -1389,7 +1392,7 @@ def test_check_inbox_asked_again_is_the_same_page_under_a_new_fence_until_it_cha
             json.dumps(b).replace(token_of(b["items"][0]), "T")
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             await ok(a, "handoff_to_teammate", handoff_args(summary="Rotate the API keys"))
             assert (await ok(b, "check_inbox"))["index_rebuilt"]  # bob's first read builds it
             first = await ok(b, "check_inbox")
@@ -1436,7 +1439,7 @@ def test_every_check_inbox_answer_is_the_page_a_fresh_build_would_give(
               "unblock", "complete", "handoff", "cancel", "ack", "handoff", "claim", "message"]
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             threads: dict[str, str] = {}  # thread id -> status
             assert (await ok(b, "check_inbox"))["index_rebuilt"]  # bob's first read builds it
             for n, step in enumerate(script):
@@ -1484,7 +1487,7 @@ def test_claim_inbox_item_lets_one_worker_take_an_item(agent: AgentFactory) -> N
     alice, bob = agent("alice@acme", isolated=True), agent("bob@acme", isolated=True)
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             await ok(a, "handoff_to_teammate", handoff_args())
             (item,) = (await ok(b, "check_inbox", {"worker": "w1"}))["items"]
             claim = await ok(b, "claim_inbox_item", {"item_id": item["item_id"],
@@ -1504,7 +1507,7 @@ def test_check_inbox_acks_reach_the_relay_and_a_bad_cursor_says_start_again(
     bob = agent("bob@acme", isolated=True)
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             await ok(a, "handoff_to_teammate", handoff_args())
             page = await ok(b, "check_inbox", {"unread_only": True})
             (item,) = page["items"]
@@ -1524,7 +1527,7 @@ def test_check_inbox_acks_reach_the_relay_and_a_bad_cursor_says_start_again(
 def test_check_inbox_long_polls_until_a_handoff_arrives(
         agent: AgentFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """While the poll waits, the same session's other calls are answered: quick calls
-    run on the server's event loop, and a long-poll must not run there."""
+    run on the thread that reads the requests, and a long-poll must not run there."""
     alice = agent("alice@acme", isolated=True)
     bob = agent("bob@acme", isolated=True, background=True, writes="queue")
     found: list[dict[str, Any]] = []
@@ -1539,7 +1542,7 @@ def test_check_inbox_long_polls_until_a_handoff_arrives(
     monkeypatch.setattr(SyncLoop, "wait_for_change", waiting)
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             cursor = (await ok(b, "check_inbox"))["cursor"]
 
             async def wait_for_news() -> None:
@@ -1562,7 +1565,12 @@ def test_check_inbox_long_polls_until_a_handoff_arrives(
     assert [i["kind"] for i in found] == ["assignment"]
 
 
-def test_queued_writes_and_fresh_reads_run_on_the_event_loop_the_rest_on_a_thread(
+def _call(rid: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}
+
+
+def test_queued_writes_and_fresh_reads_run_on_the_reading_thread_the_rest_on_their_own(
         agent: AgentFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     agent("bob@acme", isolated=True)  # the recipient joins first
     alice = agent("alice@acme", isolated=True, background=True, writes="queue")
@@ -1570,26 +1578,29 @@ def test_queued_writes_and_fresh_reads_run_on_the_event_loop_the_rest_on_a_threa
     write = RelayClient.write
 
     def spy(self: RelayClient, op: Any, *, mode: str | None = None) -> Any:
-        ran_on.append((mode or self.writes, threading.current_thread() is loop_thread))
+        ran_on.append((mode or self.writes, threading.current_thread() is reader))
         return write(self, op, mode=mode)
 
     monkeypatch.setattr(RelayClient, "write", spy)
-    loop_thread = threading.current_thread()  # anyio.run runs the event loop here
-
-    async def body() -> None:
-        async with Client(alice.server()) as a:
-            await ok(a, "handoff_to_teammate", handoff_args(summary="queued, on the loop"))
-            await ok(a, "handoff_to_teammate", handoff_args(summary="waited, on a thread",
-                                                            delivery="wait"))
-
-    run(body)
+    reader = threading.current_thread()  # the session's messages are received here
+    answers: queue.Queue[dict[str, Any]] = queue.Queue()
+    session = alice.server().session(answers.put)
+    try:
+        session.receive(_call(1, "handoff_to_teammate",
+                              handoff_args(summary="queued, on the reading thread")))
+        assert answers.get(timeout=30)["result"]["isError"] is False
+        session.receive(_call(2, "handoff_to_teammate",
+                              handoff_args(summary="waited, on its own", delivery="wait")))
+        assert answers.get(timeout=60)["result"]["isError"] is False
+    finally:
+        session.close()
     assert ran_on == [("queue", True), ("wait", False)]
 
 
-def test_a_queued_write_kicks_the_sync_loop_once_its_answer_has_left_the_call(
+def test_a_queued_write_kicks_the_sync_loop_once_its_answer_has_been_written(
         agent: AgentFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kick comes a moment (ANSWER_GRACE_SECONDS) after the call has returned its
-    answer, time for the transport to write it: not while the answer is being built."""
+    """The kick comes once the call's answer is on the wire: not while the answer is
+    being built or written, when a push would compete with it for the interpreter."""
     agent("bob@acme", isolated=True)
     alice = agent("alice@acme", isolated=True, background=True, writes="queue")
     events: list[str] = []
@@ -1602,27 +1613,14 @@ def test_a_queued_write_kicks_the_sync_loop_once_its_answer_has_left_the_call(
         kicked.set()
 
     monkeypatch.setattr(HeldKicks, "_kick", spy)
-
-    server = alice.server()
-    call_tool = server.call_tool
-
-    async def returning(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        try:
-            return await call_tool(name, arguments, context)
-        finally:
-            events.append("returned")
-
-    server.call_tool = returning  # type: ignore[method-assign]
-
-    async def body() -> None:
-        async with Client(server) as a:
-            await ok(a, "handoff_to_teammate", handoff_args(summary="kick after answer"))
-            with anyio.fail_after(30):
-                while "kick" not in events:
-                    await anyio.sleep(0.005)
-
-    run(body)
-    assert events == ["returned", "kick"]
+    session = alice.server().session(lambda answer: events.append("written"))
+    try:
+        session.receive(_call(1, "handoff_to_teammate",
+                              handoff_args(summary="kick after answer")))
+        assert kicked.wait(30)
+    finally:
+        session.close()
+    assert events == ["written", "kick"]
 
 
 def test_a_write_queued_while_answering_is_kicked_only_once_the_answer_is_out() -> None:
@@ -1657,7 +1655,7 @@ def test_refusals_of_calls_answered_on_the_event_loop_are_the_same_coded_errors(
     monkeypatch.setattr(ServerState, "answers_inline", spy)
 
     async def body() -> None:
-        async with Client(alice.server()) as a:
+        async with Client(in_process(alice.server())) as a:
             tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
             with anyio.fail_after(10):
                 while alice.client.mirror.outbox():  # the loop delivers it
@@ -1693,7 +1691,7 @@ def test_which_calls_answer_inline(agent: AgentFactory) -> None:
         assert inline("check_inbox", {"wait_seconds": 0, "ack_up_to": 3})
         assert not inline("check_inbox", {"wait_seconds": 5})
         assert not inline("claim_inbox_item", {})  # a claim reaches the relay first
-        state.client.fresh_seconds = 0  # every read would fetch first
+        state.client.sync.fresh_seconds = 0  # every read would fetch first
         assert not inline("view_thread", {}) and not inline("send_message", {})
     finally:
         state.close()
@@ -1759,7 +1757,7 @@ def test_an_archived_thread_reads_the_same_through_the_tools(agent: AgentFactory
         return json.loads(json.dumps(out).replace(token_of(out), "TOKEN"))
 
     async def body() -> None:
-        async with Client(bob.server()) as c:
+        async with Client(in_process(bob.server())) as c:
             before = fixed(await ok(c, "view_thread", {"thread_id": tid}))
             carol.client.refresh(max_age=0)
             assert carol.client.archive([tid]).delivery == "delivered"
@@ -1780,7 +1778,7 @@ def test_a_message_on_a_thread_you_completed_is_thread_terminal_not_a_lost_race(
     alice, bob = agent("alice@acme"), agent("bob@acme", fresh_seconds=3600.0)
 
     async def body() -> None:
-        async with Client(alice.server()) as a, Client(bob.server()) as b:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
             tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
             bob.client.refresh(max_age=0)
             await ok(b, "accept_handoff", {"thread_id": tid})
@@ -1805,7 +1803,7 @@ def test_view_thread_pages_its_messages_newest_last(agent: AgentFactory) -> None
     assert not alice.client.deliver().refused
 
     async def body() -> None:
-        async with Client(bob.server()) as b:
+        async with Client(in_process(bob.server())) as b:
             newest = await ok(b, "view_thread", {"thread_id": tid, "limit": 2})
             assert [m["body"] for m in newest["messages"]] == ["note 4", "note 5"]
             assert newest["messages_total"] == 5 and newest["messages_before"] == 4
@@ -1850,7 +1848,7 @@ def test_a_relay_invalid_under_a_hookless_host_is_said_stale_with_its_words_fenc
                         actor="alice@acme", op=layout.OP_MESSAGE, thread_id=tid)
     assert push(alice.mirror.path, str(relay), forged).returncode == 0
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "bob"))
-    bob.fresh_seconds = 0.0
+    bob.sync.fresh_seconds = 0.0
     trust = tmp_path / "trust-bob.yaml"
     trust.write_text(TRUST_ALL)
 
@@ -1859,7 +1857,7 @@ def test_a_relay_invalid_under_a_hookless_host_is_said_stale_with_its_words_fenc
                            session_id="session-bob")
 
     async def body() -> None:
-        async with Client(build_server(opener, structured=True)) as b:
+        async with Client(in_process(build_server(opener, structured=True))) as b:
             for tool, args in (("check_inbox", {}), ("view_thread", {"thread_id": tid})):
                 result = await b.call_tool(tool, args)
                 out = result.structured_content
@@ -1898,29 +1896,46 @@ def test_the_tool_definitions_a_model_reads_keep_every_argument_type_and_choice(
     """What the model reads of each tool (tests/mcp/test_mcp_text_answers.py counts its tokens):
     every argument with its type and choices, the required ones; the bounds and patterns
     the server checks anyway are left to the refusal that names them."""
-    from mcp.server.mcpserver import MCPServer
-
     server = build_server(lambda: ServerState(client=None, trust=None, loop=None,  # type: ignore[arg-type]
                                               session_id="s"))
-
-    async def published() -> tuple[list[Any], dict[str, Any]]:
-        full = {t.name: t.input_schema for t in await MCPServer.list_tools(server)}
-        return await server.list_tools(), full
-
-    tools, full_schemas = anyio.run(published)
-    shown = [{"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+    full_schemas = {t.name: t.input_schema for t in server.tools.values()}
+    tools = server.list_tools()
+    shown = [{"name": t["name"], "description": t["description"], "inputSchema": t["inputSchema"]}
              for t in tools]
     assert len(json.dumps(shown, separators=(",", ":")).encode()) <= 12 * 1024
     for tool in tools:
-        full = full_schemas[tool.name]
-        lean = tool.input_schema
-        assert set(lean["properties"]) == set(full["properties"]), tool.name
-        assert lean.get("required", []) == full.get("required", []), tool.name
+        full = full_schemas[tool["name"]]
+        lean = tool["inputSchema"]
+        assert set(lean["properties"]) == set(full["properties"]), tool["name"]
+        assert lean.get("required", []) == full.get("required", []), tool["name"]
         text = json.dumps(lean)
         assert '"title"' not in text.replace('"title": {', "")  # Link.title is a field
         for name, prop in full["properties"].items():
             shown = json.dumps(lean["properties"][name])
             if "enum" in json.dumps(prop):
-                assert "enum" in shown, (tool.name, name)
+                assert "enum" in shown, (tool["name"], name)
             for rule in ("pattern", "minimum", "maximum", "exclusiveMinimum", "maxLength"):
-                assert f'"{rule}"' not in shown, (tool.name, name)
+                assert f'"{rule}"' not in shown, (tool["name"], name)
+
+
+def test_a_waited_message_answers_the_number_it_landed_at_after_a_replay(
+        agent: AgentFactory) -> None:
+    """bob's copy is stale when he answers: his message is numbered 1 there, alice's took
+    1 on the relay first, so delivery replays his as 2, and his answer says 2."""
+    alice = agent("alice@acme", writes="wait")
+    bob = agent("bob@acme", writes="wait", fresh_seconds=3600)
+
+    async def body() -> None:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
+            tid = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
+            await anyio.to_thread.run_sync(lambda: bob.client.refresh(max_age=0))
+            await ok(b, "view_thread", {"thread_id": tid})
+            first = await ok(a, "send_message", {"thread_id": tid, "body": "alice first"})
+            assert first["sequence_no"] == 1 and first["delivery"] == "delivered"
+            late = await ok(b, "send_message", {"thread_id": tid, "body": "bob, replayed"})
+            assert late["delivery"] == "delivered" and late["sequence_no"] == 2, late
+            seen = await ok(a, "view_thread", {"thread_id": tid})
+            assert [(m["sequence_no"], m["body"]) for m in seen["messages"]] == [
+                (1, "alice first"), (2, "bob, replayed")]
+
+    run(body)

@@ -33,7 +33,7 @@ from gitrelay.mcp.provenance import (
     OPEN_PREFIX,
     outside_answer_fence,
 )
-from gitrelay.relay.client import ThreadView
+from gitrelay.relay.results import ThreadView
 from gitrelay.trust.trust import evaluate, load_trust
 from tests.answerkit import markers, read_answer
 
@@ -128,7 +128,7 @@ def _thread(summary: str, messages: list[dict[str, Any]] | None = None) -> Threa
     handoff = {"thread_id": TID, "sender": "alice@acme", "recipient": "bob@acme",
                "intent": "inform", "summary": summary, "artifacts": [], "metadata": {},
                "created_at": AT}
-    return ThreadView(TID, handoff, "pending", messages or [], None, None, None)
+    return ThreadView(TID, handoff, messages or [], None, None, None)  # pending: no transition
 
 
 def _message(n: int, body: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from bench import relaygen, suite
+from bench import kit, relaygen, suite
 from gitrelay.core import layout, schema
 from gitrelay.core.gitcli import CatFile
 from gitrelay.core.objects import ZERO_OID, Objects
@@ -145,21 +145,21 @@ def test_the_writers_check_finds_lost_and_duplicated_operations(relay, tmp_path,
 
 
 def test_a_figure_is_met_only_against_its_goal():
-    assert suite.Figure("s", "f", "ms", 4.0, limit=5.0).met is True
-    assert suite.Figure("s", "f", "ms", 6.0, limit=5.0).met is False
-    assert suite.Figure("s", "f", "×", 0.7, limit=0.5, at_least=True).met is True
-    assert suite.Figure("s", "f", "ms", 6.0).met is None
-    table = suite.format_table([suite.ratio_figure("s", "a / b", [0.02, 0.04], [0.01, 0.02],
+    assert kit.Figure("s", "f", "ms", 4.0, limit=5.0).met is True
+    assert kit.Figure("s", "f", "ms", 6.0, limit=5.0).met is False
+    assert kit.Figure("s", "f", "×", 0.7, limit=0.5, at_least=True).met is True
+    assert kit.Figure("s", "f", "ms", 6.0).met is None
+    table = kit.format_table([kit.ratio_figure("s", "a / b", [0.02, 0.04], [0.01, 0.02],
                                                    limit=2.0)])
     assert "s: a / b" in table and "2.00×" in table and "yes" in table
 
 
 def test_the_docs_table_is_printed_from_a_runs_json(tmp_path):
-    figures = [suite.ms_figure("writes", "floor", [0.010, 0.012], limit=11.0),
-               suite.ratio_figure("writes", "a / b", [0.02, 0.04], [0.01, 0.02], limit=1.5),
-               suite.Figure("context", "page text", "B", 12157.0, None, goal="≤ 12,288 B",
+    figures = [kit.ms_figure("writes", "floor", [0.010, 0.012], limit=11.0),
+               kit.ratio_figure("writes", "a / b", [0.02, 0.04], [0.01, 0.02], limit=1.5),
+               kit.Figure("context", "page text", "B", 12157.0, None, goal="≤ 12,288 B",
                             limit=12288.0),
-               suite.unavailable("host", "TypeScript client", "no node")]
+               kit.unavailable("host", "TypeScript client", "no node")]
     results = tmp_path / "run.json"
     results.write_text(json.dumps({"figures": [f.to_json() for f in figures]}))
     got = subprocess.run([sys.executable, "-m", "bench.markdown", str(results), "--skip", "host"],
@@ -195,7 +195,47 @@ def test_the_housekeeping_experiment_measures_loose_and_packed_states(tmp_path):
 
 
 def test_a_quick_run_lists_missed_goals_briefly_not_as_a_table():
-    figures = [suite.ms_figure("writes", "handoff", [0.05, 0.06], limit=20).to_json(),
-               suite.ms_figure("reads", "inbox", [0.001, 0.002], limit=20).to_json(),
-               suite.unavailable("host", "claude", "not installed").to_json()]
-    assert suite.missed_goals(figures) == ["writes: handoff (55.00 ms; goal ≤ 20 ms)"]
+    figures = [kit.ms_figure("writes", "handoff", [0.05, 0.06], limit=20).to_json(),
+               kit.ms_figure("reads", "inbox", [0.001, 0.002], limit=20).to_json(),
+               kit.unavailable("host", "claude", "not installed").to_json()]
+    assert kit.missed_goals(figures) == ["writes: handoff (55.00 ms; goal ≤ 20 ms)"]
+
+
+def bench_imports() -> dict[str, set[str]]:
+    """Each module of bench/ and the bench modules it imports, at any depth of its code."""
+    import ast
+    from pathlib import Path
+
+    graph: dict[str, set[str]] = {}
+    for path in sorted((Path(kit.__file__).parent).glob("*.py")):
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "bench":
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bench."):
+                found.add(node.module.split(".")[1])  # type: ignore[union-attr]
+            elif isinstance(node, ast.Import):
+                found |= {a.name.split(".")[1] for a in node.names
+                          if a.name.startswith("bench.")}
+        graph[path.stem] = found - {path.stem}
+    return graph
+
+
+def test_no_two_bench_modules_import_each_other_even_inside_a_function():
+    """The sections share bench/kit.py; the runner (bench/suite.py) imports them, and no
+    section imports the runner back."""
+    graph = bench_imports()
+    assert "kit" in graph and "suite" in graph["__main__"]
+    assert graph["kit"] <= {"relaygen"}, graph["kit"]
+    seen: list[str] = []
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, " -> ".join((*path, module))
+        if module in seen:
+            return
+        for imported in sorted(graph.get(module, ())):
+            visit(imported, (*path, module))
+        seen.append(module)
+
+    for module in sorted(graph):
+        visit(module, ())

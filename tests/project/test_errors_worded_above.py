@@ -167,8 +167,9 @@ def test_every_kind_of_error_has_a_next_step() -> None:
 def mcp_tools() -> set[str]:
     tree = ast.parse((PKG / "mcp" / "tools.py").read_text())
     return {node.name for node in ast.walk(tree)
-            if isinstance(node, ast.FunctionDef)
-            and any("relay_tool" in ast.unparse(d) for d in node.decorator_list)}
+            if isinstance(node, ast.FunctionDef) and any(
+                isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute)
+                and d.func.attr in ("tool", "relay_tool") for d in node.decorator_list)}
 
 
 # A command-line flag as a person types it (--as, --signing-key), never in an agent's advice.

@@ -3,11 +3,10 @@
 The folders of ``gitrelay/`` are its layers, listed here from the bottom up. A
 module may import only from its own folder and the folders below it; nothing
 imports the gate (``gate``), which is an entry point of its own. Inside a layer
-the modules import one another without a cycle (imports only the type checker
-reads, under ``if TYPE_CHECKING:``, are left out of that rule), and a dynamic
-import (``importlib.import_module``, ``__import__``) keeps the same rule as
-``import``. The rules are read off the folder names alone: there is no list of
-exceptions.
+the modules import one another without a cycle, counting the imports only the
+type checker reads (under ``if TYPE_CHECKING:``) as well, and a dynamic import
+(``importlib.import_module``, ``__import__``) keeps the same rule as ``import``.
+The rules are read off the folder names alone: there is no list of exceptions.
 """
 
 from __future__ import annotations
@@ -16,6 +15,8 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 PKG = Path(__file__).resolve().parent.parent.parent / "gitrelay"
 LAYERS = ["core", "gate", "store", "sync", "trust", "relay", "inbox", "hosts", "web", "mcp", "demo",
@@ -81,7 +82,7 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def type_only(tree: ast.Module) -> set[int]:
+def type_only_nodes(tree: ast.Module) -> set[int]:
     """The nodes under ``if TYPE_CHECKING:``: names for the type checker, never run."""
     hidden: set[int] = set()
     for node in ast.walk(tree):
@@ -93,8 +94,15 @@ def type_only(tree: ast.Module) -> set[int]:
 def runtime_imports(path: Path) -> set[str]:
     """The gitrelay modules a module imports when it runs, at its top or inside a function
     (an import deferred into a function is still a dependency); type-only ones are left out."""
+    return gitrelay_imports(path, type_only=False)
+
+
+def gitrelay_imports(path: Path, *, type_only: bool = True) -> set[str]:
+    """The gitrelay modules a module imports, at its top or inside a function, and (with
+    ``type_only``) under ``if TYPE_CHECKING:``: a name the type checker reads from
+    another module ties the two together as much as one the code runs."""
     tree = ast.parse(path.read_text())
-    hidden = type_only(tree)
+    hidden = set() if type_only else type_only_nodes(tree)
     found: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in hidden:
@@ -138,6 +146,31 @@ def dynamic_imports(path: Path) -> list[tuple[int, str | None]]:
         else:
             found.append((node.lineno, None))
     return sorted(found, key=lambda item: (item[0], item[1] or ""))
+
+
+def cycle_path(graph: dict[str, set[str]], part: list[str]) -> list[str]:
+    """One loop through the modules of ``part`` (a strongly connected part of ``graph``),
+    as the imports run, from its first module back to it: ``[a, b, c, a]``."""
+    members = set(part)
+    start = part[0]
+    # Breadth first from start's imports back to start: the shortest loop through it.
+    before: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for nxt in sorted(graph[node] & members):
+                if nxt == start:
+                    path = [start]
+                    while node != start:
+                        path.append(node)
+                        node = before[node]
+                    return [start, *reversed(path[1:]), start]
+                if nxt not in before:
+                    before[nxt] = node
+                    following.append(nxt)
+        frontier = following
+    raise AssertionError(f"{part} is not a cycle of the graph")
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -220,16 +253,36 @@ def test_the_gate_starts_without_heavy_imports():
     assert not heavy & set(out), heavy & set(out)
 
 
-def test_no_cycle_inside_a_layer():
+def layer_graph(layer: str) -> dict[str, set[str]]:
+    """Which modules of ``layer`` each of its modules imports, type-only imports included."""
+    names = {module_name(p): p for p in modules() if layer_of(p) == layer}
+    return {name: {dep for dep in gitrelay_imports(path) if dep in names and dep != name}
+            for name, path in names.items()}
+
+
+def cycle_report(graph: dict[str, set[str]]) -> list[str]:
+    """Each cycle of ``graph`` as one line a reader can follow: ``a -> b -> a``, and the
+    other modules tangled in the same knot, if any (each is on a loop with these)."""
+    lines = []
+    for part in cycles(graph):
+        loop = cycle_path(graph, part)
+        line = " -> ".join(loop)
+        others = sorted(set(part) - set(loop))
+        lines.append(f"{line} (tangled with them: {', '.join(others)})" if others else line)
+    return lines
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_no_cycle_inside_a_layer(layer: str):
     """Within a layer the modules form a tree of imports too: two modules that import each
-    other (directly or round a loop, at the top or inside a function) are one concept split
-    in two, or two concepts tangled."""
-    names = {module_name(p): p for p in modules()}
-    graph = {name: {dep for dep in runtime_imports(path) if dep in names and dep != name
-                    and dep.split(".")[1] == name.split(".")[1]}
-             for name, path in names.items()}
-    found = cycles(graph)
-    assert not found, f"modules of one layer that import each other: {found}"
+    other (directly or round a loop, at the top or inside a function, or only for the type
+    checker under ``if TYPE_CHECKING:``) are one concept split in two, or two concepts
+    tangled. A type both need belongs to the lower of the two, or to a small module of its
+    own; a module that needs only part of another's interface can name that part as a
+    protocol."""
+    found = cycle_report(layer_graph(layer))
+    assert not found, (f"modules of {layer}/ that import each other (type-only imports "
+                       "count): " + "; ".join(found))
 
 
 def test_a_dynamic_import_does_not_climb():
@@ -252,6 +305,9 @@ def test_the_rules_above_catch_what_they_name(tmp_path: Path):
     """The helpers see a cycle, a deferred import and a climbing dynamic import."""
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+    assert cycle_report({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a -> b -> c -> a"]
+    assert cycle_report({"a": {"b", "c"}, "b": {"a"}, "c": {"b"}}) == [
+        "a -> b -> a (tangled with them: c)"]
     source = (
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from gitrelay.cli import main\n"
@@ -262,23 +318,53 @@ def test_the_rules_above_catch_what_they_name(tmp_path: Path):
     probe = tmp_path / "probe.py"
     probe.write_text(source)
     assert runtime_imports(probe) == {"gitrelay.relay", "gitrelay.relay.client"}
+    assert gitrelay_imports(probe) == {"gitrelay.relay", "gitrelay.relay.client",
+                                       "gitrelay.cli", "gitrelay.cli.main"}
     assert dynamic_imports(probe) == [(7, "gitrelay.cli."), (9, "_a"), (9, "_b"), (10, None)]
 
 
-def test_the_library_never_prints():
-    """Below the front ends nothing calls ``print``: the library raises coded errors and
-    logs through :mod:`logging`; only the gate (whose stderr is the push's answer), the
-    command line and the demo write to a terminal, and the MCP server's stdout is its
-    transport."""
-    speaking = {"gate", "demo", "cli"}
+def test_a_cycle_only_the_type_checker_reads_is_still_a_cycle(tmp_path: Path):
+    """Two modules of one layer, one importing the other when it runs and the other naming
+    the first only under ``if TYPE_CHECKING:``, are refused, the loop named."""
+    (tmp_path / "a.py").write_text("from gitrelay.core.b import check\n")
+    (tmp_path / "b.py").write_text("TYPE_CHECKING = False\nif TYPE_CHECKING:\n"
+                                   "    from gitrelay.core.a import View\n")
+    names = {"gitrelay.core.a": tmp_path / "a.py", "gitrelay.core.b": tmp_path / "b.py"}
+    every = {name: gitrelay_imports(path) & names.keys() for name, path in names.items()}
+    run = {name: runtime_imports(path) & names.keys() for name, path in names.items()}
+    assert cycle_report(run) == []
+    assert cycle_report(every) == ["gitrelay.core.a -> gitrelay.core.b -> gitrelay.core.a"]
+
+
+def terminal_writes(path: Path) -> list[int]:
+    """The lines where a module calls ``print`` or names ``sys.stderr``, a person's
+    terminal (stdout may be a transport: the MCP server's, a checking child's answer)."""
     found = []
-    for path in modules():
-        if layer_of(path) in speaking:
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
-                found.append(f"{path.relative_to(PKG)}:{node.lineno}")
-    assert not found, f"print() below the front ends: {found}"
+    for node in ast.walk(ast.parse(path.read_text())):
+        prints = isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print"
+        stderr = isinstance(node, ast.Attribute) and node.attr == "stderr" \
+            and getattr(node.value, "id", None) == "sys"
+        if prints or stderr:
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_the_library_never_prints():
+    """Below the front ends nothing calls ``print`` or writes to ``sys.stderr``: the library
+    raises coded errors and logs through :mod:`logging`; only the gate (whose stderr is the
+    push's answer), the command line and the demo write to a terminal, and the MCP server's
+    stdout is its transport."""
+    speaking = {"gate", "demo", "cli"}
+    found = [f"{path.relative_to(PKG)}:{line}" for path in modules()
+             if layer_of(path) not in speaking for line in terminal_writes(path)]
+    assert not found, f"print() or sys.stderr below the front ends: {found}"
+
+
+def test_a_write_to_the_terminal_is_seen(tmp_path: Path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("import sys\nprint('x')\nsys.stderr.write('y')\nsys.stdout.write('z')\n"
+                     "log.info('fine')\n")
+    assert terminal_writes(probe) == [2, 3]
 
 
 def test_a_former_layer_folder_only_re_exports_its_layer():

@@ -24,9 +24,11 @@ from gitrelay.core import layout, schema
 from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import RelayError
 from gitrelay.core.ops import archive_op
+from gitrelay.core.view import resolve_thread_id
 from gitrelay.inbox.inbox import check_inbox, reindex
-from gitrelay.relay.client import RelayClient, ThreadView
+from gitrelay.relay.client import RelayClient
 from gitrelay.relay.history import history
+from gitrelay.relay.results import ThreadView
 from gitrelay.sync import verify
 from tests.gitcli import git_out
 
@@ -107,7 +109,7 @@ def test_archived_threads_leave_mains_tree_and_read_the_same(
     carol.refresh(max_age=0)
     for name, tid in threads.items():
         same_thread(bob.thread(tid), before[name])
-    assert bob.resolve_thread(threads["completed"][:6]) == threads["completed"]
+    assert resolve_thread_id(threads["completed"][:6], bob.view) == threads["completed"]
     subjects = [e.text for e in history(alice.mirror, limit=1)]
     assert subjects == ["alice@acme archived 2 closed threads"]
 

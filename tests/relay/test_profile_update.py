@@ -32,7 +32,7 @@ def test_the_gate_takes_a_teammates_own_corrections_numbered_from_one(
     bench.build("profile_update", profile_update_doc(ALICE, name="Alice Martin-Kim"))
     second = profile_update_doc(ALICE, name="Alice Martin-Kim", role="platform",
                                 updated_at="2026-05-02T09:00:00Z")
-    bench.build("profile_update", second, path=layout.profile_update_path(ALICE, 2))
+    bench.build("profile_update", second, path=layout.profile_update_path(ALICE, 2, sharded=True))
     bench.land()
     view = bench.view()
     alice = view.profile(ALICE)

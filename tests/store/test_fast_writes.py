@@ -26,7 +26,7 @@ def ops_on_relay(relay: Path) -> list[str]:
 
 def test_queued_write_answers_before_delivery_and_the_loop_delivers(team, relay):
     alice = team["alice"]
-    alice.start_sync_loop()
+    alice.sync.start_loop()
     try:
         result = alice.handoff(to="bob@acme", intent="inform", summary="CI needs typecheck",
                                mode="queue")
@@ -37,7 +37,7 @@ def test_queued_write_answers_before_delivery_and_the_loop_delivers(team, relay)
         assert not alice.mirror.outbox()
         assert any("CI needs typecheck" in s for s in ops_on_relay(relay))
     finally:
-        alice.stop_sync_loop()
+        alice.sync.stop_loop()
 
 
 def test_wait_mode_reports_delivered(team):
@@ -143,13 +143,13 @@ def test_unreachable_relay_queues_then_delivers_everything_once_in_order(team, r
 
 def test_wait_for_change_wakes_when_a_teammate_writes(team):
     alice, bob = team["alice"], team["bob"]
-    loop = bob.start_sync_loop()
+    loop = bob.sync.start_loop()
     try:
         gen = loop.generation
         alice.handoff(to="bob@acme", intent="inform", summary="wake up", mode="wait")
         assert loop.wait_for_change(10, since=gen)
     finally:
-        bob.stop_sync_loop()
+        bob.sync.stop_loop()
 
 
 def relay_main_updates(relay: Path) -> list[tuple[str, str]]:
@@ -161,9 +161,9 @@ def test_waited_writes_are_delivered_by_the_running_loop_in_one_push(team, relay
     import threading
 
     alice = team["alice"]
-    loop = alice.start_sync_loop(watch=False)
+    loop = alice.sync.start_loop(watch=False)
     try:
-        assert alice.sync_loop is loop
+        assert alice.sync.loop is loop
         pushes_before = len(relay_main_updates(relay))
         # Hold the loop's lock so that both writes are queued before it can push.
         results: list[str] = []
@@ -185,8 +185,8 @@ def test_waited_writes_are_delivered_by_the_running_loop_in_one_push(team, relay
         subjects = ops_on_relay(relay)
         assert sum("waited write" in s for s in subjects) == 2
     finally:
-        alice.stop_sync_loop()
-    assert alice.sync_loop is None
+        alice.sync.stop_loop()
+    assert alice.sync.loop is None
 
 
 def test_a_waited_write_through_the_loop_that_loses_a_race_is_told(team):
@@ -194,7 +194,7 @@ def test_a_waited_write_through_the_loop_that_loses_a_race_is_told(team):
     sent = alice.handoff(to="bob@acme", intent="inform", summary="race the loop")
     bob.refresh(max_age=0)
     alice.cancel(sent.thread_id, mode="wait")
-    bob.start_sync_loop(watch=False)
+    bob.sync.start_loop(watch=False)
     try:
         # Bob's copy still shows the thread pending: the accept passes locally and
         # the relay (through the loop's push) refuses it.
@@ -202,7 +202,7 @@ def test_a_waited_write_through_the_loop_that_loses_a_race_is_told(team):
             bob.accept(sent.thread_id, session_id="s1", mode="wait")
         assert bob.thread(sent.thread_id).status == "cancelled"
     finally:
-        bob.stop_sync_loop()
+        bob.sync.stop_loop()
 
 
 def test_a_refused_inbox_state_is_reset_and_recorded(team, relay):

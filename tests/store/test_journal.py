@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from gitrelay.core import layout
-from gitrelay.relay.client import RelayClient, WriteResult
+from gitrelay.relay.client import RelayClient
+from gitrelay.relay.results import WriteResult
 from gitrelay.store import journal
 from gitrelay.store.gitstore import Store
 from gitrelay.store.mirror import Mirror

@@ -49,24 +49,24 @@ def test_an_idle_loop_on_a_local_relay_does_not_wake_itself_by_fetching(
     monkeypatch.setattr(Observer, "schedule", schedule)
     monkeypatch.setattr(SyncLoop, "kick", kick)
     alice = team["alice"]
-    loop = alice.start_sync_loop()
+    loop = alice.sync.start_loop()
     try:
         for _ in range(3):
             assert loop.deliver_pass(30)  # a pass on an idle relay: a fetch
         git("update-ref", "refs/heads/sentinel", "refs/heads/main", git_dir=relay)
         assert sentinel_seen.wait(30), f"the watcher never saw the ref change: {kicks}"
     finally:
-        alice.stop_sync_loop(flush=False)
+        alice.sync.stop_loop(flush=False)
     before = kicks[:next(i for i, k in enumerate(kicks) if "sentinel" in k)]
     assert before == [], f"the loop's own fetches woke it: {before}"
 
 
 def test_a_teammates_push_still_wakes_the_loop(team):
     alice, bob = team["alice"], team["bob"]
-    loop = bob.start_sync_loop()
+    loop = bob.sync.start_loop()
     try:
         gen = loop.generation
         alice.handoff(to="bob@acme", intent="inform", summary="wake on push", mode="wait")
         assert loop.wait_for_change(10, since=gen)
     finally:
-        bob.stop_sync_loop(flush=False)
+        bob.sync.stop_loop(flush=False)

@@ -16,6 +16,7 @@ import pytest
 from mcp import Client
 
 from gitrelay.core.terminal import UNSAFE
+from gitrelay.mcp.inprocess import in_process
 from gitrelay.mcp.server import build_server
 from gitrelay.mcp.state import ServerOptions, open_state
 from gitrelay.relay.client import RelayClient
@@ -219,7 +220,7 @@ def test_inbox_url_points_at_the_running_view_and_back_at_the_relay_after(
     async def handoff(key: str) -> str:
         opts = ServerOptions(relay=str(relay), handle=ALICE, trust=str(trust),
                              background=False)
-        async with Client(build_server(lambda: open_state(opts), structured=True)) as c:
+        async with Client(in_process(build_server(lambda: open_state(opts), structured=True))) as c:
             result = await c.call_tool("handoff_to_teammate", {
                 "to": BOB, "intent": "inform", "summary": f"note {key}",
                 "idempotency_key": key})
