@@ -170,13 +170,13 @@ def _print_pin(client: RelayClient, as_json: bool) -> int:
     """The line a teammate pastes to join pinned to the relay as this mirror verified it."""
     import shlex
 
-    from gitrelay.core.errors import ConfigError
+    from gitrelay.core.errors import ConfigError, NextStep
 
     client.refresh(max_age=0)
     pin = client.mirror.relay_main()
     if pin is None:
         raise ConfigError("your mirror holds no copy of the relay yet, so there is nothing to "
-                          "pin", hint="Run `gitrelay join` first.")
+                          "pin", next_step=NextStep.JOIN)
     line = f"gitrelay join {shlex.quote(client.relay_url)} --expect-tip {pin}"
     if as_json:
         print_json({"relay": client.relay_url, "pin": pin, "line": line})

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from gitrelay.core import ids
-from gitrelay.core.errors import AmbiguousId, InvalidArgument, RelayError
+from gitrelay.core.errors import AmbiguousId, InvalidArgument, NextStep, RelayError
 from gitrelay.core.threadstate import STATUSES
 from gitrelay.core.vocab import WAIT_MAX
 
@@ -84,7 +84,7 @@ def resolve(client: RelayClient, ref: str) -> str:
     try:
         return resolve_thread(client, ref)
     except AmbiguousId as exc:
-        from gitrelay.relay.render import one_line, short_id
+        from gitrelay.relay.render import one_line
 
         view = client.mirror.view()
         details = []
@@ -95,9 +95,7 @@ def resolve(client: RelayClient, ref: str) -> str:
             details.append(f"{tid}  {state.status:<9}  {one_line(state.sender)} → "
                            f"{one_line(state.recipient)}  "
                            f"{one_line(state.handoff['summary'], 60)}")
-        exc.data["details"] = details
-        exc.hint = f"Give more characters of the id, e.g. `{short_id(exc.data['matching'][0])}`."
-        raise
+        raise exc.replaced(details=details) from None
 
 
 def trust_path(args: argparse.Namespace) -> Path:
@@ -179,10 +177,9 @@ def handle_arg(value: str, flag: str, known: Callable[[], Iterable[str]] | None 
     except RelayError:
         candidates = []
     near = ids.near_handle(value, candidates)
-    hint = (f"Did you mean {near}?" if near
-            else "A handle is name@team, e.g. bob@acme; `gitrelay teammates` lists them.")
-    raise InvalidArgument(f"{flag} {quoted(value)} is not a handle (name@team)", hint=hint,
-                          field=flag)
+    raise InvalidArgument(f"{flag} {quoted(value)} is not a handle (name@team)",
+                          next_step=NextStep.LIST_TEAMMATES, field=flag,
+                          **({"did_you_mean": near} if near else {}))
 
 
 def common_flags() -> Parser:

@@ -17,10 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gitrelay.cli.wording import next_step_text
 from gitrelay.core.commits import commit_seq
-from gitrelay.core.errors import IndexLost, RelayError
+from gitrelay.core.errors import IndexLost, NextStep, RelayError, next_step_of
 from gitrelay.core.gitcli import hermetic_env
-from gitrelay.hosts.settings import host_checks
+from gitrelay.hosts.settings import gitrelay_executable, host_checks
 from gitrelay.inbox.inbox import check_inbox
 from gitrelay.relay.client import RelayClient
 from gitrelay.relay.history import queued
@@ -174,7 +175,7 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
         cfg = load_user_config()
     except RelayError as exc:
         cfg = None
-        checks.append(Check("config", "problem", exc.message, exc.hint))
+        checks.append(Check("config", "problem", exc.message, next_step_text(exc)))
     else:
         if cfg is not None:
             checks.append(Check("config", "ok", f"{config_path()}: {cfg.handle} on {cfg.relay}"))
@@ -190,7 +191,7 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
     try:
         client = open_client()
     except RelayError as exc:
-        checks.append(Check("relay", "problem", exc.message, exc.hint))
+        checks.append(Check("relay", "problem", exc.message, next_step_text(exc)))
     if client is not None:
         try:
             report = client.sync.syncer.fetch()
@@ -218,7 +219,8 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
             client_ok = client.mirror.main() is not None
             checks.append(Check("relay", "problem", f"cannot fetch: {exc.message}",
                                 # ssh's own reason has its own fix
-                                (exc.hint.rstrip(".") if exc.data.get("cause") == "ssh"
+                                (next_step_text(exc).rstrip(".")
+                                 if next_step_of(exc) is NextStep.FIX_SSH
                                  else "check the URL (`gitrelay whoami`) and your access: "
                                  f"git ls-remote {client.relay_url}")
                                 + ("; until then your local copy is used" if client_ok
@@ -228,7 +230,7 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
     try:
         rules = load_trust(trust_path)
     except RelayError as exc:
-        checks.append(Check("trust", "problem", exc.message, exc.hint or
+        checks.append(Check("trust", "problem", exc.message, next_step_text(exc) or
                             f"fix {trust_path} (docs/trust.md)"))
     else:
         if trust_path.exists():
@@ -254,7 +256,7 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
             checks.append(Check("index", "problem", exc.message, "gitrelay reindex"))
         except RelayError as exc:
             checks.append(Check("index", "problem", exc.message,
-                                exc.hint or "gitrelay reindex"))
+                                next_step_text(exc) or "gitrelay reindex"))
         pending = queued(client.mirror)
         if pending:
             checks.append(Check("outbox", "note", f"{len(pending)} operation(s) queued, "
@@ -265,5 +267,10 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
             checks.append(Check("refused", "note", f"{len(refused)} operation(s) were refused "
                                 "by the relay", "gitrelay status shows which and why; "
                                 "`gitrelay status --clear-refused` forgets them"))
-    checks += [Check(*line) for line in host_checks()]
+    try:
+        exe = gitrelay_executable()
+    except RelayError as exc:
+        checks.append(Check("hosts", "note", exc.message, next_step_text(exc)))
+    else:
+        checks += [Check(*line) for line in host_checks(exe)]
     return checks

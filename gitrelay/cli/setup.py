@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from gitrelay.cli.common import EXIT_OK, Commands, note, open_client, print_json, trust_path
-from gitrelay.core.errors import InvalidArgument, RelayError, RelayUnavailable
+from gitrelay.cli.wording import next_step_text
+from gitrelay.core.errors import InvalidArgument, NextStep, RelayError, RelayUnavailable
 from gitrelay.core.vocab import DELIVERY_MODES
 
 
@@ -136,8 +137,7 @@ def _confirm_switch(handle: str, force: bool) -> None:
         if input().strip().lower() in ("y", "yes"):
             return
     raise InvalidArgument(f"{what}; nothing was changed",
-                          hint="Pass --force to switch, or give the other person their own "
-                               "GITRELAY_HOME.", field="--as")
+                          next_step=NextStep.CONFIRM_SWITCH, field="--as")
 
 
 def _index_inbox(relay: str, handle: str) -> str | None:
@@ -181,7 +181,7 @@ def _build_example_relay(path: Path) -> int:
 
     if path.exists() and any(path.iterdir()):
         raise InvalidArgument(f"{path} exists and is not empty", field="--example-relay",
-                              hint="Give a new path; the example relay is built from scratch.")
+                              next_step=NextStep.NEW_DIRECTORY)
     example = load_example()
     with tempfile.TemporaryDirectory(prefix="gitrelay-example-") as loader:
         build_example(path, example, home=Path(loader))
@@ -224,8 +224,8 @@ def _cmd_whoami(args: argparse.Namespace) -> int:
         print("  not registered on this relay: run `gitrelay join RELAY --as "
               f"{client.handle} --name NAME --role ROLE`")
     print(f"  relay   {client.relay_url} ({reach})")
-    if client.sync.last_error is not None and client.sync.last_error.hint:
-        print(f"  fix     {client.sync.last_error.hint}")
+    if client.sync.last_error is not None:
+        print(f"  fix     {next_step_text(client.sync.last_error)}")
     print(f"  mirror  {client.mirror.path}")
     print(f"  config  {info['config'] or 'none (flags or the embedded default relay)'}")
     print(f"  trust   {info['trust_file']}")

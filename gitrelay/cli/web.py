@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from gitrelay.cli.common import EXIT_OK, Commands, open_client, trust_path
+from gitrelay.cli.wording import next_step_text
 
 if TYPE_CHECKING:
     from gitrelay.web.app import Site
@@ -29,7 +30,7 @@ def _cmd_web(args: argparse.Namespace) -> int:
             webbrowser.open(url)
 
     serve(client, trust_path=trust_path(args), port=args.port, write=args.write,
-          on_ready=ready)
+          on_ready=ready, word=next_step_text)
     return EXIT_OK
 
 

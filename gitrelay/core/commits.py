@@ -118,9 +118,7 @@ def load_written(kind: str, data: bytes, limits: Mapping[str, int] | None, commi
     try:
         return schema.load(kind, data, limits)
     except RelayError as exc:
-        exc.message = f"{where}: {exc.message}"
-        exc.data["commit"] = commit.oid
-        raise
+        raise exc.replaced(f"{where}: {exc.message}", commit=commit.oid) from None
 
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import posix
 
-from gitrelay.core.errors import RelayUnavailable
+from gitrelay.core.errors import NextStep, RelayUnavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -155,7 +155,8 @@ def run_git(args: Sequence[str], *, git_dir: str | Path | None = None,
     except subprocess.TimeoutExpired:
         raise RelayUnavailable(f"git {args[0]} did not finish within {timeout:.0f} s") from None
     except FileNotFoundError:
-        raise RelayUnavailable("the git command is not installed") from None
+        raise RelayUnavailable("the git command is not installed",
+                               next_step=NextStep.INSTALL_GIT) from None
 
 
 def stream_git(args: Sequence[str], *, git_dir: str | Path | None = None,
@@ -176,28 +177,16 @@ def stream_git(args: Sequence[str], *, git_dir: str | Path | None = None,
 
 
 # ssh's own reasons, which git follows with "Could not read from remote repository."
-# (the line a person would otherwise see), and what fixes each. "{host}" is the host
-# as ssh names it, when it does.
-_SSH_REASONS: tuple[tuple[str, str], ...] = (
-    ("REMOTE HOST IDENTIFICATION HAS CHANGED",
-     "The host's ssh key changed since you last connected: ask whoever runs {host} "
-     "whether that is expected before you remove the old key (`ssh-keygen -R {host}`)"),
-    ("Host key verification failed",
-     "Your ssh does not know {host}'s host key yet, and gitrelay runs ssh with BatchMode=yes, "
-     "so it cannot ask: connect once yourself with `{ssh}`, check the fingerprint with "
-     "whoever runs the host and answer yes; then run the command again"),
-    ("Connection refused",
-     "Nothing accepts ssh connections at {host}: check the host and port in the relay URL "
-     "and that the ssh server runs"),
-    ("Could not resolve hostname",
-     "Check the host name in the relay URL (and your network or VPN)"),
-    ("timed out",
-     "No answer from {host}: check your network or VPN and the port in the relay URL"),
-    ("No route to host",
-     "No route to {host}: check your network or VPN"),
-    ("Permission denied (publickey",
-     "The server refused your ssh key: check that it is loaded (`ssh-add -l`) and that "
-     "the git account on {host} has its public key"),
+# (the line a person would otherwise see), each with the name of its problem: the front
+# ends word its fix (``NextStep.FIX_SSH``; ``gitrelay.cli.wording`` for a person).
+SSH_PROBLEMS: tuple[tuple[str, str], ...] = (
+    ("REMOTE HOST IDENTIFICATION HAS CHANGED", "host_key_changed"),
+    ("Host key verification failed", "host_key_unknown"),
+    ("Connection refused", "connection_refused"),
+    ("Could not resolve hostname", "unknown_host"),
+    ("timed out", "timed_out"),
+    ("No route to host", "no_route"),
+    ("Permission denied (publickey", "key_refused"),
 )
 
 
@@ -227,34 +216,35 @@ def ssh_command(url: str | None) -> str | None:
     return None
 
 
-def git_failure(stderr: bytes | str, url: str | None = None) -> tuple[str, str]:
-    """The reason a git command failed and the fix, from its stderr.
+def git_failure(stderr: bytes | str, url: str | None = None) -> tuple[str, dict[str, str]]:
+    """The reason a git command failed, from its stderr, and when ssh itself failed the
+    error data that says how (else ``{}``): ``cause`` "ssh", ``ssh_problem`` (a name of
+    :data:`SSH_PROBLEMS`), ``ssh_host`` and ``ssh_command`` (what reaches the host).
 
     The reason is git's first ``fatal:``/``error:`` line, preceded by ssh's own
     line when ssh failed ("Host key verification failed.", "ssh: connect to host
     ... Connection refused"): git alone says only "Could not read from remote
-    repository". The fix is "" when nothing more specific than the caller's own
-    advice is known. ``url`` (the relay's) fills in the commands the fix names.
+    repository". ``url`` (the relay's) gives the ssh command.
     """
     text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     git_line = next((ln.split(": ", 1)[1] for ln in lines
                      if ln.startswith(("fatal: ", "error: ")) and ": " in ln), None)
-    for needle, fix in _SSH_REASONS:
+    for needle, problem in SSH_PROBLEMS:
         ssh_line = next((ln for ln in lines if needle in ln
                          and not ln.startswith(("fatal: ", "error: "))), None)
         if ssh_line is None:
             continue
         via = ssh_command(url)
-        host = _ssh_host(lines) or (via.split()[-1].split("@")[-1] if via else "the relay's host")
+        host = _ssh_host(lines) or (via.split()[-1].split("@")[-1] if via else "")
         reason = ssh_line.removeprefix("ssh: ")
         if needle == "REMOTE HOST IDENTIFICATION HAS CHANGED":
             reason = "the remote host's identification has changed"
         if git_line and git_line not in reason:
             reason = f"{reason} (git: {git_line})"
-        ssh = via or "ssh -p PORT USER@HOST, with your relay URL's parts"
-        return reason, fix.format(host=host, ssh=ssh) + "."
-    return git_line or (lines[-1] if lines else "unknown error"), ""
+        return reason, {"cause": "ssh", "ssh_problem": problem, "ssh_host": host,
+                        "ssh_command": via or ""}
+    return git_line or (lines[-1] if lines else "unknown error"), {}
 
 
 def _ssh_host(lines: list[str]) -> str | None:

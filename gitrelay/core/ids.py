@@ -220,6 +220,6 @@ def resolve_prefix(prefix: str, candidates: list[str]) -> str:
     if len(matches) > 1 and wanted not in matches:
         raise AmbiguousId(
             f"{wanted} matches {len(matches)} threads: {', '.join(matches[:10])}.",
-            hint="Give more characters of the id.", matching=matches,
+            next_step=NextStep.LONGER_ID, matching=matches,
         )
     return wanted if wanted in matches else matches[0]

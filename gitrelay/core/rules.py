@@ -121,10 +121,9 @@ def _naming(commit: Commit, exc: Exception) -> RelayError:
     tree) gets its id. (No context manager: the gate does not import contextlib.)"""
     if not isinstance(exc, RelayError):
         return object_error(commit, exc)
-    if "commit" not in exc.data:
-        exc.data["commit"] = commit.oid
-        exc.message = f"commit {commit.oid[:12]}: {exc.message}"
-    return exc
+    if "commit" in exc.data:
+        return exc
+    return exc.replaced(f"commit {commit.oid[:12]}: {exc.message}", commit=commit.oid)
 
 
 def check_commit(objs: Objects, commit: Commit, parent: Commit | None, *,

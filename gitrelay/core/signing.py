@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from gitrelay.core.errors import ConfigError
+from gitrelay.core.errors import ConfigError, NextStep
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -67,12 +67,14 @@ def read_public_key(key_path: str) -> str:
         text = pub.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read the public key {pub}: {exc.strerror}",
-                          hint="Pass the private key whose .pub lies next to it, or the .pub "
-                               "of a key held by ssh-agent.") from None
+                          next_step=NextStep.FIX_SIGNING_KEY, path=str(pub),
+                          field="signing_key") from None
     key = public_key(text)
     if key is None:
         raise ConfigError(f"{pub} is not an OpenSSH public key "
-                          f"(expected one of {', '.join(KEY_TYPES)})")
+                          f"(expected one of {', '.join(KEY_TYPES)})",
+                          next_step=NextStep.FIX_SIGNING_KEY, path=str(pub),
+                          field="signing_key")
     return key
 
 
@@ -88,17 +90,17 @@ def sign(payload: bytes, key_path: str) -> str:
                 capture_output=True, stdin=subprocess.DEVNULL, check=False, timeout=TIMEOUT)
         except FileNotFoundError:
             raise ConfigError("ssh-keygen is not installed: it is needed to sign operations",
-                              hint="Install OpenSSH's client tools.") from None
+                              next_step=NextStep.INSTALL_OPENSSH) from None
         except subprocess.TimeoutExpired:
             raise ConfigError(f"signing with {key_path} did not finish within "
                               f"{TIMEOUT:.0f} s (a passphrase prompt?)",
-                              hint="Load the key into ssh-agent and pass its .pub.") from None
+                              next_step=NextStep.FIX_SIGNING_KEY,
+                              field="signing_key") from None
         sig = Path(tmp) / "payload.sig"
         if proc.returncode != 0 or not sig.exists():
             raise ConfigError(f"signing with {key_path} failed: "
                               f"{proc.stderr.decode(errors='replace').strip()}",
-                              hint="Check signing_key in your gitrelay config; a key with a "
-                                   "passphrase must be held by ssh-agent (pass its .pub).")
+                              next_step=NextStep.FIX_SIGNING_KEY, field="signing_key")
         return sig.read_text()
 
 

@@ -10,6 +10,7 @@ Standard library only: the gate imports this module.
 from __future__ import annotations
 
 from gitrelay.core import layout
+from gitrelay.core.errors import NextStep
 from gitrelay.core.errors import error_for_rule as refuse
 from gitrelay.core.ids import same_handle, thread_id_for
 
@@ -133,11 +134,11 @@ def check_thread_action(state: ThreadState, kind: str, actor: str, doc: Mapping[
             if state.handoff["intent"] != "propose_action":
                 raise refuse("invalid_intent_payload", f"{commit_label}: thread {tid} has "
                              f"intent {state.handoff['intent']}; drafts are for propose_action",
-                             commit=commit, field="type")
+                             commit=commit, field="type", next_step=NextStep.VIEW_THREAD)
             if "suggested_diff" in state.handoff.get("proposed_action", {}):
                 raise refuse("invalid_intent_payload", f"{commit_label}: the proposed action "
                              f"of thread {tid} already has a suggested_diff", commit=commit,
-                             field="type")
+                             field="type", next_step=NextStep.VIEW_THREAD)
             if "suggested_diff" not in doc:
                 raise refuse("schema", f"{commit_label}: a draft needs a suggested_diff",
                              commit=commit, field="suggested_diff")

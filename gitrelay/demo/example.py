@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gitrelay.core import schema
-from gitrelay.core.errors import ConfigError, InvalidArgument
+from gitrelay.core.errors import ConfigError, InvalidArgument, NextStep
 from gitrelay.core.ids import check_handle, is_key, thread_id_for
 from gitrelay.core.threadstate import STATUSES
 from gitrelay.relay.client import RelayClient
@@ -128,8 +128,8 @@ def load_example(root: Path | None = None) -> Example:
     :func:`build_example` applies those through the gate)."""
     root = Path(root) if root is not None else example_dir()
     if not root.is_dir():
-        raise ConfigError(f"no example data at {root}",
-                          hint=f"Set {EXAMPLE_ENV} to the example-repo directory.")
+        raise ConfigError(f"no example data at {root}", next_step=NextStep.SET_EXAMPLE_DIR,
+                          env=EXAMPLE_ENV, path=str(root))
     data = _read_json(root / "teammates.json")
     if not isinstance(data, dict) or not isinstance(data.get("teammates"), list):
         raise _bad(root / "teammates.json", "must be an object with a teammates list")

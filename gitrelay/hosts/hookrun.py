@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from gitrelay.core import layout
-from gitrelay.core.errors import ConfigError, RelayError, RelayUnavailable
+from gitrelay.core.errors import ConfigError, NextStep, RelayError, RelayUnavailable
 from gitrelay.core.ids import same_handle
 from gitrelay.core.vocab import HOOK_EVENTS, HOOK_WAIT_SECONDS
 from gitrelay.hosts.session import (
@@ -766,7 +766,7 @@ def run_hook(host: str, event: str, text: str, *, outside: Literal["ask", "deny"
         if event == "post-tool-use":
             return _post_tool_use(host, hook, store, server)
         raise ConfigError(f"unknown hook event {event!r}; one of {', '.join(EVENTS)}",
-                          field="event")
+                          field="event", next_step=NextStep.FIX_ARGUMENT)
     except (ValueError, RelayError, OSError) as exc:
         why = exc.message if isinstance(exc, RelayError) else str(exc)
         return HookOutcome(stderr=f"gitrelay hook {event}: {why}\n", exit_code=1)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from gitrelay.core.errors import ConfigError
+from gitrelay.core.errors import ConfigError, NextStep
 from gitrelay.core.vocab import HOSTS
 
 __all__ = ["HOSTS", "Scope", "all_setup_names", "setup_files"]
@@ -35,7 +35,8 @@ def setup_files(host: str, scope: Scope, cwd: Path, home: Path | None = None
         return base / ".codex" / "config.toml", base / ".codex" / "hooks.json"
     if host == "cursor":
         return base / ".cursor" / "mcp.json", base / ".cursor" / "hooks.json"
-    raise ConfigError(f"unknown host {host!r}; one of {', '.join(HOSTS)}", field="host")
+    raise ConfigError(f"unknown host {host!r}; one of {', '.join(HOSTS)}", field="host",
+                      next_step=NextStep.FIX_ARGUMENT)
 
 
 def all_setup_names() -> list[str]:

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from gitrelay.core import layout
-from gitrelay.core.errors import ConfigError
+from gitrelay.core.errors import ConfigError, NextStep
 from gitrelay.hosts.hostfiles import HOSTS
 from gitrelay.inbox.inboxpeek import read_ref
 
@@ -264,7 +264,7 @@ class SessionStore:
     def __init__(self, host: str, root: Path | None = None) -> None:
         if host not in HOSTS:
             raise ConfigError(f"unknown host {host!r}; one of {', '.join(HOSTS)}",
-                              field="host")
+                              field="host", next_step=NextStep.FIX_ARGUMENT)
         self.host = host
         self.dir = (root or sessions_root()) / host
 

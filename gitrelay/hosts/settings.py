@@ -34,7 +34,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from gitrelay.core.errors import ConfigError
+from gitrelay.core.errors import ConfigError, NextStep
 from gitrelay.hosts import hostwrite, jsonedit, tomledit
 from gitrelay.hosts.hostfiles import HOSTS, Scope, setup_files
 from gitrelay.hosts.hostwrite import created_by_setup, created_keys, real_path
@@ -92,7 +92,7 @@ def gitrelay_executable() -> str:
     if found:
         return os.path.abspath(found)
     raise ConfigError("cannot tell where the gitrelay command is installed",
-                      hint="Run it through the installed `gitrelay` command.")
+                      next_step=NextStep.INSTALL_GITRELAY)
 
 
 # --------------------------------------------------------------------------- what
@@ -201,14 +201,13 @@ def _read(path: Path) -> str | None:
         return None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}; nothing was written", path=str(path),
-                          field="") from None
+                          field="", next_step=NextStep.FIX_HOST_FILE) from None
 
 
 def _refused(path: Path, what: str, exc: EditError) -> ConfigError:
     at = f" at line {exc.line}" if exc.line else ""
     return ConfigError(f"{path} {what}{at}: {exc.message}; nothing was written",
-                       hint="Fix that line or move the file away, then run setup again.",
-                       path=str(path), field="")
+                       next_step=NextStep.FIX_HOST_FILE, path=str(path), field="")
 
 
 def _load_json(path: Path) -> tuple[str | None, dict[str, Any]]:
@@ -347,8 +346,8 @@ def _toml_doc(path: Path, text: str) -> dict[str, Any]:
         return tomllib.loads(text, parse_float=Decimal)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML ({exc}); nothing was written",
-                          hint="Fix that line or move the file away, then run setup again.",
-                          path=str(path), field="") from None
+                          next_step=NextStep.FIX_HOST_FILE, path=str(path),
+                          field="") from None
 
 
 def _toml_edit(text: str, items: list[tomledit.Item], entry: dict[str, Any] | None) -> str:
@@ -416,7 +415,9 @@ def _plan_codex_toml(path: Path, command: str, remove: bool) -> FileChange:
         items = tomledit.scan(text)
     except (ValueError, IndexError) as exc:
         raise ConfigError(f"gitrelay cannot follow the layout of {path} ({exc}); nothing "
-                          "was written", path=str(path), field="") from None
+                          "was written", path=str(path), field="",
+                          next_step=NextStep.EDIT_HOST_FILE, table=f"mcp_servers.{SERVER}",
+                          command=command, args=["mcp"]) from None
     servers = doc.get("mcp_servers")
     existing = servers.get(SERVER) if isinstance(servers, dict) else None
     mine = [it for it in items if it.key[:2] == ("mcp_servers", SERVER)]
@@ -445,9 +446,8 @@ def _plan_codex_toml(path: Path, command: str, remove: bool) -> FileChange:
         at = f" (mcp_servers is defined at line {where})" if where else ""
         raise ConfigError(f"gitrelay cannot add its table to {path} without changing what "
                           f"else it says{at}; nothing was written",
-                          hint=f"Add it by hand: [mcp_servers.{SERVER}] with command = "
-                               f"{_toml_value(command)} and args = [\"mcp\"].",
-                          path=str(path), field="")
+                          next_step=NextStep.EDIT_HOST_FILE, path=str(path), field="",
+                          table=f"mcp_servers.{SERVER}", command=command, args=["mcp"])
     if remove and before is not None and not after.strip() and created_by_setup(path):
         return FileChange(path, before, None, notes)
     return FileChange(path, before, after, notes, None if remove else [])
@@ -585,13 +585,10 @@ def host_status(host: str, exe: str, *, cwd: Path | None = None) -> HostStatus:
     return HostStatus(host, found, None, "absent", "gitrelay is not set up")
 
 
-def host_checks() -> list[tuple[str, str, str, str]]:
+def host_checks(exe: str) -> list[tuple[str, str, str, str]]:
     """``gitrelay doctor``'s lines for the hosts: (name, level, detail, fix) for each
-    installed host, and for any other host gitrelay is set up in."""
-    try:
-        exe = gitrelay_executable()
-    except ConfigError as exc:
-        return [("hosts", "note", exc.message, exc.hint)]
+    installed host, and for any other host gitrelay is set up in; ``exe`` is the
+    ``gitrelay`` command (:func:`gitrelay_executable`)."""
     lines = []
     for host in HOSTS:
         status = host_status(host, exe)

@@ -33,6 +33,7 @@ from gitrelay.core.errors import (
     IndexLost,
     InvalidArgument,
     InvalidCursor,
+    NextStep,
     RelayUnavailable,
 )
 from gitrelay.core.ids import check_worker, same_handle
@@ -309,7 +310,7 @@ class _Query:
 
 def _bad_cursor(why: str) -> InvalidCursor:
     return InvalidCursor(f"That cursor isn't one check_inbox returned ({why}).",
-                         hint="Start again with after: 0.", field="cursor")
+                         next_step=NextStep.START_OVER, field="cursor")
 
 
 def _decode_cursor(token: str) -> dict[str, Any]:
@@ -373,8 +374,7 @@ def _check_registered(client: RelayClient) -> None:
     if client.mirror.main() is not None and client.mirror.view().profile(client.handle) is None:
         raise Forbidden(f"{client.handle} is not a registered teammate on this relay, so "
                         "nothing can be addressed to it",
-                        hint="Check the handle you run as (your config or --as), or join the "
-                             "relay first (gitrelay join).", field="handle")
+                        next_step=NextStep.CHECK_IDENTITY, field="handle")
 
 
 def check_inbox(client: RelayClient, *, status: list[str] | None = None,
@@ -485,7 +485,7 @@ def _read(mirror: Mirror, idx: Index, query: _Query) -> InboxPage:
     except sqlite3.DatabaseError as exc:
         if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
             raise IndexLost(f"the inbox index {idx.path} is busy: another gitrelay process "
-                            "is writing it", hint="Try again in a minute.") from None
+                            "is writing it", next_step=NextStep.TRY_AGAIN_SOON) from None
         # Damaged between the update and the reads: rebuild and answer from the new one.
         idx.rebuild()
         page = _read_once(mirror, idx, query)
@@ -732,8 +732,7 @@ def claim_inbox_item(client: RelayClient, *, item_id: str, seq: int, worker: str
                 refused[item_id].seq if item_id in refused else None)
             if current is None:
                 raise InvalidArgument(f"item {item_id} is not in your inbox",
-                                      hint="Use an item_id that check_inbox returned.",
-                                      field="item_id")
+                                      next_step=NextStep.CHECK_INBOX, field="item_id")
             held = state.live_claim(item_id, now)
             if held is not None and held.worker != worker:
                 return ClaimResult(item_id, current, worker, False, held.expires_at,

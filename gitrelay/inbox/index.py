@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitrelay.core import layout
 from gitrelay.core.commits import commit_seq
-from gitrelay.core.errors import IndexLost
+from gitrelay.core.errors import IndexLost, NextStep
 from gitrelay.core.gitcli import hermetic_env, stream_git
 from gitrelay.core.ids import handle_key
 from gitrelay.core.objects import Commit, Objects, diff_trees
@@ -350,7 +350,7 @@ class Index:
                 raise IndexLost(f"the inbox index {self.path} is busy: another gitrelay "
                                 f"process has been writing it for over {BUSY_SECONDS:.0f} s "
                                 "(a rebuild of a large relay?)",
-                                hint="Try again in a minute.") from None
+                                next_step=NextStep.TRY_AGAIN_SOON) from None
             except sqlite3.DatabaseError as exc:
                 return self._start_over(exc)
 
@@ -364,7 +364,7 @@ class Index:
             except sqlite3.DatabaseError as again:
                 raise IndexLost(f"the inbox index {self.path} is damaged ({exc}) and "
                                 f"could not be rebuilt ({again})",
-                                hint="Run `gitrelay reindex`; check the disk.") from None
+                                next_step=NextStep.REINDEX, path=str(self.path)) from None
             report.rebuilt, report.reason = True, f"damaged: {exc}"
             return report
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
-from gitrelay.core.errors import Forbidden, IndexLost
+from gitrelay.core.errors import Forbidden, IndexLost, NextStep
 from gitrelay.inbox import searchindex
 from gitrelay.inbox.index import index_for, is_busy
 from gitrelay.inbox.searchindex import SEARCH_PAGE_DEFAULT, SearchHit, SearchPage
@@ -46,9 +46,7 @@ def search_threads(client: RelayClient, query: str, *, reader: policy.Reader,
     if scope is not None and mirror.main() is not None and mirror.view().profile(me) is None:
         # As for the inbox: an empty answer would look like nothing found.
         raise Forbidden(f"{me} is not a registered teammate on this relay, so no thread "
-                        "is theirs", hint="Check the handle you run as (your config or "
-                                          "--as), or join the relay first (gitrelay join).",
-                        field="handle")
+                        "is theirs", next_step=NextStep.CHECK_IDENTITY, field="handle")
     idx = index_for(mirror)
 
     def withheld(author: str) -> bool:
@@ -66,10 +64,10 @@ def search_threads(client: RelayClient, query: str, *, reader: policy.Reader,
             if not is_busy(exc):
                 raise
             raise IndexLost(f"the inbox index {idx.path} is busy: another gitrelay process "
-                            "is writing it", hint="Try again in a minute.") from None
+                            "is writing it", next_step=NextStep.TRY_AGAIN_SOON) from None
         except sqlite3.DatabaseError as exc:
             if attempt:
                 raise IndexLost(f"the inbox index {idx.path} is damaged ({exc})",
-                                hint="Run `gitrelay reindex`; check the disk.") from None
+                                next_step=NextStep.REINDEX, path=str(idx.path)) from None
             idx.rebuild()  # damaged between the update and the read
     raise AssertionError("unreachable")

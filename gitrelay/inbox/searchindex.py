@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitrelay.core import cursors, layout
-from gitrelay.core.errors import InvalidArgument, InvalidCursor
+from gitrelay.core.errors import InvalidArgument, InvalidCursor, NextStep
 from gitrelay.core.objects import Objects
 from gitrelay.inbox.searchquery import Query, Term, path_glob
 
@@ -221,7 +221,7 @@ class SearchPage:
 
 def _bad_cursor(why: str) -> InvalidCursor:
     return InvalidCursor(f"That cursor isn't one this search returned ({why}).",
-                         hint="Search again without a cursor.", field="cursor")
+                         next_step=NextStep.START_OVER, field="cursor")
 
 
 def _query_hash(query: Query, scope: str) -> str:

@@ -33,7 +33,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass, field
 
-from gitrelay.core.errors import InvalidArgument
+from gitrelay.core.errors import InvalidArgument, NextStep
 from gitrelay.core.ids import handle_problem
 from gitrelay.core.threadstate import STATUSES
 from gitrelay.core.vocab import INTENTS, PATH_CHARS
@@ -94,10 +94,10 @@ class Query:
                 tuple(sorted(self.paths)))
 
 
-def _bad(term: str, why: str, hint: str = "") -> InvalidArgument:
+def _bad(term: str, why: str, **data: str) -> InvalidArgument:
+    """``invalid_argument`` for ``term``; ``quote``: the text to quote to search it as words."""
     return InvalidArgument(f"search term {term!r}: {why}", field="query", term=term,
-                           hint=hint or 'Words, "exact phrases" and the filters '
-                                        + ", ".join(f"{f}:" for f in FILTERS) + ".")
+                           next_step=NextStep.FIX_QUERY, filters=list(FILTERS), **data)
 
 
 def _split(text: str) -> list[tuple[str, str, bool]]:
@@ -118,8 +118,8 @@ def _split(text: str) -> list[tuple[str, str, bool]]:
             if text[pos] == '"':
                 close = text.find('"', pos + 1)
                 if close < 0:
-                    raise _bad(text[start:], "the quote is never closed",
-                               'Close the phrase with a second ", or leave the quote out.')
+                    raise _bad(text[start:], 'the quote is never closed (close the phrase '
+                                             'with a second ", or leave the quote out)')
                 quoted = quoted or pos == start or text[pos - 1] == ":"
                 chars.append(text[pos + 1:close])
                 pos = close + 1
@@ -133,8 +133,8 @@ def _split(text: str) -> list[tuple[str, str, bool]]:
 def _values(raw: str, value: str) -> list[str]:
     parts = [v.strip() for v in value.split(",")]
     if not value or any(not v for v in parts):
-        raise _bad(raw, "the filter has an empty value", f"Give a value after the colon, "
-                                                          f"e.g. {raw.split(':')[0]}:VALUE.")
+        raise _bad(raw, "the filter has an empty value (give one after the colon, e.g. "
+                        f"{raw.split(':')[0]}:VALUE)")
     return parts
 
 
@@ -176,9 +176,7 @@ def parse(text: str, *, me: str, now: dt.datetime | None = None) -> Query:
             name = match.group(1).casefold()
             value = value[len(match.group(1)) + 1:]
             if name not in FILTERS:
-                raise _bad(raw, f"{match.group(1)}: is not a filter",
-                           f'Filters are {", ".join(f + ":" for f in FILTERS)}; to search '
-                           f'the text itself, quote it: "{raw}".')
+                raise _bad(raw, f"{match.group(1)}: is not a filter", quote=raw)
             _add_filter(query, name, raw, value, me=me, now=now)
             continue
         prefix = not quoted and value.endswith("*") and len(value) > 1
@@ -202,9 +200,9 @@ def _add_filter(query: Query, name: str, raw: str, value: str, *, me: str,
                 now: dt.datetime) -> None:
     if name == "since":
         if query.since_us is not None:
-            raise _bad(raw, "since: is given twice", "Give one since: time.")
+            raise _bad(raw, "since: is given twice (give one since: time)")
         if not value:
-            raise _bad(raw, "the filter has an empty value", "e.g. since:7d")
+            raise _bad(raw, "the filter has an empty value (e.g. since:7d)")
         query.since_us = _since(raw, value, now)
         return
     values = _values(raw, value)

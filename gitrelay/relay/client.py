@@ -108,9 +108,8 @@ class RelayClient:
         relay_url = relay or (cfg.relay if cfg else None)
         who = handle or (cfg.handle if cfg else None)
         if who is None:  # before the embedded relay is made: nothing is left behind
-            raise ConfigError("no identity: pass --as HANDLE or run `gitrelay join`",
-                              hint="For example: gitrelay join RELAY --as alice@acme "
-                                   "--name Alice --role backend")
+            raise ConfigError("no identity: pass --as HANDLE, or join a relay first",
+                              next_step=NextStep.JOIN)
         if relay_url is None:
             relay_url = str(ensure_default_relay(default_relay_path()))
         signer = None
@@ -271,24 +270,22 @@ class RelayClient:
             # The relay's files were verified when fetched: a shape or size refusal
             # here (a relay limit, say) is about the caller's own document.
             raise input_error(exc) from None
-        except RelayError as exc:
-            if op.thread_id is not None:
-                exc.data.setdefault("thread_id", op.thread_id)  # what the refusal is about
-            if exc.data.get("rule", exc.name) not in _STALE_RULES:
-                raise
+        except RelayError as caught:
+            refusal = _about(caught, op)
+            if refusal.rule not in _STALE_RULES:
+                raise refusal from None
             before = self.mirror.relay_main()
             self.refresh(max_age=0)
             try:
                 written = self.mirror.append(op)
-            except RelayError as again:
-                if op.thread_id is not None:
-                    again.data.setdefault("thread_id", op.thread_id)
+            except RelayError as caught_again:
+                again = _about(caught_again, op)
                 # A copy without the thread decided nothing: the fresh refusal
                 # (e.g. not_authorized_transition) is the answer, not a lost race.
                 if self.mirror.relay_main() == before or op.thread_id is None \
                         or again.name == "recipient_not_found" \
-                        or exc.data.get("rule", exc.name) == "thread_not_found":
-                    raise
+                        or refusal.rule == "thread_not_found":
+                    raise again from None
                 # The copy this call started from was stale and a change that
                 # arrived meanwhile makes the operation illegal: a lost race.
                 raise StateChanged(f"{op.op_name} on thread {op.thread_id}: {again.message}",
@@ -436,8 +433,8 @@ class RelayClient:
         role or server usernames (docs/identity.md); the rest stays as it is."""
         current = self.view().profile(self.handle)
         if current is None:
-            raise RecipientNotFound(f"{self.handle} is not registered on the relay; join it "
-                                    "first (`gitrelay join`)", field="handle")
+            raise RecipientNotFound(f"{self.handle} is not registered on the relay",
+                                    next_step=NextStep.JOIN, field="handle")
         if str(current["handle"]) != self.handle:
             raise InvalidArgument(f"the relay spells your handle {current['handle']}, not "
                                   f"{self.handle}; use the registered spelling", field="handle")
@@ -471,7 +468,7 @@ class RelayClient:
             return self.write(Op(kind, doc, tid), mode=mode)
         except InvalidTransition as exc:
             if kind == "complete" and exc.data.get("status") == PENDING:
-                exc.next_step = NextStep.ACCEPT_FIRST
+                raise exc.replaced(next_step=NextStep.ACCEPT_FIRST) from None
             raise
 
     def accept(self, thread_id: str, *, session_id: str, mode: str | None = None) -> WriteResult:
@@ -510,7 +507,14 @@ def _teammates_after(cursor: str) -> str:
             return handle
         problem = "damaged"
     raise InvalidCursor(f"That cursor isn't one list_teammates returned ({problem}).",
-                        hint="Start again without a cursor.", field="cursor")
+                        next_step=NextStep.START_OVER, field="cursor")
+
+
+def _about(exc: RelayError, op: Op) -> RelayError:
+    """``exc`` naming the thread of ``op``, the thread the refusal is about."""
+    if op.thread_id is None or "thread_id" in exc.data:
+        return exc
+    return exc.replaced(thread_id=op.thread_id)
 
 
 def _same_handoff(a: dict[str, Any], b: dict[str, Any]) -> bool:

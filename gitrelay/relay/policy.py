@@ -266,21 +266,14 @@ def check_new_handoff(client: Client, doc: Mapping[str, Any]) -> None:
         view = client.mirror.view()
     for role, step in (("sender", NextStep.JOIN), ("recipient", NextStep.LIST_TEAMMATES)):
         if view.profile(str(doc[role])) is None:
-            err = RecipientNotFound(f"{role} {doc[role]} is not a registered teammate",
-                                    field="to" if role == "recipient" else role,
-                                    rule="recipient_not_found", next_step=step)
             handles = [str(p["handle"]) for p in view.profiles().values()]
             near = ids.near_handle(str(doc[role]), handles) if role == "recipient" else None
-            if near is not None:
-                err.hint = f"Did you mean {near}?"
-                err.data["did_you_mean"] = near
-            raise err
-    try:
-        check_handoff(view, doc, commit_label="handoff")
-    except RelayError as exc:
-        if exc.next_step is None and exc.name == "invalid_intent_payload":
-            exc.next_step = NextStep.FIX_INTENT_PAYLOAD
-        raise
+            raise RecipientNotFound(f"{role} {doc[role]} is not a registered teammate",
+                                    field="to" if role == "recipient" else role,
+                                    rule="recipient_not_found", next_step=step,
+                                    **({"did_you_mean": near} if near is not None else {}))
+    # Its invalid_intent_payload refusals take that name's next step, FIX_INTENT_PAYLOAD.
+    check_handoff(view, doc, commit_label="handoff")
 
 
 # --- archiving ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import gitrelay
 from gitrelay.core import layout, schema
@@ -21,9 +22,9 @@ from gitrelay.core.errors import (
     ConfigError,
     Forbidden,
     InvalidArgument,
+    NextStep,
     RelayError,
     RelayUnavailable,
-    with_hint,
 )
 from gitrelay.core.ids import check_handle, same_handle
 from gitrelay.core.ops import Op, now_iso
@@ -147,12 +148,6 @@ def normalize_relay_url(url: str) -> str:
     return url
 
 
-_NOT_YOURS = ("If you did not register it, someone else took your handle: do not use this "
-              "relay as it, and tell the relay's owner (docs/identity.md, \"A handle "
-              "registered by someone else\"). If you did, pass the same --username and "
-              "--signing-key as then.")
-
-
 def join_command(relay_url: str, handle: str, *, name: str, role: str,
                  email: str | None = None, usernames: Sequence[str] = (),
                  signing_key: str | None = None) -> str:
@@ -167,8 +162,21 @@ def join_command(relay_url: str, handle: str, *, name: str, role: str,
     return shlex.join(argv)
 
 
+def join_values(relay_url: str, handle: str, *, name: str, role: str,
+                email: str | None = None, usernames: Sequence[str] = (),
+                signing_key: str | None = None) -> dict[str, Any]:
+    """The values of a join, as a join refusal carries them in its ``join`` data: the
+    front ends word the join to run next from them (:func:`join_command`)."""
+    return {"relay_url": relay_url, "handle": handle, "name": name, "role": role,
+            "email": email, "usernames": list(usernames), "signing_key": signing_key}
+
+
+# Where a join refusal's server usernames would go when the relay does not say them.
+YOUR_SERVER_USERNAME = "YOUR_SERVER_USERNAME"
+
+
 def _check_usernames(handle: str, registered: Sequence[str], given: Sequence[str],
-                     command: Callable[[Sequence[str]], str]) -> None:
+                     join: Callable[[Sequence[str]], dict[str, Any]]) -> None:
     """Refuse to take over a profile whose server usernames are not the joiner's."""
     mine = {u.casefold() for u in given}
     theirs = {str(u).casefold() for u in registered}
@@ -178,44 +186,41 @@ def _check_usernames(handle: str, registered: Sequence[str], given: Sequence[str
     if not mine:
         raise Forbidden(f"{handle} is already registered on the relay with the server "
                         f"username(s) {listed}; you gave none, so gitrelay cannot tell it "
-                        "is yours", hint="If those are your usernames on the git server, run "
-                        f"`{command([str(u) for u in registered])}`. " + _NOT_YOURS,
-                        field="usernames")
+                        "is yours", next_step=NextStep.JOIN_WITH_USERNAME,
+                        join=join([str(u) for u in registered]), field="usernames")
     yours = ", ".join(quoted(u) for u in given)
     if not theirs:
         raise Forbidden(f"{handle} is already registered on the relay without server "
-                        f"usernames, not with yours ({yours})", hint=_NOT_YOURS,
-                        field="usernames")
+                        f"usernames, not with yours ({yours})",
+                        next_step=NextStep.HANDLE_TAKEN, field="usernames")
     others = [quoted(u) for u in registered if str(u).casefold() not in mine]
     raise Forbidden(
         f"{handle} is already registered on the relay with the server username(s) {listed}, "
         f"not with yours ({yours})"
         + (f"; {', '.join(others)} {'is' if len(others) == 1 else 'are'} not yours"
            if others else ""),
-        hint=_NOT_YOURS, field="usernames")
+        next_step=NextStep.HANDLE_TAKEN, field="usernames")
 
 
 _PUSHER = re.compile(r"(?:authenticated pusher|but the pusher is) ['\"]([^'\"]+)['\"]")
 
 
 def _registration_error(err: RelayError, usernames: Sequence[str],
-                        command: Callable[[Sequence[str]], str]) -> RelayError:
-    """The gate's refusal of a registration, with the command to run instead when the
-    relay knows who pushed and the profile named someone else (a typo, a forgotten
-    --username): a registration claims only the pusher's own username, so the command
-    names that one alone."""
+                        join: Callable[[Sequence[str]], dict[str, Any]]) -> RelayError:
+    """The gate's refusal of a registration, with the join to run instead when the relay
+    knows who pushed and the profile named someone else (a typo, a forgotten
+    --username): a registration claims only the pusher's own username, so the join
+    names that one alone (``pusher``, with what was ``given``)."""
     if err.data.get("rule") not in ("pusher", "registration") or "supplied none" in err.message:
         return err
     found = _PUSHER.search(err.message)
     if found:
         name = found.group(1)
-        given = ", ".join(quoted(u) for u in usernames) or "no username"
-        err.hint = with_hint(f"The git server knows you as {quoted(name)} (you gave {given}); "
-                             "profiles never change, so nothing was registered: run "
-                             f"`{command([name])}`.", err.hint)
-    elif err.data.get("rule") == "pusher":
-        err.hint = with_hint(f"Run `{command(['YOUR_SERVER_USERNAME'])}` with your username "
-                             "on the git server.", err.hint)
+        return err.replaced(next_step=NextStep.JOIN_WITH_USERNAME, join=join([name]),
+                            pusher=name, given=list(usernames))
+    if err.data.get("rule") == "pusher":
+        return err.replaced(next_step=NextStep.JOIN_WITH_USERNAME,
+                            join=join([YOUR_SERVER_USERNAME]))
     return err
 
 
@@ -245,9 +250,9 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
     if expect_tip is not None:
         check_pin(expect_tip)
 
-    def command(names: Sequence[str]) -> str:
-        return join_command(relay_url, handle, name=name, role=role, email=email,
-                            usernames=names, signing_key=signing_key)
+    def values(names: Sequence[str]) -> dict[str, Any]:
+        return join_values(relay_url, handle, name=name, role=role, email=email,
+                           usernames=names, signing_key=signing_key)
 
     if not name.strip() or not role.strip():
         raise InvalidArgument("--name and --role must not be empty")
@@ -273,10 +278,9 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
         problem = (pin_problem(path, expect_tip, mirror.relay_main())
                    if expect_tip is not None else None)
         if problem is not None:
-            raise RelayUnavailable(f"{relay_url} is not the relay you pinned: {problem}",
-                                   hint="Nothing was registered. Ask the relay's owner; "
-                                        "`gitrelay verify` lists what the relay holds.",
-                                   field="expect_tip")
+            raise RelayUnavailable(f"{relay_url} is not the relay you pinned: {problem}; "
+                                   "nothing was registered", next_step=NextStep.ASK_ADMIN,
+                                   relay=relay_url, field="expect_tip")
     except RelayError:
         if fresh:  # a mistyped, unreachable or unpinned relay leaves no mirror behind
             shutil.rmtree(path, ignore_errors=True)
@@ -299,13 +303,12 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
         if report.refused:
             # Said here and now; the refused log need not repeat it in status and doctor.
             mirror.clear_refused({r.key for r in report.refused})
-            raise _registration_error(report.refused[0].error(), usernames, command)
+            raise _registration_error(report.refused[0].error(), usernames, values)
     elif existing["handle"] != handle:
-        rejoin = join_command(relay_url, existing["handle"], name=name, role=role,
-                           email=email, usernames=usernames, signing_key=signing_key)
+        rejoin = join_values(relay_url, existing["handle"], name=name, role=role,
+                             email=email, usernames=usernames, signing_key=signing_key)
         raise InvalidArgument(f"{existing['handle']} is already registered (handles ignore case)",
-                              hint=f"If that is you, run `{rejoin}`; if not, choose "
-                                   "another handle.", field="--as")
+                              next_step=NextStep.JOIN_AS_REGISTERED, join=rejoin, field="--as")
     else:
         # Joining again (a second machine, a lost config): the profile is what it
         # is; the local config must be able to write as it, and it must be this
@@ -314,16 +317,15 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
         if keys and not signing_key:
             raise ConfigError(f"{handle} is registered with a signing key; pass "
                               "--signing-key with that key to join again",
-                              hint=f"Run `{command(usernames)} --signing-key "
-                                   "~/.ssh/id_ed25519` with the path of the key you "
-                                   "registered.", field="signing_key")
+                              next_step=NextStep.JOIN_WITH_KEY, join=values(usernames),
+                              field="signing_key")
         if signing_key and read_public_key(signing_key) not in keys:
             raise Forbidden(
                 f"{handle} is already registered on the relay "
                 + (f"with signing key(s) that are not yours ({signing_key} is not among them)"
                    if keys else "without a signing key, and you join with one"),
-                hint=_NOT_YOURS, field="signing_key")
-        _check_usernames(handle, existing.get("usernames", []), usernames, command)
+                next_step=NextStep.HANDLE_TAKEN, field="signing_key")
+        _check_usernames(handle, existing.get("usernames", []), usernames, values)
         name, role, email = existing["name"], existing["role"], existing.get("email")
     cfg = UserConfig(relay=relay_url, handle=handle, name=name, role=role, email=email,
                      signing_key=signing_key)

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gitrelay.core.errors import ConfigError
+from gitrelay.core.errors import ConfigError, NextStep
 from gitrelay.core.ids import check_handle
 from gitrelay.core.vocab import DELIVERY_MODES
 
@@ -65,18 +65,21 @@ def load_user_config() -> UserConfig | None:
         return None
     except ValueError as exc:
         raise ConfigError(f"{path} is not valid JSON: {exc}",
-                          hint="Fix it or run `gitrelay join` again.") from None
+                          next_step=NextStep.FIX_CONFIG, path=str(path)) from None
     if not isinstance(raw, dict) or raw.get("format_version") != CONFIG_VERSION:
         raise ConfigError(f"{path} has format_version {raw.get('format_version')!r}; this "
                           f"gitrelay reads version {CONFIG_VERSION}",
-                          hint="Run `gitrelay join` again to rewrite it.")
+                          next_step=NextStep.FIX_CONFIG, path=str(path),
+                          field="format_version")
     try:
         cfg = UserConfig(**raw)
     except TypeError as exc:
-        raise ConfigError(f"{path}: {exc}", hint="Run `gitrelay join` again.") from None
+        raise ConfigError(f"{path}: {exc}", next_step=NextStep.FIX_CONFIG,
+                          path=str(path)) from None
     check_handle(cfg.handle)
     if cfg.writes not in WRITE_MODES:
-        raise ConfigError(f"{path}: writes must be one of {', '.join(WRITE_MODES)}")
+        raise ConfigError(f"{path}: writes must be one of {', '.join(WRITE_MODES)}",
+                          next_step=NextStep.FIX_CONFIG, path=str(path), field="writes")
     return cfg
 
 

@@ -178,7 +178,8 @@ class Mirror:
             self._refs_lock.acquire(timeout=LOCK_TIMEOUT)
         except LockTimeout:
             raise RelayUnavailable(f"another gitrelay process holds {self._refs_lock.path} "
-                                   f"for over {LOCK_TIMEOUT:.0f} s") from None
+                                   f"for over {LOCK_TIMEOUT:.0f} s",
+                                   next_step=NextStep.TRY_AGAIN_SOON) from None
         try:
             yield
         finally:
@@ -222,7 +223,7 @@ class Mirror:
         tip = oid or self.main()
         if tip is None:
             raise RelayUnavailable("the local mirror has no copy of the relay yet",
-                                   hint="Run `gitrelay join` or check the relay URL.")
+                                   next_step=NextStep.JOIN)
         return RelayView(self.objects, self.objects.commit(tip).tree)
 
     def commits_between(self, base: str | None, tip: str | None) -> list[Commit]:
@@ -297,10 +298,9 @@ class Mirror:
         except RelayError as exc:
             # A refused commit is never kept: its id would name nothing to whoever
             # reads the error (a person at the CLI, an agent, the refused log).
-            exc.message = exc.message.replace(f"commit {oid[:12]}: ", "")
-            if exc.data.get("commit") == oid:
-                del exc.data["commit"]
-            raise
+            raise exc.replaced(exc.message.replace(f"commit {oid[:12]}: ", ""),
+                               without=("commit",) if exc.data.get("commit") == oid else ()
+                               ) from None
         self._remember_op(oid, replay)
         return Written(op, oid, seq, path, checked.doc, base_oid)
 

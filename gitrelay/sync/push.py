@@ -20,13 +20,13 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from gitrelay.core import faults, layout
 from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import (
     REFUSAL_PREFIX,
     GateRefused,
+    NextStep,
     RelayError,
     RelayUnavailable,
     error_for_rule,
@@ -95,11 +95,10 @@ class Syncer:
         code, _, err = self._git("fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
                                  "--prune", self.url, *layout.FETCH_REFSPECS)
         if code != 0:
-            reason, fix = git_failure(err, self.url)
+            reason, ssh = git_failure(err, self.url)
             self.mirror.update_sync_state(last_error=reason, last_error_at=time.time())
-            raise RelayUnavailable(f"cannot fetch from {self.url}: {reason}",
-                                   hint=fix or "Check the relay URL and your access to it.",
-                                   **_ssh_cause(fix))
+            raise RelayUnavailable(f"cannot fetch from {self.url}: {reason}", relay=self.url,
+                                   next_step=_unreachable(ssh), **ssh)
         return self._take_fetched()
 
     def take_fetched(self) -> SyncReport:
@@ -115,7 +114,7 @@ class Syncer:
         fetched = store.ref(FETCHED_MAIN)
         if fetched is None:
             raise RelayUnavailable(f"{self.url} has no main branch: it is not a gitrelay relay",
-                                   hint="Create one with `gitrelay init`.")
+                                   next_step=NextStep.NOT_A_RELAY, relay=self.url)
         old = self.mirror.relay_main()
         new, problem, valid = self._verify_main(old, fetched)
         report.verify_problem = problem
@@ -124,8 +123,7 @@ class Syncer:
             self.mirror.update_sync_state(verify_problem=problem, last_error=problem,
                                           last_error_at=time.time())
             raise RelayUnavailable(f"{self.url} is not a valid gitrelay relay: {problem}",
-                                   hint="Check the relay URL; `gitrelay verify` lists every "
-                                        "problem.")
+                                   next_step=NextStep.VERIFY_RELAY, relay=self.url)
         if new != old:
             report.fetched = valid
             with self.mirror.refs_locked():
@@ -241,11 +239,10 @@ class Syncer:
                     # can never be a fast-forward of it: retrying cannot help.
                     raise RelayUnavailable(
                         f"the relay holds an invalid commit: {fetched.verify_problem}",
-                        hint="Your operations stay queued until the relay is repaired "
-                             "(see `gitrelay verify`).")
+                        next_step=NextStep.VERIFY_RELAY, relay=self.url, queued=True)
             raise RelayUnavailable(f"could not deliver to {self.url} after {max_attempts} "
                                    "attempts (too many concurrent writers?)",
-                                   hint="Your operations are queued and will be retried.")
+                                   next_step=NextStep.SYNC_AGAIN, queued=True)
 
     def _drop_inbox_state(self, remote: str | None, commit: str | None,
                           error: RelayError) -> Refused:
@@ -317,18 +314,17 @@ class Syncer:
             return False
         if "[remote rejected]" in out:
             if "hook declined" in out:
-                raise GateRefused(f"{self.url} refused the push: {_last_line(err or out)}",
-                                  hint="The relay's hook is not a gitrelay gate, or it failed; "
-                                       "run `gitrelay doctor`.", rule="gate")
+                raise GateRefused(f"{self.url} refused the push: {_last_line(err or out)} "
+                                  "(its hook is not a gitrelay gate, or it failed)",
+                                  next_step=NextStep.ASK_ADMIN, rule="gate", relay=self.url)
             # Another push moved the ref between our hook run and our ref update
             # ("failed to update ref", "cannot lock ref"): the same as non-fast-forward.
             return False
-        reason, fix = git_failure(err or out, self.url)
+        reason, ssh = git_failure(err or out, self.url)
         mirror.update_sync_state(last_error=reason, last_error_at=time.time())
-        raise RelayUnavailable(f"cannot push to {self.url}: {reason}",
-                               hint=" ".join(filter(None, [fix, "Your operations are queued "
-                                                                "and will be retried."])),
-                               **_ssh_cause(fix))
+        raise RelayUnavailable(f"cannot push to {self.url}: {reason}", relay=self.url,
+                               next_step=NextStep.FIX_SSH if ssh else NextStep.SYNC_AGAIN,
+                               queued=True, **ssh)
 
 
 def _kept_up_to(last: str | None) -> str:
@@ -347,13 +343,12 @@ def probe(url: str, env: dict[str, str] | None = None) -> None:
     proc = run_git(["ls-remote", "--heads", url, layout.MAIN_REF], env=hermetic_env(env),
                    timeout=60.0)
     if proc.returncode != 0:
-        reason, fix = git_failure(proc.stderr, url)
-        raise RelayUnavailable(f"cannot fetch from {url}: {reason}",
-                               hint=fix or "Check the relay URL and your access to it.",
-                               **_ssh_cause(fix))
+        reason, ssh = git_failure(proc.stderr, url)
+        raise RelayUnavailable(f"cannot fetch from {url}: {reason}", relay=url,
+                               next_step=_unreachable(ssh), **ssh)
     if not proc.stdout.strip():
         raise RelayUnavailable(f"{url} has no main branch: it is not a gitrelay relay",
-                               hint="Create one with `gitrelay init`.")
+                               next_step=NextStep.NOT_A_RELAY, relay=url)
 
 
 def _inbox_refusal(handle: str, state: str | None, commit: str | None,
@@ -388,6 +383,7 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "unknown error"
 
 
-def _ssh_cause(fix: str) -> dict[str, Any]:
-    """The error data saying ssh itself failed, when git_failure found its fix."""
-    return {"cause": "ssh"} if fix else {}
+def _unreachable(ssh: dict[str, str]) -> NextStep:
+    """What to do when the relay cannot be read: fix ssh when it failed (``ssh``, from
+    :func:`git_failure`), else check the URL and the access to it."""
+    return NextStep.FIX_SSH if ssh else NextStep.CHECK_RELAY_URL

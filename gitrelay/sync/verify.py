@@ -26,7 +26,13 @@ from pathlib import Path
 
 from gitrelay.core import layout
 from gitrelay.core.commits import commit_seq
-from gitrelay.core.errors import ConfigError, InvalidArgument, RelayError, RelayUnavailable
+from gitrelay.core.errors import (
+    ConfigError,
+    InvalidArgument,
+    NextStep,
+    RelayError,
+    RelayUnavailable,
+)
 from gitrelay.core.gitcli import CatFile, git_failure, hermetic_env, run_git
 from gitrelay.core.objects import Commit, Objects, first_parent_chain
 from gitrelay.core.rules import check_inbox_commit
@@ -123,9 +129,10 @@ def verify_relay(relay_url_or_path: str | None, *, expect_tip: str | None = None
         proc = run_git(["clone", "--mirror", "--quiet", "--", relay, str(clone)],
                        env=hermetic_env())
         if proc.returncode != 0:
-            reason, fix = git_failure(proc.stderr, relay)
-            raise RelayUnavailable(f"cannot clone {relay}: {reason}",
-                                   hint=fix or "Check the relay URL and your access to it.")
+            reason, ssh = git_failure(proc.stderr, relay)
+            raise RelayUnavailable(f"cannot clone {relay}: {reason}", relay=relay,
+                                   next_step=NextStep.FIX_SSH if ssh else
+                                   NextStep.CHECK_RELAY_URL, **ssh)
         return _pinned(_verify_git_dir(relay, clone), clone, expect_tip)
 
 
@@ -141,9 +148,7 @@ def check_pin(pin: str, flag: str = "--expect-tip") -> str:
         raise InvalidArgument(
             f"{flag} {shown_pin} is not a full commit id: a pin is all 40 hex digits of one "
             "(64 on a SHA-256 relay), since a shorter prefix can be matched by a forged "
-            "commit", hint="Ask a teammate on the relay to run `gitrelay status --pin` and "
-            "send you the line it prints, or copy `main is at …` from `gitrelay verify`.",
-            field="expect_tip")
+            "commit", next_step=NextStep.GET_PIN, field="expect_tip")
     return pin.lower()
 
 
@@ -161,9 +166,8 @@ def read_tip_file(path: Path) -> str | None:
     if not text.strip():
         raise InvalidArgument(f"--tip-file {path} is empty: it should hold the commit id of "
                               "the last verified main; nothing was verified against it",
-                              hint="Restore it from where the last run kept it, or delete it "
-                                   "to start again without a pin (the next run writes one).",
-                              field="--tip-file")
+                              next_step=NextStep.RESET_TIP_FILE, field="--tip-file",
+                              path=str(path))
     return check_pin(text.strip(), f"--tip-file {path}: its pin")
 
 
@@ -204,8 +208,8 @@ def _configured_relay() -> str:
     default = default_relay_path()
     if (default / "HEAD").exists():
         return str(default)
-    raise ConfigError("no relay to verify: pass RELAY or run `gitrelay join` first",
-                      hint="For example: gitrelay verify /srv/git/relay.git")
+    raise ConfigError("no relay to verify: none is configured and there is no default relay",
+                      next_step=NextStep.GIVE_RELAY)
 
 
 def _local_git_dir(relay: str) -> Path | None:
@@ -216,12 +220,14 @@ def _local_git_dir(relay: str) -> Path | None:
     if not path.exists():
         if ":" in relay.split("/", 1)[0]:
             return None  # scp-like user@host:path
-        raise RelayUnavailable(f"there is no relay at {relay}", hint="Check the path.")
+        raise RelayUnavailable(f"there is no relay at {relay}", relay=relay,
+                               next_step=NextStep.CHECK_RELAY_URL)
     if (path / "HEAD").is_file() and (path / "objects").is_dir():
         return path
     proc = run_git(["-C", str(path), "rev-parse", "--absolute-git-dir"], env=hermetic_env())
     if proc.returncode != 0:
-        raise RelayUnavailable(f"{relay} is not a git repository")
+        raise RelayUnavailable(f"{relay} is not a git repository", relay=relay,
+                               next_step=NextStep.CHECK_RELAY_URL)
     return Path(proc.stdout.decode().strip())
 
 

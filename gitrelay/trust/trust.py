@@ -43,7 +43,7 @@ from pydantic import (
     field_validator,
 )
 
-from gitrelay.core.errors import ConfigError
+from gitrelay.core.errors import ConfigError, NextStep
 from gitrelay.core.ids import handle_key
 from gitrelay.trust.trustkeys import blocking_key, normalize_repo_path
 
@@ -306,12 +306,10 @@ def _validation_error(path: Path, exc: ValidationError) -> ConfigError:
             problems.append(f"{field}: {text}")
         else:
             problems.append(f"{field}: {err['msg'].removeprefix('Value error, ')}")
-    hint = "Fix the file (see docs/trust.md); it is not used until it is valid."
-    if suggestion:
-        hint = f"Rename the key to {suggestion}; the file is not used until it is valid."
     return ConfigError(
         f"invalid trust file {path}: " + "; ".join(problems),
-        hint=hint, path=str(path), field=fields[0] if fields else "", fields=fields,
+        next_step=NextStep.FIX_TRUST_FILE, path=str(path), field=fields[0] if fields else "",
+        fields=fields, **({"did_you_mean": suggestion} if suggestion else {}),
     )
 
 
@@ -327,14 +325,15 @@ def load_trust(path: Path) -> TrustRules:
         return TrustRules.strict(f"{path} (no such file, so the strict defaults apply)")
     except OSError as exc:
         raise ConfigError(
-            f"cannot read trust file {path}: {exc.strerror or exc}", path=str(path), field=""
+            f"cannot read trust file {path}: {exc.strerror or exc}", path=str(path), field="",
+            next_step=NextStep.FIX_TRUST_FILE,
         ) from exc
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"trust file {path} is not UTF-8 text (byte {exc.start})",
-            path=str(path), field="",
+            path=str(path), field="", next_step=NextStep.FIX_TRUST_FILE,
         ) from exc
     if not text.strip():
         return TrustRules.strict(f"{path} (empty, so the strict defaults apply)")
@@ -348,7 +347,7 @@ def load_trust(path: Path) -> TrustRules:
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(
             f"trust file {path} is not valid YAML{where}: {problem}",
-            path=str(path), field="",
+            path=str(path), field="", next_step=NextStep.FIX_TRUST_FILE,
         ) from exc
     if data is None:
         return TrustRules.strict(f"{path} (empty, so the strict defaults apply)")
@@ -356,21 +355,21 @@ def load_trust(path: Path) -> TrustRules:
         raise ConfigError(
             f"invalid trust file {path}: the top level must be a mapping with a "
             f"'version' key, not {type(data).__name__}",
-            path=str(path), field="(top level)",
+            path=str(path), field="(top level)", next_step=NextStep.FIX_TRUST_FILE,
         )
     supported = ", ".join(str(v) for v in SUPPORTED_VERSIONS)
     if "version" not in data:
         raise ConfigError(
             f"invalid trust file {path}: version: missing; add 'version: 1' "
             f"(supported versions: {supported})",
-            path=str(path), field="version",
+            path=str(path), field="version", next_step=NextStep.FIX_TRUST_FILE,
         )
     version = data["version"]
     if type(version) is not int or version not in SUPPORTED_VERSIONS:
         raise ConfigError(
             f"invalid trust file {path}: version: {version!r} is not supported "
             f"(supported versions: {supported})",
-            path=str(path), field="version",
+            path=str(path), field="version", next_step=NextStep.FIX_TRUST_FILE,
         )
     try:
         rules = TrustRules.model_validate(data)
@@ -504,7 +503,7 @@ class TrustStore:
             self._ensure_observer()
         if error is not None:
             # A fresh instance each time: re-raising one object grows its traceback.
-            raise ConfigError(error.message, hint=error.hint, **error.data)
+            raise error.replaced()
         if rules is None:  # pragma: no cover - _reload always sets one of the two
             raise ConfigError(f"trust rules for {self.path} are not loaded", path=str(self.path))
         return rules

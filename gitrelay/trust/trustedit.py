@@ -81,10 +81,9 @@ def trust(path: Path, handle: str, *, auto_read: bool | None = None,
         body = given_path[:-1] if given_path.endswith("/") else given_path
         if normalize_repo_path(body) != body:
             raise InvalidArgument(
-                f"--write {given_path!r} is not a plain repository-relative path",
-                hint="Write 'dir/' for a directory or 'dir/file' for one file, without a "
-                     "leading '/', '..' or '.git'. Nothing was changed.",
-                field="auto_write_paths")
+                f"--write {given_path!r} is not a plain repository-relative path ('dir/' for "
+                "a directory or 'dir/file' for one file, without a leading '/', '..' or "
+                "'.git'); nothing was changed", field="auto_write_paths")
     handle, rules, original, data = _start(path, handle)
     key = _listed_key(data["teammates"], handle)
     entry: dict[str, Any] = dict(data["teammates"][key]) if key else {}

@@ -67,6 +67,7 @@ class Site:
 
     client: Any                       # gitrelay.relay.client.RelayClient
     trust_path: Path
+    word: Callable[[RelayError], str]  # what a person does next after an error
     port: int
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
@@ -179,7 +180,7 @@ def build_app(site: Site) -> ASGIApp:
         code = 404 if exc.name == "thread_not_found" else status
         return render("error.html", code, error=exc.name, code=exc.code,
                       message=page_line(exc.message, 600),
-                      hint=page_line(exc.hint or "", 400))
+                      next_step=page_line(site.word(exc), 400))
 
     def timed(name: str, fn: Callable[[], Response]) -> Response:
         started = time.perf_counter()

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gitrelay.core.errors import RelayError
 from gitrelay.web import port as web_port
 from gitrelay.web.app import Site, build_app
 
@@ -22,13 +23,15 @@ def bind(port: int) -> socket.socket:
     return sock
 
 
-def serve(client: Any, *, trust_path: Path, port: int = 0, write: bool = False,
-          on_ready: Callable[[Site], None] | None = None) -> None:
-    """Serve the web view of ``client``'s relay until interrupted."""
+def serve(client: Any, *, trust_path: Path, word: Callable[[RelayError], str], port: int = 0,
+          write: bool = False, on_ready: Callable[[Site], None] | None = None) -> None:
+    """Serve the web view of ``client``'s relay until interrupted; ``word`` says what a
+    person does after an error (the command line's wording of its next step)."""
     import uvicorn
 
     sock = bind(port)
-    site = Site(client=client, trust_path=trust_path, port=sock.getsockname()[1], write=write)
+    site = Site(client=client, trust_path=trust_path, word=word, port=sock.getsockname()[1],
+                write=write)
     app = build_app(site)
     config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
                             server_header=False, date_header=False)

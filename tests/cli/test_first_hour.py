@@ -19,6 +19,7 @@ from gitrelay.core.errors import (
     InvalidTransition,
     NextStep,
     RecipientNotFound,
+    RelayUnavailable,
     ThreadTerminal,
 )
 from gitrelay.core.gitcli import git_failure
@@ -73,11 +74,11 @@ def test_a_mistyped_recipient_gets_the_nearest_registered_handle(
         with pytest.raises(RecipientNotFound) as err:
             alice.handoff(to=typo, intent="inform", summary="hi")
         want = "carol@acme" if typo.startswith("car") else "bob@acme"
-        assert err.value.hint.startswith(f"Did you mean {want}?"), err.value.hint
+        assert person_wording(err.value).startswith(f"Did you mean {want}?"), err.value
         assert err.value.data["did_you_mean"] == want
     with pytest.raises(RecipientNotFound) as err:
         alice.handoff(to="zoe@initech", intent="inform", summary="hi")
-    assert "Did you mean" not in err.value.hint
+    assert "Did you mean" not in person_wording(err.value)
 
 
 def test_a_mistyped_trust_file_key_gets_the_key_it_meant(tmp_path) -> None:
@@ -87,7 +88,7 @@ def test_a_mistyped_trust_file_key_gets_the_key_it_meant(tmp_path) -> None:
         load_trust(path)
     assert "teamates: unknown key 'teamates'; did you mean teammates?" in err.value.message
     assert "Extra inputs are not permitted" not in err.value.message
-    assert err.value.hint.startswith("Rename the key to teammates")
+    assert person_wording(err.value).startswith("Rename the key to teammates")
     path.write_text("version: 1\nteammates:\n  bob@acme: {auto_tset: true}\n")
     with pytest.raises(ConfigError) as err:
         load_trust(path)
@@ -107,7 +108,8 @@ HOST_KEY_FAILURE = ("No ED25519 host key is known for [git.acme.dev]:2222 and yo
 ])
 def test_the_host_key_fix_is_the_exact_ssh_command_for_the_relay(url: str, command: str
                                                                  ) -> None:
-    reason, fix = git_failure(HOST_KEY_FAILURE, url)
+    reason, ssh = git_failure(HOST_KEY_FAILURE, url)
+    fix = person_wording(RelayUnavailable(reason, next_step=NextStep.FIX_SSH, **ssh))
     assert reason.startswith("Host key verification failed")
     assert f"connect once yourself with `{command}`" in fix
     assert "PORT" not in fix and "USER@HOST" not in fix

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from gitrelay.cli.wording import next_step_text as person_wording
 from gitrelay.core import layout
 from gitrelay.core.errors import RelayError
 from gitrelay.relay import setup
@@ -302,7 +303,7 @@ def test_joining_as_a_handle_someone_else_registered_is_refused(served: ServedRe
     assert err.value.message == ('dana@acme is already registered on the relay with the server '
                                  'username(s) "mallory", not with yours ("dana"); "mallory" is '
                                  'not yours')
-    assert "someone else took your handle" in err.value.hint
+    assert "someone else took your handle" in person_wording(err.value)
     assert served.ref() == squatted
 
 
@@ -317,8 +318,8 @@ def test_a_join_without_username_says_which_one_to_add_and_leaves_nothing_refuse
                    env=served.env("carol"), save=False)
 
     assert err.value.data["rule"] == "pusher"
-    assert "The git server knows you as \"carol\"" in err.value.hint
-    assert "--role platform --username carol`" in err.value.hint
+    assert "The git server knows you as \"carol\"" in person_wording(err.value)
+    assert "--role platform --username carol`" in person_wording(err.value)
     carol = served.client("carol")
     assert carol.mirror.refused() == []  # said once, here; not in status and doctor forever
 

@@ -26,6 +26,7 @@ from gitrelay.inbox.inbox import (
     merge_states,
 )
 from gitrelay.inbox.index import item_id_for, time_us
+from gitrelay.mcp.wording import next_step_text as agent_wording
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.mirror import RELAY_USERS
 
@@ -280,7 +281,7 @@ def test_a_cursor_that_check_inbox_did_not_return_is_refused(people):
                 "garbage", ""):
         with pytest.raises(InvalidCursor) as err:
             check_inbox(alice, cursor=bad)
-        assert "start again with after: 0" in str(err.value).lower()
+        assert "start again with after: 0" in agent_wording(err.value).lower()
     with pytest.raises(InvalidCursor):
         check_inbox(alice, after=10_000)
     with pytest.raises(InvalidCursor):

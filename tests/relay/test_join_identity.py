@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gitrelay.cli.main import main as cli_main
+from gitrelay.cli.wording import next_step_text as person_wording
 from gitrelay.core.errors import ConfigError, Forbidden, InvalidArgument
 from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
@@ -58,7 +59,7 @@ def test_a_profile_holding_someone_elses_username_is_not_taken_over(
     assert err.value.message == ('dana@acme is already registered on the relay with the '
                                  'server username(s) "mallory", "dana", not with yours '
                                  '("dana"); "mallory" is not yours')
-    assert "someone else took your handle" in err.value.hint
+    assert "someone else took your handle" in person_wording(err.value)
     assert load_user_config() is None
 
 
@@ -69,8 +70,9 @@ def test_a_profile_with_usernames_needs_them_to_join_again(
     with pytest.raises(Forbidden) as err:
         dana_joins(hookless, tmp_path, monkeypatch)
     assert "you gave none" in err.value.message
-    assert err.value.hint.startswith("If those are your usernames on the git server, run "
-                                     f"`gitrelay join {hookless} --as dana@acme")
+    assert person_wording(err.value).startswith(
+        f"If those are your usernames on the git server, run `gitrelay join {hookless} "
+        "--as dana@acme")
 
     again = dana_joins(hookless, tmp_path, monkeypatch, usernames=["Dana"])
     assert again.handle == "dana@acme"
@@ -147,7 +149,7 @@ def test_joining_again_without_usernames_is_told_the_exact_command(
     with pytest.raises(Forbidden) as err:
         setup.join(str(checked), "alice@acme", name="Alice Martin", role="backend")
     assert (f"run `gitrelay join {checked} --as alice@acme --name 'Alice Martin' --role "
-            "backend --username alice`") in err.value.hint
+            "backend --username alice`") in person_wording(err.value)
 
 
 def test_every_join_refusal_names_a_command_that_works(
@@ -158,8 +160,8 @@ def test_every_join_refusal_names_a_command_that_works(
     with pytest.raises(ConfigError, match="pass --signing-key") as err:
         dana_joins(hookless, tmp_path, monkeypatch)
     assert (f"Run `gitrelay join {hookless} --as dana@acme --name 'Dana Kim' --role design "
-            "--signing-key ~/.ssh/id_ed25519`") in err.value.hint
+            "--signing-key ~/.ssh/id_ed25519`") in person_wording(err.value)
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "dana"))
     with pytest.raises(InvalidArgument, match="already registered") as bad:
         setup.join(str(hookless), "DANA@acme", name="Dana Kim", role="design")
-    assert f"`gitrelay join {hookless} --as dana@acme --name" in bad.value.hint
+    assert f"`gitrelay join {hookless} --as dana@acme --name" in person_wording(bad.value)

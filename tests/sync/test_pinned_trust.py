@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gitrelay.cli.main import main as cli_main
+from gitrelay.cli.wording import next_step_text as person_wording
 from gitrelay.core.errors import InvalidArgument, RelayUnavailable
 from gitrelay.relay import setup
 from gitrelay.store.config import mirror_path
@@ -121,7 +122,7 @@ def test_only_a_full_commit_id_pins(rewritten: tuple[OpenRelay, str], tmp_path: 
     r, genuine = rewritten
     with pytest.raises(InvalidArgument, match="not a full commit id") as err:
         verify_relay(str(r.path), expect_tip=pin)
-    assert "gitrelay status --pin" in err.value.hint
+    assert "gitrelay status --pin" in person_wording(err.value)
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol"))
     with pytest.raises(InvalidArgument, match="not a full commit id"):
         setup.join(str(r.path), "carol@acme", name="Carol Diaz", role="platform",
