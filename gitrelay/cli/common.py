@@ -79,7 +79,7 @@ def text_arg(value: str, what: str) -> str:
 
 def resolve(client: RelayClient, ref: str) -> str:
     """A thread id from an id or prefix; an ambiguous prefix lists its candidates."""
-    from gitrelay.relay.policy import resolve_thread
+    from gitrelay.relay.reads import resolve_thread
 
     try:
         return resolve_thread(client, ref)

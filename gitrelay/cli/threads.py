@@ -28,7 +28,7 @@ from gitrelay.cli.withhold import Withholder
 from gitrelay.cli.withhold import add_flag as add_withhold_flag
 from gitrelay.core.errors import Forbidden, InvalidArgument, RelayError
 from gitrelay.core.vocab import INTENTS
-from gitrelay.relay import policy
+from gitrelay.relay import policy, reads
 
 if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient
@@ -64,7 +64,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from gitrelay.relay.render import conversation
 
     client = open_client(args)
-    view = policy.thread_to_read(client, resolve(client, args.thread), policy.Reader.PERSON)
+    view = reads.thread_to_read(client, resolve(client, args.thread), policy.Reader.PERSON)
     stale_note(client)
     hold = Withholder.for_args(args, client.handle)
     shown = hold.thread(view)
@@ -147,7 +147,7 @@ def _cmd_send(args: argparse.Namespace) -> int:
         metadata[key] = value
     client = open_client(args, writes="queue" if args.queue else "wait", fetch=False)
     handle_arg(args.to, "to", lambda: known_handles(client))
-    arts = artifacts_from(args, policy.limits(client))
+    arts = artifacts_from(args, policy.limits(client.view_or_none()))
     result = client.handoff(to=args.to, intent=args.intent, summary=summary, artifacts=arts,
                             question=question, proposed_action=action,
                             metadata=metadata or None, idempotency_key=args.key)
@@ -203,7 +203,7 @@ def _cmd_accept(args: argparse.Namespace) -> int:
 
     client = open_client(args, writes="queue" if args.queue else "wait")
     rules = load_trust(trust_path(args))
-    accepted = policy.accept(client, resolve(client, args.thread), rules,
+    accepted = reads.accept(client, resolve(client, args.thread), rules,
                              session_id=args.session or f"cli-{uuid.uuid4().hex[:12]}")
     result, tid = accepted.result, accepted.before.thread_id
     if args.json:
@@ -221,7 +221,7 @@ def _cmd_accept(args: argparse.Namespace) -> int:
 def _cmd_complete(args: argparse.Namespace) -> int:
     summary = text_arg(args.summary, "--summary")
     client = open_client(args, writes="queue" if args.queue else "wait")
-    arts = artifacts_from(args, policy.limits(client))
+    arts = artifacts_from(args, policy.limits(client.view_or_none()))
     result = client.complete(resolve(client, args.thread), result_summary=summary,
                              artifacts=arts)
     if args.json:

@@ -65,7 +65,7 @@ from gitrelay.mcp.tool_models import (
     ThreadOut,
     Worker,
 )
-from gitrelay.relay import policy
+from gitrelay.relay import policy, reads
 from gitrelay.relay.client import RelayClient
 from gitrelay.relay.results import WriteResult
 
@@ -123,7 +123,7 @@ def read_inbox(st: ServerState, **kwargs: Any) -> inbox.InboxPage:
 def view_out(st: ServerState, ref: str, limit: int = MESSAGE_PAGE,
               before: int | None = None) -> Fenced[ThreadOut]:
     rules = st.trust.current()
-    view = policy.thread_to_read(st.client, ref, policy.Reader.AGENT)
+    view = reads.thread_to_read(st.client, ref, policy.Reader.AGENT)
     return present_thread_fenced(view, caller=st.me, rules=rules,
                                  profiles=st.client.thread_profiles(view),
                                  sync_warning=sync_warning(st.client), limit=limit,
@@ -253,7 +253,7 @@ def register(server: Registry) -> None:
         """Take on a handoff sent to you; returns the thread and your trust_overlay (what
         you may do unasked)."""
         rules = state.trust.current()
-        accepted = policy.accept(state.client, thread_id, rules,
+        accepted = reads.accept(state.client, thread_id, rules,
                                  session_id=session_id or state.session_id, mode=delivery)
         view, decision, result = accepted.before, accepted.decision, accepted.result
         after = state.client.thread_after(view, result)
@@ -284,7 +284,7 @@ def register(server: Registry) -> None:
         delivery: DeliveryArg = None,
     ) -> SentMessageOut:
         """Post a message on a pending or accepted thread: answer, ask or report."""
-        tid = policy.resolve_thread(state.client, thread_id)
+        tid = reads.resolve_thread(state.client, thread_id)
         result = state.client.send_message(tid, body, payload=payload, mode=delivery)
         return _message_answer(tid, result, "message")
 
@@ -298,7 +298,7 @@ def register(server: Registry) -> None:
         delivery: DeliveryArg = None,
     ) -> CompleteOut:
         """Close a handoff you accepted, with the outcome for the sender."""
-        tid = policy.resolve_thread(state.client, thread_id)
+        tid = reads.resolve_thread(state.client, thread_id)
         result = state.client.complete(
             tid, result_summary=result_summary,
             artifacts=[a.model_dump(exclude_none=True) for a in artifacts or []],
@@ -315,7 +315,7 @@ def register(server: Registry) -> None:
         delivery: DeliveryArg = None,
     ) -> CancelOut:
         """Withdraw a handoff you sent, before it is accepted."""
-        tid = policy.resolve_thread(state.client, thread_id)
+        tid = reads.resolve_thread(state.client, thread_id)
         result = state.client.cancel(tid, reason=reason, mode=delivery)
         return CancelOut(thread_id=tid, status="cancelled",
                          cancelled_at=str(result.doc["at"]), delivery=result.delivery)
@@ -347,7 +347,7 @@ def register(server: Registry) -> None:
     ) -> SentMessageOut:
         """Propose a diff on a propose_action handoff that has none, for the sender to
         review (nothing is applied)."""
-        tid = policy.resolve_thread(state.client, thread_id)
+        tid = reads.resolve_thread(state.client, thread_id)
         result = state.client.draft_proposed_action(
             tid, suggested_diff, note or policy.DRAFT_NOTE,
             mode=delivery)

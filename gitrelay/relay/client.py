@@ -65,6 +65,7 @@ from gitrelay.relay.policy import (
     handoff_key,
     input_error,
     limits,
+    unregistered,
     written_from_arguments,
 )
 from gitrelay.relay.results import TeammatesPage, ThreadView, WriteResult
@@ -135,6 +136,10 @@ class RelayClient:
     def view(self) -> RelayView:
         self.refresh()
         return self.mirror.view()
+
+    def view_or_none(self) -> RelayView | None:
+        """The local copy as it is, without a fetch; None before the first fetch."""
+        return self.mirror.view() if self.mirror.main() is not None else None
 
     def teammates(self) -> list[dict[str, Any]]:
         return sorted(self.view().profiles().values(), key=lambda p: str(p["handle"]))
@@ -360,7 +365,7 @@ class RelayClient:
         """The caller's document, against the relay's own limits: a field that breaks
         its shape is a bad argument (invalid_argument), not a broken relay file."""
         with written_from_arguments():
-            schema.validate(kind, doc, limits(self))
+            schema.validate(kind, doc, limits(self.view_or_none()))
 
     def handoff(self, *, to: str, intent: str, summary: str,
                 artifacts: list[dict[str, Any]] | None = None, question: str | None = None,
@@ -396,7 +401,10 @@ class RelayClient:
             raise DuplicateIdempotencyKey(
                 f"idempotency key {key!r} was already used for thread {tid} with a different "
                 "payload", next_step=NextStep.NEW_KEY, thread_id=tid, field="idempotency_key")
-        check_new_handoff(self, doc)
+        # No fetch for a write, unless the copy lacks someone it names (a newcomer).
+        if unregistered(self.view_or_none(), doc):
+            self.refresh(max_age=0)
+        check_new_handoff(self.mirror.view(), doc)
         return self.write(Op("handoff", doc, tid), mode=mode)
 
     def send_message(self, thread_id: str, body: str, *, payload: dict[str, Any] | None = None,

@@ -1,23 +1,24 @@
-"""Every decision a user of either front end gets, made once.
+"""Every decision a user of any front end gets, made once, as functions over data.
 
-The MCP server and the ``gitrelay`` command line both call these: which thread a
-prefix names (fetching once when the local copy does not have it), who may read
-a thread, whose text an agent never reads, how the trust file judges a sender
-and who may accept a handoff after it, what a new handoff must carry for its
-intent, how an idempotency key given twice is reconciled, and a document that
-breaks the format as a bad argument. Each raises a typed error from
-:mod:`gitrelay.core.errors` with its rule, field, thread and next step as data;
-the front ends only word it. Nothing here prints.
+The MCP server, the ``gitrelay`` command line, the web view and the coding-host
+hooks all decide through these: who may read a thread, whose text an agent never
+reads, how the trust file judges a sender and who may accept a handoff after it,
+what a new handoff must carry for its intent, how an idempotency key given twice is
+reconciled, and a document that breaks the format as a bad argument. Each takes what
+it judges (me, the thread, the rules, the document, the relay's view) and fetches
+nothing: the caller reads first (:mod:`gitrelay.relay.reads` fetches a thread the
+local copy lacks; the client fetches when a new handoff names someone it lacks).
+Each raises a typed error from :mod:`gitrelay.core.errors` with its rule, field,
+thread and next step as data; the front ends only word it. Nothing here prints.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from gitrelay.core import archive, ids
 from gitrelay.core.errors import (
@@ -29,48 +30,22 @@ from gitrelay.core.errors import (
     RecipientNotFound,
     RelayError,
     TeammateBlocked,
-    ThreadNotFound,
 )
 from gitrelay.core.ids import is_key, same_handle
 from gitrelay.core.schema import SchemaError
 from gitrelay.core.threadstate import check_handoff
-from gitrelay.core.view import RelayView, resolve_thread_id
+from gitrelay.core.view import RelayView
 from gitrelay.core.vocab import DEFAULT_LIMITS
 from gitrelay.trust.trustkeys import withheld_from
 
 if TYPE_CHECKING:
-    from typing import Protocol
-
-    from gitrelay.relay.results import ThreadView, WriteResult
-    from gitrelay.store.mirror import Mirror
+    from gitrelay.relay.results import ThreadView
     from gitrelay.trust.trust import TrustDecision, TrustRules
 
-    class Client(Protocol):
-        """What these decisions read through a client: the handoff operations'
-        :class:`~gitrelay.relay.client.RelayClient`, which calls this module and so
-        is named here by what it offers, not imported."""
-
-        handle: str
-        mirror: Mirror
-
-        def refresh(self, *, max_age: float | None = None) -> None: ...
-
-        def view(self) -> RelayView: ...
-
-        def thread(self, thread_id: str) -> ThreadView: ...
-
-        def accept(self, thread_id: str, *, session_id: str,
-                   mode: str | None = None) -> WriteResult: ...
-
-__all__ = ["DRAFT_NOTE", "Accepted", "Reader", "accept", "accept_refusal", "archive_batches",
-           "check_accept",
-           "check_new_handoff", "handoff_key", "input_error", "limits",
-           "participant_view", "read_thread", "resolve_thread", "search_scope",
-           "sender_judgement",
-           "thread_to_read", "withheld_from_agent", "withheld_in_search",
-           "written_from_arguments"]
-
-T = TypeVar("T")
+__all__ = ["DRAFT_NOTE", "Reader", "accept_refusal", "archive_batches", "check_accept",
+           "check_new_handoff", "check_participant", "handoff_key", "input_error", "limits",
+           "search_scope", "sender_judgement", "unregistered", "withheld_from_agent",
+           "withheld_in_search", "written_from_arguments"]
 
 DRAFT_NOTE = "Drafted a diff for the proposed action."
 """The note of a drafted diff when its author gives none."""
@@ -83,53 +58,16 @@ class Reader(Enum):
     AGENT = "agent"     # a coding agent's model: the MCP server's tools and resources
 
 
-# --- which thread ---------------------------------------------------------------------
+# --- who reads what ----------------------------------------------------------------
 
 
-def _fetched_once(client: Client, read: Callable[[str], T], ref: str) -> T:
-    """``read(ref)`` on the local copy; a thread the copy does not have yet may have
-    arrived since the last fetch, so on ThreadNotFound one fetch, then once more."""
-    try:
-        return read(ref)
-    except ThreadNotFound:
-        client.refresh(max_age=0)
-        return read(ref)
-
-
-def resolve_thread(client: Client, ref: str) -> str:
-    """The full thread id an id or a unique prefix names (fetching once if needed)."""
-    return _fetched_once(client, lambda r: resolve_thread_id(r, client.view), ref)
-
-
-def read_thread(client: Client, tid: str) -> ThreadView:
-    """Thread ``tid`` as of the local copy, fetched once if the copy lacks it."""
-    return _fetched_once(client, client.thread, tid)
-
-
-def participant_view(client: Client, ref: str) -> ThreadView:
-    """The thread ``ref`` names, for its sender or recipient only."""
-    view = read_thread(client, resolve_thread(client, ref))
-    me = client.handle
+def check_participant(me: str, view: ThreadView) -> None:
+    """A thread's text is for its sender and recipient: refused to anyone else."""
     if not (same_handle(me, view.sender) or same_handle(me, view.recipient)):
         raise NotAParticipant(f"{me} is neither the sender ({view.sender}) nor the "
                               f"recipient ({view.recipient}) of thread {view.thread_id}",
                               thread_id=view.thread_id, field="thread_id",
                               next_step=NextStep.CHECK_INBOX)
-    return view
-
-
-def thread_to_read(client: Client, ref: str, reader: Reader) -> ThreadView:
-    """The thread ``ref`` names, as ``reader`` may read it.
-
-    A person reads any thread of the relay: whoever can run gitrelay on it can read
-    every thread with ``git log -p`` (or ``gitrelay log``), so refusing would hide
-    nothing, and a lead following the team's work needs it. An agent reads only
-    the threads its teammate sent or received (``not_a_participant`` otherwise):
-    teammate text reaches a model only from the people it works with, which keeps
-    the text that could carry an injection to the least the work needs."""
-    if reader is Reader.AGENT:
-        return participant_view(client, ref)
-    return read_thread(client, resolve_thread(client, ref))
 
 
 def search_scope(me: str, reader: Reader) -> str | None:
@@ -219,22 +157,6 @@ def check_accept(me: str, view: ThreadView, rules: TrustRules) -> TrustDecision:
     return decision
 
 
-@dataclass
-class Accepted:
-    before: ThreadView        # the thread as it was judged
-    decision: TrustDecision   # the trust file's judgement of its sender
-    result: WriteResult
-
-
-def accept(client: Client, ref: str, rules: TrustRules, *, session_id: str,
-           mode: str | None = None) -> Accepted:
-    """Accept the handoff ``ref`` names, after the caller's trust rules."""
-    view = participant_view(client, ref)
-    decision = check_accept(client.handle, view, rules)
-    result = client.accept(view.thread_id, session_id=session_id, mode=mode)
-    return Accepted(view, decision, result)
-
-
 # --- a new handoff --------------------------------------------------------------------
 
 
@@ -254,16 +176,17 @@ def handoff_key(idempotency_key: str | None, metadata: Mapping[str, Any] | None)
     return str(planted)
 
 
-def check_new_handoff(client: Client, doc: Mapping[str, Any]) -> None:
-    """What a new handoff must be before it is written: between registered
-    teammates (a newcomer may have joined since the last fetch: fetched once), with
-    the question and proposed action its intent calls for (the gate's own rule)."""
-    if client.mirror.main() is None:
-        client.refresh(max_age=0)
-    view = client.mirror.view()  # no fetch for a write, unless someone is missing here
-    if any(view.profile(str(doc[role])) is None for role in ("sender", "recipient")):
-        client.refresh(max_age=0)
-        view = client.mirror.view()
+def unregistered(view: RelayView | None, doc: Mapping[str, Any]) -> bool:
+    """Whether the sender or the recipient of a new handoff is missing from ``view``
+    (the local copy, None before the first fetch): a newcomer may have joined since."""
+    return view is None or any(view.profile(str(doc[role])) is None
+                               for role in ("sender", "recipient"))
+
+
+def check_new_handoff(view: RelayView, doc: Mapping[str, Any]) -> None:
+    """What a new handoff must be before it is written: between registered teammates
+    of ``view``, with the question and proposed action its intent calls for (the
+    gate's own rule)."""
     for role, step in (("sender", NextStep.JOIN), ("recipient", NextStep.LIST_TEAMMATES)):
         if view.profile(str(doc[role])) is None:
             handles = [str(p["handle"]) for p in view.profiles().values()]
@@ -289,12 +212,10 @@ def archive_batches(thread_ids: list[str]) -> list[list[str]]:
 # --- the caller's documents -------------------------------------------------------------
 
 
-def limits(client: Client) -> Mapping[str, int]:
-    """The relay's own limits (``relay.json``), or the defaults before the first fetch."""
-    if client.mirror.main() is None:
-        return DEFAULT_LIMITS
-    view: RelayView = client.mirror.view()
-    return view.limits
+def limits(view: RelayView | None) -> Mapping[str, int]:
+    """The relay's own limits (``relay.json``), or the defaults before the first fetch
+    (``view`` None)."""
+    return DEFAULT_LIMITS if view is None else view.limits
 
 
 _COMMIT_LABEL = re.compile(r"^commit [0-9a-f]{12}(?: \S+)?: ")

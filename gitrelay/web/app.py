@@ -40,7 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gitrelay.core.errors import InvalidArgument, RelayError
 from gitrelay.core.threadstate import STATUSES
 from gitrelay.core.vocab import INTENTS
-from gitrelay.relay import policy
+from gitrelay.relay import reads
 from gitrelay.relay.render import short_id
 from gitrelay.web import pages
 from gitrelay.web.activity import ActivityCache, chart, duration
@@ -275,7 +275,7 @@ def build_app(site: Site) -> ASGIApp:
 
         def act() -> Response:
             client = site.client
-            tid = policy.resolve_thread(client, ref)
+            tid = reads.resolve_thread(client, ref)
             text = form.get("text", "")
             if action == "reply":
                 if not text.strip():

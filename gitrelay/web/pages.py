@@ -18,7 +18,7 @@ from gitrelay.core.ids import handle_key, same_handle
 from gitrelay.core.threadstate import ACCEPTED, PENDING, STATUSES
 from gitrelay.core.vocab import INTENTS
 from gitrelay.inbox.inbox import check_inbox
-from gitrelay.relay import policy
+from gitrelay.relay import policy, reads
 from gitrelay.relay.render import when
 from gitrelay.trust.trust import TrustRules, evaluate, load_trust
 from gitrelay.web.text import artifact_view, diff_lines, page_line, shown
@@ -237,7 +237,7 @@ def _name(profiles: Mapping[str, Mapping[str, Any]], handle: str) -> str:
 def thread(client: RelayClient, ref: str, rules: TrustRules, *, show_blocked: bool = False
            ) -> ThreadData:
     """A thread as a person reads it (any thread of the relay, as ``gitrelay show``)."""
-    view = policy.thread_to_read(client, ref, policy.Reader.PERSON)
+    view = reads.thread_to_read(client, ref, policy.Reader.PERSON)
     return thread_data(client, view, rules, Withheld(client.handle, rules, show=show_blocked))
 
 

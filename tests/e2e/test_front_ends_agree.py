@@ -29,7 +29,7 @@ from gitrelay.core import layout, schema
 from gitrelay.core.errors import NEXT_STEPS, NotAParticipant, RelayError
 from gitrelay.core.vocab import DEFAULT_LIMITS
 from gitrelay.mcp.wording import next_step_text as for_agents
-from gitrelay.relay import policy, setup
+from gitrelay.relay import policy, reads, setup
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
 from tests.kit import hermetic_env, set_hermetic
@@ -260,15 +260,16 @@ def test_the_command_line_and_the_mcp_server_decide_alike(
 
 def test_a_person_reads_any_thread_and_an_agent_only_the_threads_of_its_teammate(
         relay: Relay, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Who may read a thread is decided once (policy.thread_to_read), per reader: a
-    person at a terminal reads any thread, as ``git log -p`` would show it anyway; an
-    agent reads only threads its teammate sent or received."""
+    """Who may read a thread is decided once (policy.check_participant, through
+    reads.thread_to_read), per reader: a person at a terminal reads any thread, as
+    ``git log -p`` would show it anyway; an agent reads only threads its teammate sent
+    or received."""
     tid = relay.ids["pending"]  # alice's handoff to bob
     monkeypatch.setenv("GITRELAY_HOME", str(relay.homes[CAROL]))
     carol = RelayClient(str(relay.path), CAROL, writes="wait", fresh_seconds=0)
-    assert policy.thread_to_read(carol, tid[:8], policy.Reader.PERSON).thread_id == tid
+    assert reads.thread_to_read(carol, tid[:8], policy.Reader.PERSON).thread_id == tid
     with pytest.raises(NotAParticipant):
-        policy.thread_to_read(carol, tid[:8], policy.Reader.AGENT)
+        reads.thread_to_read(carol, tid[:8], policy.Reader.AGENT)
 
     shown = subprocess.run([sys.executable, "-m", "gitrelay", "show", tid[:8], "--json"],
                            env=relay.env(CAROL), capture_output=True, text=True,

@@ -378,3 +378,20 @@ def test_a_former_layer_folder_only_re_exports_its_layer():
                     f"{path.relative_to(PKG)}: only imports from gitrelay.{layer} and __all__")
                 if isinstance(node, ast.ImportFrom):
                     assert (node.module or "").startswith(f"gitrelay.{layer}."), node.module
+
+
+def test_policy_decides_over_data_and_fetches_nothing():
+    """relay/policy.py judges what it is given: it imports no client, store or sync, and
+    calls nothing that fetches, delivers or writes (its callers read first)."""
+    path = PKG / "relay" / "policy.py"
+    tree = ast.parse(path.read_text())
+    imported = {node.module for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module}
+    reaching = sorted(m for m in imported if m.startswith(
+        ("gitrelay.relay.client", "gitrelay.store", "gitrelay.sync", "gitrelay.relay.reads")))
+    assert reaching == [], reaching
+    acting = sorted({node.func.attr for node in ast.walk(tree)
+                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                     and node.func.attr in {"refresh", "fetch", "deliver", "write", "accept",
+                                            "handoff", "send_message"}})
+    assert acting == [], acting
