@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--only", action="append", metavar="SECTION",
                         help="run only this section (repeatable): writes, stdio, gate, "
-                             "host, sdkpath, reads, inbox, search, delivery, writers, storage, "
+                             "host, reads, inbox, search, delivery, writers, storage, "
                              "hooks, registry, join, peer, web, context, model")
     parser.add_argument("--workdir", type=Path,
                         help="where relays and homes go (default: a temporary directory)")

@@ -105,10 +105,13 @@ def _byte_figure(name: str, size: int, note: str = "") -> Figure:
 
 def build_relay(root: Path, items: int, log: Log) -> tuple[Path, Path, Any, Path]:
     """A relay where alice sent bob ``items`` handoffs: the relay, bob's home, his client
-    and his trust file."""
+    and his trust file. Its teammates are flat, so that the servers of the older trees
+    measured beside this one (BEFORE_REF, SDK_SERVED_REF) read it too."""
+    from bench.registry_bench import make_relay
     from gitrelay.relay import setup
 
-    relay = setup.init_relay(root / "relay.git", name="acme")
+    relay = root / "relay.git"
+    make_relay(relay, name="acme", sharded=False)
     homes = {h: root / h.split("@")[0] for h in ("alice@acme", "bob@acme")}
     people = {"alice@acme": ("Alice Martin", "backend"), "bob@acme": ("Bob Chen", "frontend")}
     for handle, home in homes.items():

@@ -41,10 +41,6 @@ PY = sys.executable
 AGENT_GOAL_MS = 5.0
 
 
-# An agent-visible write through the SDK's public API: at most 0.35 times the 20-50 ms the
-# peer's writes take through the Python SDK's client (the sdkpath section).
-SDK_PATH_LIMIT_MS = 8.0
-
 
 ELSEWHERE = "the <= 5 ms goal is judged through the hosts' client (host clients section)"
 

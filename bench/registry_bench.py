@@ -76,19 +76,20 @@ def profile(i: int) -> dict[str, Any]:
 
 
 def make_relay(path: Path, *, max_registrations: int | None = None, hook: bool = True,
-               sharded: bool = True) -> str:
+               sharded: bool = True, name: str = "bench") -> str:
     """A new relay (only its relay.json) at ``path``; returns main's tip. ``sharded``
-    False: a relay made before sharding, its teammates' directories flat."""
+    False: a relay made before sharding, its teammates' directories flat (one that the
+    trees of older commits a benchmark measures beside can read too)."""
     subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(path)],
                    check=True, env=_env())
-    cfg = relay_config("bench")
+    cfg = relay_config(name)
     cfg["created_at"] = "2026-03-02T08:00:00Z"
     if not sharded:
         del cfg["teammates_layout"]
     if max_registrations is not None:
         cfg["limits"] = dict(cfg["limits"], max_registrations_per_push=max_registrations)  # type: ignore[call-overload]
     data = schema.dumps(cfg)
-    msg = (f"init relay bench\n\n{layout.TRAILER_OP}: {layout.OP_INIT}\n"
+    msg = (f"init relay {name}\n\n{layout.TRAILER_OP}: {layout.OP_INIT}\n"
            f"{layout.TRAILER_ACTOR}: gitrelay\n{layout.TRAILER_SEQ}: 0\n").encode()
     ident = _ident("gitrelay", _START.timestamp() - 3600)
     stream = (b"commit refs/heads/main\nauthor %s\ncommitter %s\ndata %d\n%s\n"

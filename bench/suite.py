@@ -43,7 +43,6 @@ from bench.kit import (
     PY,
     QUICK,
     ROOT,
-    SDK_PATH_LIMIT_MS,
     Figure,
     Log,
     RawPusher,
@@ -70,7 +69,6 @@ from bench.kit import (
     timed,
     timed_probe,
     trace_children,
-    tree_at,
     trust_file,
     unavailable,
     wait_outbox_empty,
@@ -372,107 +370,6 @@ def _host_writes(ws: Workspace, sizes: Sizes, sdk_dir: Path, errlog: Any
 
     run_async(body)
     return samples, info.messages
-
-
-# --- 1d. this tree's server against the former fast path --------------------------------------
-
-# The last commit whose server answered quick tool calls on the wire, with its own copy of the
-# SDK's dispatch, asyncio pipes and answers sent as encoded; the servers after it used the SDK's
-# public API, and this tree's speaks the wire itself (gitrelay/mcp/protocol.py).
-# GITRELAY_BENCH_FAST_PATH names another commit to compare against.
-FAST_PATH_REF = "5d05b30"
-
-
-def bench_sdkpath(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
-    """Queue-mode handoff_to_teammate, the check-in after the cursor and the default inbox
-    page, each through the TypeScript and the Python SDK's client, on servers of this tree
-    and of FAST_PATH_REF (quick calls answered on the wire), all on
-    the same relay and homes, interleaved call by call."""
-    from bench.ts_host import HostUnavailable, TsClient, ensure_sdk
-
-    sec = "this server against the former wire fast path"
-    ref = os.environ.get("GITRELAY_BENCH_FAST_PATH", FAST_PATH_REF)
-    try:
-        sdk_dir, _ = ensure_sdk(relaygen.CACHE_DIR / "ts-client", log)
-    except HostUnavailable as exc:
-        return [unavailable(sec, "TypeScript client figures", str(exc))]
-    try:
-        trees = {"public": ROOT, "fast": tree_at(ref, ws.root / f"tree-{ref}")}
-    except (subprocess.CalledProcessError, OSError) as exc:
-        return [unavailable(sec, f"the fast path of {ref}", f"cannot export {ref}: {exc}")]
-    size = sizes.write_relay
-    relay, info = ws.relay(size)
-    handles = PAIR
-    homes, trust = teammates(ws, relay, size, "sdkpath-")
-    outboxes = [client_for(relay, home, h) for h, home in homes.items()]
-    paths, kinds = ("public", "fast"), ("ts", "py")
-    combos = [(p, c) for p in paths for c in kinds]
-    samples: dict[str, list[float]] = {f"{call}:{p}:{c}": []
-                                       for call in ("handoff", "checkin", "page")
-                                       for p, c in combos}
-    page_items = 0
-    n, warm = max(sizes.reps // 2, 3), sizes.warmup
-
-    async def body() -> None:
-        nonlocal page_items
-        Call = Callable[[str, dict[str, Any]], Awaitable[tuple[float, dict[str, Any]]]]
-        clients: dict[tuple[str, str, str], Call] = {}
-        with (ws.root / "sdkpath-servers.log").open("w") as errlog:
-            async with contextlib.AsyncExitStack() as stack:
-                for h in handles:
-                    for p in paths:
-                        # The fast path's tree predates --structured and always sends it.
-                        command = mcp_command(relay, h, trust[h], structured=p == "public")
-                        env = {**os.environ, "GITRELAY_HOME": str(homes[h]),
-                               "PYTHONPATH": str(trees[p])}
-                        session = await sdk_session(stack, command, env, trees[p], errlog)
-                        ts = TsClient(sdk_dir, PY, command, env, trees[p], errlog)
-                        stack.callback(ts.close)
-
-                        async def ts_call(tool: str, args: dict[str, Any], ts: Any = ts
-                                          ) -> tuple[float, dict[str, Any]]:
-                            return ts.call(tool, args)  # type: ignore[no-any-return]
-
-                        async def py_call(tool: str, args: dict[str, Any], s: Any = session
-                                          ) -> tuple[float, dict[str, Any]]:
-                            return await timed(s, tool, args)
-
-                        clients[(h, p, "ts")], clients[(h, p, "py")] = ts_call, py_call
-                for i in range(warm + n):
-                    for p, c in combos:
-                        t, _ = await clients[("alice@acme", p, c)]("handoff_to_teammate", {
-                            "to": "bob@acme", "intent": "inform",
-                            "summary": f"handoff {i} ({p}, {c}): the nightly export is slower "
-                                       "since the index change; numbers attached."})
-                        settle_servers(relay, outboxes)
-                        if i >= warm:
-                            samples[f"handoff:{p}:{c}"].append(t)
-                _, page = await clients[("bob@acme", "public", "py")]("check_inbox", {})
-                page_items = len(page.get("items") or [])
-                after = {"after": int(page.get("cursor") or 0)}
-                for i in range(warm + sizes.read_reps):
-                    for p, c in combos:
-                        for call, args in (("checkin", after), ("page", {})):
-                            t, _ = await clients[("bob@acme", p, c)]("check_inbox", args)
-                            if i >= warm:
-                                samples[f"{call}:{p}:{c}"].append(t)
-
-    run_async(body)
-    shared["sdkpath"] = {k: summary(v) for k, v in samples.items()}
-    figs: list[Figure] = []
-    wsec = f"{sec} ({info.messages:,} messages, queue mode; fast path: {ref})"
-    client_name = {"ts": "TypeScript client", "py": "Python SDK client"}
-    for kind, what in (("handoff", "handoff_to_teammate"),
-                       ("checkin", "check_inbox after the cursor"),
-                       ("page", f"check_inbox, default page ({page_items} items)")):
-        for c in kinds:
-            public, fast = samples[f"{kind}:public:{c}"], samples[f"{kind}:fast:{c}"]
-            figs.append(ms_figure(wsec, f"{what}, {client_name[c]}, this server", public,
-                                  limit=SDK_PATH_LIMIT_MS if kind == "handoff" else None))
-            figs.append(ms_figure(wsec, f"{what}, {client_name[c]}, wire fast path", fast))
-            figs.append(ratio_figure(wsec, f"{what}, {client_name[c]}, this / fast", public,
-                                     fast, limit=None, note="same relay, interleaved"))
-    return figs
 
 
 # --- 2. gate cost against relay size ----------------------------------------------------------
@@ -1152,7 +1049,7 @@ def _ours_beside_peer(ws: Workspace, sizes: Sizes) -> dict[str, list[float]]:
 
 
 # Sections that install a peer or a client into the cache (a network download the first time).
-THROWAWAY_INSTALLS = ("peer", "host", "sdkpath")
+THROWAWAY_INSTALLS = ("peer", "host")
 
 
 def _installed_already(section: str) -> bool:
@@ -1183,7 +1080,6 @@ SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list
     ("writes", bench_writes),
     ("stdio", bench_stdio),
     ("host", bench_host),
-    ("sdkpath", bench_sdkpath),
     ("gate", bench_gate),
     ("reads", bench_reads),
     ("inbox", bench_inbox),

@@ -94,6 +94,7 @@ def _long_thread(client: Any, tid: str) -> int:
 
 
 def bench_web(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
+    from gitrelay.cli.wording import next_step_text
     from gitrelay.web.activity import ActivityCache
     from gitrelay.web.app import Site, build_app
 
@@ -106,7 +107,8 @@ def bench_web(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> 
     client.mirror.update_sync_state(last_fetch=time.time() + 1e9)
     tid = _open_thread(client, info)
     messages = _long_thread(client, tid)
-    site = Site(client=client, trust_path=trust_file(home, ["alice@acme"]), port=8700)
+    site = Site(client=client, trust_path=trust_file(home, ["alice@acme"]),
+                word=next_step_text, port=8700)
     app = build_app(site)
     cookie = f"{site.cookie}={site.token}"
     reps = sizes.read_reps
