@@ -60,7 +60,6 @@ OP_INBOX = "inbox"
 # out of main's tree into the archive snapshot (docs/format.md, "Archived threads").
 OP_ARCHIVE = "archive"
 THREAD_OPS = (OP_HANDOFF, OP_MESSAGE, OP_DRAFT, OP_ACCEPT, OP_COMPLETE, OP_CANCEL)
-ALL_OPS = (OP_INIT, OP_REGISTER, OP_PROFILE, *THREAD_OPS, OP_ARCHIVE)
 
 TRAILER_OP = "Gitrelay-Op"
 TRAILER_THREAD = "Gitrelay-Thread"
@@ -226,12 +225,6 @@ def _teammate_file(parts: list[str]) -> FileRef | None:
     if number is not None:
         return FileRef("profile_update", handle=handle, sequence_no=number, sharded=sharded)
     return None
-
-
-def teammate_dir_handle(path: str) -> str | None:
-    """The handle when ``path`` is a teammate's directory, flat or sharded."""
-    ref = _teammate_file([*path.split("/"), PROFILE_FILE])
-    return ref.handle if ref is not None else None
 
 
 def message_number(name: str) -> int | None:

@@ -149,10 +149,6 @@ class Op:
         lines.append(f"{layout.TRAILER_SEQ}: {seq}")
         return "\n".join(lines) + "\n"
 
-    def to_record(self) -> dict[str, Any]:
-        return {"kind": self.kind, "doc": self.doc, "thread_id": self.thread_id,
-                "handle": self.handle}
-
 
 def archive_op(by: str, thread_ids: list[str], at: str | None = None) -> Op:
     """The operation archiving ``thread_ids`` (closed threads) as ``by``."""
