@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -197,7 +198,8 @@ def test_click_through_inbox_thread_pages_and_a_reply(
         _nothing_active(page)
         _shot(page, "thread")
         page.fill("form.reply textarea", "Shipping it <b>today</b>.")
-        page.click("#send-reply")
+        page.click("#send-reply")   # a POST, then its redirect to the thread: wait for it
+        page.wait_for_selector("#done", state="visible")
         assert page.is_visible("#done")
         assert page.locator(".msg").count() == 3
         assert page.locator(".msg").nth(2).inner_text().endswith("Shipping it <b>today</b>.")
@@ -206,11 +208,15 @@ def test_click_through_inbox_thread_pages_and_a_reply(
         assert "listed" in row.inner_text() and "docs/" in row.inner_text()
         _shot(page, "teammates")
         page.click("nav a[href='/activity']")
+        page.wait_for_url(f"{view.base}/activity")
+        page.wait_for_selector("svg.chart")
         assert page.locator("svg.chart rect.bar-opened").count() >= 1
         _shot(page, "activity")
         page.click("nav a[href='/search']")
         page.fill("input[name=q]", "cursor")
         page.click("#search-go")
+        page.wait_for_url(re.compile(r"/search\?.*q=cursor"))
+        page.wait_for_selector(".hits")
         assert page.locator(f".hits a[href='/threads/{tid}']").count() == 1
         _shot(page, "search")
         watch.clean()
