@@ -181,8 +181,9 @@ def encode(message: dict[str, Any]) -> bytes:
 
 def serve_lines(connection_of: Callable[[Callable[[dict[str, Any]], None]], Connection],
                 instream: IO[bytes], outstream: IO[bytes]) -> None:
-    """Reads messages from ``instream`` until it ends and writes the answers to
-    ``outstream``; a line that is not JSON is answered with a parse error."""
+    """Reads messages from ``instream`` until it ends (or the client is gone) and writes
+    the answers to ``outstream``; a line that is not JSON is answered with a parse
+    error. The caller closes the connection (:meth:`Connection.close`) once it returns."""
     broken = threading.Event()
 
     def send(message: dict[str, Any]) -> None:
@@ -208,4 +209,3 @@ def serve_lines(connection_of: Callable[[Callable[[dict[str, Any]], None]], Conn
                   "error": {"code": PARSE_ERROR, "message": f"not JSON: {exc}"}})
             continue
         connection.receive(message)
-    connection.close()

@@ -13,6 +13,7 @@ named (:class:`InvalidArguments`).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import re
@@ -28,7 +29,7 @@ from gitrelay.mcp.output_schema import lean_input_schema, lean_output_schema
 from gitrelay.mcp.state import ServerState
 
 __all__ = ["InvalidArguments", "PromptEntry", "Registry", "ResourceEntry", "ToolEntry",
-           "ToolHints"]
+           "ToolHints", "validation_problems"]
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,10 @@ class ToolEntry:
         self.input_schema = self.arguments.model_json_schema(by_alias=True)
         self.lean_input = lean_input_schema(self.input_schema)
 
+    @functools.cached_property
     def output_schema(self) -> dict[str, Any] | None:
+        """The output schema a ``--structured`` server publishes: built on the first
+        tools/list that asks, not at start-up."""
         if self.output is None:
             return None
         return lean_output_schema(TypeAdapter(self.output).json_schema())
@@ -83,7 +87,7 @@ class ToolEntry:
         out: dict[str, Any] = {"annotations": self.hints.wire(),
                                "description": self.description,
                                "inputSchema": self.lean_input, "name": self.name}
-        schema = self.output_schema() if structured else None
+        schema = self.output_schema if structured else None
         if schema is not None:
             out["outputSchema"] = schema
         return out
@@ -172,7 +176,8 @@ def _parse_json_strings(model: type[BaseModel], arguments: dict[str, Any]) -> di
     return out
 
 
-def _problems(exc: ValidationError) -> list[str]:
+def validation_problems(exc: ValidationError) -> list[str]:
+    """A validation error's problems as ``where: what`` (:class:`InvalidArguments`)."""
     return [f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
             for e in exc.errors(include_url=False)]
 
@@ -251,13 +256,8 @@ class Registry:
             checked = tool.arguments.model_validate(_parse_json_strings(tool.arguments,
                                                                          arguments))
         except ValidationError as exc:
-            raise InvalidArguments(_problems(exc)) from None
+            raise InvalidArguments(validation_problems(exc)) from None
         kwargs = {key: getattr(checked, key) for key in type(checked).model_fields}
         if tool.state_param is not None:
             kwargs[tool.state_param] = state
         return kwargs
-
-
-def invalid_arguments_problems(exc: ValidationError) -> list[str]:
-    """A validation error raised inside a tool, as :class:`InvalidArguments` names them."""
-    return _problems(exc)

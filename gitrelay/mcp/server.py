@@ -46,7 +46,7 @@ from gitrelay.mcp.protocol import (
     negotiated_version,
     serve_lines,
 )
-from gitrelay.mcp.registry import InvalidArguments, Registry, invalid_arguments_problems
+from gitrelay.mcp.registry import InvalidArguments, Registry, validation_problems
 from gitrelay.mcp.state import ServerOptions, ServerState, open_state
 from gitrelay.mcp.wording import tool_error_text
 
@@ -114,7 +114,7 @@ class RelayMCPServer(Registry):
             return error_answer(tool_error_text(exc))
         except ValidationError as exc:
             return error_answer(_invalid_arguments_text(tool.name,
-                                                        invalid_arguments_problems(exc)))
+                                                        validation_problems(exc)))
         except Exception as exc:
             log.error("tool %s failed unexpectedly", tool.name, exc_info=exc)
             return error_answer(_unexpected_text(tool.name, exc))

@@ -390,7 +390,8 @@ class RelayClient:
         if proposed_action is not None:
             doc["proposed_action"] = proposed_action
         self._check_input("handoff", doc)
-        existing = self.mirror.view().thread(tid) if self.mirror.main() else None
+        view = self.view_or_none()
+        existing = view.thread(tid) if view is not None else None
         if existing is not None:
             if _same_handoff(existing.handoff, doc):
                 delivered = not any(op_key(self.mirror.op_of(c)) == f"handoff:{tid}"
@@ -402,9 +403,10 @@ class RelayClient:
                 f"idempotency key {key!r} was already used for thread {tid} with a different "
                 "payload", next_step=NextStep.NEW_KEY, thread_id=tid, field="idempotency_key")
         # No fetch for a write, unless the copy lacks someone it names (a newcomer).
-        if unregistered(self.view_or_none(), doc):
+        if view is None or unregistered(view, doc):
             self.refresh(max_age=0)
-        check_new_handoff(self.mirror.view(), doc)
+            view = self.mirror.view()
+        check_new_handoff(view, doc)
         return self.write(Op("handoff", doc, tid), mode=mode)
 
     def send_message(self, thread_id: str, body: str, *, payload: dict[str, Any] | None = None,

@@ -176,11 +176,10 @@ def handoff_key(idempotency_key: str | None, metadata: Mapping[str, Any] | None)
     return str(planted)
 
 
-def unregistered(view: RelayView | None, doc: Mapping[str, Any]) -> bool:
-    """Whether the sender or the recipient of a new handoff is missing from ``view``
-    (the local copy, None before the first fetch): a newcomer may have joined since."""
-    return view is None or any(view.profile(str(doc[role])) is None
-                               for role in ("sender", "recipient"))
+def unregistered(view: RelayView, doc: Mapping[str, Any]) -> bool:
+    """Whether the sender or the recipient of a new handoff is missing from ``view`` (the
+    local copy): a newcomer may have joined since it was fetched."""
+    return any(view.profile(str(doc[role])) is None for role in ("sender", "recipient"))
 
 
 def check_new_handoff(view: RelayView, doc: Mapping[str, Any]) -> None:
