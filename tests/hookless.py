@@ -14,6 +14,7 @@ from gitrelay.core.signing import signer_for
 from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from tests.kit import git, push
+from tests.relaykit import join_each
 
 __all__ = ["OpenRelay", "make_open_relay"]
 
@@ -53,13 +54,8 @@ def make_open_relay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
         return RelayClient(str(relay), handle, writes="wait",
                            signer=signer_for(key) if key else None)
 
-    def join(handle: str) -> RelayClient:
-        monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / handle.split("@")[0]))
-        setup.join(str(relay), handle, name=handle[:3].title(), role="engineer", save=False,
-                   signing_key=str(keys[handle]) if keys else None)
-        return reader(handle)
-
-    alice, bob = join("alice@acme"), join("bob@acme")
+    joined = join_each(relay, tmp_path, monkeypatch, signing_keys=keys)
+    alice, bob = joined["alice@acme"], joined["bob@acme"]
     alice.refresh(max_age=0)
     handoff = alice.handoff(to="bob@acme", intent="propose_action", summary="bump the parser",
                             proposed_action={"description": "bump", "target_files": ["a.py"],

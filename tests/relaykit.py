@@ -868,3 +868,24 @@ class CaseBuilder:
             plain = f"{target}:{spec['ref']}"
             built.specs.append(("+" if spec.get("force") else "") + plain)
             built.forced_specs.append("+" + plain)
+
+
+def join_each(relay: Path, tmp_path: Path, monkeypatch: Any,
+              handles: Sequence[str] = ("alice@acme", "bob@acme"), *,
+              signing_keys: Mapping[str, Path] | None = None) -> dict[str, Any]:
+    """Each of ``handles`` joined to ``relay`` as a new user would, from a home of their
+    own under ``tmp_path`` (named by the handle's user part), with their wait-mode
+    client (signing with their key, when ``signing_keys`` names one), by handle.
+    GITRELAY_HOME is left at the last one's home."""
+    from gitrelay.core.signing import signer_for
+    from gitrelay.relay.client import RelayClient
+
+    clients = {}
+    for handle in handles:
+        monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / handle.split("@")[0]))
+        key = str(signing_keys[handle]) if signing_keys else None
+        setup.join(str(relay), handle, name=handle[:3].title(), role="engineer", save=False,
+                   signing_key=key)
+        clients[handle] = RelayClient(str(relay), handle, writes="wait",
+                                      signer=signer_for(key) if key else None)
+    return clients

@@ -9,30 +9,23 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-# The fixtures live in the `tests.servers` package: make it importable however
-# pytest imported this module (tests/ may or may not be a package).
-_REPO_ROOT = str(Path(__file__).resolve().parent.parent.parent)
-if _REPO_ROOT not in sys.path:
-    sys.path.insert(0, _REPO_ROOT)
-
-from tests.kit import git, ref_of, wait_until  # noqa: E402
-from tests.servers import (  # noqa: E402
+from tests.kit import git, ref_of, wait_until
+from tests.servers import (
     REQUIRE_ENV,
     SEARCH_PATH_ENV,
     GitServer,
     is_running,
     require_binaries,
 )
-from tests.servers.conftest_plugin import git_server, ssh_server  # noqa: E402
-from tests.servers.forced_command import Refused, resolve  # noqa: E402
-from tests.servers.http import http_git_server  # noqa: E402
-from tests.servers.ssh import SshGitServer, ssh_git_server  # noqa: E402
+from tests.servers.conftest_plugin import git_server, ssh_server
+from tests.servers.forced_command import Refused, resolve
+from tests.servers.http import http_git_server
+from tests.servers.ssh import SshGitServer, ssh_git_server
 
 __all__ = ["git_server", "ssh_server"]  # fixtures used below by name
 

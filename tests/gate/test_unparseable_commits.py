@@ -22,6 +22,7 @@ from gitrelay.relay.client import RelayClient
 from gitrelay.sync.verify import verify_relay
 from tests.forging import forge, message_op, with_deep_tree, with_header_line
 from tests.kit import git, git_out, push, ref_of
+from tests.relaykit import join_each
 
 
 @dataclass
@@ -44,11 +45,7 @@ def _team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, hook: bool,
     relay = setup.init_relay(tmp_path / "relay.git", name="acme", hook=hook)
     if not fsck:  # a host that takes whatever git can store
         git("config", "receive.fsckObjects", "false", git_dir=relay)
-    clients = {}
-    for handle in ("alice@acme", "bob@acme"):
-        monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / handle.split("@")[0]))
-        setup.join(str(relay), handle, name=handle[:3].title(), role="engineer", save=False)
-        clients[handle] = RelayClient(str(relay), handle, writes="wait")
+    clients = join_each(relay, tmp_path, monkeypatch)
     alice, bob = clients["alice@acme"], clients["bob@acme"]
     alice.refresh(max_age=0)
     handoff = alice.handoff(to="bob@acme", intent="inform", summary="the export job is slow")

@@ -27,7 +27,6 @@ Use :func:`load_payloads` to read it with the repetition applied.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,12 +35,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-# Make `gitrelay` importable however pytest imported this module.
-_REPO_ROOT = str(Path(__file__).resolve().parent.parent.parent)
-if _REPO_ROOT not in sys.path:
-    sys.path.insert(0, _REPO_ROOT)
-
-from gitrelay.mcp.provenance import (  # noqa: E402
+from gitrelay.mcp.provenance import (
     CLOSE_PREFIX,
     DATA_PREAMBLE,
     OPEN_PREFIX,

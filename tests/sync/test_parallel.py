@@ -16,22 +16,18 @@ import pytest
 
 from gitrelay.core.objects import Commit
 from gitrelay.relay import setup
-from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
 from gitrelay.sync import parallel
 from tests.forging import forge, message_op, transition_op
 from tests.kit import push
+from tests.relaykit import join_each
 
 
 @pytest.fixture
 def history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[Commit]]:
     """A gate-less relay: a dozen genuine operations, a forged accept, then more."""
     relay = setup.init_relay(tmp_path / "relay.git", name="acme", hook=False)
-    clients = {}
-    for handle in ("alice@acme", "bob@acme"):
-        monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / handle.split("@")[0]))
-        setup.join(str(relay), handle, name=handle[:3].title(), role="dev", save=False)
-        clients[handle] = RelayClient(str(relay), handle, writes="wait")
+    clients = join_each(relay, tmp_path, monkeypatch)
     alice, bob = clients["alice@acme"], clients["bob@acme"]
     alice.refresh(max_age=0)
     tid = str(alice.handoff(to="bob@acme", intent="inform", summary="paging").thread_id)

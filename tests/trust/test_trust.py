@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,13 +10,8 @@ from typing import Any
 
 import pytest
 
-# Make `gitrelay` importable however pytest imported this module.
-_REPO_ROOT = str(Path(__file__).resolve().parent.parent.parent)
-if _REPO_ROOT not in sys.path:
-    sys.path.insert(0, _REPO_ROOT)
-
-from gitrelay.core.errors import ConfigError  # noqa: E402
-from gitrelay.trust.trust import (  # noqa: E402
+from gitrelay.core.errors import ConfigError
+from gitrelay.trust.trust import (
     DEFAULT_REQUIRE_APPROVAL,
     TeammateTrust,
     TrustOverlay,
@@ -29,7 +23,7 @@ from gitrelay.trust.trust import (  # noqa: E402
     normalize_repo_path,
     path_auto_writable,
 )
-from tests.kit import wait_until  # noqa: E402
+from tests.kit import wait_until
 
 FULL = """\
 version: 1
