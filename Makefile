@@ -4,18 +4,29 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# Two steps, so that `make demo` installs only what gitrelay runs on and `make test` adds the
+# test tools on top.
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck unit unit-fast bench bench-quick clean
+.PHONY: demo install test check lint typecheck unit unit-fast bench bench-quick clean
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(RUN_STAMP)
 	$(VENV)/bin/gitrelay demo
+
+# gitrelay on your PATH in one command (pipx or uv when present, else a venv of its own
+# and a link in ~/.local/bin), then `gitrelay setup` for the coding hosts found.
+install:
+	@PYTHON=$(PYTHON) sh ./install.sh
 
 lint: $(STAMP)
 	@echo "== lint: ruff"

@@ -141,7 +141,7 @@ def register(commands: Commands) -> None:
     add = commands.add
     p = add("setup", _cmd_setup, "connect a coding host to gitrelay: its MCP server entry "
             "and, where the host has them, the hooks that show the inbox, nudge, wake and "
-            "guard (docs/agents.md)",
+            "guard (`gitrelay docs agents`)",
             "gitrelay setup\ngitrelay setup claude\ngitrelay setup codex --project --dry-run\n"
             "gitrelay setup cursor --remove", identity=False)
     p.add_argument("host", choices=HOSTS, nargs="?",

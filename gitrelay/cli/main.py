@@ -3,7 +3,7 @@
 Thin: each command module (one per group: :mod:`~gitrelay.cli.setup`,
 :mod:`~gitrelay.cli.inbox`, :mod:`~gitrelay.cli.threads`, :mod:`~gitrelay.cli.trust`,
 :mod:`~gitrelay.cli.admin`, :mod:`~gitrelay.cli.hosts`,
-:mod:`~gitrelay.cli.web`) registers its commands on the
+:mod:`~gitrelay.cli.web`, :mod:`~gitrelay.cli.docs`) registers its commands on the
 parser built here; a command calls the library and prints with
 :mod:`gitrelay.relay.render`. Errors are one line (``gitrelay: <name> (<code>): message``)
 and an exit code; never a traceback.
@@ -38,7 +38,7 @@ def __getattr__(name: str) -> int:
 
 # The groups of commands (modules of this package), in the order `gitrelay --help` lists
 # them. Imported when a parser is built: a host's `gitrelay hook` loads only its own.
-GROUPS = ("setup", "inbox", "search", "threads", "trust", "admin", "hosts", "web")
+GROUPS = ("setup", "inbox", "search", "threads", "trust", "admin", "hosts", "web", "docs")
 
 
 def build_parser(groups: Sequence[str] = GROUPS) -> argparse.ArgumentParser:
@@ -63,7 +63,7 @@ def build_parser(groups: Sequence[str] = GROUPS) -> argparse.ArgumentParser:
                                 "private Git repository.",
                     epilog="Exit codes: 0 ok, 1 refused or failed, 2 usage, 3 a check found "
                            "problems, 4 relay unreachable, 70 internal error.\n"
-                           "Every command has --help with an example. Docs: docs/cli.md")
+                           "Every command has --help with an example. Docs: `gitrelay docs`.")
     parser.add_argument("--version", action=_PrintVersion, nargs=0,
                         help="print gitrelay's version and exit")
     commands = Commands(parser.add_subparsers(dest="command", required=True,

@@ -242,7 +242,7 @@ def register(commands: Commands) -> None:
     p.add_argument("--name")
     p.add_argument("--web-url", help="URL template for inbox_url, with {thread_id} and {path}")
     p.add_argument("--require-pusher", action="store_true",
-                   help="refuse pushes the server did not authenticate (docs/deploying.md)")
+                   help="refuse pushes the server did not authenticate (`gitrelay docs deploying`)")
     p.add_argument("--require-signatures", action="store_true",
                    help="refuse operations not signed with the actor's registered SSH key")
     p = add("join", _cmd_join, "make your mirror of a relay and register yourself",

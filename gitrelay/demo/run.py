@@ -498,6 +498,9 @@ class Day:
         s.section(None, "Look further")
         if not keep:
             s.say("The relay is gone now; `gitrelay demo --keep` keeps it for these commands:")
+        bindir = _bin_dir_off_path()
+        if bindir is not None:
+            s.command(f'export PATH="{bindir}{os.pathsep}$PATH"   # the gitrelay this demo ran')
         s.command(f"export GITRELAY_HOME={self.homes[ALICE]}   # alice's side")
         s.command(f"R={self.relay}")
         commands = [(f"gitrelay log --relay $R --as {ALICE}", "the history, one line per step"),
@@ -512,7 +515,21 @@ class Day:
         for command, what in commands:
             s.command(f"{command.ljust(wide)}   # {what}")
         s.say(f"Every call and answer in full: {transcript_path}")
-        s.say("Set it up for your team: docs/getting-started.md")
+        s.say("Set it up for your team: `gitrelay docs getting-started`")
+
+
+def _bin_dir_off_path() -> str | None:
+    """The folder of the ``gitrelay`` command beside this interpreter when a shell would not
+    find that one by name (a demo run from a project's virtualenv), else None."""
+    here = Path(sys.executable).parent
+    own = next((here / name for name in ("gitrelay", "gitrelay.exe") if (here / name).exists()),
+               None)
+    if own is None:
+        return None
+    found = shutil.which("gitrelay")
+    if found is not None and Path(found).resolve() == own.resolve():
+        return None
+    return str(here)
 
 
 def _fence_excerpt(text: str) -> list[str]:

@@ -116,8 +116,12 @@ def test_the_demo_tells_the_story_and_leaves_only_its_transcript():
 
 
 def test_the_kept_demo_gives_commands_that_run_as_printed(tmp_path):
+    # A PATH without any gitrelay on it, as a new user's is after `make demo`.
+    bare_path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                                if not Path(d, "gitrelay").exists())
     proc = subprocess.run([sys.executable, "-m", "gitrelay", "demo", "--keep"],
-                          capture_output=True, text=True, timeout=300, check=False)
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env=dict(os.environ, PATH=bare_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     root, transcript = check_story(proc.stdout)
     try:
@@ -125,11 +129,12 @@ def test_the_kept_demo_gives_commands_that_run_as_printed(tmp_path):
         commands = [ln.strip().split("  #")[0] for ln in proc.stdout.splitlines()
                     if re.match(r"   (export |R=|gitrelay |git )", ln)
                     and "gitrelay web" not in ln]  # a server: tests/web/test_web.py runs it
-        script = "set -e\n" + "\n".join(
-            c.replace("gitrelay ", f"{sys.executable} -m gitrelay ", 1)
-            if c.startswith("gitrelay ") else c for c in commands)
+        # As printed, in that shell: the story's own PATH line must make them work.
+        assert commands[0].startswith('export PATH="'), commands[:2]
+        script = "set -e\n" + "\n".join(commands)
         ran = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
-                             timeout=120, check=False, cwd=tmp_path)
+                             timeout=120, check=False, cwd=tmp_path,
+                             env=dict(os.environ, PATH=bare_path))
         assert ran.returncode == 0, ran.stderr
         assert "bob@acme completed: The admin user list" in ran.stdout  # gitrelay log
         assert "Alice Martin" in ran.stdout or "alice@acme" in ran.stdout  # gitrelay show
