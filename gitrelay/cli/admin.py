@@ -168,7 +168,6 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _print_pin(client: RelayClient, as_json: bool) -> int:
     """The line a teammate pastes to join pinned to the relay as this mirror verified it."""
-    import shlex
 
     from gitrelay.core.errors import ConfigError, NextStep
 
@@ -177,7 +176,14 @@ def _print_pin(client: RelayClient, as_json: bool) -> int:
     if pin is None:
         raise ConfigError("your mirror holds no copy of the relay yet, so there is nothing to "
                           "pin", next_step=NextStep.JOIN)
-    line = f"gitrelay join {shlex.quote(client.relay_url)} --expect-tip {pin}"
+    from gitrelay.relay.setup import join_command
+
+    view = client.mirror.view()
+    # A relay whose server names its pushers needs the newcomer's server username too.
+    named = bool(view.config.get("require_pusher")) or any(
+        p.get("usernames") for p in view.profiles().values())
+    line = join_command(client.relay_url, "HANDLE", name="NAME", role="ROLE",
+                        usernames=["SERVER_USERNAME"] if named else [], expect_tip=pin)
     if as_json:
         print_json({"relay": client.relay_url, "pin": pin, "line": line})
         return EXIT_OK
@@ -187,8 +193,10 @@ def _print_pin(client: RelayClient, as_json: bool) -> int:
              "main as your last fetch verified it")
     if client.sync.problem():
         note(f"the relay's history breaks the rules after this commit: {client.sync.problem()}")
+    fill = "HANDLE, NAME, ROLE" + (" and SERVER_USERNAME (their user name on the git "
+                                   "server)" if named else "")
     note("send this line to the new teammate yourself, by a channel outside the relay (chat, "
-         "a call, in person); they add --as, --name and --role. One who joined already "
+         f"a call, in person); they put their own {fill} in it. One who joined already "
          f"checks with `gitrelay verify --expect-tip {pin}`.")
     return EXIT_OK
 

@@ -47,7 +47,8 @@ def _cmd_join(args: argparse.Namespace) -> int:
         cfg = join(args.relay, args.handle, name=args.name, role=args.role, email=args.email,
                    usernames=args.username or [], signing_key=args.signing_key,
                    progress=lambda text: progress.update(f"joining as {args.handle}: {text}"),
-                   expect_tip=args.expect_tip, before_write=confirm, ask_pin=ask_pin)
+                   expect_tip=args.expect_tip, before_write=confirm, ask_pin=ask_pin,
+                   new=args.new)
         # The index now rather than in the agent's first check_inbox: on a long
         # history it takes seconds, which a tool call should not wait for.
         progress.update("indexing your inbox from the relay's history…")
@@ -60,9 +61,14 @@ def _cmd_join(args: argparse.Namespace) -> int:
                ("email", args.email, cfg.email)) if given is not None and given != kept]
     if unused:
         # Joining again (another machine, a lost config): the registered profile stands.
-        note(f"{cfg.handle} was registered already, as {cfg.name} ({cfg.role}); profiles "
-              f"never change, so {', '.join(unused)} {'was' if len(unused) == 1 else 'were'} "
-              "not used")
+        import shlex
+
+        fix = " ".join(f"--{flag} {shlex.quote(given)}" for flag, given, kept in
+                       (("name", args.name, cfg.name), ("role", args.role, cfg.role))
+                       if given is not None and given != kept)
+        note(f"{cfg.handle} was registered already, as {cfg.name} ({cfg.role}), so "
+             f"{', '.join(unused)} {'was' if len(unused) == 1 else 'were'} not used"
+             + (f"; `gitrelay profile {fix}` changes it" if fix else ""))
     if index_problem is not None:
         note(f"your inbox index was not built ({index_problem}); `gitrelay inbox` builds it")
     if unpinned and not pinned:
@@ -255,6 +261,8 @@ def register(commands: Commands) -> None:
     p.add_argument("--email")
     p.add_argument("--username", action="append", help="your username on the git server")
     p.add_argument("--signing-key", help="SSH private key (or .pub with ssh-agent) to sign with")
+    p.add_argument("--new", action="store_true",
+                   help="register this handle even though it is one typo from a registered one")
     p.add_argument("--expect-tip", metavar="COMMIT",
                    help="the full id of a commit the relay's main must contain: the line a "
                         "teammate's `gitrelay status --pin` prints, sent to you by chat or in "

@@ -35,7 +35,7 @@ def _join(err: RelayError) -> str:
         str(values.get("relay_url") or "RELAY"), str(values.get("handle") or "HANDLE"),
         name=str(values.get("name") or "NAME"), role=str(values.get("role") or "ROLE"),
         email=values.get("email"), usernames=list(values.get("usernames") or []),
-        signing_key=values.get("signing_key"))
+        signing_key=values.get("signing_key"), expect_tip=values.get("expect_tip"))
 
 
 _HANDLE_TAKEN = ("If you did not register it, someone else took your handle: do not use "
@@ -51,7 +51,7 @@ def _join_with_username(err: RelayError) -> str:
     if pusher:
         given = ", ".join(quoted(u) for u in err.data.get("given") or []) or "no username"
         return (f"The git server knows you as {quoted(str(pusher))} (you gave {given}); "
-                f"profiles never change, so nothing was registered: run `{_join(err)}`.")
+                f"nothing was registered: run `{_join(err)}`.")
     join = err.data.get("join")
     names: Sequence[object] = join.get("usernames") or [] if isinstance(join, dict) else []
     if not names or list(names) == [YOUR_SERVER_USERNAME]:
@@ -220,6 +220,15 @@ STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
                                       "the path of the key you registered.",
     NextStep.JOIN_WITH_USERNAME: _join_with_username,
     NextStep.HANDLE_TAKEN: lambda e: _HANDLE_TAKEN,
+    NextStep.FREE_USERNAME: lambda e: (
+        f"If {e.data.get('owner', 'that handle')} is a handle you mistyped when you joined "
+        "before, free the username with `gitrelay profile --as "
+        f"{e.data.get('owner', 'HANDLE')} --username ''` and then run `{_join(e)}`; if it is "
+        "a teammate's, ask them or the relay's owner."),
+    NextStep.JOIN_NEAR_HANDLE: lambda e: (
+        f"If you are {e.data.get('did_you_mean', 'that teammate')}, run `{_join(e)}`; if "
+        "you are a new teammate whose handle only looks like theirs, run the same join "
+        "again with --new."),
     NextStep.SYNC_AGAIN: _sync_again,
     NextStep.CHECK_RELAY_URL: lambda e: _queued(e, "Check the relay URL and your access to it."),
     NextStep.FIX_SSH: lambda e: _queued(e, ssh_fix(e)),

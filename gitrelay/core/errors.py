@@ -75,6 +75,8 @@ class NextStep:
     JOIN_WITH_KEY: ClassVar[NextStep]        # join again with the registered signing key (join)
     JOIN_WITH_USERNAME: ClassVar[NextStep]   # join with the server username (join, pusher)
     HANDLE_TAKEN: ClassVar[NextStep]         # the profile is someone else's: tell the admin
+    FREE_USERNAME: ClassVar[NextStep]        # a server username is taken (owner, username)
+    JOIN_NEAR_HANDLE: ClassVar[NextStep]     # one typo from a registered handle (join)
     # The relay.
     SYNC_AGAIN: ClassVar[NextStep]           # unreachable for now: writes stay queued
     CHECK_RELAY_URL: ClassVar[NextStep]      # the URL, or access to it (data: relay)

@@ -83,7 +83,7 @@ def same_handle(a: str, b: str) -> bool:
     return handle_key(a) == handle_key(b)
 
 
-def near_handle(typed: str, handles: Iterable[str]) -> str | None:
+def near_handle(typed: str, handles: Iterable[str], *, cutoff: float = 0.6) -> str | None:
     """The handle ``typed`` most likely meant, for a did-you-mean: with no team, the only
     handle of that name (``bob`` → ``bob@acme``); else a close name on the same team,
     else a close whole handle (``bob@acme.com`` for ``bob@acme``); None if none is."""
@@ -97,11 +97,12 @@ def near_handle(typed: str, handles: Iterable[str]) -> str | None:
             return same[0]
     pool = [h for h in known if h.casefold().partition("@")[2] == team] if at else known
     by_name = {h.casefold().partition("@")[0]: h for h in pool}
-    near = difflib.get_close_matches(name, list(by_name), n=1, cutoff=0.6)
+    near = difflib.get_close_matches(name, list(by_name), n=1, cutoff=cutoff)
     if near:
         return by_name[near[0]]
     by_handle = {h.casefold(): h for h in known}
-    near = difflib.get_close_matches(typed.casefold(), list(by_handle), n=1, cutoff=0.8)
+    near = difflib.get_close_matches(typed.casefold(), list(by_handle), n=1,
+                                     cutoff=max(cutoff, 0.8))
     return by_handle[near[0]] if near else None
 
 

@@ -116,6 +116,13 @@ STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
                                       "registered.",
     NextStep.JOIN_WITH_USERNAME: lambda e: "Ask your user to join again with their username "
                                            "on the git server; nothing was registered.",
+    NextStep.FREE_USERNAME: lambda e: "Nothing was registered. Ask your user whether the "
+                                      "handle holding that server username is a typo of "
+                                      "theirs (they free it with gitrelay profile) or a "
+                                      "teammate's.",
+    NextStep.JOIN_NEAR_HANDLE: lambda e: "Nothing was registered. Ask your user whether they "
+                                         "are the registered teammate named above or a new "
+                                         "one (who insists on the new handle).",
     NextStep.HANDLE_TAKEN: lambda e: "Someone else may hold your user's handle on this relay: "
                                      "do not use it as them; tell your user, who tells the "
                                      "relay's owner.",

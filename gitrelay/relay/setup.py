@@ -26,9 +26,10 @@ from gitrelay.core.errors import (
     RelayError,
     RelayUnavailable,
 )
-from gitrelay.core.ids import check_handle, same_handle
+from gitrelay.core.ids import check_handle, near_handle, same_handle
 from gitrelay.core.ops import Op, now_iso
 from gitrelay.core.terminal import quoted
+from gitrelay.core.view import RelayView
 from gitrelay.core.vocab import OPTIONAL_LIMITS
 from gitrelay.store.config import UserConfig, mirror_path, save_user_config
 from gitrelay.store.gitstore import Store
@@ -150,7 +151,8 @@ def normalize_relay_url(url: str) -> str:
 
 def join_command(relay_url: str, handle: str, *, name: str, role: str,
                  email: str | None = None, usernames: Sequence[str] = (),
-                 signing_key: str | None = None) -> str:
+                 signing_key: str | None = None, expect_tip: str | None = None,
+                 new: bool = False) -> str:
     """The ``gitrelay join`` line with these values, quoted for a shell."""
     argv = ["gitrelay", "join", relay_url, "--as", handle, "--name", name, "--role", role]
     if email:
@@ -159,16 +161,52 @@ def join_command(relay_url: str, handle: str, *, name: str, role: str,
         argv += ["--username", username]
     if signing_key:
         argv += ["--signing-key", signing_key]
+    if expect_tip:
+        argv += ["--expect-tip", expect_tip]
+    if new:
+        argv += ["--new"]
     return shlex.join(argv)
 
 
 def join_values(relay_url: str, handle: str, *, name: str, role: str,
                 email: str | None = None, usernames: Sequence[str] = (),
-                signing_key: str | None = None) -> dict[str, Any]:
+                signing_key: str | None = None, expect_tip: str | None = None
+                ) -> dict[str, Any]:
     """The values of a join, as a join refusal carries them in its ``join`` data: the
-    front ends word the join to run next from them (:func:`join_command`)."""
+    front ends word the join to run next from them (:func:`join_command`), every flag
+    given kept."""
     return {"relay_url": relay_url, "handle": handle, "name": name, "role": role,
-            "email": email, "usernames": list(usernames), "signing_key": signing_key}
+            "email": email, "usernames": list(usernames), "signing_key": signing_key,
+            "expect_tip": expect_tip}
+
+
+# How close a new handle may come to a registered one before join asks whether it is a
+# typo (`carl@acme` beside `carol@acme`); `--new` insists. Stricter than a did-you-mean
+# for a name that matches nothing, so that new teammates with short names join unasked.
+NEAR_HANDLE_CUTOFF = 0.8
+
+
+def check_newcomer(view: RelayView, handle: str, usernames: Sequence[str], *, new: bool,
+                   join: Callable[[str], dict[str, Any]]) -> None:
+    """Refuse, before anything is written, a registration that is most likely a mistake:
+    a server username that already belongs to another handle (a typo of the joiner's own
+    earlier, or a teammate's), or a handle one typo away from a registered one (unless
+    ``new``). ``join(handle)`` gives the values of the join to run instead."""
+    for username in usernames:
+        owner = view.username_owner(username)
+        if owner is not None:
+            raise Forbidden(f"the server username {quoted(username)} already belongs to "
+                            f"{owner} on the relay, so {handle} cannot claim it; nothing "
+                            "was registered", next_step=NextStep.FREE_USERNAME, owner=owner,
+                            username=username, join=join(handle), field="usernames")
+    if new:
+        return
+    others = [str(p["handle"]) for p in view.profiles().values()]
+    near = near_handle(handle, others, cutoff=NEAR_HANDLE_CUTOFF)
+    if near is not None and not same_handle(near, handle):
+        raise InvalidArgument(f"{handle} is not on the relay, but {near} is; nothing was "
+                              "registered", next_step=NextStep.JOIN_NEAR_HANDLE,
+                              did_you_mean=near, join=join(near), field="--as")
 
 
 # Where a join refusal's server usernames would go when the relay does not say them.
@@ -230,7 +268,8 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
          progress: Callable[[str], None] | None = None,
          expect_tip: str | None = None,
          before_write: Callable[[], None] | None = None,
-         ask_pin: Callable[[list[str]], str | None] | None = None) -> UserConfig:
+         ask_pin: Callable[[list[str]], str | None] | None = None,
+         new: bool = False) -> UserConfig:
     """Make this user's mirror of ``relay_url`` and register them if needed.
 
     ``env``: extra environment for the ``git`` commands (e.g. ``GIT_SSH_COMMAND``).
@@ -245,14 +284,15 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
     ``before_write``: called once the relay was read and checked, before anything is
     registered or saved; it may raise to stop the join (the CLI asks there before
     switching a configured machine to another handle).
+    ``new``: register ``handle`` even though it is one typo from a registered handle.
     """
     check_handle(handle, "--as")
     if expect_tip is not None:
         check_pin(expect_tip)
 
-    def values(names: Sequence[str]) -> dict[str, Any]:
-        return join_values(relay_url, handle, name=name, role=role, email=email,
-                           usernames=names, signing_key=signing_key)
+    def values(names: Sequence[str], as_handle: str = handle) -> dict[str, Any]:
+        return join_values(relay_url, as_handle, name=name, role=role, email=email,
+                           usernames=names, signing_key=signing_key, expect_tip=expect_tip)
 
     if not name.strip() or not role.strip():
         raise InvalidArgument("--name and --role must not be empty")
@@ -294,6 +334,13 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
             raise
     existing = mirror.view().profile(handle)
     if existing is None:
+        try:
+            check_newcomer(mirror.view(), handle, usernames, new=new,
+                           join=lambda who: values(usernames, who))
+        except RelayError:
+            if fresh:
+                shutil.rmtree(path, ignore_errors=True)
+            raise
         keys = [read_public_key(signing_key)] if signing_key else []
         say(f"registering {handle} on the relay…")
         mirror.append(Op("profile", profile_doc(handle, name, role, email=email,
@@ -305,8 +352,7 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
             mirror.clear_refused({r.key for r in report.refused})
             raise _registration_error(report.refused[0].error(), usernames, values)
     elif existing["handle"] != handle:
-        rejoin = join_values(relay_url, existing["handle"], name=name, role=role,
-                             email=email, usernames=usernames, signing_key=signing_key)
+        rejoin = values(usernames, existing["handle"])
         raise InvalidArgument(f"{existing['handle']} is already registered (handles ignore case)",
                               next_step=NextStep.JOIN_AS_REGISTERED, join=rejoin, field="--as")
     else:

@@ -226,8 +226,8 @@ def test_joining_again_keeps_the_registered_profile_and_says_what_was_not_used(
     assert run.code == 0, run.err
     assert run.out.splitlines()[0] == f"joined {acme} as bob@acme"
     assert run.err.strip() == ("gitrelay: bob@acme was registered already, as Bob Chen "
-                               "(frontend); profiles never change, so --name 'Bob C.' was "
-                               "not used")
+                               "(frontend), so --name 'Bob C.' was not used; `gitrelay "
+                               "profile --name 'Bob C.'` changes it")
     assert relay_subjects(acme) == before
     who = laptop("whoami", "--json")
     assert who.json["name"] == "Bob Chen"  # type: ignore[index]

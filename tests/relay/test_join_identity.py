@@ -165,3 +165,70 @@ def test_every_join_refusal_names_a_command_that_works(
     with pytest.raises(InvalidArgument, match="already registered") as bad:
         setup.join(str(hookless), "DANA@acme", name="Dana Kim", role="design")
     assert f"`gitrelay join {hookless} --as dana@acme --name" in person_wording(bad.value)
+
+
+# --- a typo caught before it is written --------------------------------------------------
+
+
+def test_a_username_someone_holds_is_refused_before_anything_is_registered_and_says_the_fix(
+        hookless: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # carol mistyped her handle once: carl@acme holds her server username.
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol-typo"))
+    setup.join(str(hookless), "carl@acme", name="Carol Diaz", role="qa", usernames=["carol"])
+    pin = RelayClient(str(hookless), "carl@acme").mirror.relay_main()
+    assert pin is not None
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol"))
+
+    with pytest.raises(Forbidden) as err:
+        setup.join(str(hookless), "carol@acme", name="Carol Diaz", role="qa",
+                   usernames=["carol"], expect_tip=pin, new=True)
+
+    assert err.value.data["owner"] == "carl@acme"
+    assert err.value.data["field"] == "usernames"
+    said = person_wording(err.value)
+    # The command that frees it, and the whole join to run after, every flag kept.
+    assert "`gitrelay profile --as carl@acme --username ''`" in said
+    assert (f"`gitrelay join {hookless} --as carol@acme --name 'Carol Diaz' --role qa "
+            f"--username carol --expect-tip {pin}`") in said
+    assert load_user_config() is None
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol-typo"))
+    client = RelayClient(str(hookless), "carl@acme")
+    client.refresh(max_age=0)
+    assert client.mirror.view().profile("carol@acme") is None
+
+
+def test_a_handle_one_typo_from_a_registered_one_asks_and_new_insists(
+        hookless: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol"))
+    setup.join(str(hookless), "carol@acme", name="Carol Diaz", role="qa", save=False)
+
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carl"))
+    with pytest.raises(InvalidArgument) as err:
+        setup.join(str(hookless), "carl@acme", name="Carl Berg", role="ops")
+    assert err.value.data["did_you_mean"] == "carol@acme"
+    said = person_wording(err.value)
+    assert f"run `gitrelay join {hookless} --as carol@acme --name 'Carl Berg'" in said
+    assert "--new" in said
+    assert load_user_config() is None
+
+    cfg = setup.join(str(hookless), "carl@acme", name="Carl Berg", role="ops", new=True)
+    assert cfg.handle == "carl@acme"
+    # A new teammate whose name is merely short and unlike any joins unasked.
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "dan"))
+    assert setup.join(str(hookless), "dan@acme", name="Dan", role="ops").handle == "dan@acme"
+
+
+def test_the_cli_join_refusal_of_a_near_handle_is_one_usage_line(
+        hookless: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol"))
+    setup.join(str(hookless), "carol@acme", name="Carol Diaz", role="qa", save=False)
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carl"))
+    code = cli_main(["join", str(hookless), "--as", "carl@acme", "--name", "Carl", "--role",
+                     "ops"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("gitrelay: invalid_argument")
+    assert "carol@acme is" in err and "--new" in err
+    assert cli_main(["join", str(hookless), "--as", "carl@acme", "--name", "Carl", "--role",
+                     "ops", "--new"]) == 0

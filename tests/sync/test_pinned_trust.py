@@ -159,20 +159,25 @@ def test_status_pin_prints_the_line_a_new_teammate_pastes(
     assert cli_main(["--relay", str(r.path), "--as", "alice@acme", "status", "--pin"]) == 0
     out, err = capsys.readouterr()
     line = out.strip()
-    assert line == f"gitrelay join {r.path} --expect-tip {genuine}"
+    # The whole join line, every flag in it: the newcomer only puts their own values in.
+    assert line == (f"gitrelay join {r.path} --as HANDLE --name NAME --role ROLE "
+                    f"--expect-tip {genuine}")
     assert "outside the relay" in err and f"gitrelay verify --expect-tip {genuine}" in err
+    assert "HANDLE, NAME, ROLE" in err
+
+    def filled(handle: str, name: str) -> list[str]:
+        words = line.split()[1:]
+        return [{"HANDLE": handle, "NAME": name, "ROLE": "qa"}.get(w, w) for w in words]
 
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol"))
-    argv = [*line.split()[1:], "--as", "carol@acme", "--name", "Carol Diaz", "--role", "qa"]
-    assert cli_main(argv) == 0
+    assert cli_main(filled("carol@acme", "Carol")) == 0
     capsys.readouterr()
 
     rewritten_tip = r.alice.mirror.relay_main()
     assert rewritten_tip is not None
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "dave"))
     forged = _rewrite(r)
-    assert cli_main([*line.split()[1:], "--as", "dave@acme", "--name", "Dave", "--role",
-                     "qa"]) != 0
+    assert cli_main(filled("dave@acme", "Dave")) != 0
     assert "is not the relay you pinned" in capsys.readouterr().err
     assert forged != genuine
 
