@@ -76,6 +76,9 @@ _SSH_FIXES: dict[str, str] = {
     "no_route": "No route to {host}: check your network or VPN",
     "key_refused": "The server refused your ssh key: check that it is loaded (`ssh-add -l`) "
                    "and that the git account on {host} has its public key",
+    "no_key": "You have no ssh key for {host} to accept: make one (`ssh-keygen -t ed25519`) "
+              "and give its public half (~/.ssh/id_ed25519.pub) to whoever runs the git "
+              "server",
 }
 
 
@@ -232,8 +235,9 @@ STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
     NextStep.SYNC_AGAIN: _sync_again,
     NextStep.CHECK_RELAY_URL: lambda e: _queued(e, "Check the relay URL and your access to it."),
     NextStep.FIX_SSH: lambda e: _queued(e, ssh_fix(e)),
-    NextStep.NOT_A_RELAY: lambda e: "Check the relay URL, or create a relay with "
-                                    "`gitrelay init`.",
+    NextStep.NOT_A_RELAY: lambda e: "Check the relay URL; if it is the repository meant for "
+                                    "the relay, make it one with `gitrelay init` on the git "
+                                    "host (`gitrelay docs deploying`).",
     NextStep.VERIFY_RELAY: _verify,
     NextStep.ASK_ADMIN: lambda e: "Nothing of it was kept. Ask the relay's admin: `gitrelay "
                                   "doctor` checks its gate, `gitrelay verify` lists what it "

@@ -93,9 +93,13 @@ def init_relay(path: Path, *, name: str | None = None, web_url_template: str | N
     host (docs/deploying.md); name only the one(s) your server sets.
     """
     path = Path(path).resolve()
-    if path.exists() and any(path.iterdir()):
-        raise InvalidArgument(f"{path} exists and is not empty", field="path")
+    if path.exists() and any(path.iterdir()) and not _empty_bare_repo(path):
+        raise InvalidArgument(f"{path} exists and is neither empty nor an empty bare "
+                              "repository", field="path")
     store = Store(path, create=True)
+    # A repository made empty elsewhere (`git init --bare`, a hosting tool) points HEAD at
+    # the branch the relay uses.
+    store.repo.set_head(layout.MAIN_REF)
     cfg = store.repo.config
     cfg["receive.denyNonFastForwards"] = True
     cfg["receive.denyDeletes"] = True
@@ -118,6 +122,20 @@ def init_relay(path: Path, *, name: str | None = None, web_url_template: str | N
     if hook:
         install_hook(path)
     return path
+
+
+def _empty_bare_repo(path: Path) -> bool:
+    """Whether ``path`` is a bare git repository with no refs and no objects yet."""
+    if not (path / "HEAD").is_file() or not (path / "objects").is_dir():
+        return False
+    if any(p.is_file() for p in (path / "refs").rglob("*")):
+        return False
+    packed = path / "packed-refs"
+    if packed.is_file() and any(not ln.startswith(("#", "^")) and ln.strip()
+                                for ln in packed.read_text(errors="replace").splitlines()):
+        return False
+    return not any(p.is_file() for p in (path / "objects").rglob("*")
+                   if p.parent.name not in ("info",))
 
 
 def ensure_default_relay(path: Path) -> Path:

@@ -15,11 +15,15 @@ relay is unreachable the outbox stays as it is.
 
 from __future__ import annotations
 
+import getpass
+import os
 import random
 import re
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gitrelay.core import faults, layout
 from gitrelay.core.commits import commit_seq
@@ -97,6 +101,10 @@ class Syncer:
         if code != 0:
             reason, ssh = git_failure(err, self.url)
             self.mirror.update_sync_state(last_error=reason, last_error_at=time.time())
+            if _no_main(reason):
+                raise RelayUnavailable(_NO_MAIN.format(url=self.url), relay=self.url,
+                                       next_step=NextStep.NOT_A_RELAY)
+            ssh = _without_a_key(ssh, self.env)
             raise RelayUnavailable(f"cannot fetch from {self.url}: {reason}", relay=self.url,
                                    next_step=_unreachable(ssh), **ssh)
         return self._take_fetched()
@@ -113,8 +121,8 @@ class Syncer:
         store = self.mirror.store
         fetched = store.ref(FETCHED_MAIN)
         if fetched is None:
-            raise RelayUnavailable(f"{self.url} has no main branch: it is not a gitrelay relay",
-                                   next_step=NextStep.NOT_A_RELAY, relay=self.url)
+            raise RelayUnavailable(_NO_MAIN.format(url=self.url), next_step=NextStep.NOT_A_RELAY,
+                                   relay=self.url)
         old = self.mirror.relay_main()
         new, problem, valid = self._verify_main(old, fetched)
         report.verify_problem = problem
@@ -344,11 +352,58 @@ def probe(url: str, env: dict[str, str] | None = None) -> None:
                    timeout=60.0)
     if proc.returncode != 0:
         reason, ssh = git_failure(proc.stderr, url)
+        ssh = _without_a_key(ssh, env)
         raise RelayUnavailable(f"cannot fetch from {url}: {reason}", relay=url,
                                next_step=_unreachable(ssh), **ssh)
     if not proc.stdout.strip():
-        raise RelayUnavailable(f"{url} has no main branch: it is not a gitrelay relay",
-                               next_step=NextStep.NOT_A_RELAY, relay=url)
+        raise RelayUnavailable(_NO_MAIN.format(url=url), next_step=NextStep.NOT_A_RELAY,
+                               relay=url)
+
+
+_NO_MAIN = ("{url} is not a relay yet: it has no main branch (an empty repository, or "
+            "one that is not a gitrelay relay)")
+
+
+def _no_main(reason: str) -> bool:
+    """Whether git's reason for a failed fetch is that the remote has no main branch."""
+    return "couldn't find remote ref" in reason and layout.MAIN_REF in reason
+
+
+# The keys ssh offers without being told (ssh(1), IdentityFile's defaults).
+_DEFAULT_KEYS = ("id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk", "id_dsa")
+
+
+def _without_a_key(ssh: dict[str, str], env: Mapping[str, str] | None) -> dict[str, str]:
+    """``ssh`` (from :func:`git_failure`) with a refused key told apart from having none:
+    when the server refused the key and this user has no key ssh would offer (none of
+    ssh's default key files, no ``IdentityFile`` in ~/.ssh/config, no key in ssh-agent,
+    no ``-i`` in GIT_SSH_COMMAND), the problem is ``no_key``."""
+    if ssh.get("ssh_problem") != "key_refused":
+        return ssh
+    merged = {**os.environ, **(env or {})}
+    if " -i" in merged.get("GIT_SSH_COMMAND", "") + merged.get("GIT_SSH", ""):
+        return ssh
+    # ssh reads the account's home, which $HOME may not be; look in both.
+    homes = {Path(merged.get("HOME") or Path.home()),
+             Path(os.path.expanduser(f"~{getpass.getuser()}"))}
+    for dot_ssh in (home / ".ssh" for home in homes):
+        if any((dot_ssh / name).is_file() for name in _DEFAULT_KEYS):
+            return ssh
+        try:
+            config = (dot_ssh / "config").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            config = ""
+        if "identityfile" in config.casefold():
+            return ssh
+    if merged.get("SSH_AUTH_SOCK"):
+        try:
+            listed = subprocess.run(["ssh-add", "-l"], capture_output=True, timeout=10,
+                                    check=False, env=merged)
+        except (OSError, subprocess.TimeoutExpired):
+            return ssh
+        if listed.returncode != 1:  # 0: keys loaded; 2: no agent to ask (cannot tell)
+            return ssh
+    return {**ssh, "ssh_problem": "no_key"}
 
 
 def _inbox_refusal(handle: str, state: str | None, commit: str | None,

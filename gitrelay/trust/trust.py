@@ -345,6 +345,14 @@ def load_trust(path: Path) -> TrustRules:
         if mark is not None:
             where = f" at line {mark.line + 1}, column {mark.column + 1}"
         problem = getattr(exc, "problem", None) or str(exc)
+        # An unclosed [ or { shows only where the parser gave up (a later line, or the
+        # end of the file): point at the bracket that needs closing instead.
+        context, opened = getattr(exc, "context", None) or "", getattr(exc, "context_mark", None)
+        if "flow" in context and opened is not None and mark is not None \
+                and opened.line < mark.line:
+            kind = "[ list" if "sequence" in context else "{ mapping"
+            where = f" at line {opened.line + 1}, column {opened.column + 1}"
+            problem = f"the {kind} opened there is not closed ({problem})"
         raise ConfigError(
             f"trust file {path} is not valid YAML{where}: {problem}",
             path=str(path), field="", next_step=NextStep.FIX_TRUST_FILE,

@@ -103,3 +103,43 @@ def test_a_refused_connection_is_named_with_the_fix(
     assert code != 0
     assert "Connection refused" in out
     assert "Nothing accepts ssh connections at 127.0.0.1" in out
+
+
+def test_having_no_ssh_key_reads_apart_from_having_the_wrong_one(
+        ssh_server: SshGitServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """As a new user would: first with no key at all, then with a key the server lacks."""
+    import getpass
+    import os
+
+    account_ssh = Path(os.path.expanduser(f"~{getpass.getuser()}")) / ".ssh"
+    if any(account_ssh.glob("id_*")):
+        pytest.skip(f"this account has ssh keys in {account_ssh}, which ssh would offer")
+    setup.init_relay(ssh_server.root / "relay.git", name="acme")
+    url = ssh_server.url("relay.git", "alice")
+    argv = shlex.split(ssh_command(ssh_server, "alice", None))
+    i = argv.index("-i")
+    without_key = shlex.join(argv[:i] + argv[i + 2:])
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    monkeypatch.setenv("GIT_SSH_COMMAND", without_key)
+    join = ("join", url, "--as", "alice@acme", "--name", "Alice Martin", "--role", "backend",
+            "--username", "alice")
+
+    code, out = cli(capsys, *join)
+    assert code != 0
+    assert "You have no ssh key" in out and "ssh-keygen -t ed25519" in out, out
+
+    # A key the server does not have: the other wording.
+    stranger = tmp_path / "home" / ".ssh" / "id_ed25519"
+    stranger.parent.mkdir(parents=True)
+    import subprocess
+
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)],
+                   check=True, capture_output=True)
+    monkeypatch.setenv("GIT_SSH_COMMAND",
+                       shlex.join([*argv[:i], "-i", str(stranger), *argv[i + 2:]]))
+    code, out = cli(capsys, *join)
+    assert code != 0
+    assert "The server refused your ssh key" in out and "You have no ssh key" not in out, out
+

@@ -232,3 +232,23 @@ def test_the_cli_join_refusal_of_a_near_handle_is_one_usage_line(
     assert "carol@acme is" in err and "--new" in err
     assert cli_main(["join", str(hookless), "--as", "carl@acme", "--name", "Carl", "--role",
                      "ops", "--new"]) == 0
+
+
+def test_joining_an_empty_repository_says_it_is_not_a_relay_yet_and_init_makes_it_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.kit import git
+
+    empty = tmp_path / "relay.git"
+    git("init", "--quiet", "--bare", str(empty))
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))
+    join = ("join", str(empty), "--as", "alice@acme", "--name", "Alice Martin", "--role",
+            "backend")
+    capsys.readouterr()
+    code = cli_main(list(join))
+    out = capsys.readouterr().err
+    assert code == 4
+    assert "is not a relay yet" in out and "couldn't find remote ref" not in out
+    assert "`gitrelay init`" in out
+    assert cli_main(["init", str(empty), "--name", "acme"]) == 0
+    assert cli_main(list(join)) == 0

@@ -255,6 +255,20 @@ def test_an_empty_or_comment_only_file_means_the_strict_defaults(
     assert rules_from(tmp_path, text).model_dump() == STRICT
 
 
+@pytest.mark.parametrize(("text", "where"), [
+    # An unclosed bracket: the line that opens it, not the later one where YAML gave up.
+    ("version: 1\nteammates:\n  bob@acme: {auto_read: true\ndefaults: {}\n",
+     "at line 3, column 13: the { mapping opened there is not closed"),
+    ("version: 1\nblocked: [mallory@external\n", "at line 2, column 10: the [ list"),
+    # A bad indent: the line itself.
+    ("version: 1\nteammates:\n  bob@acme:\n    auto_read: true\n   auto_test: true\n",
+     "at line 5, column 4"),
+])
+def test_a_yaml_error_points_at_the_line_to_fix(tmp_path: Path, text: str, where: str
+                                                 ) -> None:
+    assert where in config_error(tmp_path, text).message
+
+
 def test_a_file_that_is_not_yaml_is_a_config_error_naming_the_line(tmp_path: Path) -> None:
     err = config_error(tmp_path, "version: 1\nteammates: {bob@acme: [\n")
     assert "not valid YAML" in err.message
