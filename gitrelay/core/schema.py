@@ -573,7 +573,7 @@ def validate(kind: str, doc: Any, limits: Mapping[str, int] | None = None) -> di
     if isinstance(doc, dict) and version != FORMAT_VERSION:
         raise SchemaError(
             f"format_version {shown(doc['format_version'])} is not supported by this gitrelay "
-            f"(it reads version {FORMAT_VERSION}); upgrade gitrelay", rule="format_version",
+            f"(it reads version {FORMAT_VERSION} only)", rule="format_version",
             field="format_version")
     SHAPES[kind](doc, "", Ctx(limits or DEFAULT_LIMITS))
     assert isinstance(doc, dict)

@@ -191,7 +191,7 @@ def parse(text: str, *, me: str, now: dt.datetime | None = None) -> Query:
                               f"{TERMS_MAX}", field="query")
     if not query.terms and not any((query.senders, query.recipients, query.statuses,
                                     query.intents, query.paths)) and query.since_us is None:
-        raise InvalidArgument("the query is empty: give a word, a \"phrase\" or a filter "
+        raise InvalidArgument("the query is empty: it has no word, \"phrase\" or filter "
                               "(from:, to:, status:, intent:, since:, path:)", field="query")
     return query
 

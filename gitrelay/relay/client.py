@@ -109,7 +109,7 @@ class RelayClient:
         relay_url = relay or (cfg.relay if cfg else None)
         who = handle or (cfg.handle if cfg else None)
         if who is None:  # before the embedded relay is made: nothing is left behind
-            raise ConfigError("no identity: pass --as HANDLE, or join a relay first",
+            raise ConfigError("no identity: no handle was given and no relay joined",
                               next_step=NextStep.JOIN)
         if relay_url is None:
             relay_url = str(ensure_default_relay(default_relay_path()))
@@ -447,7 +447,8 @@ class RelayClient:
                                     next_step=NextStep.JOIN, field="handle")
         if str(current["handle"]) != self.handle:
             raise InvalidArgument(f"the relay spells your handle {current['handle']}, not "
-                                  f"{self.handle}; use the registered spelling", field="handle")
+                                  f"{self.handle}", next_step=NextStep.CHECK_IDENTITY,
+                                  field="handle", did_you_mean=str(current["handle"]))
         doc: dict[str, Any] = {
             "format_version": layout.FORMAT_VERSION, "kind": "profile_update",
             "handle": self.handle,

@@ -171,8 +171,8 @@ def handoff_key(idempotency_key: str | None, metadata: Mapping[str, Any] | None)
         raise InvalidArgument("metadata.client_idempotency_key must be 1-128 characters "
                               "of A-Z a-z 0-9 . _ : -", field="metadata")
     if idempotency_key is not None and planted != idempotency_key:
-        raise InvalidArgument("metadata.client_idempotency_key and idempotency_key differ; "
-                              "pass the key once", field="idempotency_key")
+        raise InvalidArgument("metadata.client_idempotency_key and idempotency_key differ "
+                              "(give the key once)", field="idempotency_key")
     return str(planted)
 
 

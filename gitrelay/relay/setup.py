@@ -379,8 +379,8 @@ def join(relay_url: str, handle: str, *, name: str, role: str, email: str | None
         # person's own, not one someone else registered under their handle.
         keys = existing.get("signing_keys", [])
         if keys and not signing_key:
-            raise ConfigError(f"{handle} is registered with a signing key; pass "
-                              "--signing-key with that key to join again",
+            raise ConfigError(f"{handle} is registered with a signing key, and this join "
+                              "gives none",
                               next_step=NextStep.JOIN_WITH_KEY, join=values(usernames),
                               field="signing_key")
         if signing_key and read_public_key(signing_key) not in keys:

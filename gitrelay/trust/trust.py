@@ -368,8 +368,8 @@ def load_trust(path: Path) -> TrustRules:
     supported = ", ".join(str(v) for v in SUPPORTED_VERSIONS)
     if "version" not in data:
         raise ConfigError(
-            f"invalid trust file {path}: version: missing; add 'version: 1' "
-            f"(supported versions: {supported})",
+            f"invalid trust file {path}: version: missing (supported versions: "
+            f"{supported}, as 'version: 1')",
             path=str(path), field="version", next_step=NextStep.FIX_TRUST_FILE,
         )
     version = data["version"]

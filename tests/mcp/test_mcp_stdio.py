@@ -249,7 +249,8 @@ def test_a_server_without_an_identity_exits_saying_what_to_do(tmp_path: Path) ->
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 1
     assert proc.stdout == ""  # stdout is the protocol channel: nothing else goes there
-    assert "config_error (-32023): no identity: pass --as HANDLE" in proc.stderr
+    assert "config_error (-32023): no identity: no handle was given" in proc.stderr
+    assert "`gitrelay join RELAY --as HANDLE" in proc.stderr
 
 
 def test_the_embedded_relay_lets_one_person_try_it_alone(tmp_path: Path) -> None:

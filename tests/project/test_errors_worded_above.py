@@ -31,9 +31,16 @@ FRONT_ENDS = ("cli", "mcp")
 # Functions that build an error from a rule name and a message.
 FACTORIES = {"error_for_rule", "refuse"}
 # Advice in an error's message: a command to run, or a sentence telling what to do.
-ADVICE = re.compile(r"`gitrelay\b|(?:^|[.;!?]\s+)(?:Run|Try|Check|Ask|Pass|Use|Give|Start|"
-                    r"Search|Fix|Create|Install|Load|Restore|Rename|Add|Set|See|Call|Omit|"
-                    r"Accept|Register|Join|Tell|Contact)\b")
+# A verb may open a sentence or follow a colon, a semicolon or ", or" in any case ("no
+# identity: pass --as HANDLE, or join a relay first").
+ADVICE = re.compile(r"`gitrelay\b|\bgitrelay (?:join|init|setup|trust|doctor|profile)\b|"
+                    r"(?:^|[.;!?]\s+)(?:Run|Try|Check|Ask|Pass|Use|Give|Start|Search|Fix|Create|"
+                    r"Install|Load|Restore|Rename|Add|Set|See|Call|Omit|Accept|Register|Join|"
+                    r"Tell|Contact)\b|"
+                    r"(?:[.;:!?]\s+|,\s+or\s+|\bthen\s+)(?i:run|try|check|ask|pass|use|give|"
+                    r"start|search|fix|create|install|load|restore|rename|add|set|see|call|"
+                    r"omit|accept|register|join|tell|contact|rerun|retry|re-run|wait|make|"
+                    r"remove|delete|upgrade|choose|name|open|send)\b")
 
 
 def sources() -> list[tuple[Path, ast.Module]]:

@@ -87,7 +87,7 @@ def test_a_profile_with_a_key_that_is_not_yours_is_not_taken_over(
     with pytest.raises(Forbidden) as err:
         dana_joins(hookless, tmp_path, monkeypatch, signing_key=str(dana_key))
     assert "with signing key(s) that are not yours" in err.value.message
-    with pytest.raises(ConfigError, match="pass --signing-key"):
+    with pytest.raises(ConfigError, match="and this join gives none"):
         dana_joins(hookless, tmp_path, monkeypatch)
     assert load_user_config() is None
 
@@ -157,7 +157,7 @@ def test_every_join_refusal_names_a_command_that_works(
     dana_key = keygen(tmp_path / "keys" / "dana", "dana@acme")
     dana_joins(hookless, tmp_path, monkeypatch, signing_key=str(dana_key), save=False)
 
-    with pytest.raises(ConfigError, match="pass --signing-key") as err:
+    with pytest.raises(ConfigError, match="and this join gives none") as err:
         dana_joins(hookless, tmp_path, monkeypatch)
     assert (f"Run `gitrelay join {hookless} --as dana@acme --name 'Dana Kim' --role design "
             "--signing-key ~/.ssh/id_ed25519`") in person_wording(err.value)
