@@ -94,9 +94,12 @@ def gate_checks(relay_url: str) -> list[Check]:
     except OSError as exc:
         return [Check("gate", "problem", f"cannot read {hook}: {exc.strerror}")]
     if "gitrelay.hook.gate" in text:
+        from gitrelay.hook.gate import REMOVED_IN
+
         return [Check("gate", "note", f"{hook} runs gitrelay.hook.gate, the gate's name "
                       "before it moved to gitrelay.gate.gate; it still gates pushes through that "
-                      "name, which a later version may drop", reinstall)]
+                      f"name, which gitrelay {REMOVED_IN} removes: from then on such a hook "
+                      "refuses every push until it is reinstalled", reinstall)]
     if "gitrelay.gate.gate" not in text:
         return [Check("gate", "problem", f"{hook} does not run gitrelay.gate.gate", reinstall)]
     env = hermetic_env({"GIT_DIR": str(path)})

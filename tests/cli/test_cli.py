@@ -999,6 +999,7 @@ def test_doctor_names_a_hook_installed_under_the_gates_old_name(tmp_path, monkey
     hook.write_text(hook.read_text().replace("gitrelay.gate.gate", "gitrelay.hook.gate"))
     (check,) = gate_checks(str(relay))
     assert check.level == "note" and "gitrelay.hook.gate" in check.detail
+    assert "gitrelay 0.2.0 removes" in check.detail
     assert "install_hook" in check.fix
     # That hook still gates: a valid push lands, a bad one is refused naming its rule.
     git("clone", "-q", str(relay), str(tmp_path / "work"))
@@ -1337,3 +1338,17 @@ def test_show_by_someone_with_no_inbox_on_the_relay_reads_it_and_says_nothing_mo
     assert run.code == 0, run.err
     assert "GET /users is now paginated" in run.out
     assert run.err == "" and "Marked read" not in run.out
+
+
+def test_the_gates_old_name_is_gone_at_the_version_the_docs_name():
+    """docs/deploying.md promises the alias until 0.2.0: once the package reaches that
+    version this fails until gitrelay/hook/ is removed (and this test with it)."""
+    from gitrelay import __version__
+    from gitrelay.hook.gate import REMOVED_IN
+
+    def parts(version: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in version.split(".")[:3])
+
+    deploying = (Path(__file__).resolve().parents[2] / "docs" / "deploying.md").read_text()
+    assert f"until gitrelay\n{REMOVED_IN}, which removes it" in deploying
+    assert parts(__version__) < parts(REMOVED_IN)
