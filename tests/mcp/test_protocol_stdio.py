@@ -283,6 +283,9 @@ def test_the_python_sdk_client_in_each_of_its_modes(mode: str, home: Path, tmp_p
             assert inbox.contents
             templates = await client.list_resource_templates()
             assert templates.resource_templates
+            if expected in protocol.MODERN_VERSIONS:  # the cache hints reach the client
+                assert (tools.ttl_ms, tools.cache_scope) == (LIST_TTL_MS, "private")
+                assert inbox.ttl_ms == 0
 
     with (tmp_path / "server.log").open("w") as errlog:
         anyio.run(body, errlog)
