@@ -5,8 +5,8 @@
 // the project). The JSON names the server to start: {command, args, env, cwd}.
 // The bridge starts it over stdio, initializes and lists the tools (which is
 // when the SDK compiles each output schema), prints {"ready": true, "tools":
-// [names], "server": {name, version}}, then answers one line per request read
-// from stdin:
+// [names], "server": {name, version}, "protocol": the version negotiated}, then
+// answers one line per request read from stdin:
 //   in:  {"tool": "check_inbox", "args": {...}}
 //   out: {"ms": 1.23, "is_error": false, "structured": {...}, "text": "..."}
 //        plus "client_error": true when the client itself failed
@@ -28,6 +28,9 @@ const transport = new StdioClientTransport({
   stderr: "inherit",
 });
 const client = new Client({ name: "gitrelay-bench", version: "1" });
+// The client hands the negotiated version to a transport that wants it (HTTP's headers).
+let negotiated = null;
+transport.setProtocolVersion = (version) => { negotiated = version; };
 
 function answer(obj) {
   process.stdout.write(JSON.stringify(obj) + "\n");
@@ -36,7 +39,8 @@ function answer(obj) {
 try {
   await client.connect(transport);
   const { tools } = await client.listTools();
-  answer({ ready: true, tools: tools.map((t) => t.name), server: client.getServerVersion() ?? null });
+  answer({ ready: true, tools: tools.map((t) => t.name), server: client.getServerVersion() ?? null,
+           protocol: negotiated });
 } catch (err) {
   answer({ ready: false, error: String(err && err.stack ? err.stack : err) });
   process.exit(1);

@@ -106,6 +106,7 @@ class TsClient:
                                   f"{hello.get('error', hello)}")
         self.tools: list[str] = list(hello["tools"])
         self.server_info: dict[str, Any] = hello.get("server") or {}
+        self.protocol: str | None = hello.get("protocol")  # the version initialize settled on
 
     def __enter__(self) -> TsClient:
         return self
