@@ -94,7 +94,7 @@ def gate_checks(relay_url: str) -> list[Check]:
     except OSError as exc:
         return [Check("gate", "problem", f"cannot read {hook}: {exc.strerror}")]
     if "gitrelay.hook.gate" in text:
-        from gitrelay.hook.gate import REMOVED_IN
+        from gitrelay.core.vocab import GATE_ALIAS_REMOVED_IN as REMOVED_IN
 
         return [Check("gate", "note", f"{hook} runs gitrelay.hook.gate, the gate's name "
                       "before it moved to gitrelay.gate.gate; it still gates pushes through that "

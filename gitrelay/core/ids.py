@@ -83,7 +83,7 @@ def same_handle(a: str, b: str) -> bool:
     return handle_key(a) == handle_key(b)
 
 
-def near_handle(typed: str, handles: Iterable[str], *, cutoff: float = 0.6) -> str | None:
+def near_handle(typed: str, handles: Iterable[str]) -> str | None:
     """The handle ``typed`` most likely meant, for a did-you-mean: with no team, the only
     handle of that name (``bob`` → ``bob@acme``); else a close name on the same team,
     else a close whole handle (``bob@acme.com`` for ``bob@acme``); None if none is."""
@@ -97,13 +97,44 @@ def near_handle(typed: str, handles: Iterable[str], *, cutoff: float = 0.6) -> s
             return same[0]
     pool = [h for h in known if h.casefold().partition("@")[2] == team] if at else known
     by_name = {h.casefold().partition("@")[0]: h for h in pool}
-    near = difflib.get_close_matches(name, list(by_name), n=1, cutoff=cutoff)
+    near = difflib.get_close_matches(name, list(by_name), n=1, cutoff=0.6)
     if near:
         return by_name[near[0]]
     by_handle = {h.casefold(): h for h in known}
-    near = difflib.get_close_matches(typed.casefold(), list(by_handle), n=1,
-                                     cutoff=max(cutoff, 0.8))
+    near = difflib.get_close_matches(typed.casefold(), list(by_handle), n=1, cutoff=0.8)
     return by_handle[near[0]] if near else None
+
+
+def _one_edit_apart(a: str, b: str) -> bool:
+    """Whether ``b`` is ``a`` with one letter added, dropped, changed or two neighbours
+    swapped (an optimal string alignment distance of 1)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long = sorted((a, b), key=len)
+    i = next((k for k, (x, y) in enumerate(zip(short, long, strict=False)) if x != y),
+             len(short))
+    return short[i:] == long[i + 1:]
+
+
+def typo_of(typed: str, handles: Iterable[str]) -> str | None:
+    """The registered handle that ``typed`` is most likely a typo of: one edit from it in
+    the name on the same team (``carl@acme`` for ``carol@acme``; names of four letters or
+    more, so that ``dan`` and ``don`` stay two people), or in the team with the same name;
+    None if there is none. Stricter than :func:`near_handle`, which suggests a handle for
+    one that matches nothing."""
+    name, _, team = typed.casefold().partition("@")
+    for handle in handles:
+        other, _, other_team = handle.casefold().partition("@")
+        if team == other_team and max(len(name), len(other)) >= 4 \
+                and _one_edit_apart(name, other):
+            return handle
+        if name == other and team != other_team and _one_edit_apart(team, other_team):
+            return handle
+    return None
 
 
 def _crockford(data: bytes, length: int) -> str:

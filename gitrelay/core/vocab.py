@@ -78,3 +78,7 @@ OPTIONAL_LIMITS = frozenset({"max_registrations_per_push"})
 def limit(limits: Mapping[str, int], name: str) -> int:
     """The relay's ``name`` limit, or the default when its relay.json predates it."""
     return limits.get(name, DEFAULT_LIMITS[name])
+
+# The gitrelay version that drops `gitrelay.hook.gate`, the gate's former name, which
+# hooks installed before the gate moved still import (docs/deploying.md).
+GATE_ALIAS_REMOVED_IN = "0.2.0"

@@ -26,7 +26,7 @@ from gitrelay.core.errors import (
     RelayError,
     RelayUnavailable,
 )
-from gitrelay.core.ids import check_handle, near_handle, same_handle
+from gitrelay.core.ids import check_handle, same_handle, typo_of
 from gitrelay.core.ops import Op, now_iso
 from gitrelay.core.terminal import quoted
 from gitrelay.core.view import RelayView
@@ -198,12 +198,6 @@ def join_values(relay_url: str, handle: str, *, name: str, role: str,
             "expect_tip": expect_tip}
 
 
-# How close a new handle may come to a registered one before join asks whether it is a
-# typo (`carl@acme` beside `carol@acme`); `--new` insists. Stricter than a did-you-mean
-# for a name that matches nothing, so that new teammates with short names join unasked.
-NEAR_HANDLE_CUTOFF = 0.8
-
-
 def check_newcomer(view: RelayView, handle: str, usernames: Sequence[str], *, new: bool,
                    join: Callable[[str], dict[str, Any]]) -> None:
     """Refuse, before anything is written, a registration that is most likely a mistake:
@@ -220,7 +214,7 @@ def check_newcomer(view: RelayView, handle: str, usernames: Sequence[str], *, ne
     if new:
         return
     others = [str(p["handle"]) for p in view.profiles().values()]
-    near = near_handle(handle, others, cutoff=NEAR_HANDLE_CUTOFF)
+    near = typo_of(handle, others)
     if near is not None and not same_handle(near, handle):
         raise InvalidArgument(f"{handle} is not on the relay, but {near} is; nothing was "
                               "registered", next_step=NextStep.JOIN_NEAR_HANDLE,

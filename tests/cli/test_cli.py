@@ -1267,7 +1267,7 @@ def test_status_deliver_that_cannot_deliver_exits_4(people, acme):
 # command line, 1 for a refusal, 3 for a check that found problems, 4 for an unreachable
 # relay. {x} is filled in per test (a missing path, a thread id).
 ERROR_PATHS: dict[str, list[tuple[tuple[str, ...], int, str]]] = {
-    "init": [((), 2, "required: path"), (("{acme}",), 2, "exists and is not empty")],
+    "init": [((), 2, "required: path"), (("{acme}",), 2, "exists and is neither empty nor")],
     "join": [(("{acme}", "--name", "N", "--role", "r"), 2, "--as"),
              (("{acme}", "--as", "dana", "--name", "N", "--role", "r"), 2, "name@team"),
              (("{missing}", "--as", "dana@acme", "--name", "N", "--role", "r"), 4, "")],
@@ -1297,6 +1297,7 @@ ERROR_PATHS: dict[str, list[tuple[tuple[str, ...], int, str]]] = {
     "cancel": [(("{pending}",), 1, "not_authorized_transition")],
     "trust": [(("frob",), 2, "not one of"), (("add", "alic"), 2, "Did you mean alice@acme?")],
     "verify": [(("{missing}",), 4, ""), (("--expect-tip", "zz"), 2, "")],
+    "docs": [(("trsut",), 2, "Did you mean trust?")],
     "archive": [(("--older-than", "-1"), 2, "below 0")],
     "status": [(("--refused", "0"), 2, "below 1")],
     "doctor": [(("--trust", "{badtrust}"), 3, "")],
@@ -1344,7 +1345,7 @@ def test_the_gates_old_name_is_gone_at_the_version_the_docs_name():
     """docs/deploying.md promises the alias until 0.2.0: once the package reaches that
     version this fails until gitrelay/hook/ is removed (and this test with it)."""
     from gitrelay import __version__
-    from gitrelay.hook.gate import REMOVED_IN
+    from gitrelay.core.vocab import GATE_ALIAS_REMOVED_IN as REMOVED_IN
 
     def parts(version: str) -> tuple[int, ...]:
         return tuple(int(p) for p in version.split(".")[:3])
