@@ -101,6 +101,42 @@ class Syncer:
                                    next_step=_unreachable(ssh), **ssh)
         return self._take_fetched()
 
+    def fetch_if_moved(self) -> bool:
+        """Fetch only when the relay's refs differ from the last fetch's: one ``git
+        ls-remote`` (the relay's ref advertisement, nothing packed or sent) when
+        nothing moved. True when it fetched."""
+        with self.mirror.sync_lock:
+            if self.mirror.relay_main() is not None and self._remote_refs() == self._fetched_refs():
+                self.mirror.update_sync_state(last_fetch=time.time(), last_error=None)
+                return False
+            self._fetch()
+            return True
+
+    def _remote_refs(self) -> dict[str, str]:
+        code, out, err = self._git("ls-remote", "--quiet", self.url, layout.MAIN_REF,
+                                   f"{layout.USERS_REF_PREFIX}*")
+        if code != 0:
+            reason, ssh = git_failure(err, self.url)
+            self.mirror.update_sync_state(last_error=reason, last_error_at=time.time())
+            raise RelayUnavailable(f"cannot reach {self.url}: {reason}", relay=self.url,
+                                   next_step=_unreachable(ssh), **ssh)
+        refs: dict[str, str] = {}
+        for line in out.splitlines():
+            oid, _, name = line.partition("\t")
+            if name == layout.MAIN_REF or name.startswith(layout.USERS_REF_PREFIX):
+                refs[name] = oid
+        return refs
+
+    def _fetched_refs(self) -> dict[str, str]:
+        """The relay's refs as the last fetch left them (before verification)."""
+        store = self.mirror.store
+        refs = {layout.USERS_REF_PREFIX + name[len(FETCHED_USERS):]: oid
+                for name, oid in store.refs(FETCHED_USERS).items()}
+        main = store.ref(FETCHED_MAIN)
+        if main is not None:
+            refs[layout.MAIN_REF] = main
+        return refs
+
     def take_fetched(self) -> SyncReport:
         """Verify and take what the last fetch left in the quarantine refs: for a process
         that ran that fetch with the git CLI alone (``git fetch`` with
