@@ -324,11 +324,15 @@ class Syncer:
         code, out, err = self._git(*push)
         if code == 0:
             faults.point("after_push")
+            # The relay now holds what we pushed, as a fetch would have found it: the
+            # next look (fetch_if_moved) sees no change of ours.
             if local is not None and local != relay:
                 store.set_ref(RELAY_MAIN, local, "gitrelay: delivered")
+                store.set_ref(FETCHED_MAIN, local, "gitrelay: delivered")
             if local_inbox is not None:
-                store.set_ref(RELAY_USERS + mirror.handle + "/" + layout.INBOX_REF_LEAF,
-                              local_inbox, "gitrelay: delivered")
+                leaf = mirror.handle + "/" + layout.INBOX_REF_LEAF
+                store.set_ref(RELAY_USERS + leaf, local_inbox, "gitrelay: delivered")
+                store.set_ref(FETCHED_USERS + leaf, local_inbox, "gitrelay: delivered")
             report.delivered += queued
             # The relay took a fast-forward of our verified main: it is valid again.
             mirror.update_sync_state(last_push=time.time(), last_error=None,

@@ -155,3 +155,27 @@ class Seat:
                           event_filter=[FileClosedEvent, FileMovedEvent])
         observer.start()
         return observer
+
+
+def ask_for_pass(seat: Seat, timeout: float) -> bool:
+    """For a process that runs no loop (a CLI command, ``gitrelay web``'s reads): when
+    another process holds the seat, ask it for a pass and wait until one that started
+    after this call has finished. False when no loop runs or none answered in time
+    (the caller then fetches itself)."""
+    import threading
+
+    if seat.held or not seat.taken():
+        return False
+    since = time.time()
+    done = threading.Event()
+
+    def heard() -> None:
+        if seat.passes().started_at >= since:
+            done.set()
+
+    observer = seat.watch(lambda: None, heard)
+    try:
+        seat.ask()
+        return done.wait(timeout)
+    finally:
+        observer.stop()

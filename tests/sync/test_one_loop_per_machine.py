@@ -19,6 +19,7 @@ import pytest
 
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.config import mirror_path
+from gitrelay.sync.push import Syncer
 from gitrelay.sync.seat import Seat
 from tests.kit import log_subjects, wait_until
 
@@ -196,3 +197,21 @@ def test_the_seat_is_held_by_one_at_a_time(tmp_path):
     assert other.take() and other.held
     other.leave()
     assert not seat.taken()
+
+
+def test_a_process_without_a_loop_has_the_machines_loop_fetch_for_it(
+        spawn, team, relay, alice_home, monkeypatch: pytest.MonkeyPatch):
+    holder = spawn()
+    wait_until(lambda: holder.ask("role") == "lead", "the first process to hold the seat")
+    monkeypatch.setenv("GITRELAY_HOME", str(alice_home))
+    alice = RelayClient(str(relay), "alice@acme")  # a CLI command's client: no loop
+    sent = team["bob"].handoff(to="alice@acme", intent="inform", summary="fetched for me",
+                               mode="wait")
+
+    def own_fetch(self: Syncer) -> None:
+        raise AssertionError("the CLI fetched itself while a loop runs on this machine")
+
+    monkeypatch.setattr(Syncer, "_fetch", own_fetch)
+    alice.sync.refresh(max_age=0)
+    assert sent.thread_id is not None
+    assert alice.mirror.view().thread(sent.thread_id) is not None
