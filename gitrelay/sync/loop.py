@@ -14,7 +14,7 @@ The holder wakes up
 - when the relay changes, for a relay on a local path (watchdog on its refs);
 - otherwise on an interval that follows the team's activity: ``MIN_INTERVAL`` right
   after the relay moved, then ``ACTIVITY_FRACTION`` of the time it has been quiet, up
-  to ``MAX_INTERVAL``.
+  to ``MAX_INTERVAL`` (``WATCHED_MAX_INTERVAL`` for a watched local relay).
 
 Each pass delivers the whole outbox in one push (group commit) when anything is queued;
 otherwise it asks the relay for its refs (``git ls-remote``) and fetches only when they
@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 
 MIN_INTERVAL = 0.5
 MAX_INTERVAL = 60.0
+# A relay on a local path is watched (its refs' changes wake the loop): the timer only
+# catches what a watch could miss.
+WATCHED_MAX_INTERVAL = 600.0
 # After the relay moved, the next look comes after this fraction of the time it has
 # been quiet since: 1 s after 4 s of quiet, 15 s after a minute, MAX_INTERVAL after 4.
 ACTIVITY_FRACTION = 0.25
@@ -56,9 +59,9 @@ def local_relay_dir(url: str) -> Path | None:
     return path if (path / "HEAD").exists() else None
 
 
-def next_interval(quiet_for: float) -> float:
+def next_interval(quiet_for: float, longest: float = MAX_INTERVAL) -> float:
     """Seconds until the next look at a relay that has not moved for ``quiet_for``."""
-    return min(MAX_INTERVAL, max(MIN_INTERVAL, quiet_for * ACTIVITY_FRACTION))
+    return min(longest, max(MIN_INTERVAL, quiet_for * ACTIVITY_FRACTION))
 
 
 class SyncLoop:
@@ -253,10 +256,14 @@ class SyncLoop:
 
     def _lead(self) -> None:
         relay_dir = local_relay_dir(self.relay_url) if self._watch else None
+        longest = MAX_INTERVAL
         if relay_dir is not None:
             self._relay_observer = _watch_refs(relay_dir, self.kick)
+            longest = WATCHED_MAX_INTERVAL
         published = self.seat.passes()
         finished, changes = published.finished, published.changes
+        # The team's activity so far: when its last operation was committed.
+        self._last_change = time.monotonic() - quiet_for(self.mirror)
         self._kick.set()  # a new holder looks at once: the last one may have left work
         while not self._stop.is_set():
             kicked = self._kick.wait(self.interval)
@@ -297,7 +304,20 @@ class SyncLoop:
             elif kicked and not moved:
                 self.interval = max(self.interval, MIN_INTERVAL)
             else:
-                self.interval = next_interval(now - self._last_change)
+                self.interval = next_interval(now - self._last_change, longest)
+
+
+def quiet_for(mirror: Mirror) -> float:
+    """Seconds since the last operation on the relay as last fetched was committed (0
+    when unknown): how long the team has been quiet when a loop starts."""
+    tip = mirror.relay_main()
+    if tip is None:
+        return 0.0
+    try:
+        when = int(mirror.objects.commit(tip).committer.rsplit(" ", 2)[1])
+    except (KeyError, ValueError, IndexError):
+        return 0.0
+    return max(0.0, time.time() - when)
 
 
 def _inbox_ahead(mirror: Mirror) -> bool:

@@ -51,3 +51,14 @@ def test_the_interval_follows_the_teams_activity():
     after_an_hour = loop.next_interval(3600.0)
     assert right_after == loop.MIN_INTERVAL
     assert right_after < after_a_minute < after_an_hour == loop.MAX_INTERVAL
+
+
+def test_a_loop_starting_on_a_quiet_relay_looks_at_it_rarely(team, monkeypatch):
+    # The team's last operation was committed just now; an hour later the relay has
+    # been quiet for an hour, and a loop starting then looks at it only every minute.
+    alice = team["alice"]
+    now = loop.time.time()
+    assert 0 <= loop.quiet_for(alice.mirror) < 600
+    monkeypatch.setattr(loop.time, "time", lambda: now + 3600)
+    assert 3000 < loop.quiet_for(alice.mirror) < 4200
+    assert loop.next_interval(loop.quiet_for(alice.mirror)) == loop.MAX_INTERVAL
