@@ -12,14 +12,17 @@ The holder wakes up
 
 - at once when kicked (a write was queued here or in another process);
 - when the relay changes, for a relay on a local path (watchdog on its refs);
-- otherwise on an interval that follows the team's activity: ``MIN_INTERVAL`` right
-  after the relay moved, then ``ACTIVITY_FRACTION`` of the time it has been quiet, up
-  to ``MAX_INTERVAL`` (``WATCHED_MAX_INTERVAL`` for a watched local relay).
+- otherwise on an interval that follows the team's activity: ``ACTIVITY_FRACTION``
+  of the time the relay has been quiet, from ``TEAM_MIN_INTERVAL`` up to
+  ``MAX_INTERVAL`` (``WATCHED_MAX_INTERVAL`` for a watched local relay); from
+  ``MIN_INTERVAL`` on right after this machine delivered a write (its answer is
+  looked for sooner).
 
 Each pass delivers the whole outbox in one push (group commit) when anything is queued;
-otherwise it asks the relay for its refs (``git ls-remote``) and fetches only when they
-moved. ``wait_for_change`` lets ``check_inbox`` long-poll: it returns as soon as a pass
-(of whichever process holds the seat) brought something new.
+otherwise it asks the relay for its refs (``git ls-remote``; a relay on a local path
+has them read in place) and fetches only when they moved. ``wait_for_change`` lets
+``check_inbox`` long-poll: it returns as soon as a pass (of whichever process holds the
+seat) brought something new.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ from gitrelay.sync.seat import TAKE_OVER_SECONDS, Passes, Seat
 log = logging.getLogger(__name__)
 
 MIN_INTERVAL = 0.5
+# After a teammate's change the looks come at least this far apart: a team that writes
+# every few seconds costs each machine a look every 2 s, not two a second.
+TEAM_MIN_INTERVAL = 2.0
 MAX_INTERVAL = 60.0
 # A relay on a local path is watched (its refs' changes wake the loop): the timer only
 # catches what a watch could miss.
@@ -59,9 +65,14 @@ def local_relay_dir(url: str) -> Path | None:
     return path if (path / "HEAD").exists() else None
 
 
-def next_interval(quiet_for: float, longest: float = MAX_INTERVAL) -> float:
-    """Seconds until the next look at a relay that has not moved for ``quiet_for``."""
-    return min(longest, max(MIN_INTERVAL, quiet_for * ACTIVITY_FRACTION))
+def next_interval(quiet_for: float, longest: float = MAX_INTERVAL, *,
+                  since_own_write: float = float("inf")) -> float:
+    """Seconds until the next look at a relay that has not moved for ``quiet_for``
+    seconds, ``since_own_write`` after this machine last delivered: an answer to
+    one's own write is looked for sooner (from ``MIN_INTERVAL`` on) than a
+    teammate's news (from ``TEAM_MIN_INTERVAL`` on)."""
+    team = min(longest, max(TEAM_MIN_INTERVAL, quiet_for * ACTIVITY_FRACTION))
+    return min(team, max(MIN_INTERVAL, since_own_write * ACTIVITY_FRACTION))
 
 
 class SyncLoop:
@@ -84,6 +95,7 @@ class SyncLoop:
         self.passes = 0
         # When the relay last moved (monotonic): the interval follows it.
         self._last_change = time.monotonic()
+        self._last_own_write = -float("inf")
         # Passes started and finished by this process, and the wall-clock start of the
         # last pass finished by whichever process holds the seat: a caller waits for
         # "a pass that began after my operation was queued" (``deliver_pass``).
@@ -225,6 +237,7 @@ class SyncLoop:
         before = self.mirror.main()
         if self.mirror.outbox() or _inbox_ahead(self.mirror):
             self.syncer.deliver()
+            self._last_own_write = time.monotonic()
             moved = True
         else:
             moved = self.syncer.fetch_if_moved()
@@ -304,7 +317,8 @@ class SyncLoop:
             elif kicked and not moved:
                 self.interval = max(self.interval, MIN_INTERVAL)
             else:
-                self.interval = next_interval(now - self._last_change, longest)
+                self.interval = next_interval(now - self._last_change, longest,
+                                              since_own_write=now - self._last_own_write)
 
 
 def quiet_for(mirror: Mirror) -> float:

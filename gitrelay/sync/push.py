@@ -20,6 +20,9 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import pygit2
 
 from gitrelay.core import faults, layout
 from gitrelay.core.commits import commit_seq
@@ -36,6 +39,7 @@ from gitrelay.core.objects import ZERO_OID, first_parent_chain
 from gitrelay.core.ops import now_iso
 from gitrelay.core.rules import check_inbox_commit
 from gitrelay.core.view import RelayView
+from gitrelay.store.gitstore import Store
 from gitrelay.store.mirror import (
     FETCHED_MAIN,
     FETCHED_USERS,
@@ -47,6 +51,15 @@ from gitrelay.store.mirror import (
 from gitrelay.sync.parallel import first_invalid
 
 MAX_ATTEMPTS = 30
+
+
+def _is_local_path(url: str) -> bool:
+    """A relay given as a path or file:// URL (not scp-like ``host:path`` syntax)."""
+    if url.startswith("file://"):
+        return True
+    if "://" in url:
+        return False
+    return (Path(url) / "HEAD").exists()
 _REFUSAL_RE = re.compile(re.escape(REFUSAL_PREFIX) +
                          r" (\S+?)(?: at ([0-9a-f]{12}))?: \[([\w-]+)\] (.*)$")
 
@@ -79,6 +92,7 @@ class Syncer:
         self.env = hermetic_env(env)
         self.inbox_merger = inbox_merger
         self.progress = progress
+        self._relay_store: Store | None = None  # a relay on a local path, opened once
 
     # --- fetch ------------------------------------------------------------------
 
@@ -113,6 +127,14 @@ class Syncer:
             return True
 
     def _remote_refs(self) -> dict[str, str]:
+        local = self._local_relay()
+        if local is not None:
+            # A relay on a local path: its refs read in place, no process started.
+            refs = local.refs(layout.USERS_REF_PREFIX)
+            main = local.ref(layout.MAIN_REF)
+            if main is not None:
+                refs[layout.MAIN_REF] = main
+            return refs
         code, out, err = self._git("ls-remote", "--quiet", self.url, layout.MAIN_REF,
                                    f"{layout.USERS_REF_PREFIX}*")
         if code != 0:
@@ -126,6 +148,14 @@ class Syncer:
             if name == layout.MAIN_REF or name.startswith(layout.USERS_REF_PREFIX):
                 refs[name] = oid
         return refs
+
+    def _local_relay(self) -> Store | None:
+        if self._relay_store is None and _is_local_path(self.url):
+            try:
+                self._relay_store = Store(Path(self.url.removeprefix("file://")))
+            except (OSError, ValueError, KeyError, pygit2.GitError):
+                return None
+        return self._relay_store
 
     def _fetched_refs(self) -> dict[str, str]:
         """The relay's refs as the last fetch left them (before verification)."""

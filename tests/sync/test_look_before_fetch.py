@@ -49,8 +49,11 @@ def test_the_interval_follows_the_teams_activity():
     right_after = loop.next_interval(0.0)
     after_a_minute = loop.next_interval(60.0)
     after_an_hour = loop.next_interval(3600.0)
-    assert right_after == loop.MIN_INTERVAL
+    assert right_after == loop.TEAM_MIN_INTERVAL
     assert right_after < after_a_minute < after_an_hour == loop.MAX_INTERVAL
+    # Right after this machine's own write, its answer is looked for sooner.
+    assert loop.next_interval(0.0, since_own_write=0.0) == loop.MIN_INTERVAL
+    assert loop.next_interval(3600.0, since_own_write=3600.0) == loop.MAX_INTERVAL
 
 
 def test_a_loop_starting_on_a_quiet_relay_looks_at_it_rarely(team, monkeypatch):
@@ -62,3 +65,14 @@ def test_a_loop_starting_on_a_quiet_relay_looks_at_it_rarely(team, monkeypatch):
     monkeypatch.setattr(loop.time, "time", lambda: now + 3600)
     assert 3000 < loop.quiet_for(alice.mirror) < 4200
     assert loop.next_interval(loop.quiet_for(alice.mirror)) == loop.MAX_INTERVAL
+
+
+def test_a_look_at_a_relay_on_a_local_path_starts_no_process(team, monkeypatch):
+    alice = team["alice"]
+    import subprocess
+
+    def no_process(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError(f"a process was started: {args}")
+
+    monkeypatch.setattr(subprocess, "run", no_process)
+    assert alice.sync.syncer.fetch_if_moved() is False
