@@ -130,11 +130,11 @@ class Syncer:
         local = self._local_relay()
         if local is not None:
             # A relay on a local path: its refs read in place, no process started.
-            refs = local.refs(layout.USERS_REF_PREFIX)
+            found = local.refs(layout.USERS_REF_PREFIX)
             main = local.ref(layout.MAIN_REF)
             if main is not None:
-                refs[layout.MAIN_REF] = main
-            return refs
+                found[layout.MAIN_REF] = main
+            return found
         code, out, err = self._git("ls-remote", "--quiet", self.url, layout.MAIN_REF,
                                    f"{layout.USERS_REF_PREFIX}*")
         if code != 0:
