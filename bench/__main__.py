@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", metavar="SECTION",
                         help="run only this section (repeatable): writes, stdio, gate, "
                              "host, reads, inbox, search, delivery, writers, storage, "
-                             "hooks, registry, join, peer, web, context, model")
+                             "hooks, registry, idle, cost, team, join, peer, web, context, model")
     parser.add_argument("--workdir", type=Path,
                         help="where relays and homes go (default: a temporary directory)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")

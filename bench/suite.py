@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import hooks_bench, registry_bench, relaygen
+from bench import cost_bench, hooks_bench, idle_bench, registry_bench, relaygen, team_bench
 from bench.context import bench_context
 from bench.kit import (
     AGENT_GOAL_MS,
@@ -1068,6 +1068,28 @@ def bench_hooks(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
                                10 if full else 2, log)
 
 
+def bench_idle(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
+    """Idle sessions' CPU (:mod:`bench.idle_bench`): three of one person, 5 minutes."""
+    quick = sizes is QUICK
+    return idle_bench.measure(ws, sizes.small_relay, 20.0 if quick else 300.0, log,
+                              warmup=10.0 if quick else idle_bench.WARMUP_S)
+
+
+def bench_cost(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
+    """CPU per write of the writer's and the reader's servers, delivery against git's
+    floor (:mod:`bench.cost_bench`)."""
+    return cost_bench.measure(ws, sizes.write_relay, 5 if sizes is QUICK else 30, log)
+
+
+def bench_team(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
+    """A team on one relay over a real sshd (:mod:`bench.team_bench`): 50 teammates with
+    two sessions each for 10 minutes, a few handoffs an hour each; --quick: 5 for a
+    minute, at 120 handoffs an hour so that some are delivered."""
+    if sizes is QUICK:
+        return team_bench.measure(ws, 5, 2, 60.0, 120.0, log, settle=20.0)
+    return team_bench.measure(ws, 50, 2, 600.0, 4.0, log)
+
+
 def bench_registry(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]
                    ) -> list[Figure]:
     """Registrations under load (:mod:`bench.registry_bench`): the gate and a reader."""
@@ -1089,6 +1111,9 @@ SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list
     ("storage", bench_storage),
     ("hooks", bench_hooks),
     ("registry", bench_registry),
+    ("idle", bench_idle),
+    ("cost", bench_cost),
+    ("team", bench_team),
     ("join", bench_join),
     ("peer", bench_peer),
     ("web", bench_web),

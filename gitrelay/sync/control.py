@@ -23,10 +23,14 @@ from gitrelay.store.recovery import mirror_problem, salvage_outbox, set_aside
 from gitrelay.sync.inboxstate import merge_inbox_states
 from gitrelay.sync.loop import FRESH_WHILE_RUNNING, SyncLoop
 from gitrelay.sync.push import Syncer, SyncReport, probe
+from gitrelay.sync.seat import Seat, ask_for_pass
 
 log = logging.getLogger(__name__)
 
 FRESH_SECONDS = 2.0
+# How long a read waits for the machine's sync loop to look at the relay for it before
+# fetching itself.
+ASK_SECONDS = 5.0
 
 
 class SyncControl:
@@ -68,6 +72,8 @@ class SyncControl:
         """Fetch when the local copy is older than ``max_age`` seconds."""
         if not self.needs_fetch(max_age=max_age):
             return
+        if self.mirror.main() is not None and self._pass_by_the_machines_loop():
+            return
         try:
             self.syncer.fetch()
             self.last_error = None
@@ -75,6 +81,15 @@ class SyncControl:
             self.last_error = exc
             if self.mirror.main() is None:
                 raise
+
+    def _pass_by_the_machines_loop(self) -> bool:
+        """Have the machine's sync loop look at the relay for this process, when one
+        runs (here or in another process): one look for every process of the user."""
+        if self.loop is not None and self.loop.running:
+            done = self.loop.deliver_pass(ASK_SECONDS)
+        else:
+            done = ask_for_pass(Seat(self.mirror.path), ASK_SECONDS)
+        return done and not self.needs_fetch(max_age=ASK_SECONDS)
 
     def problem(self) -> str | None:
         """What verify-on-read refused at the last fetch, or None when all was valid.

@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pygit2
+
 from gitrelay.core import faults, layout
 from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import (
@@ -40,6 +42,7 @@ from gitrelay.core.objects import ZERO_OID, first_parent_chain
 from gitrelay.core.ops import now_iso
 from gitrelay.core.rules import check_inbox_commit
 from gitrelay.core.view import RelayView
+from gitrelay.store.gitstore import Store
 from gitrelay.store.mirror import (
     FETCHED_MAIN,
     FETCHED_USERS,
@@ -51,6 +54,15 @@ from gitrelay.store.mirror import (
 from gitrelay.sync.parallel import first_invalid
 
 MAX_ATTEMPTS = 30
+
+
+def _is_local_path(url: str) -> bool:
+    """A relay given as a path or file:// URL (not scp-like ``host:path`` syntax)."""
+    if url.startswith("file://"):
+        return True
+    if "://" in url:
+        return False
+    return (Path(url) / "HEAD").exists()
 _REFUSAL_RE = re.compile(re.escape(REFUSAL_PREFIX) +
                          r" (\S+?)(?: at ([0-9a-f]{12}))?: \[([\w-]+)\] (.*)$")
 
@@ -83,6 +95,7 @@ class Syncer:
         self.env = hermetic_env(env)
         self.inbox_merger = inbox_merger
         self.progress = progress
+        self._relay_store: Store | None = None  # a relay on a local path, opened once
 
     # --- fetch ------------------------------------------------------------------
 
@@ -108,6 +121,58 @@ class Syncer:
             raise RelayUnavailable(f"cannot fetch from {self.url}: {reason}", relay=self.url,
                                    next_step=_unreachable(ssh), **ssh)
         return self._take_fetched()
+
+    def fetch_if_moved(self) -> bool:
+        """Fetch only when the relay's refs differ from the last fetch's: one ``git
+        ls-remote`` (the relay's ref advertisement, nothing packed or sent) when
+        nothing moved. True when it fetched."""
+        with self.mirror.sync_lock:
+            if self.mirror.relay_main() is not None and self._remote_refs() == self._fetched_refs():
+                self.mirror.update_sync_state(last_fetch=time.time(), last_error=None)
+                return False
+            self._fetch()
+            return True
+
+    def _remote_refs(self) -> dict[str, str]:
+        local = self._local_relay()
+        if local is not None:
+            # A relay on a local path: its refs read in place, no process started.
+            found = local.refs(layout.USERS_REF_PREFIX)
+            main = local.ref(layout.MAIN_REF)
+            if main is not None:
+                found[layout.MAIN_REF] = main
+            return found
+        code, out, err = self._git("ls-remote", "--quiet", self.url, layout.MAIN_REF,
+                                   f"{layout.USERS_REF_PREFIX}*")
+        if code != 0:
+            reason, ssh = git_failure(err, self.url)
+            self.mirror.update_sync_state(last_error=reason, last_error_at=time.time())
+            raise RelayUnavailable(f"cannot reach {self.url}: {reason}", relay=self.url,
+                                   next_step=_unreachable(ssh), **ssh)
+        refs: dict[str, str] = {}
+        for line in out.splitlines():
+            oid, _, name = line.partition("\t")
+            if name == layout.MAIN_REF or name.startswith(layout.USERS_REF_PREFIX):
+                refs[name] = oid
+        return refs
+
+    def _local_relay(self) -> Store | None:
+        if self._relay_store is None and _is_local_path(self.url):
+            try:
+                self._relay_store = Store(Path(self.url.removeprefix("file://")))
+            except (OSError, ValueError, KeyError, pygit2.GitError):
+                return None
+        return self._relay_store
+
+    def _fetched_refs(self) -> dict[str, str]:
+        """The relay's refs as the last fetch left them (before verification)."""
+        store = self.mirror.store
+        refs = {layout.USERS_REF_PREFIX + name[len(FETCHED_USERS):]: oid
+                for name, oid in store.refs(FETCHED_USERS).items()}
+        main = store.ref(FETCHED_MAIN)
+        if main is not None:
+            refs[layout.MAIN_REF] = main
+        return refs
 
     def take_fetched(self) -> SyncReport:
         """Verify and take what the last fetch left in the quarantine refs: for a process
@@ -296,11 +361,15 @@ class Syncer:
         code, out, err = self._git(*push)
         if code == 0:
             faults.point("after_push")
+            # The relay now holds what we pushed, as a fetch would have found it: the
+            # next look (fetch_if_moved) sees no change of ours.
             if local is not None and local != relay:
                 store.set_ref(RELAY_MAIN, local, "gitrelay: delivered")
+                store.set_ref(FETCHED_MAIN, local, "gitrelay: delivered")
             if local_inbox is not None:
-                store.set_ref(RELAY_USERS + mirror.handle + "/" + layout.INBOX_REF_LEAF,
-                              local_inbox, "gitrelay: delivered")
+                leaf = mirror.handle + "/" + layout.INBOX_REF_LEAF
+                store.set_ref(RELAY_USERS + leaf, local_inbox, "gitrelay: delivered")
+                store.set_ref(FETCHED_USERS + leaf, local_inbox, "gitrelay: delivered")
             report.delivered += queued
             # The relay took a fast-forward of our verified main: it is valid again.
             mirror.update_sync_state(last_push=time.time(), last_error=None,

@@ -31,7 +31,7 @@ THIRD_PARTY = {
     "core": set(),
     "gate": set(),
     "store": {"pygit2"},
-    "sync": {"watchdog"},
+    "sync": {"watchdog", "filelock"},
     "trust": {"pydantic", "yaml"},
     "relay": set(),
     "inbox": set(),

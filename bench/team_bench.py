@@ -1,0 +1,207 @@
+"""A team on one relay: what it costs the git server and each laptop.
+
+``people`` simulated teammates (50 in the full run) on one relay served by a real
+OpenSSH ``sshd`` on this machine (the one ``tests/servers`` sets up, each teammate with
+a key of their own, a forced command that logs every git request). Each teammate has
+their own GITRELAY_HOME (their laptop) and ``sessions`` agent sessions open on it (2):
+every session opens the copy and starts a sync loop as ``gitrelay mcp`` does, so one of
+them runs it and the other watches. All of them live in this process, one thread per
+loop.
+
+The work: each teammate sends a handoff to a random teammate at random times, a few
+an hour (``handoffs_per_hour``), and the recipient's session answers it with a
+message once its copy holds it (it long-polls its loop's ``wait_for_change`` as an
+agent woken by the waiter would). After a quiet start (everyone's loops settle), the
+run lasts ``seconds`` (its first third quiet); then:
+
+- git requests per minute at the server (from the forced command's log), while quiet
+  (the first third, before any handoff) and while the team works;
+- the server's CPU (sshd, its children and the git processes and gates they ran);
+- delivery: from a handoff call to the recipient's copy holding it, p50 and p95;
+- each laptop's CPU: this process's CPU divided by the number of teammates.
+
+``python -m bench.team_bench [--quick] [--people N] [--seconds S]`` prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import kit
+
+GOAL_QUIET_REQUESTS_PER_S = 1.0
+GOAL_P95_DELIVERY_S = 5.0
+
+
+def _cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")
+
+
+def _requests(log: Path) -> int:
+    return sum(1 for line in log.read_text().splitlines() if line.startswith("accepted"))
+
+
+def measure(ws: kit.Workspace, people: int, sessions: int, seconds: float,
+            handoffs_per_hour: float, log: kit.Log, settle: float = 240.0
+            ) -> list[kit.Figure]:
+    """``settle``: seconds between the joins and the quiet window: after 4 minutes the
+    loops look at a quiet relay at their slowest (the joins were its last activity)."""
+    try:
+        from tests.servers import require_binaries
+        from tests.servers.ssh import ssh_git_server
+
+        require_binaries(["sshd", "ssh", "ssh-keygen", "git"])
+    except BaseException as exc:  # a missing sshd skips (pytest's Skipped is a BaseException)
+        return [kit.unavailable("team", "team simulation", f"no local sshd: {exc}")]
+    from gitrelay.relay import setup
+    from gitrelay.relay.client import RelayClient
+
+    names = [f"t{i:03d}" for i in range(people)]
+    root = ws.fresh("team")
+    with ssh_git_server(root / "served", users=names) as server:
+        setup.init_relay(server.root / "relay.git", name="acme")
+        url = server.url("relay.git", names[0])
+        clients: dict[str, list[Any]] = {}
+        started = time.monotonic()
+        for name in names:
+            env = {"GIT_SSH_COMMAND": server.client_env(name)["GIT_SSH_COMMAND"]}
+            home = root / f"home-{name}"
+            with kit.gitrelay_home(home):
+                setup.join(url, f"{name}@acme", name=name.title(), role="engineer",
+                           usernames=[name], save=False, env=env)
+                clients[name] = [RelayClient(url, f"{name}@acme", writes="queue", env=env)
+                                 for _ in range(sessions)]
+        log(f"team: {people} teammates joined over ssh in {time.monotonic() - started:.0f} s")
+        loops = [c.sync.start_loop() for cs in clients.values() for c in cs]
+        assert server.forced_command_log is not None
+        sshd = server.processes[0].pid
+        try:
+            figures = _run(clients, loops, server.forced_command_log, sshd, seconds,
+                           handoffs_per_hour, log, settle)
+        finally:
+            for cs in clients.values():
+                for c in cs:
+                    c.sync.stop_loop(flush=False, timeout=2)
+    return figures
+
+
+def _run(clients: dict[str, list[Any]], loops: list[Any], request_log: Path, sshd: int,
+         seconds: float, handoffs_per_hour: float, log: kit.Log, settle: float
+         ) -> list[kit.Figure]:
+    names = sorted(clients)
+    people = len(names)
+    stop = threading.Event()
+    pending: dict[str, tuple[str, float]] = {}  # thread id -> (recipient, sent at)
+    delivery: list[float] = []
+    lock = threading.Lock()
+    rng = random.Random(7)
+
+    time.sleep(settle)  # the loops' first looks settle; the team has been quiet since
+    quiet_s = seconds / 3
+    r0, s0, c0 = _requests(request_log), _cpu(sshd), _cpu(os.getpid())
+    time.sleep(quiet_s)  # nobody works: what open sessions cost by themselves
+    r1, s1, c1 = _requests(request_log), _cpu(sshd), _cpu(os.getpid())
+
+    def teammate(name: str) -> None:
+        me = clients[name][0]
+        rate = handoffs_per_hour / 3600.0
+        while not stop.is_set():
+            if stop.wait(rng.expovariate(rate)):
+                return
+            to = rng.choice([n for n in names if n != name])
+            sent = me.handoff(to=f"{to}@acme", intent="inform",
+                              summary=f"{name} to {to}: the nightly export needs a look")
+            with lock:
+                pending[str(sent.thread_id)] = (to, time.monotonic())
+
+    def watcher(name: str) -> None:
+        reader = clients[name][-1]  # the session that watches (or holds) the loop
+        loop = reader.sync.loop
+        while not stop.is_set():
+            gen = loop.generation
+            with lock:
+                mine = [(t, at) for t, (to, at) in pending.items() if to == name]
+            for tid, at in mine:
+                view = reader.mirror.view(reader.mirror.relay_main())
+                if view.thread(tid) is not None:
+                    with lock:
+                        pending.pop(tid, None)
+                        delivery.append(time.monotonic() - at)
+                    reader.send_message(thread_id=tid, body="Looking at it now.")
+            loop.wait_for_change(1.0, since=gen)
+
+    threads = [threading.Thread(target=f, args=(n,), daemon=True)
+               for n in names for f in (teammate, watcher)]
+    for t in threads:
+        t.start()
+    work_s = seconds - quiet_s
+    time.sleep(work_s)
+    r2, s2, c2 = _requests(request_log), _cpu(sshd), _cpu(os.getpid())
+    stop.set()
+    for t in threads:
+        t.join(5)
+    load = os.getloadavg()[0]
+    quiet_rps = (r1 - r0) / quiet_s
+    work_rpm = (r2 - r1) / work_s * 60
+    holders = sum(1 for lp in loops if lp.leading)
+    note = (f"{people} teammates × {len(next(iter(clients.values())))} sessions over ssh, "
+            f"{handoffs_per_hour:g} handoffs/hour each, each answered; quiet {quiet_s:.0f} s "
+            f"then working {work_s:.0f} s; {len(delivery)} delivered, {len(pending)} not "
+            f"yet; loops running: {holders}; load average {load:.1f}")
+    log(f"team: {note}")
+    sec = f"team scale ({people} teammates)"
+    figs = [
+        kit.Figure(sec, "git requests at the server, quiet", "req/s", quiet_rps,
+                   goal=f"≤ {GOAL_QUIET_REQUESTS_PER_S:g} req/s",
+                   limit=GOAL_QUIET_REQUESTS_PER_S, note=note),
+        kit.Figure(sec, "git requests at the server, working", "req/min", work_rpm),
+        kit.Figure(sec, "server CPU, quiet", "ms/s", (s1 - s0) * 1000 / quiet_s),
+        kit.Figure(sec, "server CPU, working", "ms/s", (s2 - s1) * 1000 / work_s),
+        kit.Figure(sec, "each laptop's CPU, quiet", "ms/s",
+                   (c1 - c0) * 1000 / quiet_s / people),
+        kit.Figure(sec, "each laptop's CPU, working", "ms/s",
+                   (c2 - c1) * 1000 / work_s / people),
+        kit.Figure(sec, "sync loops running", "loops", float(holders),
+                   goal=f"= {people}", limit=float(people)),
+    ]
+    if delivery:
+        p95 = kit.p95(delivery)
+        figs.append(kit.Figure(sec, "delivery, handoff call to the recipient's copy", "s",
+                               statistics.median(delivery), p95,
+                               goal=f"p95 ≤ {GOAL_P95_DELIVERY_S:g} s"))
+        figs.append(kit.Figure(sec, "delivery p95", "s", p95,
+                               goal=f"≤ {GOAL_P95_DELIVERY_S:g} s",
+                               limit=GOAL_P95_DELIVERY_S))
+    return figs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.team_bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--people", type=int)
+    parser.add_argument("--sessions", type=int, default=2)
+    parser.add_argument("--seconds", type=float)
+    parser.add_argument("--handoffs-per-hour", type=float, default=4.0)
+    args = parser.parse_args(argv)
+    kit.hermetic_environment(Path(os.environ.get("TMPDIR", "/tmp")))
+    with kit.experiment_workspace(None, "team") as ws:
+        people = args.people or (5 if args.quick else 50)
+        seconds = args.seconds or (60.0 if args.quick else 600.0)
+        figures = measure(ws, people, args.sessions, seconds, args.handoffs_per_hour,
+                          lambda m: print(m, file=sys.stderr),
+                          settle=20.0 if args.quick else 240.0)
+    print(kit.format_table(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

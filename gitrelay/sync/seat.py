@@ -1,0 +1,182 @@
+"""The one sync loop of a machine for a relay: who runs it, and how the others hear from it.
+
+Every gitrelay process of one user on one machine (each ``gitrelay mcp``, the waiter,
+``gitrelay web``, a CLI command) works on the same local copy of a relay. Of those that
+run a :class:`~gitrelay.sync.loop.SyncLoop`, one holds the copy's *seat*: a ``filelock``
+on ``gitrelay-loop/seat.lock`` inside the copy, which the operating system lets go when
+its holder exits or is killed. The holder fetches and delivers for everyone; the others
+watch (watchdog) the two files it shares in that folder:
+
+- ``passes.json``, replaced after each of its passes: when that pass started, how many
+  passes it ran, how many brought something new, its last error;
+- ``kick``, which the others write to ask the holder for a pass now (a write was
+  queued, a reader wants fresh data).
+
+A process that waits tries the seat every ``TAKE_OVER_SECONDS`` and whenever the holder
+does not answer a request: when the holder dies, one of the waiting processes takes the
+seat and carries on from the copy. The outbox is the copy's journal, so nothing queued
+is lost with the process that queued it or with the holder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+LOOP_DIR = "gitrelay-loop"
+SEAT_FILE = "seat.lock"
+PASSES_FILE = "passes.json"
+KICK_FILE = "kick"
+# How often a process without the seat tries to take it when it asks nothing of the
+# holder (a try costs 0.1 to 0.2 ms of CPU; a process that asks for a pass tries at once).
+TAKE_OVER_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Passes:
+    """What the seat's holder tells the others after each pass."""
+
+    holder: int = 0            # its process id
+    started_at: float = 0.0    # when its last pass started (wall clock, shared by processes)
+    finished: int = 0          # passes it finished
+    changes: int = 0           # of those, passes that brought something new
+    error: str | None = None   # why the last pass could not reach the relay
+
+    @classmethod
+    def parse(cls, data: Any) -> Passes:
+        if not isinstance(data, dict):
+            return cls()
+        try:
+            return cls(holder=int(data.get("holder", 0)),
+                       started_at=float(data.get("started_at", 0.0)),
+                       finished=int(data.get("finished", 0)),
+                       changes=int(data.get("changes", 0)),
+                       error=str(data["error"]) if data.get("error") else None)
+        except (TypeError, ValueError):
+            return cls()
+
+
+class Seat:
+    """The seat of the sync loop of the local copy at ``copy``."""
+
+    def __init__(self, copy: Path) -> None:
+        self.dir = Path(copy) / LOOP_DIR
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.passes_path = self.dir / PASSES_FILE
+        self.kick_path = self.dir / KICK_FILE
+        # Kept on disk when released: a file removed while another process opens it
+        # could let two processes each lock a file of that name.
+        try:
+            self._lock = FileLock(self.dir / SEAT_FILE, thread_local=False,
+                                  preserve_lock_file=True)
+        except TypeError:  # filelock before 4 never removes it
+            self._lock = FileLock(self.dir / SEAT_FILE, thread_local=False)
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the seat."""
+        return bool(self._lock.is_locked)
+
+    def take(self) -> bool:
+        """Take the seat if nobody holds it; True when this object holds it."""
+        if self._lock.is_locked:
+            return True
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout:
+            return False
+        return True
+
+    def leave(self) -> None:
+        if self._lock.is_locked:
+            self._lock.release(force=True)
+
+    def taken(self) -> bool:
+        """Whether a loop holds the seat (this object's or another process's)."""
+        if self.held:
+            return True
+        if self.take():
+            self.leave()
+            return False
+        return True
+
+    # --- what the holder and the others share -------------------------------------
+
+    def ask(self) -> None:
+        """Ask the holder for a pass now."""
+        fd = os.open(self.kick_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, f"{os.getpid()} {time.time():.6f}\n".encode())
+        finally:
+            os.close(fd)
+
+    def publish(self, passes: Passes) -> None:
+        tmp = self.dir / f"{PASSES_FILE}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(asdict(passes)))
+        os.replace(tmp, self.passes_path)
+
+    def passes(self) -> Passes:
+        try:
+            return Passes.parse(json.loads(self.passes_path.read_text()))
+        except (OSError, ValueError):
+            return Passes()
+
+    def watch(self, on_kick: Callable[[], None], on_passes: Callable[[], None]) -> Any:
+        """Call ``on_kick`` when someone asks for a pass, ``on_passes`` when the holder
+        published one; the watchdog observer is returned (``stop()`` it)."""
+        from watchdog.events import (
+            FileClosedEvent,
+            FileMovedEvent,
+            FileSystemEvent,
+            FileSystemEventHandler,
+        )
+        from watchdog.observers import Observer
+
+        kick, published = str(self.kick_path), str(self.passes_path)
+
+        class Handler(FileSystemEventHandler):
+            def on_any_event(self, event: FileSystemEvent) -> None:
+                if event.event_type == "closed" and str(event.src_path) == kick:
+                    on_kick()
+                elif event.event_type == "moved" and str(event.dest_path) == published:
+                    on_passes()
+
+        observer = Observer(timeout=5.0)
+        observer.daemon = True
+        # Only writes that close a file and renames: each reader's open and close
+        # would otherwise wake every watcher.
+        observer.schedule(Handler(), str(self.dir), recursive=False,
+                          event_filter=[FileClosedEvent, FileMovedEvent])
+        observer.start()
+        return observer
+
+
+def ask_for_pass(seat: Seat, timeout: float) -> bool:
+    """For a process that runs no loop (a CLI command, ``gitrelay web``'s reads): when
+    another process holds the seat, ask it for a pass and wait until one that started
+    after this call has finished. False when no loop runs or none answered in time
+    (the caller then fetches itself)."""
+    import threading
+
+    if seat.held or not seat.taken():
+        return False
+    since = time.time()
+    done = threading.Event()
+
+    def heard() -> None:
+        if seat.passes().started_at >= since:
+            done.set()
+
+    observer = seat.watch(lambda: None, heard)
+    try:
+        seat.ask()
+        return done.wait(timeout)
+    finally:
+        observer.stop()

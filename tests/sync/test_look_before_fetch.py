@@ -1,0 +1,78 @@
+"""An idle pass looks at the relay's refs (git ls-remote) and fetches only what moved;
+the loop's interval follows the team's activity."""
+
+from __future__ import annotations
+
+import pytest
+
+from gitrelay.sync import loop
+from gitrelay.sync.push import Syncer
+
+
+def test_a_look_at_an_unchanged_relay_fetches_nothing(team, monkeypatch: pytest.MonkeyPatch):
+    alice = team["alice"]
+    fetches: list[int] = []
+    fetch = Syncer._fetch
+
+    def counted(self: Syncer):  # type: ignore[no-untyped-def]
+        fetches.append(1)
+        return fetch(self)
+
+    monkeypatch.setattr(Syncer, "_fetch", counted)
+    assert alice.sync.syncer.fetch_if_moved() is False
+    assert fetches == []
+    assert alice.sync.mirror.last_fetch_age() < 60  # the look counts as a fresh copy
+    sent = team["bob"].handoff(to="alice@acme", intent="inform", summary="a change",
+                               mode="wait")
+    assert alice.sync.syncer.fetch_if_moved() is True
+    assert fetches == [1]
+    assert sent.thread_id is not None
+    assert alice.mirror.view().thread(sent.thread_id) is not None
+    assert alice.sync.syncer.fetch_if_moved() is False
+    assert fetches == [1]
+
+
+def test_an_inbox_position_moved_by_a_teammate_is_a_change(team):
+    alice, bob = team["alice"], team["bob"]
+    alice.handoff(to="bob@acme", intent="inform", summary="to ack", mode="wait")
+    assert alice.sync.syncer.fetch_if_moved() is False
+    bob.refresh(max_age=0)
+    from gitrelay.inbox.inbox import check_inbox
+
+    page = check_inbox(bob, limit=5)
+    check_inbox(bob, ack_up_to=page.cursor)
+    bob.deliver()
+    assert alice.sync.syncer.fetch_if_moved() is True
+
+
+def test_the_interval_follows_the_teams_activity():
+    right_after = loop.next_interval(0.0)
+    after_a_minute = loop.next_interval(60.0)
+    after_an_hour = loop.next_interval(3600.0)
+    assert right_after == loop.TEAM_MIN_INTERVAL
+    assert right_after < after_a_minute < after_an_hour == loop.MAX_INTERVAL
+    # Right after this machine's own write, its answer is looked for sooner.
+    assert loop.next_interval(0.0, since_own_write=0.0) == loop.MIN_INTERVAL
+    assert loop.next_interval(3600.0, since_own_write=3600.0) == loop.MAX_INTERVAL
+
+
+def test_a_loop_starting_on_a_quiet_relay_looks_at_it_rarely(team, monkeypatch):
+    # The team's last operation was committed just now; an hour later the relay has
+    # been quiet for an hour, and a loop starting then looks at it only every minute.
+    alice = team["alice"]
+    now = loop.time.time()
+    assert 0 <= loop.quiet_for(alice.mirror) < 600
+    monkeypatch.setattr(loop.time, "time", lambda: now + 3600)
+    assert 3000 < loop.quiet_for(alice.mirror) < 4200
+    assert loop.next_interval(loop.quiet_for(alice.mirror)) == loop.MAX_INTERVAL
+
+
+def test_a_look_at_a_relay_on_a_local_path_starts_no_process(team, monkeypatch):
+    alice = team["alice"]
+    import subprocess
+
+    def no_process(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError(f"a process was started: {args}")
+
+    monkeypatch.setattr(subprocess, "run", no_process)
+    assert alice.sync.syncer.fetch_if_moved() is False
