@@ -41,7 +41,17 @@ class FileMutex:
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        self._lock = FileLock(self.path, mode=0o600, thread_local=True)
+        self._pid = os.getpid()
+        self._file_lock = FileLock(self.path, mode=0o600, thread_local=True)
+
+    @property
+    def _lock(self) -> FileLock:
+        """This process's lock on the file: a child made by ``fork`` holds nothing of its
+        parent's, and takes its own."""
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._file_lock = FileLock(self.path, mode=0o600, thread_local=True)
+        return self._file_lock
 
     @property
     def is_held(self) -> bool:
