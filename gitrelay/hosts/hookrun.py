@@ -78,6 +78,7 @@ FETCH_BUDGET = 1.5      # seconds session-start gives the relay to say what is n
 WAIT_TICK = 0.25        # seconds between the waiter's looks at its host and session
 START_GRACE = 12.0      # seconds the waiter lets session-start look first (its timeout: 10)
 START_SLACK = 5.0       # a start look this much older than the waiter is an earlier run's
+PARENT_AT_START = os.getppid()  # the waiter's host, read before anything else can be slow
 # Claude Code's CLAUDE_CODE_ENTRYPOINT in a run without a person at it: `claude -p` and
 # the Agent SDKs. Their turn's end is final: nothing wakes them, and -p waits for the
 # waiter before it exits.
@@ -485,25 +486,28 @@ class _Host:
     SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "cmd", "powershell",
                         "pwsh"})
 
-    def __init__(self) -> None:
+    def __init__(self, parent: int = PARENT_AT_START) -> None:
         import psutil
 
-        self.parent = os.getppid()
+        self.parent = parent
         self.watched: list[psutil.Process] = []
+        self.gone = False
         try:
-            parent = psutil.Process(self.parent)
-            self.watched.append(parent)
-            name = parent.name().lower().removesuffix(".exe")
-            grand = parent.parent() if name in self.SHELLS else None
+            found = psutil.Process(parent)
+            self.watched.append(found)
+            name = found.name().lower().removesuffix(".exe")
+            grand = found.parent() if name in self.SHELLS else None
             if grand is not None and grand.pid > 1:
                 self.watched.append(grand)
+        except psutil.NoSuchProcess:
+            self.gone = True  # the host went away before this process looked
         except psutil.Error:
-            pass  # gone already, or not ours to look at: alive() says so or watches less
+            pass  # not ours to look at: the parent's own pid is watched
 
     def alive(self) -> bool:
         import psutil
 
-        if os.name != "nt" and os.getppid() != self.parent:
+        if self.gone or (os.name != "nt" and os.getppid() != self.parent):
             return False  # the parent is gone: this process was handed to another
         try:
             return all(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
@@ -533,6 +537,7 @@ def _await_start(store: SessionStore, session_id: str, host: _Host, launched: fl
 
 
 def _wait(host: str, hook: HookInput, store: SessionStore, timeout: float) -> HookOutcome:
+    watch = _Host()  # before the lock says a waiter waits: the host as it started this one
     with store.exclusive(hook.session_id, "wait") as mine:
         if not mine:
             return HookOutcome()  # this session already has a waiter
@@ -540,7 +545,6 @@ def _wait(host: str, hook: HookInput, store: SessionStore, timeout: float) -> Ho
         event = hook.raw.get("hook_event_name")
         if unattended and event == "Stop":
             return HookOutcome()  # the turn is over: nothing could be woken
-        watch = _Host()
         deadline = time.monotonic() + timeout
         if event == "SessionStart" and not _await_start(store, hook.session_id, watch,
                                                         time.time(), deadline):
