@@ -110,7 +110,7 @@ HOOK_SHELLS: dict[tuple[str, System], Shell] = {
     ("claude", "windows"): "sh", ("codex", "windows"): "cmd",
     ("cursor", "windows"): "powershell",
 }
-_PLAIN_WORD = re.compile(r"[A-Za-z0-9_@%+=:,./\\-]+")
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_@+=:./\\-]+")  # bare in PowerShell
 _CMD_SPECIAL = re.compile(r'[\s&|<>^()%!,;="]')
 
 
