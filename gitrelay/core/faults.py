@@ -16,7 +16,8 @@ POINTS = ("after_local_commit", "after_flush", "during_push", "after_push")
 
 def point(name: str) -> None:
     if os.environ.get("GITRELAY_FAULT") == name:
-        os.kill(os.getpid(), signal.SIGKILL)
+        # SIGKILL where there is one; on Windows SIGTERM is TerminateProcess, as abrupt.
+        os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
 
 
 def armed(name: str) -> bool:

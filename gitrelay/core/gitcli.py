@@ -3,13 +3,14 @@
 Fetch and push run through ``git`` (so the remote's hooks run, refusals are
 reported, and users' ssh config and credential helpers apply); the gate reads
 objects through one long-lived ``git cat-file --batch``. Standard library only;
-:class:`CatFile` uses ``posix`` rather than ``os`` and ``subprocess``,
-which the gate would otherwise import only for it.
+:class:`CatFile` starts git with ``os.posix_spawnp`` where the OS has it (Linux,
+macOS), so the gate does not import ``subprocess`` for it, and through ``subprocess``
+elsewhere (Windows).
 """
 
 from __future__ import annotations
 
-import posix
+import os
 
 from gitrelay.core.errors import NextStep, RelayUnavailable
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from pathlib import Path
     from types import TracebackType
+    from typing import IO
 
 SKIP_CHUNK = 1 << 16
 
@@ -32,25 +34,39 @@ class CatFile:
         if git_dir is not None:
             cmd += ["--git-dir", str(git_dir)]
         if env is None:
-            import os
-
             env = os.environ
-        # posix_spawn with two pipes: the gate avoids importing subprocess.
-        child_in, self._write_fd = posix.pipe()
-        self._read_fd, child_out = posix.pipe()
-        self._pid = posix.posix_spawnp(
-            "git", [*cmd, "cat-file", "--batch"], dict(env),
-            file_actions=[(posix.POSIX_SPAWN_DUP2, child_in, 0),
-                          (posix.POSIX_SPAWN_DUP2, child_out, 1),
-                          (posix.POSIX_SPAWN_CLOSE, self._write_fd),
-                          (posix.POSIX_SPAWN_CLOSE, self._read_fd)],
-        )
-        posix.close(child_in)
-        posix.close(child_out)
-        # Buffered files over the pipes (what os.fdopen makes); close() closes them.
-        self._in = open(self._write_fd, "wb")  # noqa: SIM115
-        self._out = open(self._read_fd, "rb")  # noqa: SIM115
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._in: IO[bytes]
+        self._out: IO[bytes]
+        if hasattr(os, "posix_spawnp"):
+            self._spawn([*cmd, "cat-file", "--batch"], env)
+        else:
+            import subprocess
+
+            self._proc = subprocess.Popen(
+                [*cmd, "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                env=dict(env))
+            assert self._proc.stdin is not None and self._proc.stdout is not None
+            self._in, self._out = self._proc.stdin, self._proc.stdout
         self._closed = False
+
+    def _spawn(self, argv: list[str], env: Mapping[str, str]) -> None:
+        """git started with ``posix_spawnp`` and two pipes: the gate avoids importing
+        subprocess."""
+        child_in, write_fd = os.pipe()
+        read_fd, child_out = os.pipe()
+        self._pid = os.posix_spawnp(
+            "git", argv, dict(env),
+            file_actions=[(os.POSIX_SPAWN_DUP2, child_in, 0),
+                          (os.POSIX_SPAWN_DUP2, child_out, 1),
+                          (os.POSIX_SPAWN_CLOSE, write_fd),
+                          (os.POSIX_SPAWN_CLOSE, read_fd)],
+        )
+        os.close(child_in)
+        os.close(child_out)
+        # Buffered files over the pipes (what os.fdopen makes); close() closes them.
+        self._in = open(write_fd, "wb")  # noqa: SIM115
+        self._out = open(read_fd, "rb")  # noqa: SIM115
 
     def _header(self, rev: str) -> tuple[str, str, int] | None:
         """Ask for ``rev`` and read the reply's header: ``(oid, type, size)``, or None."""
@@ -110,7 +126,10 @@ class CatFile:
             self._closed = True
             self._in.close()
             self._out.close()
-            posix.waitpid(self._pid, 0)
+            if self._proc is not None:
+                self._proc.wait()
+            else:
+                os.waitpid(self._pid, 0)
 
     def __enter__(self) -> CatFile:
         return self
@@ -126,8 +145,6 @@ def hermetic_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     Users' ssh config, agents and credential helpers still apply to the relay
     URL: only interactive prompts are turned off.
     """
-    import os
-
     env = dict(os.environ)
     env["GIT_TERMINAL_PROMPT"] = "0"
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")

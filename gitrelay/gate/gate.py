@@ -7,14 +7,14 @@ of the package, and reads objects through a single ``git cat-file --batch``,
 so a push pays for a Python start-up and nothing that grows with the relay.
 
 Start-up is most of a push's cost, so the modules the gate imports avoid
-``re``, ``json``, ``os``, ``subprocess``, ``hashlib``, ``typing`` and
+``re``, ``json``, ``subprocess``, ``hashlib``, ``typing`` and
 ``dataclasses`` (tests/gate/test_gate_startup.py keeps it so), and a file over the
 relay's size limit is skipped as git sends it, never read into memory.
 """
 
 from __future__ import annotations
 
-import posix
+import os
 import sys
 
 from gitrelay.core import layout
@@ -147,13 +147,6 @@ def _skip_blobs_over_limit(objs: Objects, view: RelayView) -> None:
     objs.max_blob = max(view.limits["max_file_bytes"], DEFAULT_LIMITS["max_file_bytes"])
 
 
-def _environ() -> dict[str, str]:
-    """The environment as ``os.environ`` decodes it, without importing ``os``."""
-    encoding = sys.getfilesystemencoding()
-    return {key.decode(encoding, "surrogateescape"): value.decode(encoding, "surrogateescape")
-            for key, value in posix.environ.items()}
-
-
 def _verify_signature(commit: Commit, actor: str, keys: list[str]) -> str | None:
     # Imported only for relays that require signatures: it costs start-up time.
     from gitrelay.core.signing import verify_commit_signature
@@ -167,7 +160,7 @@ def main() -> int:
         parts = line.split()
         if len(parts) == 3:
             updates.append((parts[0], parts[1], parts[2]))
-    environ = _environ()
+    environ = dict(os.environ)
     with CatFile(env=environ) as source:
         refusals = check_updates(Objects(source), updates, environ, _verify_signature)
     for refusal in refusals:
@@ -192,4 +185,4 @@ def run() -> NoReturn:
         sys.stderr.flush()
     except OSError:  # git stopped reading: the push fails either way
         status = status or 1
-    posix._exit(status)
+    os._exit(status)

@@ -54,10 +54,19 @@ from typing import Any, Literal, NamedTuple
 
 from gitrelay.hosts.hostfiles import HOSTS, all_setup_names, setup_files
 from gitrelay.hosts.session import InProgress, SessionState, sessions_root
-from gitrelay.trust.trustkeys import normalize_repo_path
+from gitrelay.trust.trustkeys import covered_by, windows_reading
 
-__all__ = ["WRITE_TOOLS", "Decision", "PatchFile", "auto_writable", "codex_shell_patch",
-           "decide", "parse_codex_patch", "protected_markers"]
+__all__ = [
+    "WRITE_TOOLS",
+    "Decision",
+    "PatchFile",
+    "auto_writable",
+    "codex_shell_patch",
+    "decide",
+    "ignores_case",
+    "parse_codex_patch",
+    "protected_markers",
+]
 
 WRITE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
                "NotebookEdit": "notebook_path"}
@@ -89,21 +98,27 @@ NO_OPINION = Decision(None)
 # --------------------------------------------------------------------------- paths
 
 
-def auto_writable(paths: Iterable[str], path: str) -> bool:
+def auto_writable(paths: Iterable[str], path: str, *, fold_case: bool = False) -> bool:
     """True when ``path`` (repository-relative) is covered by ``auto_write_paths``:
-    ``dir/`` covers everything below it, any other entry exactly that file."""
-    candidate = normalize_repo_path(path)
-    if candidate is None:
+    ``dir/`` covers everything below it, any other entry exactly that file; read as
+    this OS opens a path, with one case when ``fold_case`` (the working tree's file
+    system ignores case: :func:`ignores_case`). :func:`~gitrelay.trust.trustkeys.covered_by`."""
+    return covered_by(paths, path, fold_case=fold_case)
+
+
+def ignores_case(folder: Path) -> bool:
+    """Whether the file system holding ``folder`` ignores case (macOS's and Windows'
+    by default, a casefolded ext4 folder): its ``.git`` is found as ``.GIT`` too, or,
+    without one, the folder under its name in the other case is the same folder."""
+    if os.path.lexists(folder / ".git"):
+        return os.path.lexists(folder / ".GIT")
+    other = folder.parent / folder.name.swapcase()
+    if other == folder:
         return False
-    for entry in paths:
-        is_dir = entry.endswith("/")
-        target = normalize_repo_path(entry[:-1] if is_dir else entry)
-        if target is None:
-            continue
-        if (is_dir and candidate.startswith(target + "/")) or (not is_dir
-                                                                and candidate == target):
-            return True
-    return False
+    try:
+        return os.path.samefile(folder, other)
+    except OSError:
+        return False
 
 
 def repo_root(cwd: str) -> Path:
@@ -133,11 +148,12 @@ def _fold(text: str) -> str:
 
 def _resolved(path: str, cwd: str) -> str:
     """``path`` as the file system resolves it (relative to ``cwd``, ``~`` expanded,
-    symbolic links followed), folded for comparison."""
+    symbolic links followed), folded for comparison, with each segment as Windows
+    opens it (``trust.yaml.`` and ``trust.yaml::$DATA`` are ``trust.yaml``)."""
     full = os.path.expanduser(path)
     if not os.path.isabs(full):
         full = os.path.join(cwd or ".", full)
-    return _fold(os.path.realpath(full))
+    return _fold(windows_reading(os.path.realpath(full)))
 
 
 # --------------------------------------------------------------------------- patches
@@ -651,9 +667,10 @@ def _one(entry: InProgress, overlay: dict[str, Any], tool_name: str,
         paths = [value]
     allowed = [str(p) for p in overlay.get("auto_write_paths") or []]
     root = repo_root(where)
+    fold = ignores_case(root)
     for path in paths or ["(no path)"]:
         rel = _relative(path, root, where) if paths else None
-        if rel is None or not auto_writable(allowed, rel):
+        if rel is None or not auto_writable(allowed, rel, fold_case=fold):
             shown = rel if rel is not None else path
             listed = ", ".join(allowed) if allowed else "none"
             verb = "needs your approval" if outside == "ask" else "is refused"

@@ -78,6 +78,7 @@ FETCH_BUDGET = 1.5      # seconds session-start gives the relay to say what is n
 WAIT_TICK = 0.25        # seconds between the waiter's looks at its host and session
 START_GRACE = 12.0      # seconds the waiter lets session-start look first (its timeout: 10)
 START_SLACK = 5.0       # a start look this much older than the waiter is an earlier run's
+PARENT_AT_START = os.getppid()  # the waiter's host, read before anything else can be slow
 # Claude Code's CLAUDE_CODE_ENTRYPOINT in a run without a person at it: `claude -p` and
 # the Agent SDKs. Their turn's end is final: nothing wakes them, and -p waits for the
 # waiter before it exits.
@@ -370,22 +371,20 @@ def _git_fetch(mirror: Path, url: str, deadline: float) -> None:
     """``git fetch`` of the relay into the mirror's quarantine refs, the fetch the sync
     layer runs, under the mirror's sync lock; both waited for until ``deadline`` at the
     latest (RelayUnavailable past it, or when the fetch fails)."""
-    import fcntl
-
     from gitrelay.core.gitcli import git_failure, hermetic_env, run_git
+    from gitrelay.store.locks import FileMutex, LockTimeout
 
-    with open(mirror / layout.SYNC_LOCK_FILE, "a+b") as lock:
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise RelayUnavailable("another fetch of the relay took longer") from None
-                time.sleep(0.02)
+    lock = FileMutex(mirror / layout.SYNC_LOCK_FILE)
+    try:
+        lock.acquire(timeout=max(deadline - time.monotonic(), 0.0))
+    except LockTimeout:
+        raise RelayUnavailable("another fetch of the relay took longer") from None
+    try:
         proc = run_git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--prune",
                         url, *layout.FETCH_REFSPECS], git_dir=mirror, env=hermetic_env(),
                        timeout=max(deadline - time.monotonic(), 0.05))
+    finally:
+        lock.release()
     if proc.returncode != 0:
         reason, _ = git_failure(proc.stderr.decode(errors="replace"))
         raise RelayUnavailable(f"cannot fetch from {url}: {reason}")
@@ -480,34 +479,41 @@ def _session_end(hook: HookInput, store: SessionStore) -> HookOutcome:
 
 
 class _Host:
-    """The host process that started this one: the parent, or the parent's parent
-    when the parent is the shell the host ran the command through."""
+    """The host process that started this one: the parent, and the parent's parent too
+    when the parent is the shell the host ran the command through (a shell may outlive
+    a killed host). Watched through ``psutil`` on every OS (no ``/proc``, no signal)."""
 
-    SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish"})
+    SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "cmd", "powershell",
+                        "pwsh"})
 
-    def __init__(self) -> None:
-        self.parent = os.getppid()
-        self.pid = self.parent
+    def __init__(self, parent: int = PARENT_AT_START) -> None:
+        import psutil
+
+        self.parent = parent
+        self.watched: list[psutil.Process] = []
+        self.gone = False
         try:
-            with open(f"/proc/{self.parent}/stat", encoding="ascii", errors="replace") as f:
-                stat = f.read()
-            name = stat[stat.index("(") + 1:stat.rindex(")")]
-            if name in self.SHELLS:
-                self.pid = int(stat[stat.rindex(")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            pass  # no /proc (macOS): the parent alone
+            found = psutil.Process(parent)
+            self.watched.append(found)
+            name = found.name().lower().removesuffix(".exe")
+            grand = found.parent() if name in self.SHELLS else None
+            if grand is not None and grand.pid > 1:
+                self.watched.append(grand)
+        except psutil.NoSuchProcess:
+            self.gone = True  # the host went away before this process looked
+        except psutil.Error:
+            pass  # not ours to look at: the parent's own pid is watched
 
     def alive(self) -> bool:
-        if os.getppid() != self.parent:
-            return False  # the parent is gone: this process was handed to init
-        if self.pid not in (self.parent, 0, 1):
-            try:
-                os.kill(self.pid, 0)
-            except ProcessLookupError:
-                return False
-            except OSError:
-                pass
-        return True
+        import psutil
+
+        if self.gone or (os.name != "nt" and os.getppid() != self.parent):
+            return False  # the parent is gone: this process was handed to another
+        try:
+            return all(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+                       for p in self.watched)
+        except psutil.Error:
+            return False
 
 
 def _over(state: SessionState | None, unattended: bool) -> bool:
@@ -531,6 +537,7 @@ def _await_start(store: SessionStore, session_id: str, host: _Host, launched: fl
 
 
 def _wait(host: str, hook: HookInput, store: SessionStore, timeout: float) -> HookOutcome:
+    watch = _Host()  # before the lock says a waiter waits: the host as it started this one
     with store.exclusive(hook.session_id, "wait") as mine:
         if not mine:
             return HookOutcome()  # this session already has a waiter
@@ -538,7 +545,6 @@ def _wait(host: str, hook: HookInput, store: SessionStore, timeout: float) -> Ho
         event = hook.raw.get("hook_event_name")
         if unattended and event == "Stop":
             return HookOutcome()  # the turn is over: nothing could be woken
-        watch = _Host()
         deadline = time.monotonic() + timeout
         if event == "SessionStart" and not _await_start(store, hook.session_id, watch,
                                                         time.time(), deadline):

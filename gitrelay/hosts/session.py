@@ -32,17 +32,18 @@ the model's context, so the guard keeps the trust file and the host's settings o
 of reach until the session ends, whatever the session calls or closes.
 
 Only the hook processes write these files, each update under an exclusive lock
-and replaced atomically, so two hooks of one session never lose each other's
-change. A file that cannot be read or has another shape raises
-:class:`~gitrelay.core.errors.ConfigError` naming it: the guard denies on it.
+(:class:`gitrelay.store.locks.FileMutex`, taken only to write) and replaced
+atomically, so two hooks of one session never lose each other's change. A file that
+cannot be read or has another shape raises :class:`~gitrelay.core.errors.ConfigError`
+naming it: the guard denies on it.
 
-This module uses the standard library only, so the guard can answer quickly.
+Reading uses the standard library only, so the guard can answer quickly; the lock
+module is loaded when a hook writes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -296,10 +297,11 @@ class SessionStore:
     @contextlib.contextmanager
     def update(self, session_id: str) -> Iterator[SessionState]:
         """The session's state for changing, written back (atomically) on success."""
+        from gitrelay.store.locks import FileMutex  # here: the guard's reads never lock
+
         path = self.path(session_id)
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(self.lock_path(session_id, "state"), "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with FileMutex(self.lock_path(session_id, "state")):
             state = self.read(session_id) or SessionState(self.host, session_id)
             yield state
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -309,26 +311,22 @@ class SessionStore:
     def held(self, session_id: str, what: str) -> bool:
         """Whether another process holds ``what`` for the session now (for ``"wait"``: a
         waiter is waiting). Never creates the lock file."""
-        try:
-            with open(self.lock_path(session_id, what), "r+b") as lock:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    return True
-                fcntl.flock(lock, fcntl.LOCK_UN)
-                return False
-        except FileNotFoundError:
-            return False
+        from gitrelay.store.locks import FileMutex
+
+        return FileMutex(self.lock_path(session_id, what)).held_elsewhere()
 
     @contextlib.contextmanager
     def exclusive(self, session_id: str, what: str) -> Iterator[bool]:
         """Yields True to the one process holding ``what`` for the session, else False
         (one waiter per session: a second one sees False and leaves at once)."""
+        from gitrelay.store.locks import FileMutex
+
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(self.lock_path(session_id, what), "a+b") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                yield False
-                return
+        lock = FileMutex(self.lock_path(session_id, what))
+        if not lock.try_acquire():
+            yield False
+            return
+        try:
             yield True
+        finally:
+            lock.release()

@@ -40,9 +40,9 @@ from gitrelay.hosts.hostfiles import HOSTS, Scope, setup_files
 from gitrelay.hosts.hostwrite import created_by_setup, created_keys, real_path
 from gitrelay.hosts.jsonedit import EditError, same
 
-__all__ = ["HOSTS", "FileChange", "HostStatus", "apply", "diff_text", "gitrelay_executable",
-           "host_status", "installed", "installed_hosts", "is_our_entry", "is_ours", "mcp_entry",
-           "plan"]
+__all__ = ["HOOK_SHELLS", "HOSTS", "FileChange", "HostStatus", "apply", "diff_text",
+           "gitrelay_executable", "hook_command", "host_status", "installed", "installed_hosts",
+           "is_our_entry", "is_ours", "mcp_entry", "plan", "program_name"]
 
 SERVER = "gitrelay"
 FORWARDED_ENV = ("GITRELAY_HOME", "GITRELAY_TRUST")
@@ -82,11 +82,12 @@ class HostStatus:
 
 
 def gitrelay_executable() -> str:
-    """The absolute path of the ``gitrelay`` command this process runs from."""
+    """The absolute path of the ``gitrelay`` command this process runs from (the
+    console script: ``gitrelay``, ``gitrelay.exe`` on Windows)."""
     import sys
 
     here = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    if os.path.basename(here) == SERVER and os.access(here, os.X_OK):
+    if program_name(here) == SERVER and os.path.isfile(here) and os.access(here, os.X_OK):
         return here
     found = shutil.which(SERVER)
     if found:
@@ -98,45 +99,119 @@ def gitrelay_executable() -> str:
 # --------------------------------------------------------------------------- what
 
 
-def _command(exe: str, host: str, event: str, *extra: str) -> str:
-    return " ".join(shlex.quote(p) for p in (exe, "hook", event, "--host", host, *extra))
+System = Literal["posix", "windows"]
+Shell = Literal["sh", "cmd", "powershell"]
+SYSTEM: System = "windows" if os.name == "nt" else "posix"
+# What each host runs a hook's command through: a POSIX shell (``sh -c``) on Linux and
+# macOS; on Windows Claude Code runs it through Git for Windows' bash, Codex through
+# cmd.exe, Cursor through PowerShell (docs/agents.md, docs/platforms.md).
+HOOK_SHELLS: dict[tuple[str, System], Shell] = {
+    ("claude", "posix"): "sh", ("codex", "posix"): "sh", ("cursor", "posix"): "sh",
+    ("claude", "windows"): "sh", ("codex", "windows"): "cmd",
+    ("cursor", "windows"): "powershell",
+}
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_@+=:./\\-]+")  # bare in PowerShell
+_CMD_SPECIAL = re.compile(r'[\s&|<>^()%!,;="]')
+
+
+def program_name(path: str) -> str:
+    """The program a command path names, as either OS spells it: ``gitrelay`` for
+    ``/usr/bin/gitrelay`` and ``C:\\...\\Scripts\\gitrelay.exe`` alike."""
+    name = re.split(r"[\\/]", path)[-1]
+    return name[:-4] if name.lower().endswith(".exe") else name
+
+
+def hook_command(exe: str, args: list[str], shell: Shell) -> str:
+    """The command line ``exe args`` in the form ``shell`` reads as exactly those words,
+    with no other shell syntax: the path quoted only when it must be (``args`` are
+    plain words). In sh a Windows path is written with ``/`` (Git Bash reads ``\\`` as
+    an escape; Windows opens either)."""
+    if shell == "sh":
+        if re.match(r"^[A-Za-z]:\\", exe):
+            exe = exe.replace("\\", "/")
+        return shlex.join([exe, *args])
+    if shell == "cmd":
+        head = f'"{exe}"' if _CMD_SPECIAL.search(exe) else exe
+        return " ".join([head, *args])
+    if _PLAIN_WORD.fullmatch(exe) and not exe.startswith(("-", "@")):
+        return " ".join([exe, *args])
+    return " ".join(["&", "'" + exe.replace("'", "''") + "'", *args])
+
+
+_QUOTED_FORMS: tuple[tuple[Shell, str], ...] = (
+    ("cmd", r'^(?:"([^"]+)"|([^\s"]+))((?: \S+)*)$'),
+    ("powershell", r"^(?:& '((?:[^']|'')+)'|([^\s'&]+))((?: \S+)*)$"),
+)
+
+
+def _split_hook_command(command: str) -> list[str] | None:
+    """The words of ``command`` when it is exactly what :func:`hook_command` writes in
+    some shell's form; None otherwise (anything else a shell would read)."""
+    try:
+        argv = shlex.split(command)
+        if hook_command(argv[0], argv[1:], "sh") == command:
+            return argv
+    except (ValueError, IndexError):
+        pass
+    for shell, pattern in _QUOTED_FORMS:
+        found = re.match(pattern, command)
+        if found is None:
+            continue
+        exe = found.group(1) or found.group(2)
+        if shell == "powershell":
+            exe = exe.replace("''", "'")
+        argv = [exe, *found.group(3).split()]
+        if hook_command(exe, argv[1:], shell) == command:
+            return argv
+    return None
+
+
+def _command(exe: str, host: str, event: str, *extra: str, system: System = SYSTEM) -> str:
+    return hook_command(exe, ["hook", event, "--host", host, *extra],
+                        HOOK_SHELLS[(host, system)])
 
 
 def _hook(command: str, timeout: int, **more: Any) -> dict[str, Any]:
     return {"type": "command", "command": command, "timeout": timeout, **more}
 
 
-def wanted_hooks(host: str, exe: str, *, outside: str = "ask") -> dict[str, list[dict[str, Any]]]:
-    """gitrelay's matcher groups per event, in the host's own shape."""
+def wanted_hooks(host: str, exe: str, *, outside: str = "ask", system: System = SYSTEM
+                 ) -> dict[str, list[dict[str, Any]]]:
+    """gitrelay's matcher groups per event, in the host's own shape, each command in the
+    form the host runs on ``system`` (this OS by default)."""
     guard = ("--outside", "deny") if outside == "deny" else ()
+
+    def cmd(event: str, *extra: str) -> str:
+        return _command(exe, host, event, *extra, system=system)
+
     if host == "claude":
         # rewakeMessage and rewakeSummary label the waiter's wake-up as what it is
         # (without them Claude Code calls it a blocking error of the event that started it).
-        waiter = _hook(_command(exe, host, "wait"), WAIT_TIMEOUT, **{
+        waiter = _hook(cmd("wait"), WAIT_TIMEOUT, **{
             "async": True, "asyncRewake": True, "rewakeMessage": REWAKE_MESSAGE,
             "rewakeSummary": REWAKE_SUMMARY})
         return {
             "SessionStart": [{"matcher": _CLAUDE_START, "hooks": [
-                _hook(_command(exe, host, "session-start"), 10), waiter]}],
-            "Stop": [{"hooks": [_hook(_command(exe, host, "stop"), 10), waiter]}],
+                _hook(cmd("session-start"), 10), waiter]}],
+            "Stop": [{"hooks": [_hook(cmd("stop"), 10), waiter]}],
             "PreToolUse": [{"matcher": "*", "hooks": [
-                _hook(_command(exe, host, "pre-tool-use", *guard), 10)]}],
+                _hook(cmd("pre-tool-use", *guard), 10)]}],
             "PostToolUse": [{"matcher": _MCP_MATCHER, "hooks": [
-                _hook(_command(exe, host, "post-tool-use"), 30)]}],
-            "SessionEnd": [{"hooks": [_hook(_command(exe, host, "session-end"), 5)]}],
+                _hook(cmd("post-tool-use"), 30)]}],
+            "SessionEnd": [{"hooks": [_hook(cmd("session-end"), 5)]}],
         }
     if host == "codex":
         return {
             "SessionStart": [{"matcher": _CODEX_START, "hooks": [
-                _hook(_command(exe, host, "session-start"), 10)]}],
-            "Stop": [{"hooks": [_hook(_command(exe, host, "stop"), 10)]}],
-            "PreToolUse": [{"hooks": [_hook(_command(exe, host, "pre-tool-use", *guard), 10)]}],
+                _hook(cmd("session-start"), 10)]}],
+            "Stop": [{"hooks": [_hook(cmd("stop"), 10)]}],
+            "PreToolUse": [{"hooks": [_hook(cmd("pre-tool-use", *guard), 10)]}],
             "PostToolUse": [{"matcher": _MCP_MATCHER, "hooks": [
-                _hook(_command(exe, host, "post-tool-use"), 30)]}],
+                _hook(cmd("post-tool-use"), 30)]}],
         }
     return {  # cursor: flat entries
-        "sessionStart": [{"command": _command(exe, host, "session-start"), "timeout": 10}],
-        "stop": [{"command": _command(exe, host, "stop"), "timeout": 10}],
+        "sessionStart": [{"command": cmd("session-start"), "timeout": 10}],
+        "stop": [{"command": cmd("stop"), "timeout": 10}],
     }
 
 
@@ -144,17 +219,15 @@ _HOOK_ARG = re.compile(r"[a-z][a-z-]*")
 
 
 def is_ours(command: object) -> bool:
-    """True for a hook command of the form ``setup`` writes: some ``gitrelay``
-    executable, ``hook EVENT`` and ``--flag value`` options, and nothing a shell would
-    read otherwise. ``gitrelay hook stop; my.sh`` is the user's line, not ours."""
+    """True for a hook command of the form ``setup`` writes, in any OS's form: some
+    ``gitrelay`` executable, ``hook EVENT`` and ``--flag value`` options, and nothing a
+    shell would read otherwise. ``gitrelay hook stop; my.sh`` is the user's line, not
+    ours."""
     if not isinstance(command, str):
         return False
-    try:
-        argv = shlex.split(command)
-    except ValueError:
-        return False
-    if len(argv) < 3 or os.path.basename(argv[0]) != SERVER or argv[1] != "hook" \
-            or not _HOOK_ARG.fullmatch(argv[2]) or shlex.join(argv) != command:
+    argv = _split_hook_command(command)
+    if argv is None or len(argv) < 3 or program_name(argv[0]) != SERVER \
+            or argv[1] != "hook" or not _HOOK_ARG.fullmatch(argv[2]):
         return False
     options = argv[3:]
     while options:
@@ -186,7 +259,7 @@ def is_our_entry(host: str, entry: object) -> bool:
     if not isinstance(entry, dict) or not set(entry) <= set(mcp_entry(host, SERVER)):
         return False
     command = entry.get("command")
-    return (isinstance(command, str) and os.path.basename(command) == SERVER
+    return (isinstance(command, str) and program_name(command) == SERVER
             and same(entry.get("args"), ["mcp"]) and entry.get("type", "stdio") == "stdio")
 
 

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
+from gitrelay.store.locks import FileMutex
 
 LOOP_DIR = "gitrelay-loop"
 SEAT_FILE = "seat.lock"
@@ -71,32 +71,22 @@ class Seat:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.passes_path = self.dir / PASSES_FILE
         self.kick_path = self.dir / KICK_FILE
-        # Kept on disk when released: a file removed while another process opens it
-        # could let two processes each lock a file of that name.
-        try:
-            self._lock = FileLock(self.dir / SEAT_FILE, thread_local=False,
-                                  preserve_lock_file=True)
-        except TypeError:  # filelock before 4 never removes it
-            self._lock = FileLock(self.dir / SEAT_FILE, thread_local=False)
+        # The store's one lock module, held by the process rather than a thread: the
+        # loop's thread takes it and whichever thread stops the loop leaves it.
+        self._lock = FileMutex(self.dir / SEAT_FILE, per_thread=False)
 
     @property
     def held(self) -> bool:
         """Whether this object holds the seat."""
-        return bool(self._lock.is_locked)
+        return self._lock.is_held
 
     def take(self) -> bool:
         """Take the seat if nobody holds it; True when this object holds it."""
-        if self._lock.is_locked:
-            return True
-        try:
-            self._lock.acquire(timeout=0)
-        except Timeout:
-            return False
-        return True
+        return self._lock.is_held or self._lock.try_acquire()
 
     def leave(self) -> None:
-        if self._lock.is_locked:
-            self._lock.release(force=True)
+        if self._lock.is_held:
+            self._lock.release()
 
     def taken(self) -> bool:
         """Whether a loop holds the seat (this object's or another process's)."""

@@ -26,6 +26,7 @@ import contextlib
 import os
 import threading
 import types
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -45,7 +46,7 @@ from pydantic import (
 
 from gitrelay.core.errors import ConfigError, NextStep
 from gitrelay.core.ids import handle_key
-from gitrelay.trust.trustkeys import blocking_key, normalize_repo_path
+from gitrelay.trust.trustkeys import blocking_key, covered_by, normalize_repo_path
 
 if TYPE_CHECKING:
     from watchdog.events import FileSystemEvent
@@ -82,7 +83,7 @@ DEFAULT_REQUIRE_APPROVAL: tuple[str, ...] = ("Edit", "Write", "Bash")
 
 def _check_write_path(entry: str) -> str:
     body = entry[:-1] if entry.endswith("/") else entry
-    if normalize_repo_path(body) != body:
+    if normalize_repo_path(body) != unicodedata.normalize("NFC", body):
         raise ValueError(
             f"{entry!r} is not a plain repository-relative path: write 'dir/' for a "
             "directory or 'dir/file' for one file, without a leading '/', '..', '.', "
@@ -428,22 +429,12 @@ def path_auto_writable(overlay: TrustOverlay, path: str) -> bool:
 
     An ``auto_write_paths`` entry ending in ``/`` covers everything below that
     directory; any other entry covers exactly that file. The candidate is
-    normalised first and anything unsafe (absolute, ``..``, backslashes,
-    ``.git``) is never auto-writable. Matching is case-sensitive, like Git.
+    normalised first (as this OS opens a path: Windows' aliases included) and
+    anything unsafe (absolute, ``..``, ``.git`` or an alias of it) is never
+    auto-writable. Matching is case-sensitive, like Git; the guard folds case where the
+    working tree's file system ignores it.
     """
-    candidate = normalize_repo_path(path)
-    if candidate is None:
-        return False
-    for entry in overlay.auto_write_paths:
-        is_dir = entry.endswith("/")
-        target = normalize_repo_path(entry[:-1] if is_dir else entry)
-        if target is None:
-            continue
-        if is_dir and candidate.startswith(target + "/"):
-            return True
-        if not is_dir and candidate == target:
-            return True
-    return False
+    return covered_by(overlay.auto_write_paths, path)
 
 
 # --------------------------------------------------------------------------- live store

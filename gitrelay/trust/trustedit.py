@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +80,7 @@ def trust(path: Path, handle: str, *, auto_read: bool | None = None,
     """
     for given_path in write_paths or []:
         body = given_path[:-1] if given_path.endswith("/") else given_path
-        if normalize_repo_path(body) != body:
+        if normalize_repo_path(body) != unicodedata.normalize("NFC", body):
             raise InvalidArgument(
                 f"--write {given_path!r} is not a plain repository-relative path ('dir/' for "
                 "a directory or 'dir/file' for one file, without a leading '/', '..' or "

@@ -56,15 +56,13 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 
 def _alive(pid: object) -> bool:
+    """Whether process ``pid`` runs, on every OS (``os.kill(pid, 0)`` would send a
+    Ctrl-C on Windows)."""
     if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    import psutil
+
+    return bool(psutil.pid_exists(pid))
 
 
 def running_base(relay: str) -> str | None:

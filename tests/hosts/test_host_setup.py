@@ -20,7 +20,12 @@ import pytest
 
 from gitrelay.hosts import guard
 from gitrelay.hosts.guard import trust_file_now
-from gitrelay.trust.trust import default_trust_path, normalize_repo_path
+from gitrelay.trust.trust import (
+    TrustOverlay,
+    default_trust_path,
+    normalize_repo_path,
+    path_auto_writable,
+)
 
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
 DATA = Path(__file__).parent.parent / "data"
@@ -276,7 +281,10 @@ def test_doctor_says_whether_each_installed_host_is_set_up_and_current(home: Pat
 @pytest.mark.parametrize("path", ["docs/a.md", "docs//./a.md", "docs/../x", "/etc/x", "a\\b",
                                   ".git/config", "x/.GIT/y", "C:x", "", ".", "a/\x01"])
 def test_the_guard_reads_paths_as_the_trust_file_does(path: str) -> None:
-    assert guard.normalize_repo_path(path) == normalize_repo_path(path)
+    entries = ["docs/", "docs/a.md", "x/", "a/", "./", ".git/", "/etc/", "C:x"]
+    overlay = TrustOverlay(auto_write_paths=[e for e in entries
+                                             if normalize_repo_path(e.rstrip("/"))])
+    assert guard.auto_writable(entries, path) is path_auto_writable(overlay, path)
 
 
 def test_the_guard_finds_the_same_trust_file(monkeypatch: pytest.MonkeyPatch) -> None:

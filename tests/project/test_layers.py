@@ -30,12 +30,12 @@ STDLIB = set(sys.stdlib_module_names)
 THIRD_PARTY = {
     "core": set(),
     "gate": set(),
-    "store": {"pygit2"},
+    "store": {"pygit2", "filelock"},
     "sync": {"watchdog", "filelock"},
     "trust": {"pydantic", "yaml"},
     "relay": set(),
     "inbox": set(),
-    "hosts": set(),
+    "hosts": {"psutil"},
     "web": {"starlette", "uvicorn", "jinja2"},
     "mcp": {"mcp", "anyio", "pydantic_core"},
     "demo": set(),
@@ -251,7 +251,7 @@ def test_the_gate_starts_without_heavy_imports():
     out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True,
                          text=True, check=True).stdout.split()
     heavy = {"pygit2", "pydantic", "yaml", "typing", "dataclasses", "subprocess", "pathlib",
-             "mcp", "filelock", "watchdog"}
+             "mcp", "filelock", "psutil", "watchdog"}
     assert not heavy & set(out), heavy & set(out)
 
 
