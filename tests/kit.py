@@ -1,8 +1,9 @@
 """What every layer's tests share: the hermetic environment, git, and waiting.
 
 - :func:`hermetic_vars` builds the hermetic environment (the one place it is written):
-  no user or system git config, no terminal prompts, a fixed identity for git, and the
-  home, gitrelay home and trust file a test names. :func:`hermetic_env` is a child
+  no user or system git config, no terminal prompts, a fixed identity for git, a
+  ``PATH`` without the coding hosts this machine has installed (:func:`hostless_path`),
+  and the home, gitrelay home and trust file a test names. :func:`hermetic_env` is a child
   process's whole environment with it; :func:`set_hermetic` puts it into this process
   (``tests/conftest.py``'s autouse ``hermetic_git`` does so for every test, module- and
   session-scoped fixtures do so themselves, as they are built before it runs).
@@ -17,9 +18,12 @@ The relay fixtures (``relay``, ``relays``, ``make_client``, ``team``, ``people``
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -29,6 +33,7 @@ import anyio
 import pytest
 
 from gitrelay.core import layout
+from gitrelay.hosts.hostfiles import PROGRAMS
 from gitrelay.relay import setup
 
 T = TypeVar("T")
@@ -43,14 +48,60 @@ IDENTITY = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.invalid
 
 # --- the hermetic environment ---------------------------------------------------------------
 
+HOST_PROGRAMS = frozenset(p for programs in PROGRAMS.values() for p in programs)
+_SHADOWS: dict[str, str] = {}   # a PATH folder holding a host program -> its copy without
+
+
+def _shadow_root() -> Path:
+    root = _SHADOWS.get("")
+    if root is None:
+        root = _SHADOWS[""] = tempfile.mkdtemp(prefix="gitrelay-hostless-path-")
+        atexit.register(shutil.rmtree, root, True)
+    return Path(root)
+
+
+def _is_host_program(name: str) -> bool:
+    return name in HOST_PROGRAMS or os.path.splitext(name)[0].lower() in HOST_PROGRAMS
+
+
+def hostless_path(path: str | None = None) -> str:
+    """``path`` (default: this process's ``PATH``) with no coding host on it: each folder
+    that holds ``claude``, ``codex`` or ``cursor-agent`` (a developer's global install,
+    ``/usr/local/bin``) is replaced by a folder of links to everything else in it, so
+    ``node`` and ``git`` stay found and ``gitrelay setup`` finds no host of the machine's.
+    A test that wants a host puts it on ``PATH`` itself (or runs it by its path)."""
+    path = os.environ.get("PATH", os.defpath) if path is None else path
+    out = []
+    for folder in path.split(os.pathsep):
+        if folder in _SHADOWS or not folder:
+            out.append(_SHADOWS.get(folder, folder))
+            continue
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            out.append(folder)
+            continue
+        if not any(_is_host_program(n) for n in names):
+            out.append(folder)
+            continue
+        shadow = _shadow_root() / str(len(_SHADOWS))
+        shadow.mkdir()
+        for name in names:
+            if not _is_host_program(name):
+                (shadow / name).symlink_to(Path(folder) / name)
+        _SHADOWS[folder] = str(shadow)
+        out.append(str(shadow))
+    return os.pathsep.join(out)
+
 
 def hermetic_vars(home: Path | None = None, *, gitrelay_home: Path | None = None,
                   trust: Path | None = None) -> dict[str, str]:
     """The variables that make git and gitrelay hermetic: no user or system git config,
-    no prompts, a fixed identity for git, and ``HOME``, ``GITRELAY_HOME`` and
-    ``GITRELAY_TRUST`` when given."""
+    no prompts, a fixed identity for git, no coding host on ``PATH``
+    (:func:`hostless_path`), and ``HOME``, ``GITRELAY_HOME`` and ``GITRELAY_TRUST`` when
+    given."""
     env = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_TERMINAL_PROMPT": "0", **IDENTITY}
+           "GIT_TERMINAL_PROMPT": "0", "PATH": hostless_path(), **IDENTITY}
     for name, path in (("HOME", home), ("GITRELAY_HOME", gitrelay_home),
                        ("GITRELAY_TRUST", trust)):
         if path is not None:
@@ -74,8 +125,10 @@ def hermetic_env(home: Path | None = None, *, gitrelay_home: Path | None = None,
     hook): ``base`` (default: this process's environment) without what :func:`leaks`,
     then :func:`hermetic_vars`, then ``extra``. Without ``home`` it keeps the base's
     ``HOME`` (in a test, the test's own)."""
-    env = {k: v for k, v in (os.environ if base is None else base).items() if not leaks(k)}
+    source = os.environ if base is None else base
+    env = {k: v for k, v in source.items() if not leaks(k)}
     env.update(hermetic_vars(home, gitrelay_home=gitrelay_home, trust=trust))
+    env["PATH"] = hostless_path(source.get("PATH", os.defpath))
     env.update(extra)
     return env
 

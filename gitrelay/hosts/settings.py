@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from gitrelay.core.errors import ConfigError, NextStep
 from gitrelay.hosts import hostwrite, jsonedit, tomledit
-from gitrelay.hosts.hostfiles import HOSTS, Scope, setup_files
+from gitrelay.hosts.hostfiles import HOSTS, PROGRAMS, Scope, setup_files
 from gitrelay.hosts.hostwrite import created_by_setup, created_keys, real_path
 from gitrelay.hosts.jsonedit import EditError, same
 
@@ -529,7 +529,6 @@ def diff_text(changes: list[FileChange]) -> str:
 # --------------------------------------------------------------------------- doctor
 
 
-_PROGRAMS = {"claude": ("claude",), "codex": ("codex",), "cursor": ("cursor-agent", "cursor")}
 _FOLDERS = {"claude": ".claude", "codex": ".codex", "cursor": ".cursor"}
 
 
@@ -538,7 +537,7 @@ def installed(host: str, home: Path | None = None) -> bool:
     holding something of its own (a folder with nothing but the files ``setup`` writes
     is what a setup left behind, not the host), or, for Cursor, the app's data folder."""
     home = Path.home() if home is None else home
-    if any(shutil.which(program) for program in _PROGRAMS[host]):
+    if any(shutil.which(program) for program in PROGRAMS[host]):
         return True
     folder = home / _FOLDERS[host]
     ours = {p.name for p in setup_files(host, "user", home, home) if p.parent == folder}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -21,6 +22,7 @@ import pytest
 from gitrelay.hosts import guard
 from gitrelay.hosts.guard import trust_file_now
 from gitrelay.trust.trust import default_trust_path, normalize_repo_path
+from tests.kit import hermetic_env, set_hermetic
 
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
 DATA = Path(__file__).parent.parent / "data"
@@ -537,6 +539,29 @@ def test_setup_without_a_host_wires_every_host_installed(home: Path) -> None:
     assert sorted(p.name for p in (home / ".codex").iterdir()) == ["sessions"]
     nothing = run(home, "setup", "--remove")
     assert nothing.returncode == 0 and "nothing to remove" in nothing.stdout
+
+
+def test_the_machines_own_hosts_stay_out_of_a_test(home: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer has claude and codex on PATH (a global install, beside node): the
+    hermetic environment drops them, and keeps everything else of that folder."""
+    machine = tmp_path / "usr-local-bin"
+    machine.mkdir()
+    for name in ("claude", "codex", "cursor-agent", "node"):
+        (machine / name).write_text("#!/bin/sh\necho here\n")
+        (machine / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{machine}{os.pathsep}{os.environ['PATH']}")
+    assert shutil.which("claude")  # the machine as it is
+
+    set_hermetic(monkeypatch, home)
+    assert [shutil.which(p) for p in ("claude", "codex", "cursor-agent")] == [None] * 3
+    node = shutil.which("node")
+    assert node is not None and Path(node).resolve() == machine / "node"
+    child = hermetic_env(base={"PATH": f"{machine}{os.pathsep}/usr/bin"})
+    assert shutil.which("codex", path=child["PATH"]) is None
+    assert shutil.which("node", path=child["PATH"]) is not None
+    out = run(home, "setup")
+    assert out.returncode == 2 and "found no coding host" in out.stderr
 
 
 def test_setup_without_a_host_on_a_machine_without_one_says_what_to_run(home: Path) -> None:
