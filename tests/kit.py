@@ -143,6 +143,40 @@ def set_hermetic(mp: pytest.MonkeyPatch, home: Path | None = None, *,
         mp.setenv(name, value)
 
 
+# --- a trust file that is there but cannot be read ------------------------------------------
+
+UNREADABLE = ("dangling link", "link loop", "under a dangling link", "a folder",
+              "no permission")
+"""The ways a trust file can be there and unreadable; each is a config_error wherever the
+file is read, never the strict defaults (docs/trust.md)."""
+
+
+def make_unreadable(path: Path, how: str) -> None:
+    """Put at ``path`` a trust file that cannot be read, in one of the :data:`UNREADABLE`
+    ways (a file already there is moved aside first: the link then points where it was).
+    ``no permission`` skips as root, whom no file mode keeps out."""
+    if path.is_file() and not path.is_symlink():
+        path.rename(path.with_name(path.name + ".moved"))
+    if how == "dangling link":
+        path.symlink_to(path.with_name("dotfiles-not-mounted") / "trust.yaml")
+    elif how == "link loop":
+        path.symlink_to(path.name)
+    elif how == "under a dangling link":
+        # the file itself is fine where it was; the folder on the way leads nowhere
+        folder = path.with_name("dotfiles")
+        folder.symlink_to(path.with_name("gone-volume"))
+        path.symlink_to(folder / "trust.yaml")
+    elif how == "a folder":
+        path.mkdir()
+    elif how == "no permission":
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            pytest.skip("running as root, whom no file mode keeps from reading a file")
+        path.write_text("version: 1\n")
+        path.chmod(0)
+    else:
+        raise AssertionError(f"unknown way {how!r}")
+
+
 # --- git ------------------------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ from gitrelay.hosts.guard import PatchFile, decide, parse_codex_patch
 from gitrelay.hosts.hookrun import run_hook
 from gitrelay.hosts.hostfiles import HOSTS, setup_files
 from gitrelay.hosts.session import InProgress, SessionStore
+from tests.kit import make_unreadable
 
 TRUST = "version: 1\nteammates:\n  alice@acme: {auto_write_paths: [docs/], auto_test: true}\n"
 OVERLAY = {"auto_read": True, "auto_test": True, "auto_write_paths": ["docs/"],
@@ -118,6 +119,26 @@ def test_an_invalid_trust_file_makes_the_guard_deny(trust: Path, work: Path) -> 
     assert out.exit_code == 2 and out.stdout == ""
     assert out.stderr.startswith("gitrelay guard: denied because it could not decide: ")
     assert str(trust) in out.stderr
+
+
+@pytest.mark.parametrize("how", ["dangling link", "link loop"])
+@pytest.mark.parametrize("at_accept", ["there", "missing"])
+def test_a_trust_file_that_cannot_be_read_makes_the_guard_deny(
+        trust: Path, work: Path, how: str, at_accept: str) -> None:
+    """A trust file that became a dangling link (or a loop) is not a missing file: the
+    guard denies with the reason, whether or not there was a file at the accept."""
+    recorded = entry(trust, work)
+    if at_accept == "missing":
+        trust.unlink()
+        recorded.trust_stamp = []
+    state_with(recorded)
+    make_unreadable(trust, how)
+    given = json.dumps({"session_id": "s1", "cwd": str(work), "hook_event_name": "PreToolUse",
+                        "tool_name": "Edit", "tool_input": {"file_path": str(work / "a.py")}})
+    out = run_hook("claude", "pre-tool-use", given)
+    assert out.exit_code == 2 and out.stdout == ""
+    assert out.stderr.startswith("gitrelay guard: denied because it could not decide: ")
+    assert "cannot read trust file" in out.stderr and str(trust) in out.stderr
 
 
 def test_codex_gets_a_deny_for_an_ask_and_nothing_for_an_allow(trust: Path, work: Path) -> None:
