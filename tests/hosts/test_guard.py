@@ -13,6 +13,7 @@ from gitrelay.hosts.guard import PatchFile, decide, parse_codex_patch
 from gitrelay.hosts.hookrun import run_hook
 from gitrelay.hosts.hostfiles import HOSTS, setup_files
 from gitrelay.hosts.session import InProgress, SessionStore
+from gitrelay.trust.trust import TrustOverlay, path_auto_writable
 from tests.kit import make_unreadable
 
 TRUST = "version: 1\nteammates:\n  alice@acme: {auto_write_paths: [docs/], auto_test: true}\n"
@@ -67,6 +68,21 @@ def test_require_approval_wins_over_auto_write_paths(trust: Path, work: Path) ->
     assert kind(state, "Grep", {"pattern": "x", "path": str(work)}, work) is None
     odd = {"file_path": str(work / "docs/a.md"), "content": "/usr/bin/env\x00" + "x" * 5000}
     assert kind(state, "Write", odd, work) == "allow"
+
+
+@pytest.mark.parametrize("path", [
+    "docs/a.md", "docs//./a.md", "docs/sub/b.md", "docs/../x", "src/x.py",
+    "docs", "docsx/a.md", ".git/config", "docs/.git/config", "docs/.GIT/y", "docs/a\\b",
+    "docs/a\x01.md", "C:docs/a.md", "/etc/passwd", "../docs/a.md"])
+def test_the_guard_and_the_trust_file_judge_the_same_paths_alike(
+        trust: Path, work: Path, path: str) -> None:
+    """What the trust file's overlay lets an agent write without asking
+    (``path_auto_writable``) is what the guard lets an Edit of that path do."""
+    overlay = dict(OVERLAY, require_approval=[])
+    state = state_with(entry(trust, work, overlay=overlay))
+    writable = path_auto_writable(TrustOverlay.model_validate(overlay), path)
+    answer = kind(state, "Edit", {"file_path": path}, work)
+    assert answer == ("allow" if writable else "ask"), (path, writable, answer)
 
 
 def test_a_test_command_runs_without_asking_only_under_auto_test(trust: Path,
