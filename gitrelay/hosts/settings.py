@@ -42,7 +42,7 @@ from gitrelay.hosts.jsonedit import EditError, same
 
 __all__ = ["HOSTS", "FileChange", "HostStatus", "apply", "diff_text", "gitrelay_executable",
            "host_status", "installed", "installed_hosts", "is_our_entry", "is_ours", "mcp_entry",
-           "plan"]
+           "plan", "scopes_here"]
 
 SERVER = "gitrelay"
 FORWARDED_ENV = ("GITRELAY_HOME", "GITRELAY_TRUST")
@@ -561,11 +561,26 @@ def installed_hosts() -> list[str]:
     return [host for host in HOSTS if installed(host)]
 
 
+def scopes_here(host: str, cwd: Path | None = None) -> list[Scope]:
+    """The scopes whose files ``host`` reads when run in ``cwd``, the project's first:
+    only ``user`` where the project's files are the user's own (Codex and Cursor keep
+    both in ``.codex``/``.cursor``: in the home folder they are one file). Setup,
+    ``doctor`` and ``join`` all judge a folder through this, so none of them calls the
+    user's settings a project's that lacks the bare ``gitrelay`` command."""
+    here = Path.cwd() if cwd is None else cwd
+    mine = {real_path(p) for p in setup_files(host, "user", here)}
+    if any(real_path(p) in mine for p in setup_files(host, "project", here)):
+        return ["user"]
+    return ["project", "user"]
+
+
 def host_status(host: str, exe: str, *, cwd: Path | None = None) -> HostStatus:
     """Whether ``host`` is installed, and gitrelay set up in it and current (its
-    entries are exactly what ``gitrelay setup`` with this ``exe`` writes)."""
+    entries are exactly what ``gitrelay setup`` with this ``exe`` writes): the one
+    judgement ``doctor`` and ``join`` give from any folder, which agrees with what
+    ``setup --dry-run`` would change (:func:`scopes_here`)."""
     found = installed(host)
-    for scope in ("project", "user"):
+    for scope in scopes_here(host, cwd):
         try:
             changes = plan(host, scope, exe, cwd=cwd)
             removal = plan(host, scope, exe, cwd=cwd, remove=True)

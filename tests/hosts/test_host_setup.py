@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from gitrelay.cli.firststeps import join_next_steps
 from gitrelay.hosts.guard import trust_file_now
 from gitrelay.trust.trust import default_trust_path
 from tests.kit import hermetic_env, set_hermetic
@@ -272,6 +273,39 @@ def test_doctor_says_whether_each_installed_host_is_set_up_and_current(home: Pat
     settings["hooks"]["Stop"][0]["hooks"][0]["timeout"] = 99
     write_json(home / ".claude" / "settings.json", settings)
     assert hosts()["claude"][0] == "problem"
+
+
+@pytest.mark.slow
+def test_doctor_and_join_judge_hosts_as_setup_does_from_any_folder(
+        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Set up in the user's own settings, claude and codex are set up wherever doctor and
+    join run: in the home folder, where Codex's project file is the user's own
+    ~/.codex/config.toml, and in a folder that is no project."""
+    (home / ".claude" / "projects").mkdir(parents=True)
+    (home / ".codex").mkdir()
+    (home / ".codex" / "auth.json").write_text("{}")
+    assert run(home, "setup").returncode == 0
+    elsewhere = tmp_path / "notes"
+    elsewhere.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GITRELAY_HOME", str(home / ".gitrelay"))
+    monkeypatch.setenv("PATH", f"{Path(GITRELAY).parent}{os.pathsep}{os.environ['PATH']}")
+    for cwd in (home, elsewhere, home / ".codex"):
+        dry = run(home, "setup", "--dry-run", cwd=cwd)
+        assert dry.stdout == "gitrelay: nothing to change\n", (cwd, dry.stdout)
+        checks = json.loads(run(home, "doctor", "--json", cwd=cwd).stdout)["checks"]
+        hosts = {c["name"]: (c["level"], c["detail"]) for c in checks
+                 if c["name"] in ("claude", "codex")}
+        assert hosts["claude"][0] == hosts["codex"][0] == "ok", (cwd, hosts)
+        assert str(home / ".codex" / "config.toml") in hosts["codex"][1]
+        monkeypatch.chdir(cwd)
+        steps = "\n".join(join_next_steps("alice@acme", [], str(home / "trust.yaml")))
+        assert "connected already (claude, codex)" in steps and "gitrelay setup" not in steps
+    # From the home folder, Codex's "project" files are the user's: --project says so
+    # rather than write the bare command into them.
+    out = run(home, "setup", "codex", "--project", cwd=home)
+    assert out.returncode == 2 and "are your own settings" in out.stderr
+    assert "--project" in out.stderr and "gitrelay setup codex" in out.stderr
 
 
 def test_the_guard_finds_the_same_trust_file(monkeypatch: pytest.MonkeyPatch) -> None:
