@@ -4,7 +4,7 @@ For each host (Claude Code, Codex, Cursor) :func:`plan` computes the new text of
 every file it touches: the MCP server entry and, where the host has hooks, the
 ``gitrelay hook EVENT`` commands (docs/agents.md says which per host). It merges
 into what is there as an editor would: only gitrelay's members change
-(:mod:`~gitrelay.hosts.jsonedit`, :mod:`~gitrelay.hosts.tomledit`), a second run
+(:mod:`~gitrelay.hosts.jsonedit`, :mod:`~gitrelay.hosts.tomlentry`), a second run
 changes nothing, and ``remove`` takes out exactly gitrelay's parts, with the members
 and files setup created once nothing else is in them. A hook command is gitrelay's
 only when it is exactly of the form setup writes (any ``gitrelay`` path: an old
@@ -23,7 +23,6 @@ commits, the command is ``gitrelay`` rather than this machine's path.
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 import shlex
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gitrelay.core.errors import ConfigError, NextStep
-from gitrelay.hosts import hostwrite, jsonedit, tomledit
+from gitrelay.hosts import hostwrite, jsonedit, textform
 from gitrelay.hosts.hostfiles import HOSTS, PROGRAMS, Scope, setup_files
 from gitrelay.hosts.hostwrite import created_by_setup, created_keys, real_path
 from gitrelay.hosts.jsonedit import EditError, same
@@ -215,7 +214,7 @@ def _load_json(path: Path) -> tuple[str | None, dict[str, Any]]:
     if text is None or not text.strip():
         return text, {}
     try:
-        value = jsonedit.loads(text)
+        value = jsonedit.loads(textform.plain(text)[0])
     except EditError as exc:
         raise _refused(path, "is not valid JSON", exc) from None
     if not isinstance(value, dict):
@@ -254,8 +253,9 @@ def _json_change(path: Path, before: str | None, doc: dict[str, Any], merged: di
         return FileChange(path, before, before, notes)
     if remove and before is not None and _skeleton(merged) and created_by_setup(path):
         return FileChange(path, before, None, notes)
+    body, form = textform.plain(before or "")
     try:
-        after = jsonedit.edit(before or "", doc, merged)
+        after = textform.restore(jsonedit.edit(body, doc, merged), form)
     except EditError as exc:
         raise _refused(path, "cannot be changed without changing more", exc) from None
     return FileChange(path, before, after, notes, None if remove else _added(doc, merged))
@@ -333,14 +333,6 @@ def _merge_mcp_json(host: str, doc: dict[str, Any], entry: dict[str, Any] | None
     return out
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(value, ensure_ascii=False)  # strings and numbers: valid TOML too
-
-
 def _toml_doc(path: Path, text: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text, parse_float=Decimal)
@@ -350,105 +342,47 @@ def _toml_doc(path: Path, text: str) -> dict[str, Any]:
                           field="") from None
 
 
-def _toml_edit(text: str, items: list[tomledit.Item], entry: dict[str, Any] | None) -> str:
-    """``text`` with gitrelay's table set to ``entry`` (None: taken out), line by line."""
-    nl = "\r\n" if "\r\n" in text else "\n"
-    mine = [it for it in items if it.key[:2] == ("mcp_servers", SERVER)]
-    if not mine:
-        if entry is None:
-            return text
-        block = f"[mcp_servers.{SERVER}]{nl}" + "".join(
-            f"{k} = {_toml_value(v)}{nl}" for k, v in entry.items())
-        if not text.strip():
-            return block
-        body = text if text.endswith("\n") else text + nl
-        return body + ("" if body.endswith(nl + nl) else nl) + block
-    header = mine[0]
-    following = [it for it in items if it.start >= header.end and it.kind != "keyval"]
-    section_end = following[0].start if following else len(text)
-    if entry is None:
-        spans = [(it.start, it.end) for it in mine]
-        leftover = "".join(text[a:b] for a, b in _complement(spans, section_end)
-                           if a >= header.start)
-        if leftover.strip():  # the user's comments stay
-            return "".join(text[a:b] for a, b in _complement(spans, len(text)))
-        before, after = text[:header.start], text[section_end:]
-        if not after:
-            for blank in (nl + nl, "\n\n"):
-                if before.endswith(blank):
-                    before = before[:-len(blank) // 2]
-                    break
-        return before + after
-    edits: list[tuple[int, int, str]] = []
-    done = set()
-    for it in mine[1:]:
-        key = it.key[2]
-        done.add(key)
-        edits.append((it.start, it.end, f"{key} = {_toml_value(entry[key])}{nl}"
-                      if key in entry else ""))
-    missing = "".join(f"{k} = {_toml_value(v)}{nl}" for k, v in entry.items() if k not in done)
-    last = mine[-1].end
-    edits.append((last, last, missing))
-    out = text
-    for start, end, new in sorted(edits, reverse=True):
-        out = out[:start] + new + out[end:]
-    return out
-
-
-def _complement(spans: list[tuple[int, int]], size: int) -> list[tuple[int, int]]:
-    out, at = [], 0
-    for start, end in spans:
-        out.append((at, start))
-        at = end
-    return [*out, (at, size)]
-
-
 def _no_empty_servers(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if not (k == "mcp_servers" and v == {})}
 
 
 def _plan_codex_toml(path: Path, command: str, remove: bool) -> FileChange:
+    from gitrelay.hosts import tomlentry  # tomlkit: only when Codex's file is edited
+
     before = _read(path)
-    text = before or ""
+    text, form = textform.plain(before or "")
     doc = _toml_doc(path, text)
-    try:
-        items = tomledit.scan(text)
-    except (ValueError, IndexError) as exc:
-        raise ConfigError(f"gitrelay cannot follow the layout of {path} ({exc}); nothing "
-                          "was written", path=str(path), field="",
-                          next_step=NextStep.EDIT_HOST_FILE, table=f"mcp_servers.{SERVER}",
-                          command=command, args=["mcp"]) from None
     servers = doc.get("mcp_servers")
     existing = servers.get(SERVER) if isinstance(servers, dict) else None
-    mine = [it for it in items if it.key[:2] == ("mcp_servers", SERVER)]
     entry = mcp_entry("codex", command)
-    laid_out_as_ours = (bool(mine) and mine[0].kind == "table" and len(mine[0].key) == 2
-                        and all(it.kind == "keyval" and len(it.key) == 3 for it in mine[1:]))
     notes: list[str] = []
-    if existing is not None and not (laid_out_as_ours and is_our_entry("codex", existing)):
+    if existing is not None and not is_our_entry("codex", existing):
         notes.append(f"{path} has a gitrelay server entry of your own (not the one setup "
                      "writes): left as it is")
         return FileChange(path, before, before, notes)
     wanted = None if remove else entry
     if (wanted is None and existing is None) or (wanted is not None and same(existing, wanted)):
         return FileChange(path, before, before, notes)
-    after = _toml_edit(text, items, wanted)
     desired = {**doc, "mcp_servers": {**(servers if isinstance(servers, dict) else {})}}
     desired["mcp_servers"].pop(SERVER, None)
     if wanted is not None:
         desired["mcp_servers"][SERVER] = wanted
     try:
-        result = tomllib.loads(after, parse_float=Decimal)
-    except tomllib.TOMLDecodeError:
-        result = None
-    if result is None or not same(_no_empty_servers(result), _no_empty_servers(desired)):
-        where = next((it.line for it in items if it.key[:1] == ("mcp_servers",)), None)
+        edited: str | None = tomlentry.set_entry(text, ("mcp_servers", SERVER), wanted)
+        result = tomllib.loads(edited or "", parse_float=Decimal)
+    except (ValueError, tomllib.TOMLDecodeError):
+        edited, result = None, None
+    if edited is None or result is None or not same(_no_empty_servers(result),
+                                                    _no_empty_servers(desired)):
+        where = next((n + 1 for n, line in enumerate(text.splitlines())
+                      if "mcp_servers" in line), None)
         at = f" (mcp_servers is defined at line {where})" if where else ""
         raise ConfigError(f"gitrelay cannot add its table to {path} without changing what "
                           f"else it says{at}; nothing was written",
                           next_step=NextStep.EDIT_HOST_FILE, path=str(path), field="",
                           table=f"mcp_servers.{SERVER}", command=command, args=["mcp"])
-    if remove and before is not None and not after.strip() and created_by_setup(path):
+    after = textform.restore(edited, form)
+    if remove and before is not None and not edited.strip() and created_by_setup(path):
         return FileChange(path, before, None, notes)
     return FileChange(path, before, after, notes, None if remove else [])
 

@@ -404,6 +404,78 @@ def test_a_toml_table_whose_name_needs_quotes_is_kept(home: Path) -> None:
     assert tomllib.loads(path.read_text()) == {"model": "gpt-5", "profiles": config["profiles"]}
 
 
+OLD = "/opt/old/bin/gitrelay"
+
+
+@pytest.mark.parametrize("text", [
+    f'model = "gpt-5"\nmcp_servers.gitrelay.command = "{OLD}"\n'
+    'mcp_servers.gitrelay.args = ["mcp"]\n\n[features]\nhooks = true\n',
+    f'[mcp_servers]\ngitrelay = {{command = "{OLD}", args = ["mcp"]}}\ndocs = {{command = "d"}}\n',
+    f'[profiles."a]b"]\nmodel = "o3"\n\n["mcp_servers"."gitrelay"]\ncommand = "{OLD}"\n'
+    'args = ["mcp"]\n',
+    f'[mcp_servers."gitrelay"]  # ours ]\ncommand = "{OLD}"\nargs = ["mcp"]\n'
+    '[profiles."x]y"]\nmodel = "o3"\n',
+], ids=["dotted keys", "inline table", "quoted table name", "quoted name and a ]"])
+def test_setup_knows_its_own_toml_entry_in_every_spelling(home: Path, text: str) -> None:
+    """An older setup's entry, however the TOML spells it, is setup's own: brought up to
+    date in its own spelling, and taken out by --remove."""
+    path = home / ".codex" / "config.toml"
+    path.parent.mkdir()
+    path.write_text(text)
+    before = tomllib.loads(text)
+
+    out = run(home, "setup", "codex")
+
+    assert out.returncode == 0, out.stderr
+    assert "of your own" not in out.stderr
+    config = tomllib.loads(path.read_text())
+    assert config["mcp_servers"]["gitrelay"] == {
+        "command": GITRELAY, "args": ["mcp"], "env_vars": ["GITRELAY_HOME", "GITRELAY_TRUST"]}
+    assert {k: v for k, v in config.items() if k != "mcp_servers"} == {
+        k: v for k, v in before.items() if k != "mcp_servers"}
+    assert OLD not in path.read_text()
+    again = run(home, "setup", "codex", "--dry-run")
+    assert again.stdout == "gitrelay: nothing to change\n"
+    assert run(home, "setup", "codex", "--remove").returncode == 0
+    left = tomllib.loads(path.read_text())
+    assert "gitrelay" not in left.get("mcp_servers", {})
+    assert {k: v for k, v in left.items() if k != "mcp_servers"} == {
+        k: v for k, v in before.items() if k != "mcp_servers"}
+
+
+@pytest.mark.parametrize("bom", [False, True], ids=["no BOM", "BOM"])
+@pytest.mark.parametrize("crlf", [False, True], ids=["LF", "CRLF"])
+def test_a_byte_order_mark_and_crlf_line_ends_survive_setup_byte_for_byte(
+        home: Path, bom: bool, crlf: bool) -> None:
+    nl = "\r\n" if crlf else "\n"
+    texts = {".claude/settings.json": json.dumps(CLAUDE_SETTINGS, indent=2),
+             ".claude.json": json.dumps(CLAUDE_JSON, indent=4), ".codex/config.toml": CODEX_TOML,
+             ".codex/hooks.json": json.dumps(CODEX_HOOKS, indent=2)}
+    originals = {}
+    for name, text in texts.items():
+        data = (("\ufeff" if bom else "") + text.rstrip("\n").replace("\n", nl) + nl).encode()
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_bytes(data)
+        originals[name] = data
+
+    for host in ("claude", "codex"):
+        out = run(home, "setup", host)
+        assert out.returncode == 0, out.stderr
+    for name, data in originals.items():
+        written = (home / name).read_bytes()
+        assert written != data and written.startswith(data[:20]), name
+        assert written.startswith("\ufeff".encode()) == bom, name
+        if crlf:
+            assert b"\n" not in written.replace(b"\r\n", b""), name
+        else:
+            assert b"\r" not in written, name
+    assert tomllib.loads((home / ".codex/config.toml").read_text(encoding="utf-8-sig"))[
+        "mcp_servers"]["gitrelay"]["command"] == GITRELAY
+    for host in ("claude", "codex"):
+        assert run(home, "setup", host, "--remove").returncode == 0
+    assert {name: (home / name).read_bytes() for name in originals} == originals
+
+
 @pytest.mark.parametrize(("name", "text", "line", "why"), [
     (".claude/settings.json", '{\n  "model": "opus",\n  "x": NaN\n}\n', 3, "NaN"),
     (".claude/settings.json", '{\n  "hooks": {},\n  "hooks": {}\n}\n', 3, "appears twice"),
