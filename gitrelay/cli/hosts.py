@@ -54,7 +54,11 @@ def _cmd_setup(args: argparse.Namespace) -> int:
                 f"are your own settings: run `gitrelay setup {mixed[0]}` for your own, or "
                 "run --project from the project's folder", field="--project")
     exe = gitrelay_executable()
-    plans = {host: plan(host, scope, exe, remove=args.remove, outside=args.outside)
+    if args.replace and not args.project:
+        raise InvalidArgument("--replace is for a project's files: add --project",
+                              field="--replace")
+    plans = {host: plan(host, scope, exe, remove=args.remove, outside=args.outside,
+                        replace=args.replace)
              for host in hosts}  # every file checked before any is written
     if args.dry_run:
         text = "".join(diff_text(changes) for changes in plans.values())
@@ -169,6 +173,9 @@ def register(commands: Commands) -> None:
                        help="in this project's settings only")
     p.add_argument("--dry-run", action="store_true", help="show the change; write nothing")
     p.add_argument("--remove", action="store_true", help="take exactly gitrelay's parts out")
+    p.add_argument("--replace", action="store_true",
+                   help="with --project: write the standard entry in place of a gitrelay "
+                        "server entry the team committed that is not the one setup writes")
     p.add_argument("--outside", choices=["ask", "deny"], default="ask",
                    help="what the guard answers for a write outside the accepted handoff's "
                         "auto_write_paths (default ask)")

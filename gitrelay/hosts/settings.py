@@ -23,6 +23,7 @@ commits, the command is ``gitrelay`` rather than this machine's path.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import shlex
@@ -39,9 +40,9 @@ from gitrelay.hosts.hostfiles import HOSTS, PROGRAMS, Scope, setup_files
 from gitrelay.hosts.hostwrite import created_by_setup, created_keys, real_path
 from gitrelay.hosts.jsonedit import EditError, same
 
-__all__ = ["HOSTS", "FileChange", "HostStatus", "apply", "diff_text", "gitrelay_executable",
-           "host_status", "installed", "installed_hosts", "is_our_entry", "is_ours", "mcp_entry",
-           "plan", "scopes_here"]
+__all__ = ["HOSTS", "FileChange", "HostStatus", "apply", "diff_text", "entry_runs",
+           "env_inside_repository", "gitrelay_executable", "host_status", "installed",
+           "installed_hosts", "is_our_entry", "is_ours", "mcp_entry", "plan", "scopes_here"]
 
 SERVER = "gitrelay"
 FORWARDED_ENV = ("GITRELAY_HOME", "GITRELAY_TRUST")
@@ -75,6 +76,7 @@ class HostStatus:
     scope: Scope | None     # where gitrelay's entries were found
     state: Literal["current", "outdated", "absent"]
     detail: str
+    error: ConfigError | None = None   # why its files could not be judged (the team's entry)
 
 
 # --------------------------------------------------------------------------- where
@@ -187,6 +189,35 @@ def is_our_entry(host: str, entry: object) -> bool:
     command = entry.get("command")
     return (isinstance(command, str) and os.path.basename(command) == SERVER
             and same(entry.get("args"), ["mcp"]) and entry.get("type", "stdio") == "stdio")
+
+
+def entry_runs(entry: object) -> str:
+    """What an MCP entry runs, exactly: its command line, and its ``env`` if any."""
+    if not isinstance(entry, dict):
+        return json.dumps(entry, ensure_ascii=False, default=str)
+    argv = [str(entry.get("command", ""))] + [str(a) for a in entry.get("args") or []]
+    env = entry.get("env")
+    shown = shlex.join(argv)
+    if isinstance(env, dict) and env:
+        shown += " (env " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items()) + ")"
+    rest = sorted(set(entry) - {"command", "args", "env", "type"})
+    return shown + (f" (and {', '.join(rest)})" if rest else "")
+
+
+def _team_entry(host: str, path: Path, existing: object) -> ConfigError:
+    """A project's gitrelay entry that is not what setup writes: the team's, not the
+    user's, so setup neither calls it set up nor leaves it silently."""
+    return ConfigError(f"{path} has a gitrelay server entry that is not the one setup "
+                       f"writes; it runs: {entry_runs(existing)}; nothing was written",
+                       next_step=NextStep.REVIEW_TEAM_ENTRY, path=str(path), field=SERVER,
+                       host=host, runs=entry_runs(existing))
+
+
+def _not_ours_note(path: Path, team: bool) -> str:
+    return (f"{path} has a gitrelay server entry the project's own (not the one setup "
+            "writes): left as it is" if team else
+            f"{path} has a gitrelay server entry of your own (not the one setup "
+            "writes): left as it is")
 
 
 # --------------------------------------------------------------------------- merging
@@ -311,16 +342,19 @@ def _merge_hooks(host: str, doc: dict[str, Any], wanted: dict[str, list[dict[str
 
 
 def _merge_mcp_json(host: str, doc: dict[str, Any], entry: dict[str, Any] | None,
-                    path: Path, notes: list[str]) -> dict[str, Any]:
+                    path: Path, notes: list[str], *, team: bool = False,
+                    replace: bool = False) -> dict[str, Any]:
     servers = doc.get("mcpServers", {})
     if not isinstance(servers, dict):
         raise ConfigError(f"{path}: 'mcpServers' is not an object; nothing was written",
                           path=str(path), field="mcpServers")
     existing = servers.get(SERVER)
     if existing is not None and not is_our_entry(host, existing):
-        notes.append(f"{path} has a gitrelay server entry of your own (not the one setup "
-                     "writes): left as it is")
-        return doc
+        if team and entry is not None and not replace:
+            raise _team_entry(host, path, existing)
+        if not (team and entry is not None):
+            notes.append(_not_ours_note(path, team))
+            return doc
     kept = {k: v for k, v in servers.items() if k != SERVER}
     if entry is not None:
         kept[SERVER] = entry
@@ -346,7 +380,8 @@ def _no_empty_servers(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if not (k == "mcp_servers" and v == {})}
 
 
-def _plan_codex_toml(path: Path, command: str, remove: bool) -> FileChange:
+def _plan_codex_toml(path: Path, command: str, remove: bool, *, team: bool = False,
+                     replace: bool = False) -> FileChange:
     from gitrelay.hosts import tomlentry  # tomlkit: only when Codex's file is edited
 
     before = _read(path)
@@ -357,9 +392,11 @@ def _plan_codex_toml(path: Path, command: str, remove: bool) -> FileChange:
     entry = mcp_entry("codex", command)
     notes: list[str] = []
     if existing is not None and not is_our_entry("codex", existing):
-        notes.append(f"{path} has a gitrelay server entry of your own (not the one setup "
-                     "writes): left as it is")
-        return FileChange(path, before, before, notes)
+        if team and not remove and not replace:
+            raise _team_entry("codex", path, existing)
+        if not (team and not remove):
+            notes.append(_not_ours_note(path, team))
+            return FileChange(path, before, before, notes)
     wanted = None if remove else entry
     if (wanted is None and existing is None) or (wanted is not None and same(existing, wanted)):
         return FileChange(path, before, before, notes)
@@ -403,21 +440,27 @@ def _portable_notes(host: str, exe: str) -> list[str]:
 
 
 def plan(host: str, scope: Scope, exe: str, *, cwd: Path | None = None, remove: bool = False,
-         outside: str = "ask") -> list[FileChange]:
+         outside: str = "ask", replace: bool = False) -> list[FileChange]:
     """The files ``setup`` would write for ``host`` (unchanged ones included).
 
     In your own settings every command is ``exe``, an absolute path; in a project's,
-    which a team shares, it is ``gitrelay``, found on each person's PATH."""
+    which a team shares, it is ``gitrelay``, found on each person's PATH. A gitrelay
+    entry of a project's that is not the one setup writes is the team's: a
+    ConfigError (REVIEW_TEAM_ENTRY) saying what it runs, unless ``replace`` (the
+    standard entry takes its place); in the user's own settings it is theirs, left
+    with a note."""
+    team = scope == "project"
     command = exe if scope == "user" else SERVER
     mcp_file, hooks_file = setup_files(host, scope, cwd or Path.cwd())
     changes: list[FileChange] = []
     if host == "codex":
-        changes.append(_plan_codex_toml(mcp_file, command, remove))
+        changes.append(_plan_codex_toml(mcp_file, command, remove, team=team,
+                                        replace=replace))
     else:
         before, doc = _load_json(mcp_file)
         notes: list[str] = []
         merged = _merge_mcp_json(host, doc, None if remove else mcp_entry(host, command),
-                                 mcp_file, notes)
+                                 mcp_file, notes, team=team, replace=replace)
         changes.append(_json_change(mcp_file, before, doc, merged, remove, notes))
     before, doc = _load_json(hooks_file)
     merged = _merge_hooks(host, doc, {} if remove else wanted_hooks(host, command,
@@ -508,6 +551,53 @@ def scopes_here(host: str, cwd: Path | None = None) -> list[Scope]:
     return ["project", "user"]
 
 
+def _repository_of(folder: Path) -> Path | None:
+    """The git working tree holding ``folder`` (the nearest folder with ``.git``)."""
+    start = real_path(folder)
+    return next((f for f in (start, *start.parents) if (f / ".git").exists()), None)
+
+
+def _entry_in(host: str, path: Path) -> object:
+    """The gitrelay MCP entry in ``path`` as the host reads it; None if none or unreadable."""
+    try:
+        if host == "codex":
+            text = _read(path)
+            servers = _toml_doc(path, textform.plain(text)[0]).get("mcp_servers") \
+                if text else None
+        else:
+            servers = _load_json(path)[1].get("mcpServers")
+    except ConfigError:
+        return None
+    return servers.get(SERVER) if isinstance(servers, dict) else None
+
+
+def env_inside_repository(host: str, cwd: Path | None = None
+                          ) -> list[tuple[Path, str, str, Path]]:
+    """(file, variable, value, repository) for each gitrelay entry ``host`` reads in
+    ``cwd`` whose ``env`` points ``GITRELAY_TRUST`` or ``GITRELAY_HOME`` inside the git
+    repository holding ``cwd``: whoever can commit there would choose the trust rules
+    (or the state) of everyone's agent. A relative value counts from ``cwd``."""
+    here = Path.cwd() if cwd is None else cwd
+    repository = _repository_of(here)
+    if repository is None:
+        return []
+    found = []
+    for scope in scopes_here(host, here):
+        mcp_file = setup_files(host, scope, here)[0]
+        entry = _entry_in(host, mcp_file)
+        env = entry.get("env") if isinstance(entry, dict) else None
+        if not isinstance(env, dict):
+            continue
+        for name in FORWARDED_ENV:
+            value = env.get(name)
+            if not isinstance(value, str) or not value:
+                continue
+            target = real_path(here / Path(value).expanduser())
+            if target == repository or repository in target.parents:
+                found.append((mcp_file, name, value, repository))
+    return found
+
+
 def host_status(host: str, exe: str, *, cwd: Path | None = None) -> HostStatus:
     """Whether ``host`` is installed, and gitrelay set up in it and current (its
     entries are exactly what ``gitrelay setup`` with this ``exe`` writes): the one
@@ -519,7 +609,7 @@ def host_status(host: str, exe: str, *, cwd: Path | None = None) -> HostStatus:
             changes = plan(host, scope, exe, cwd=cwd)
             removal = plan(host, scope, exe, cwd=cwd, remove=True)
         except ConfigError as exc:
-            return HostStatus(host, found, scope, "outdated", exc.message)
+            return HostStatus(host, found, scope, "outdated", exc.message, exc)
         present = any(c.changed for c in removal)
         if not present:
             continue
@@ -531,23 +621,3 @@ def host_status(host: str, exe: str, *, cwd: Path | None = None) -> HostStatus:
         where = ", ".join(str(c.path) for c in changes)
         return HostStatus(host, found, scope, "current", f"set up in {where}")
     return HostStatus(host, found, None, "absent", "gitrelay is not set up")
-
-
-def host_checks(exe: str) -> list[tuple[str, str, str, str]]:
-    """``gitrelay doctor``'s lines for the hosts: (name, level, detail, fix) for each
-    installed host, and for any other host gitrelay is set up in; ``exe`` is the
-    ``gitrelay`` command (:func:`gitrelay_executable`)."""
-    lines = []
-    for host in HOSTS:
-        status = host_status(host, exe)
-        if not status.installed and status.state == "absent":
-            continue
-        flag = " --project" if status.scope == "project" else ""
-        if status.state == "current":
-            lines.append((host, "ok", status.detail, ""))
-        elif status.state == "outdated":
-            lines.append((host, "problem", status.detail, f"gitrelay setup {host}{flag}"))
-        else:
-            lines.append((host, "note", f"{host} is installed; {status.detail} for it",
-                          f"gitrelay setup {host}"))
-    return lines
