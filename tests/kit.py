@@ -42,6 +42,7 @@ T = TypeVar("T")
 PUSHER_VARS = frozenset((*setup.PUSHER_ENV_DEFAULT, "GITRELAY_PUSHER"))
 PLACES = frozenset({"GITRELAY_HOME", "GITRELAY_TRUST"})
 LEAKY_PREFIXES = ("GIT_", "CLAUDE", "CODEX_", "CURSOR_")
+HOST_PLACES = frozenset({"APPDATA"})  # where Cursor keeps its data on Windows: "installed"
 IDENTITY = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
             "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@example.invalid"}
 
@@ -113,9 +114,11 @@ def leaks(name: str) -> bool:
     """A variable of this process that a hermetic process must not have: git's own
     (``GIT_DIR`` from a hook that runs the suite), the pusher's identity, where gitrelay
     keeps its state and trust (set again only when a test names them), and the coding
-    hosts' own (``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``: a suite run inside a host). The
+    hosts' own (``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``: a suite run inside a host;
+    ``APPDATA``, where a Windows machine's Cursor would be found). The
     suite's own switches (``GITRELAY_SOAK``, ``GITRELAY_REQUIRE_SERVERS``...) stay."""
-    return name.startswith(LEAKY_PREFIXES) or name in PUSHER_VARS or name in PLACES
+    return (name.startswith(LEAKY_PREFIXES) or name in PUSHER_VARS or name in PLACES
+            or name in HOST_PLACES)
 
 
 def hermetic_env(home: Path | None = None, *, gitrelay_home: Path | None = None,
