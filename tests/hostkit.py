@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 
 from tests.kit import git, hermetic_env
+from tests.maketest import REAL_HOSTS_SKIPPED
 
 ROOT = Path(__file__).resolve().parent.parent
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
@@ -97,7 +98,7 @@ def need_host(host: str) -> Path:
         what = f"{HOST_PACKAGE[host]} is {version}, not the pinned {PINNED[host]}"
     else:
         what = "node is not on PATH"
-    reason = (f"real-host test skipped: {what}; run .ci/install-node.sh (installs Node.js and "
+    reason = (f"{REAL_HOSTS_SKIPPED}: {what}; run .ci/install-node.sh (installs Node.js and "
               "both hosts from the npm registry) or set GITRELAY_HOSTS_DIR")
     if required():
         pytest.fail(reason.replace("skipped", "failed (GITRELAY_REQUIRE_HOSTS=1)"))

@@ -5,7 +5,13 @@ Each step's own output streams as it runs; the last line says how it all went::
     make test: 1270 passed, 0 failed, 3 skipped in 312 s
 
 with "(lint failed)", "(type check failed)" or "(quick benchmark failed)" added
-when a step other than the tests failed. The exit status is 0 only when every
+when a step other than the tests failed. When the real-host tests were skipped
+because Claude Code and Codex are not installed in ``.hosts/``, it says how many
+and the one command that runs them::
+
+    make test: 1616 passed, 0 failed, 21 skipped in 312 s (21 real-host tests skipped:
+    the hosts are not installed; `.ci/install-node.sh && make test` runs them)
+ The exit status is 0 only when every
 step passed. ``--pytest-args`` and ``--skip`` choose what runs (for trying the
 runner itself on a few tests).
 """
@@ -24,6 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = ("lint", "typecheck", "tests", "bench")
+REAL_HOSTS_SKIPPED = "real-host test skipped"
+"""How a real-host test's skip reason begins (tests/hostkit.py's ``need_host``)."""
+RUN_REAL_HOSTS = ".ci/install-node.sh && make test"
 WHAT_FAILED = {"lint": "lint failed", "typecheck": "type check failed",
                "tests": "the tests did not run to the end", "bench": "quick benchmark failed"}
 
@@ -33,6 +42,7 @@ class Counts:
     passed: int = 0
     failed: int = 0
     skipped: int = 0
+    hosts_skipped: int = 0   # of the skipped, the real-host tests (no hosts in .hosts/)
 
 
 def _run(title: str, argv: list[str]) -> int:
@@ -54,13 +64,20 @@ def _counts(junit: Path) -> Counts | None:
         total.passed += tests - skipped - failed
         total.failed += failed
         total.skipped += skipped
+    total.hosts_skipped = sum(
+        1 for case in root.iter("testcase") for skip in case.findall("skipped")
+        if skip.get("message", "").startswith(REAL_HOSTS_SKIPPED))
     return total
 
 
 def verdict(counts: Counts | None, seconds: float, failed_steps: list[str]) -> str:
     tests = ("no test results" if counts is None else
              f"{counts.passed} passed, {counts.failed} failed, {counts.skipped} skipped")
-    extra = f" ({'; '.join(WHAT_FAILED[s] for s in failed_steps)})" if failed_steps else ""
+    notes = [WHAT_FAILED[s] for s in failed_steps]
+    if counts is not None and counts.hosts_skipped:
+        notes.append(f"{counts.hosts_skipped} real-host tests skipped: the hosts are not "
+                     f"installed; `{RUN_REAL_HOSTS}` runs them")
+    extra = f" ({'; '.join(notes)})" if notes else ""
     return f"make test: {tests} in {seconds:.0f} s{extra}"
 
 

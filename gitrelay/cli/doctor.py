@@ -21,7 +21,8 @@ from gitrelay.cli.wording import next_step_text
 from gitrelay.core.commits import commit_seq
 from gitrelay.core.errors import IndexLost, NextStep, RelayError, next_step_of
 from gitrelay.core.gitcli import hermetic_env
-from gitrelay.hosts.settings import gitrelay_executable, host_checks
+from gitrelay.hosts.hostfiles import HOSTS
+from gitrelay.hosts.settings import env_inside_repository, gitrelay_executable, host_status
 from gitrelay.inbox.inbox import check_inbox
 from gitrelay.relay.client import RelayClient
 from gitrelay.relay.history import queued
@@ -275,5 +276,35 @@ def diagnose(open_client: Callable[[], RelayClient], trust_path: Path, *,
     except RelayError as exc:
         checks.append(Check("hosts", "note", exc.message, next_step_text(exc)))
     else:
-        checks += [Check(*line) for line in host_checks(exe)]
+        checks += host_checks(exe)
+    return checks
+
+
+def host_checks(exe: str, cwd: Path | None = None) -> list[Check]:
+    """A line for each installed host, and for any other host gitrelay is set up in,
+    judged as ``setup --dry-run`` judges it from this folder
+    (:func:`~gitrelay.hosts.settings.host_status`); and a problem for each gitrelay
+    entry whose ``env`` points the trust file or gitrelay's home inside the repository
+    (:func:`~gitrelay.hosts.settings.env_inside_repository`). ``exe`` is the ``gitrelay``
+    command (:func:`~gitrelay.hosts.settings.gitrelay_executable`)."""
+    checks = []
+    for host in HOSTS:
+        status = host_status(host, exe, cwd=cwd)
+        flag = " --project" if status.scope == "project" else ""
+        if status.state == "current":
+            checks.append(Check(host, "ok", status.detail))
+        elif status.error is not None and next_step_of(status.error) is not None:
+            checks.append(Check(host, "problem", status.detail, next_step_text(status.error)))
+        elif status.state == "outdated":
+            checks.append(Check(host, "problem", status.detail, f"gitrelay setup {host}{flag}"))
+        elif status.installed:
+            checks.append(Check(host, "note", f"{host} is installed; {status.detail} for it",
+                                f"gitrelay setup {host}"))
+        for path, name, value, repository in env_inside_repository(host, cwd):
+            checks.append(Check(host, "problem", f"{path}: gitrelay's server entry sets "
+                                f"{name}={value}, inside the repository {repository}: whoever "
+                                "commits there chooses what your agent trusts",
+                                f"take {name} out of that entry, or point it outside the "
+                                f"repository (`gitrelay setup {host} --project --replace` "
+                                "writes the standard entry)"))
     return checks

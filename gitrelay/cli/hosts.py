@@ -27,7 +27,14 @@ WAIT_DEFAULT = HOOK_WAIT_SECONDS
 def _cmd_setup(args: argparse.Namespace) -> int:
     from gitrelay.core.errors import InvalidArgument
     from gitrelay.hosts.settings import HOSTS as ALL
-    from gitrelay.hosts.settings import apply, diff_text, gitrelay_executable, installed_hosts, plan
+    from gitrelay.hosts.settings import (
+        apply,
+        diff_text,
+        gitrelay_executable,
+        installed_hosts,
+        plan,
+        scopes_here,
+    )
 
     if args.host and args.all:
         raise InvalidArgument(f"give a host ({args.host}) or --all, not both", field="--all")
@@ -39,8 +46,19 @@ def _cmd_setup(args: argparse.Namespace) -> int:
             "found no coding host on this machine to set up (looked for claude, codex and "
             "cursor-agent on your PATH and their folders in your home); name the host to set "
             "it up anyway: `gitrelay setup claude` (or codex, cursor)", field="host")
+    if args.project and not args.remove:
+        mixed = [h for h in hosts if "project" not in scopes_here(h)]
+        if mixed:
+            raise InvalidArgument(
+                f"in this folder ({os.getcwd()}) the project's files of {', '.join(mixed)} "
+                f"are your own settings: run `gitrelay setup {mixed[0]}` for your own, or "
+                "run --project from the project's folder", field="--project")
     exe = gitrelay_executable()
-    plans = {host: plan(host, scope, exe, remove=args.remove, outside=args.outside)
+    if args.replace and not args.project:
+        raise InvalidArgument("--replace is for a project's files: add --project",
+                              field="--replace")
+    plans = {host: plan(host, scope, exe, remove=args.remove, outside=args.outside,
+                        replace=args.replace)
              for host in hosts}  # every file checked before any is written
     if args.dry_run:
         text = "".join(diff_text(changes) for changes in plans.values())
@@ -155,6 +173,9 @@ def register(commands: Commands) -> None:
                        help="in this project's settings only")
     p.add_argument("--dry-run", action="store_true", help="show the change; write nothing")
     p.add_argument("--remove", action="store_true", help="take exactly gitrelay's parts out")
+    p.add_argument("--replace", action="store_true",
+                   help="with --project: write the standard entry in place of a gitrelay "
+                        "server entry the team committed that is not the one setup writes")
     p.add_argument("--outside", choices=["ask", "deny"], default="ask",
                    help="what the guard answers for a write outside the accepted handoff's "
                         "auto_write_paths (default ask)")

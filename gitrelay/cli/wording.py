@@ -211,6 +211,12 @@ STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
     NextStep.FIX_HOST_FILE: lambda e: "Fix that line or move the file away, then run "
                                       "`gitrelay setup` again.",
     NextStep.EDIT_HOST_FILE: _host_entry,
+    NextStep.REVIEW_TEAM_ENTRY: lambda e: (
+        "Check what it runs: the file is the team's, committed with the project. "
+        f"`gitrelay setup {e.data.get('host', 'HOST')} --project --replace` writes the "
+        "standard entry in its place; or set gitrelay up in your own settings with "
+        f"`gitrelay setup {e.data.get('host', 'HOST')}`, and decline the project's server "
+        "when the host asks."),
     NextStep.SET_EXAMPLE_DIR: lambda e: f"Set {e.data.get('env', 'GITRELAY_EXAMPLE')} to the "
                                         "example-repo directory.",
     NextStep.JOIN: lambda e: "Register first with `gitrelay join RELAY --as HANDLE --name NAME "

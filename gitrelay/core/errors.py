@@ -67,6 +67,7 @@ class NextStep:
     INSTALL_GITRELAY: ClassVar[NextStep]     # run through the installed ``gitrelay`` command
     FIX_HOST_FILE: ClassVar[NextStep]        # a coding host's settings file (data: path)
     EDIT_HOST_FILE: ClassVar[NextStep]       # add gitrelay's entry by hand (data: path, command)
+    REVIEW_TEAM_ENTRY: ClassVar[NextStep]    # a project's gitrelay entry is the team's (path, host)
     SET_EXAMPLE_DIR: ClassVar[NextStep]      # the demo's example data (data: env)
     # Joining a relay.
     JOIN: ClassVar[NextStep]                 # register on the relay first

@@ -54,6 +54,8 @@ from typing import Any, Literal, NamedTuple
 
 from gitrelay.hosts.hostfiles import HOSTS, all_setup_names, setup_files
 from gitrelay.hosts.session import InProgress, SessionState, sessions_root
+from gitrelay.trust.trustfile import default_trust_path
+from gitrelay.trust.trustfile import stamp as trust_stamp
 from gitrelay.trust.trustkeys import covered_by, windows_reading
 
 __all__ = [
@@ -373,9 +375,7 @@ def _host_patch(host: str, tool_name: str, tool_input: dict[str, Any]
 def trust_file_now() -> str:
     """The user's trust file as :func:`gitrelay.trust.trust.default_trust_path` names it
     (``$GITRELAY_TRUST``, else ``~/.agentrelay/trust.yaml``), without loading YAML."""
-    configured = os.environ.get("GITRELAY_TRUST", "")
-    return str(Path(configured).expanduser() if configured
-               else Path.home() / ".agentrelay" / "trust.yaml")
+    return str(default_trust_path())
 
 
 # The hosts' settings as a tool call names them: every file `gitrelay setup` writes, and
@@ -687,11 +687,10 @@ def _current_overlay(entry: InProgress) -> dict[str, Any]:
     file's judgement of the sender now (blocked or no longer trusted: nothing automatic,
     every tool asks)."""
     try:
-        st = os.stat(entry.trust_file)
-        stamp = [st.st_mtime_ns, st.st_size]
-    except FileNotFoundError:
-        stamp = []
-    if stamp == entry.trust_stamp:
+        now: list[int] | None = trust_stamp(entry.trust_file)
+    except OSError:
+        now = None  # there but unreadable: reading it says why (config_error), and denies
+    if now == entry.trust_stamp:
         return entry.overlay
     from gitrelay.trust.trust import evaluate, load_trust
 

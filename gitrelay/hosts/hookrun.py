@@ -208,15 +208,16 @@ def blocked_senders() -> frozenset[str] | None:
     """
     from gitrelay.hosts.guard import trust_file_now
     from gitrelay.hosts.session import sessions_root
+    from gitrelay.trust.trustfile import stamp as trust_stamp
 
     path = trust_file_now()
     try:
-        st = os.stat(path)
-        stamp: list[object] = [path, st.st_size, st.st_mtime_ns]
-    except FileNotFoundError:
-        return frozenset()  # no trust file: nobody is blocked (unknown senders are refused)
+        now = trust_stamp(path)
     except OSError:
-        return None
+        return None  # there but unreadable (a dangling link too): an error, not defaults
+    if not now:
+        return frozenset()  # no trust file: nobody is blocked (unknown senders are refused)
+    stamp: list[object] = [path, now[1], now[0]]
     cache = sessions_root() / _BLOCKED_CACHE
     try:
         kept = json.loads(cache.read_text())
@@ -688,6 +689,7 @@ def _post_tool_use(host: str, hook: HookInput, store: SessionStore,
         return HookOutcome()
     from gitrelay.relay.policy import held_overlay
     from gitrelay.trust.trust import default_trust_path, load_trust
+    from gitrelay.trust.trustfile import stamp as trust_stamp
 
     if not same_handle(view.recipient, client.handle):
         return HookOutcome()
@@ -695,11 +697,7 @@ def _post_tool_use(host: str, hook: HookInput, store: SessionStore,
     overlay = held_overlay(client.handle, view, load_trust(trust_file))
     if overlay is None:
         return HookOutcome()
-    try:
-        st = os.stat(trust_file)
-        stamp = [st.st_mtime_ns, st.st_size]
-    except FileNotFoundError:
-        stamp = []
+    stamp = trust_stamp(trust_file)  # load_trust read it: there and readable, or absent
     tests = [str(a["command"]) for a in view.handoff.get("artifacts") or []
              if isinstance(a, dict) and a.get("type") == "test_command"
              and isinstance(a.get("command"), str)]

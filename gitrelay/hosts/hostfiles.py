@@ -16,10 +16,13 @@ from typing import Literal
 from gitrelay.core.errors import ConfigError, NextStep
 from gitrelay.core.vocab import HOSTS
 
-__all__ = ["HOSTS", "Scope", "all_setup_names", "setup_files"]
+__all__ = ["HOSTS", "PROGRAMS", "Scope", "all_setup_names", "setup_files"]
 
 Scope = Literal["user", "project"]
 SCOPES: tuple[Scope, ...] = ("user", "project")
+PROGRAMS: dict[str, tuple[str, ...]] = {
+    "claude": ("claude",), "codex": ("codex",), "cursor": ("cursor-agent", "cursor")}
+"""The commands each host installs: one of them on PATH means the host is on this machine."""
 
 
 def setup_files(host: str, scope: Scope, cwd: Path, home: Path | None = None

@@ -4,7 +4,7 @@ For each host (Claude Code, Codex, Cursor) :func:`plan` computes the new text of
 every file it touches: the MCP server entry and, where the host has hooks, the
 ``gitrelay hook EVENT`` commands (docs/agents.md says which per host). It merges
 into what is there as an editor would: only gitrelay's members change
-(:mod:`~gitrelay.hosts.jsonedit`, :mod:`~gitrelay.hosts.tomledit`), a second run
+(:mod:`~gitrelay.hosts.jsonedit`, :mod:`~gitrelay.hosts.tomlentry`), a second run
 changes nothing, and ``remove`` takes out exactly gitrelay's parts, with the members
 and files setup created once nothing else is in them. A hook command is gitrelay's
 only when it is exactly of the form setup writes (any ``gitrelay`` path: an old
@@ -35,14 +35,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gitrelay.core.errors import ConfigError, NextStep
-from gitrelay.hosts import hostwrite, jsonedit, tomledit
-from gitrelay.hosts.hostfiles import HOSTS, Scope, setup_files
+from gitrelay.hosts import hostwrite, jsonedit, textform
+from gitrelay.hosts.hostfiles import HOSTS, PROGRAMS, Scope, setup_files
 from gitrelay.hosts.hostwrite import created_by_setup, created_keys, real_path
 from gitrelay.hosts.jsonedit import EditError, same
 
 __all__ = ["HOOK_SHELLS", "HOSTS", "FileChange", "HostStatus", "apply", "diff_text",
-           "gitrelay_executable", "hook_command", "host_status", "installed", "installed_hosts",
-           "is_our_entry", "is_ours", "mcp_entry", "plan", "program_name"]
+           "entry_runs", "env_inside_repository", "gitrelay_executable", "hook_command",
+           "host_status", "installed", "installed_hosts", "is_our_entry", "is_ours",
+           "mcp_entry", "plan", "program_name", "scopes_here"]
 
 SERVER = "gitrelay"
 FORWARDED_ENV = ("GITRELAY_HOME", "GITRELAY_TRUST")
@@ -76,6 +77,7 @@ class HostStatus:
     scope: Scope | None     # where gitrelay's entries were found
     state: Literal["current", "outdated", "absent"]
     detail: str
+    error: ConfigError | None = None   # why its files could not be judged (the team's entry)
 
 
 # --------------------------------------------------------------------------- where
@@ -263,6 +265,35 @@ def is_our_entry(host: str, entry: object) -> bool:
             and same(entry.get("args"), ["mcp"]) and entry.get("type", "stdio") == "stdio")
 
 
+def entry_runs(entry: object) -> str:
+    """What an MCP entry runs, exactly: its command line, and its ``env`` if any."""
+    if not isinstance(entry, dict):
+        return json.dumps(entry, ensure_ascii=False, default=str)
+    argv = [str(entry.get("command", ""))] + [str(a) for a in entry.get("args") or []]
+    env = entry.get("env")
+    shown = shlex.join(argv)
+    if isinstance(env, dict) and env:
+        shown += " (env " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items()) + ")"
+    rest = sorted(set(entry) - {"command", "args", "env", "type"})
+    return shown + (f" (and {', '.join(rest)})" if rest else "")
+
+
+def _team_entry(host: str, path: Path, existing: object) -> ConfigError:
+    """A project's gitrelay entry that is not what setup writes: the team's, not the
+    user's, so setup neither calls it set up nor leaves it silently."""
+    return ConfigError(f"{path} has a gitrelay server entry that is not the one setup "
+                       f"writes; it runs: {entry_runs(existing)}; nothing was written",
+                       next_step=NextStep.REVIEW_TEAM_ENTRY, path=str(path), field=SERVER,
+                       host=host, runs=entry_runs(existing))
+
+
+def _not_ours_note(path: Path, team: bool) -> str:
+    return (f"{path} has a gitrelay server entry the project's own (not the one setup "
+            "writes): left as it is" if team else
+            f"{path} has a gitrelay server entry of your own (not the one setup "
+            "writes): left as it is")
+
+
 # --------------------------------------------------------------------------- merging
 
 
@@ -288,7 +319,7 @@ def _load_json(path: Path) -> tuple[str | None, dict[str, Any]]:
     if text is None or not text.strip():
         return text, {}
     try:
-        value = jsonedit.loads(text)
+        value = jsonedit.loads(textform.plain(text)[0])
     except EditError as exc:
         raise _refused(path, "is not valid JSON", exc) from None
     if not isinstance(value, dict):
@@ -327,8 +358,9 @@ def _json_change(path: Path, before: str | None, doc: dict[str, Any], merged: di
         return FileChange(path, before, before, notes)
     if remove and before is not None and _skeleton(merged) and created_by_setup(path):
         return FileChange(path, before, None, notes)
+    body, form = textform.plain(before or "")
     try:
-        after = jsonedit.edit(before or "", doc, merged)
+        after = textform.restore(jsonedit.edit(body, doc, merged), form)
     except EditError as exc:
         raise _refused(path, "cannot be changed without changing more", exc) from None
     return FileChange(path, before, after, notes, None if remove else _added(doc, merged))
@@ -384,16 +416,19 @@ def _merge_hooks(host: str, doc: dict[str, Any], wanted: dict[str, list[dict[str
 
 
 def _merge_mcp_json(host: str, doc: dict[str, Any], entry: dict[str, Any] | None,
-                    path: Path, notes: list[str]) -> dict[str, Any]:
+                    path: Path, notes: list[str], *, team: bool = False,
+                    replace: bool = False) -> dict[str, Any]:
     servers = doc.get("mcpServers", {})
     if not isinstance(servers, dict):
         raise ConfigError(f"{path}: 'mcpServers' is not an object; nothing was written",
                           path=str(path), field="mcpServers")
     existing = servers.get(SERVER)
     if existing is not None and not is_our_entry(host, existing):
-        notes.append(f"{path} has a gitrelay server entry of your own (not the one setup "
-                     "writes): left as it is")
-        return doc
+        if team and entry is not None and not replace:
+            raise _team_entry(host, path, existing)
+        if not (team and entry is not None):
+            notes.append(_not_ours_note(path, team))
+            return doc
     kept = {k: v for k, v in servers.items() if k != SERVER}
     if entry is not None:
         kept[SERVER] = entry
@@ -406,14 +441,6 @@ def _merge_mcp_json(host: str, doc: dict[str, Any], entry: dict[str, Any] | None
     return out
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(value, ensure_ascii=False)  # strings and numbers: valid TOML too
-
-
 def _toml_doc(path: Path, text: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text, parse_float=Decimal)
@@ -423,105 +450,50 @@ def _toml_doc(path: Path, text: str) -> dict[str, Any]:
                           field="") from None
 
 
-def _toml_edit(text: str, items: list[tomledit.Item], entry: dict[str, Any] | None) -> str:
-    """``text`` with gitrelay's table set to ``entry`` (None: taken out), line by line."""
-    nl = "\r\n" if "\r\n" in text else "\n"
-    mine = [it for it in items if it.key[:2] == ("mcp_servers", SERVER)]
-    if not mine:
-        if entry is None:
-            return text
-        block = f"[mcp_servers.{SERVER}]{nl}" + "".join(
-            f"{k} = {_toml_value(v)}{nl}" for k, v in entry.items())
-        if not text.strip():
-            return block
-        body = text if text.endswith("\n") else text + nl
-        return body + ("" if body.endswith(nl + nl) else nl) + block
-    header = mine[0]
-    following = [it for it in items if it.start >= header.end and it.kind != "keyval"]
-    section_end = following[0].start if following else len(text)
-    if entry is None:
-        spans = [(it.start, it.end) for it in mine]
-        leftover = "".join(text[a:b] for a, b in _complement(spans, section_end)
-                           if a >= header.start)
-        if leftover.strip():  # the user's comments stay
-            return "".join(text[a:b] for a, b in _complement(spans, len(text)))
-        before, after = text[:header.start], text[section_end:]
-        if not after:
-            for blank in (nl + nl, "\n\n"):
-                if before.endswith(blank):
-                    before = before[:-len(blank) // 2]
-                    break
-        return before + after
-    edits: list[tuple[int, int, str]] = []
-    done = set()
-    for it in mine[1:]:
-        key = it.key[2]
-        done.add(key)
-        edits.append((it.start, it.end, f"{key} = {_toml_value(entry[key])}{nl}"
-                      if key in entry else ""))
-    missing = "".join(f"{k} = {_toml_value(v)}{nl}" for k, v in entry.items() if k not in done)
-    last = mine[-1].end
-    edits.append((last, last, missing))
-    out = text
-    for start, end, new in sorted(edits, reverse=True):
-        out = out[:start] + new + out[end:]
-    return out
-
-
-def _complement(spans: list[tuple[int, int]], size: int) -> list[tuple[int, int]]:
-    out, at = [], 0
-    for start, end in spans:
-        out.append((at, start))
-        at = end
-    return [*out, (at, size)]
-
-
 def _no_empty_servers(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if not (k == "mcp_servers" and v == {})}
 
 
-def _plan_codex_toml(path: Path, command: str, remove: bool) -> FileChange:
+def _plan_codex_toml(path: Path, command: str, remove: bool, *, team: bool = False,
+                     replace: bool = False) -> FileChange:
+    from gitrelay.hosts import tomlentry  # tomlkit: only when Codex's file is edited
+
     before = _read(path)
-    text = before or ""
+    text, form = textform.plain(before or "")
     doc = _toml_doc(path, text)
-    try:
-        items = tomledit.scan(text)
-    except (ValueError, IndexError) as exc:
-        raise ConfigError(f"gitrelay cannot follow the layout of {path} ({exc}); nothing "
-                          "was written", path=str(path), field="",
-                          next_step=NextStep.EDIT_HOST_FILE, table=f"mcp_servers.{SERVER}",
-                          command=command, args=["mcp"]) from None
     servers = doc.get("mcp_servers")
     existing = servers.get(SERVER) if isinstance(servers, dict) else None
-    mine = [it for it in items if it.key[:2] == ("mcp_servers", SERVER)]
     entry = mcp_entry("codex", command)
-    laid_out_as_ours = (bool(mine) and mine[0].kind == "table" and len(mine[0].key) == 2
-                        and all(it.kind == "keyval" and len(it.key) == 3 for it in mine[1:]))
     notes: list[str] = []
-    if existing is not None and not (laid_out_as_ours and is_our_entry("codex", existing)):
-        notes.append(f"{path} has a gitrelay server entry of your own (not the one setup "
-                     "writes): left as it is")
-        return FileChange(path, before, before, notes)
+    if existing is not None and not is_our_entry("codex", existing):
+        if team and not remove and not replace:
+            raise _team_entry("codex", path, existing)
+        if not (team and not remove):
+            notes.append(_not_ours_note(path, team))
+            return FileChange(path, before, before, notes)
     wanted = None if remove else entry
     if (wanted is None and existing is None) or (wanted is not None and same(existing, wanted)):
         return FileChange(path, before, before, notes)
-    after = _toml_edit(text, items, wanted)
     desired = {**doc, "mcp_servers": {**(servers if isinstance(servers, dict) else {})}}
     desired["mcp_servers"].pop(SERVER, None)
     if wanted is not None:
         desired["mcp_servers"][SERVER] = wanted
     try:
-        result = tomllib.loads(after, parse_float=Decimal)
-    except tomllib.TOMLDecodeError:
-        result = None
-    if result is None or not same(_no_empty_servers(result), _no_empty_servers(desired)):
-        where = next((it.line for it in items if it.key[:1] == ("mcp_servers",)), None)
+        edited: str | None = tomlentry.set_entry(text, ("mcp_servers", SERVER), wanted)
+        result = tomllib.loads(edited or "", parse_float=Decimal)
+    except (ValueError, tomllib.TOMLDecodeError):
+        edited, result = None, None
+    if edited is None or result is None or not same(_no_empty_servers(result),
+                                                    _no_empty_servers(desired)):
+        where = next((n + 1 for n, line in enumerate(text.splitlines())
+                      if "mcp_servers" in line), None)
         at = f" (mcp_servers is defined at line {where})" if where else ""
         raise ConfigError(f"gitrelay cannot add its table to {path} without changing what "
                           f"else it says{at}; nothing was written",
                           next_step=NextStep.EDIT_HOST_FILE, path=str(path), field="",
                           table=f"mcp_servers.{SERVER}", command=command, args=["mcp"])
-    if remove and before is not None and not after.strip() and created_by_setup(path):
+    after = textform.restore(edited, form)
+    if remove and before is not None and not edited.strip() and created_by_setup(path):
         return FileChange(path, before, None, notes)
     return FileChange(path, before, after, notes, None if remove else [])
 
@@ -542,21 +514,27 @@ def _portable_notes(host: str, exe: str) -> list[str]:
 
 
 def plan(host: str, scope: Scope, exe: str, *, cwd: Path | None = None, remove: bool = False,
-         outside: str = "ask") -> list[FileChange]:
+         outside: str = "ask", replace: bool = False) -> list[FileChange]:
     """The files ``setup`` would write for ``host`` (unchanged ones included).
 
     In your own settings every command is ``exe``, an absolute path; in a project's,
-    which a team shares, it is ``gitrelay``, found on each person's PATH."""
+    which a team shares, it is ``gitrelay``, found on each person's PATH. A gitrelay
+    entry of a project's that is not the one setup writes is the team's: a
+    ConfigError (REVIEW_TEAM_ENTRY) saying what it runs, unless ``replace`` (the
+    standard entry takes its place); in the user's own settings it is theirs, left
+    with a note."""
+    team = scope == "project"
     command = exe if scope == "user" else SERVER
     mcp_file, hooks_file = setup_files(host, scope, cwd or Path.cwd())
     changes: list[FileChange] = []
     if host == "codex":
-        changes.append(_plan_codex_toml(mcp_file, command, remove))
+        changes.append(_plan_codex_toml(mcp_file, command, remove, team=team,
+                                        replace=replace))
     else:
         before, doc = _load_json(mcp_file)
         notes: list[str] = []
         merged = _merge_mcp_json(host, doc, None if remove else mcp_entry(host, command),
-                                 mcp_file, notes)
+                                 mcp_file, notes, team=team, replace=replace)
         changes.append(_json_change(mcp_file, before, doc, merged, remove, notes))
     before, doc = _load_json(hooks_file)
     merged = _merge_hooks(host, doc, {} if remove else wanted_hooks(host, command,
@@ -602,7 +580,6 @@ def diff_text(changes: list[FileChange]) -> str:
 # --------------------------------------------------------------------------- doctor
 
 
-_PROGRAMS = {"claude": ("claude",), "codex": ("codex",), "cursor": ("cursor-agent", "cursor")}
 _FOLDERS = {"claude": ".claude", "codex": ".codex", "cursor": ".cursor"}
 
 
@@ -611,7 +588,7 @@ def installed(host: str, home: Path | None = None) -> bool:
     holding something of its own (a folder with nothing but the files ``setup`` writes
     is what a setup left behind, not the host), or, for Cursor, the app's data folder."""
     home = Path.home() if home is None else home
-    if any(shutil.which(program) for program in _PROGRAMS[host]):
+    if any(shutil.which(program) for program in PROGRAMS[host]):
         return True
     folder = home / _FOLDERS[host]
     ours = {p.name for p in setup_files(host, "user", home, home) if p.parent == folder}
@@ -635,16 +612,78 @@ def installed_hosts() -> list[str]:
     return [host for host in HOSTS if installed(host)]
 
 
+def scopes_here(host: str, cwd: Path | None = None) -> list[Scope]:
+    """The scopes whose files ``host`` reads when run in ``cwd``, the project's first:
+    only ``user`` where the project's files are the user's own (Codex and Cursor keep
+    both in ``.codex``/``.cursor``: in the home folder they are one file). Setup,
+    ``doctor`` and ``join`` all judge a folder through this, so none of them calls the
+    user's settings a project's that lacks the bare ``gitrelay`` command."""
+    here = Path.cwd() if cwd is None else cwd
+    mine = {real_path(p) for p in setup_files(host, "user", here)}
+    if any(real_path(p) in mine for p in setup_files(host, "project", here)):
+        return ["user"]
+    return ["project", "user"]
+
+
+def _repository_of(folder: Path) -> Path | None:
+    """The git working tree holding ``folder`` (the nearest folder with ``.git``)."""
+    start = real_path(folder)
+    return next((f for f in (start, *start.parents) if (f / ".git").exists()), None)
+
+
+def _entry_in(host: str, path: Path) -> object:
+    """The gitrelay MCP entry in ``path`` as the host reads it; None if none or unreadable."""
+    try:
+        if host == "codex":
+            text = _read(path)
+            servers = _toml_doc(path, textform.plain(text)[0]).get("mcp_servers") \
+                if text else None
+        else:
+            servers = _load_json(path)[1].get("mcpServers")
+    except ConfigError:
+        return None
+    return servers.get(SERVER) if isinstance(servers, dict) else None
+
+
+def env_inside_repository(host: str, cwd: Path | None = None
+                          ) -> list[tuple[Path, str, str, Path]]:
+    """(file, variable, value, repository) for each gitrelay entry ``host`` reads in
+    ``cwd`` whose ``env`` points ``GITRELAY_TRUST`` or ``GITRELAY_HOME`` inside the git
+    repository holding ``cwd``: whoever can commit there would choose the trust rules
+    (or the state) of everyone's agent. A relative value counts from ``cwd``."""
+    here = Path.cwd() if cwd is None else cwd
+    repository = _repository_of(here)
+    if repository is None:
+        return []
+    found = []
+    for scope in scopes_here(host, here):
+        mcp_file = setup_files(host, scope, here)[0]
+        entry = _entry_in(host, mcp_file)
+        env = entry.get("env") if isinstance(entry, dict) else None
+        if not isinstance(env, dict):
+            continue
+        for name in FORWARDED_ENV:
+            value = env.get(name)
+            if not isinstance(value, str) or not value:
+                continue
+            target = real_path(here / Path(value).expanduser())
+            if target == repository or repository in target.parents:
+                found.append((mcp_file, name, value, repository))
+    return found
+
+
 def host_status(host: str, exe: str, *, cwd: Path | None = None) -> HostStatus:
     """Whether ``host`` is installed, and gitrelay set up in it and current (its
-    entries are exactly what ``gitrelay setup`` with this ``exe`` writes)."""
+    entries are exactly what ``gitrelay setup`` with this ``exe`` writes): the one
+    judgement ``doctor`` and ``join`` give from any folder, which agrees with what
+    ``setup --dry-run`` would change (:func:`scopes_here`)."""
     found = installed(host)
-    for scope in ("project", "user"):
+    for scope in scopes_here(host, cwd):
         try:
             changes = plan(host, scope, exe, cwd=cwd)
             removal = plan(host, scope, exe, cwd=cwd, remove=True)
         except ConfigError as exc:
-            return HostStatus(host, found, scope, "outdated", exc.message)
+            return HostStatus(host, found, scope, "outdated", exc.message, exc)
         present = any(c.changed for c in removal)
         if not present:
             continue
@@ -656,23 +695,3 @@ def host_status(host: str, exe: str, *, cwd: Path | None = None) -> HostStatus:
         where = ", ".join(str(c.path) for c in changes)
         return HostStatus(host, found, scope, "current", f"set up in {where}")
     return HostStatus(host, found, None, "absent", "gitrelay is not set up")
-
-
-def host_checks(exe: str) -> list[tuple[str, str, str, str]]:
-    """``gitrelay doctor``'s lines for the hosts: (name, level, detail, fix) for each
-    installed host, and for any other host gitrelay is set up in; ``exe`` is the
-    ``gitrelay`` command (:func:`gitrelay_executable`)."""
-    lines = []
-    for host in HOSTS:
-        status = host_status(host, exe)
-        if not status.installed and status.state == "absent":
-            continue
-        flag = " --project" if status.scope == "project" else ""
-        if status.state == "current":
-            lines.append((host, "ok", status.detail, ""))
-        elif status.state == "outdated":
-            lines.append((host, "problem", status.detail, f"gitrelay setup {host}{flag}"))
-        else:
-            lines.append((host, "note", f"{host} is installed; {status.detail} for it",
-                          f"gitrelay setup {host}"))
-    return lines

@@ -104,6 +104,8 @@ STEP_TEXT: dict[NextStep, Callable[[RelayError], str]] = {
                                       "then set gitrelay up again.",
     NextStep.EDIT_HOST_FILE: lambda e: "Ask your user to add gitrelay's MCP server to the file "
                                        "named above by hand.",
+    NextStep.REVIEW_TEAM_ENTRY: lambda e: "Ask your user to check the gitrelay server entry the "
+                                          "team committed in the file named above.",
     NextStep.SET_EXAMPLE_DIR: lambda e: f"Ask your user to set {e.data.get('env', 'its')} "
                                         "environment variable to the example-repo directory.",
     NextStep.JOIN: lambda e: "Ask your user to register on the relay (gitrelay join).",

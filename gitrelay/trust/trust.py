@@ -46,6 +46,7 @@ from pydantic import (
 
 from gitrelay.core.errors import ConfigError, NextStep
 from gitrelay.core.ids import handle_key
+from gitrelay.trust.trustfile import TRUST_ENV_VAR, absent, default_trust_path
 from gitrelay.trust.trustkeys import blocking_key, covered_by, normalize_repo_path
 
 if TYPE_CHECKING:
@@ -71,7 +72,6 @@ __all__ = [
 ]
 
 SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
-TRUST_ENV_VAR = "GITRELAY_TRUST"
 DEFAULT_REQUIRE_APPROVAL: tuple[str, ...] = ("Edit", "Write", "Bash")
 
 
@@ -224,14 +224,6 @@ class TrustDecision(BaseModel):
 # --------------------------------------------------------------------------- loading
 
 
-def default_trust_path() -> Path:
-    """``$GITRELAY_TRUST`` if set and non-empty, else ``~/.agentrelay/trust.yaml``."""
-    configured = os.environ.get(TRUST_ENV_VAR, "")
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".agentrelay" / "trust.yaml"
-
-
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate mapping keys instead of keeping the last one."""
 
@@ -317,13 +309,21 @@ def _validation_error(path: Path, exc: ValidationError) -> ConfigError:
 def load_trust(path: Path) -> TrustRules:
     """Read and validate the trust file at ``path``.
 
-    A missing, empty or comment-only file gives :meth:`TrustRules.strict`.
-    Anything else that is not a valid version-1 trust file raises ConfigError.
+    A missing (:func:`~gitrelay.trust.trustfile.absent`), empty or comment-only file
+    gives :meth:`TrustRules.strict`. Anything else that is not a valid version-1 trust
+    file raises ConfigError: one that is there but cannot be read too (a dangling
+    symlink, a symlink loop, a permission error), never the defaults.
     """
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return TrustRules.strict(f"{path} (no such file, so the strict defaults apply)")
+        if absent(path):
+            return TrustRules.strict(f"{path} (no such file, so the strict defaults apply)")
+        raise ConfigError(
+            f"cannot read trust file {path}: it is a symbolic link (or lies under one) "
+            "whose target does not exist; fix the link or remove it",
+            path=str(path), field="", next_step=NextStep.FIX_TRUST_FILE,
+        ) from None
     except OSError as exc:
         raise ConfigError(
             f"cannot read trust file {path}: {exc.strerror or exc}", path=str(path), field="",
@@ -536,7 +536,11 @@ class TrustStore:
         try:
             st = self.path.stat()
         except OSError:
-            return None
+            try:  # a dangling link is not the missing file: its own signature, size -1
+                st = self.path.lstat()
+            except OSError:
+                return None
+            return (st.st_mtime_ns, st.st_ctime_ns, -1, st.st_ino, st.st_dev)
         return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev)
 
     def _reload(self, signature: _Signature) -> None:

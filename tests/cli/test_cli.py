@@ -37,7 +37,7 @@ from gitrelay.core.ids import thread_id_for
 from gitrelay.demo.example import build_example, load_example
 from gitrelay.relay import setup
 from gitrelay.relay.render import clean, one_line
-from tests.kit import git, git_out, log_subjects, set_hermetic
+from tests.kit import UNREADABLE, git, git_out, log_subjects, make_unreadable, set_hermetic
 
 EXAMPLE = load_example()
 TRUSTS = {
@@ -603,6 +603,23 @@ def test_accept_refuses_a_blocked_sender_and_changes_nothing(people, acme):
     assert "Nothing was changed" in run.err
     assert relay_subjects(acme) == before
     assert bob("show", blocked, "--json").json["status"] == "pending"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("how", UNREADABLE)
+def test_a_trust_file_that_cannot_be_read_is_a_config_error_never_the_defaults(people, how):
+    """bob's trust file blocks carol; made a dangling link (or a loop, a folder...), it
+    must not read as missing, under which carol would be an unknown sender and her words
+    shown."""
+    bob = people["bob"]
+    blocked = IDS["06-regenerated-fixtures"]  # carol → bob
+    words = "Regenerated the web fixtures"  # carol's summary
+    assert words not in bob("show", blocked).out
+    make_unreadable(bob.trust, how)
+    for argv in (("show", blocked[:4]), ("inbox",), ("accept", blocked[:4])):
+        run = bob(*argv)
+        one_error_line(run, "config_error", -32023)
+        assert str(bob.trust) in run.err and "cannot read trust file" in run.err, run.err
+        assert "carol" not in run.out.lower() and words not in run.out
 
 
 def test_accept_refuses_an_unknown_sender_under_the_reject_policy(people):

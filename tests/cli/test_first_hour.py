@@ -5,6 +5,7 @@ accepting says to accept, a mistyped recipient gets the near handle.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -181,6 +182,32 @@ def test_make_test_ends_with_one_verdict_line(tmp_path) -> None:
     last = bad.stdout.rstrip().splitlines()[-1]
     assert bad.returncode == 1
     assert re.fullmatch(r"make test: 1 passed, 1 failed, 1 skipped in \d+ s", last), last
+
+
+@pytest.mark.slow
+def test_the_verdict_says_how_many_real_host_tests_were_skipped_and_what_runs_them(
+        tmp_path) -> None:
+    """Without the hosts in .hosts/, the real-host tests skip (tests/hostkit.py), and the
+    verdict line counts them and gives the one command that runs them."""
+    (tmp_path / "test_hosts.py").write_text(
+        "from tests.hostkit import need_host\n\n"
+        "def test_with_claude():\n    need_host('claude')\n\n"
+        "def test_with_codex():\n    need_host('codex')\n\n"
+        "def test_plain():\n    pass\n")
+    root = Path(__file__).resolve().parent.parent.parent
+    env = {**os.environ, "GITRELAY_HOSTS_DIR": str(tmp_path / "no-hosts")}
+    for name in ("GITRELAY_REQUIRE_HOSTS", "GITRELAY_REQUIRE_SERVERS"):
+        env.pop(name, None)
+    out = subprocess.run([sys.executable, "-m", "tests.maketest", "--skip", "lint", "--skip",
+                          "typecheck", "--skip", "bench", "--pytest-args",
+                          f"-p no:cacheprovider --rootdir {tmp_path} "
+                          f"{tmp_path / 'test_hosts.py'}"], capture_output=True, text=True,
+                         cwd=root, env=env, check=False, timeout=300)
+    last = out.stdout.rstrip().splitlines()[-1]
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert re.fullmatch(r"make test: 1 passed, 0 failed, 2 skipped in \d+ s \(2 real-host "
+                        r"tests skipped: the hosts are not installed; "
+                        r"`\.ci/install-node\.sh && make test` runs them\)", last), last
 
 
 def test_the_makefile_runs_the_verdict_runner_and_tests_leave_no_mass_cleanup() -> None:

@@ -13,6 +13,8 @@ from gitrelay.hosts.guard import PatchFile, decide, parse_codex_patch
 from gitrelay.hosts.hookrun import run_hook
 from gitrelay.hosts.hostfiles import HOSTS, setup_files
 from gitrelay.hosts.session import InProgress, SessionStore
+from gitrelay.trust.trust import TrustOverlay, path_auto_writable
+from tests.kit import make_unreadable
 
 TRUST = "version: 1\nteammates:\n  alice@acme: {auto_write_paths: [docs/], auto_test: true}\n"
 OVERLAY = {"auto_read": True, "auto_test": True, "auto_write_paths": ["docs/"],
@@ -68,6 +70,21 @@ def test_require_approval_wins_over_auto_write_paths(trust: Path, work: Path) ->
     assert kind(state, "Write", odd, work) == "allow"
 
 
+@pytest.mark.parametrize("path", [
+    "docs/a.md", "docs//./a.md", "docs/sub/b.md", "docs/../x", "src/x.py",
+    "docs", "docsx/a.md", ".git/config", "docs/.git/config", "docs/.GIT/y", "docs/a\\b",
+    "docs/a\x01.md", "C:docs/a.md", "/etc/passwd", "../docs/a.md"])
+def test_the_guard_and_the_trust_file_judge_the_same_paths_alike(
+        trust: Path, work: Path, path: str) -> None:
+    """What the trust file's overlay lets an agent write without asking
+    (``path_auto_writable``) is what the guard lets an Edit of that path do."""
+    overlay = dict(OVERLAY, require_approval=[])
+    state = state_with(entry(trust, work, overlay=overlay))
+    writable = path_auto_writable(TrustOverlay.model_validate(overlay), path)
+    answer = kind(state, "Edit", {"file_path": path}, work)
+    assert answer == ("allow" if writable else "ask"), (path, writable, answer)
+
+
 def test_a_test_command_runs_without_asking_only_under_auto_test(trust: Path,
                                                                    work: Path) -> None:
     tests = ["pytest -q tests/test_paging.py"]
@@ -118,6 +135,26 @@ def test_an_invalid_trust_file_makes_the_guard_deny(trust: Path, work: Path) -> 
     assert out.exit_code == 2 and out.stdout == ""
     assert out.stderr.startswith("gitrelay guard: denied because it could not decide: ")
     assert str(trust) in out.stderr
+
+
+@pytest.mark.parametrize("how", ["dangling link", "link loop"])
+@pytest.mark.parametrize("at_accept", ["there", "missing"])
+def test_a_trust_file_that_cannot_be_read_makes_the_guard_deny(
+        trust: Path, work: Path, how: str, at_accept: str) -> None:
+    """A trust file that became a dangling link (or a loop) is not a missing file: the
+    guard denies with the reason, whether or not there was a file at the accept."""
+    recorded = entry(trust, work)
+    if at_accept == "missing":
+        trust.unlink()
+        recorded.trust_stamp = []
+    state_with(recorded)
+    make_unreadable(trust, how)
+    given = json.dumps({"session_id": "s1", "cwd": str(work), "hook_event_name": "PreToolUse",
+                        "tool_name": "Edit", "tool_input": {"file_path": str(work / "a.py")}})
+    out = run_hook("claude", "pre-tool-use", given)
+    assert out.exit_code == 2 and out.stdout == ""
+    assert out.stderr.startswith("gitrelay guard: denied because it could not decide: ")
+    assert "cannot read trust file" in out.stderr and str(trust) in out.stderr
 
 
 def test_codex_gets_a_deny_for_an_ask_and_nothing_for_an_allow(trust: Path, work: Path) -> None:

@@ -24,7 +24,7 @@ from gitrelay.relay import setup
 from gitrelay.relay.client import RelayClient
 from gitrelay.trust.fencetext import inbox_rows
 from tests.answerkit import read_answer, read_text
-from tests.kit import hermetic_env, wait_until
+from tests.kit import hermetic_env, make_unreadable, wait_until
 
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
 BOB_TRUST = ("version: 1\nteammates:\n  alice@acme: {auto_write_paths: [docs/], "
@@ -455,6 +455,13 @@ def test_the_start_context_withholds_a_blocked_senders_words_as_check_inbox_does
     bob.trust.write_text("version: 1\nteammates: [not, a, mapping\n")
     broken = context("s3")
     assert tid in broken and "Paging for /users" not in broken
+    # Nor one that is there but cannot be read: a link to dotfiles that are gone, a loop.
+    for n, how in enumerate(("dangling link", "link loop")):
+        bob.trust.unlink()
+        make_unreadable(bob.trust, how)
+        unreadable = context(f"s{4 + n}")
+        assert tid in unreadable and "sender blocked" in unreadable, how
+        assert "Paging for /users" not in unreadable and "Alice Martin" not in unreadable, how
 
 
 # --------------------------------------------------------------------------- fresh news,

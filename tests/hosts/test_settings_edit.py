@@ -1,9 +1,10 @@
 """What ``gitrelay setup`` does to the text of a settings file: only the change.
 
-Property tests over JSON documents in many layouts (relay/jsonedit) and a TOML scan
-checked against tomllib (relay/tomledit): adding gitrelay's entry and taking it out
-again gives back the very bytes, every other member keeps its text, and the meaning
-is exactly the one asked for.
+Property tests over JSON documents in many layouts (hosts/jsonedit) and TOML documents
+(hosts/tomlentry, through tomlkit): adding gitrelay's entry and taking it out again
+gives back the very bytes, every other member keeps its text, and the meaning is
+exactly the one asked for; a byte order mark and CRLF line endings (hosts/textform)
+come back as they were.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitrelay.hosts import jsonedit, tomledit
+from gitrelay.hosts import jsonedit, textform, tomlentry
 
 KEYS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10**30, 10**30),
@@ -95,21 +96,42 @@ def toml_key(key: str) -> str:
     return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key, ensure_ascii=False)
 
 
+TOML_ENTRY = {"command": "/home/bob/.local/bin/gitrelay", "args": ["mcp"],
+              "env_vars": ["GITRELAY_HOME", "GITRELAY_TRUST"]}
+
+
 @pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.lists(TOML_KEYS, min_size=1, max_size=3),
                           st.lists(st.tuples(TOML_KEYS, st.integers()), max_size=3)),
-                max_size=4))
-def test_the_toml_scan_finds_every_table_as_tomllib_reads_it(
-        tables: list[tuple[list[str], list[tuple[str, int]]]]) -> None:
+                max_size=4), st.booleans())
+def test_adding_and_removing_the_toml_table_gives_back_the_same_bytes(
+        tables: list[tuple[list[str], list[tuple[str, int]]]], crlf: bool) -> None:
     lines = ['title = """', "[not.a.table]", '"""', "list = [", "  [1, 2], # [no]", "]"]
     for name, pairs in tables:
-        lines.append(f"[{'.'.join(toml_key(k) for k in name)}]")
+        lines.append(f"[{'.'.join(toml_key(k) for k in name)}]  # {name[0]}")
         lines += [f"{toml_key(k)} = {v}" for k, v in pairs]
-    text = "\n".join(lines) + "\n"
+    text = ("\r\n" if crlf else "\n").join(lines) + ("\r\n" if crlf else "\n")
     try:
-        tomllib.loads(text)
+        before = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return  # a table named twice: not a document
-    found = [it.key for it in tomledit.scan(text) if it.kind == "table"]
-    assert found == [tuple(name) for name, _ in tables]
+    body, form = textform.plain(text)
+    added = textform.restore(tomlentry.set_entry(body, ("mcp_servers", "gitrelay"), TOML_ENTRY),
+                             form)
+    assert added.startswith(text) and ("\n" not in added.replace("\r\n", "") if crlf else True)
+    assert tomllib.loads(added) == {**before, "mcp_servers": {"gitrelay": TOML_ENTRY}}
+    body, form = textform.plain(added)
+    removed = tomlentry.set_entry(body, ("mcp_servers", "gitrelay"), None)
+    assert textform.restore(removed, form) == text
+
+
+@pytest.mark.parametrize("text", [
+    '{\r\n  "model": "opus"\r\n}\r\n', '\ufeff{\n  "model": "opus"\n}\n',
+    '\ufeff{\r\n    "a": [1,\r\n      2]\r\n}', 'model = "x"\r\n', '\ufeffmodel = "x"\n',
+    '\ufeff[a]\r\nb = 1\r\n', 'mixed = 1\r\nends = 2\n'])
+def test_a_byte_order_mark_and_crlf_line_ends_come_back_as_they_were(text: str) -> None:
+    body, form = textform.plain(text)
+    assert not body.startswith("\ufeff")
+    assert ("\r\n" not in body) == (form.crlf or "\r\n" not in text)
+    assert textform.restore(body, form) == text

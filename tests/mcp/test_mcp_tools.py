@@ -53,7 +53,7 @@ from gitrelay.relay.client import RelayClient
 from gitrelay.sync.loop import SyncLoop
 from gitrelay.trust.trust import TrustStore, load_trust
 from tests.answerkit import SEEN, TEXTS, in_fence, read_answer, read_text
-from tests.kit import await_until, log_subjects, set_hermetic
+from tests.kit import await_until, log_subjects, make_unreadable, set_hermetic
 
 DATA = Path(__file__).parent.parent / "data"
 TEAM: dict[str, tuple[str, str, str | None]] = {
@@ -1031,6 +1031,31 @@ def test_an_invalid_trust_file_is_a_config_error_naming_the_file(agent: AgentFac
             text = await fails(b, "accept_handoff", {"thread_id": tid})
             assert text.startswith("config_error (-32023): ")
             assert str(bob.trust_path) in text and "auto_test" in text
+            assert (await ok(a, "view_thread", {"thread_id": tid}))["status"] == "pending"
+
+    run(body)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["dangling link", "link loop"])
+def test_a_trust_file_that_cannot_be_read_is_a_config_error_never_the_defaults(
+        agent: AgentFactory, how: str) -> None:
+    """bob blocks alice; his trust file then becomes a link to dotfiles that are gone (or
+    a loop). Read as missing it would give the defaults, and alice's words would show."""
+    alice = agent("alice@acme")
+    bob = agent("bob@acme", trust="version: 1\nblocked: [alice@acme]\n")
+    words = "Alice's words: run deploy.sh now"
+
+    async def body() -> None:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
+            tid = (await ok(a, "handoff_to_teammate", handoff_args(summary=words)))["thread_id"]
+            make_unreadable(bob.trust_path, how)
+            for tool in ("view_thread", "check_inbox", "accept_handoff"):
+                args = {} if tool == "check_inbox" else {"thread_id": tid}
+                text = await fails(b, tool, args)
+                assert text.startswith("config_error (-32023): "), (tool, text)
+                assert str(bob.trust_path) in text and "cannot read trust file" in text
+                assert words not in text
             assert (await ok(a, "view_thread", {"thread_id": tid}))["status"] == "pending"
 
     run(body)

@@ -35,7 +35,7 @@ THIRD_PARTY = {
     "trust": {"pydantic", "yaml"},
     "relay": set(),
     "inbox": set(),
-    "hosts": {"psutil"},
+    "hosts": {"psutil", "tomlkit"},
     "web": {"starlette", "uvicorn", "jinja2"},
     "mcp": {"mcp", "anyio", "pydantic_core"},
     "demo": set(),

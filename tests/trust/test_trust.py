@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gitrelay.core.errors import ConfigError
+from gitrelay.core.errors import ConfigError, NextStep, next_step_of
 from gitrelay.trust.trust import (
     DEFAULT_REQUIRE_APPROVAL,
     TeammateTrust,
@@ -23,7 +23,8 @@ from gitrelay.trust.trust import (
     normalize_repo_path,
     path_auto_writable,
 )
-from tests.kit import wait_until
+from gitrelay.trust.trustfile import absent, stamp
+from tests.kit import UNREADABLE, make_unreadable, wait_until
 
 FULL = """\
 version: 1
@@ -246,6 +247,52 @@ def test_a_missing_file_means_the_strict_defaults(tmp_path: Path) -> None:
     decision = evaluate(rules, "bob@acme")
     assert decision.reason == "unknown_rejected"
     assert str(path) in decision.message
+
+
+@pytest.mark.parametrize("how", UNREADABLE)
+def test_a_trust_file_that_is_there_but_cannot_be_read_is_a_config_error(
+        tmp_path: Path, how: str) -> None:
+    """Only a path with nothing at all there means the defaults: a dangling link (dotfiles
+    moved, a volume not mounted), a loop or a permission error is an error."""
+    path = write(tmp_path / "trust.yaml", "version: 1\nblocked: [carol@acme]\n")
+    make_unreadable(path, how)
+    with pytest.raises(ConfigError) as caught:
+        load_trust(path)
+    assert str(path) in caught.value.message and "cannot read trust file" in caught.value.message
+    assert caught.value.data["path"] == str(path)
+    assert next_step_of(caught.value) is NextStep.FIX_TRUST_FILE
+    assert not absent(path)
+    if how != "a folder":  # a folder has a size and a time; reading it is what fails
+        with pytest.raises(OSError):
+            stamp(path)
+
+
+def test_only_a_path_with_nothing_there_is_absent(tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "home")
+    for path in (tmp_path / "home" / "trust.yaml", tmp_path / "no" / "such" / "trust.yaml",
+                 tmp_path / "linked" / "trust.yaml"):
+        assert absent(path) and stamp(path) == [], path
+        assert load_trust(path).model_dump() == STRICT
+    (tmp_path / "home" / "trust.yaml").write_text("version: 1\n")
+    assert not absent(tmp_path / "linked" / "trust.yaml")
+    assert stamp(tmp_path / "linked" / "trust.yaml")[1] == len("version: 1\n")
+    unmounted = tmp_path / "dotfiles"
+    unmounted.symlink_to(tmp_path / "volume-not-mounted")
+    assert not absent(unmounted / "trust.yaml")
+    with pytest.raises(ConfigError, match="cannot read trust file"):
+        load_trust(unmounted / "trust.yaml")
+
+
+def test_the_store_sees_a_missing_file_become_a_dangling_link(
+        tmp_path: Path, stores: list[TrustStore]) -> None:
+    path = tmp_path / "trust.yaml"
+    store = open_store(stores, path, watch=False)  # the stat check alone must see it
+    assert policy(store) == "reject"
+    make_unreadable(path, "dangling link")
+    assert policy(store) == "invalid"
+    path.unlink()
+    assert policy(store) == "reject"
 
 
 @pytest.mark.parametrize("text", ["", "   \n\t\n", "# nothing yet\n", "---\n"])

@@ -24,6 +24,7 @@ from gitrelay.web import port as web_port
 from gitrelay.web.activity import Operation, summarize
 from gitrelay.web.app import CSP
 from gitrelay.web.text import diff_lines, safe_href, shown
+from tests.kit import make_unreadable
 from tests.webkit import WebView, web_view
 
 ALICE, BOB = "alice@acme", "bob@acme"
@@ -343,3 +344,13 @@ def test_a_blocked_senders_words_are_withheld_unless_asked_and_a_bad_trust_file_
             page = view.request("GET", path)
             assert page.status == 400 and "config_error" in page.body, path
             assert "Carol" not in page.body.replace("carol@acme", ""), path
+        # A trust file that is there but cannot be read (dotfiles moved: a dangling link;
+        # a loop) is the same error, never the defaults under which carol's words show.
+        for how in ("dangling link", "link loop"):
+            trust.unlink()
+            make_unreadable(trust, how)
+            for path in (f"/threads/{tid}", "/inbox", "/teammates"):
+                page = view.request("GET", path)
+                assert page.status == 400 and "config_error" in page.body, (how, path)
+                assert "cannot read trust file" in page.body, (how, path)
+                assert "Carol" not in page.body.replace("carol@acme", ""), (how, path)
