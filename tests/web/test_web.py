@@ -6,8 +6,12 @@ gate checks every push; the browser's side is tests/web/test_web_browser.py.
 
 from __future__ import annotations
 
+import http.client
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -15,6 +19,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from gitrelay.core.errors import InvalidArgument
 from gitrelay.core.terminal import UNSAFE
 from gitrelay.mcp.inprocess import in_process
 from gitrelay.mcp.server import build_server
@@ -23,6 +28,7 @@ from gitrelay.relay.client import RelayClient
 from gitrelay.web import port as web_port
 from gitrelay.web.activity import Operation, summarize
 from gitrelay.web.app import CSP
+from gitrelay.web.server import bind, serve
 from gitrelay.web.text import diff_lines, safe_href, shown
 from tests.webkit import WebView, web_view
 
@@ -55,32 +61,53 @@ def _headers_ok(headers: dict[str, str]) -> None:
 # --- who may ask ------------------------------------------------------------------------
 
 
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
 @pytest.mark.slow
-def test_without_the_token_every_request_is_refused_and_the_link_sets_a_strict_cookie(
+def test_a_browser_signs_in_once_with_the_files_code_and_nothing_else_opens_the_view(
         pair: tuple[RelayClient, RelayClient, str], relay: Path, tmp_path: Path) -> None:
     _, _, tid = pair
     with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
+        first_code = view.code()
+        printed = "\n".join(view.lines)
+        assert first_code not in printed and "token" not in printed
+        assert _mode(view.signin) == 0o600 and _mode(view.signin.parent) == 0o700
+        assert _mode(view.signin.parent.parent) == 0o700
         for path in ("/inbox", f"/threads/{tid}", "/teammates", "/activity",
-                     "/static/style.css", "/inbox?token=wrong" + "x" * 20):
+                     "/static/style.css", f"/inbox?token={first_code}", f"/login?code={first_code}",
+                     "/inbox?code=" + first_code):
             answer = view.request("GET", path, cookie=False)
             assert answer.status == 403, (path, answer.status)
             assert tid not in answer.body and "Paginate" not in answer.body
             _headers_ok(answer.headers)
-        wrong_cookie = view.request("GET", "/inbox", headers={
-            "Cookie": f"gitrelay_web_{view.port}=not-the-token"})
-        assert wrong_cookie.status == 403
+        assert view.code() == first_code           # a GET never takes the code
+        assert view.login("x" * 43).status == 403
         first = view.login()
-        assert first.status == 303 and first.headers["location"] == "/inbox"
-        cookie = first.headers["set-cookie"]
-        assert cookie.startswith(f"gitrelay_web_{view.port}={view.token};")
-        assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
+        assert first.status == 200 and 'http-equiv="refresh" content="0; url=/inbox"' \
+            in first.body
         _headers_ok(first.headers)
-        away = view.request("GET", f"//evil.example/x?token={view.token}", cookie=False)
-        assert away.status == 303 and away.headers["location"] == "/evil.example/x"
+        name, _, rest = first.headers["set-cookie"].partition("=")
+        session = rest.split(";", 1)[0]
+        assert re.fullmatch(r"gitrelay_web_[0-9a-f]{16}", name) and str(view.port) not in name
+        assert session not in (first_code, "") and len(session) >= 40
+        cookie = first.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "samesite=strict" in cookie.lower()
+        assert "Path=/" in cookie and "Domain" not in cookie
         page = view.request("GET", "/inbox")
-        assert page.status == 200 and tid[:10] in page.body
+        assert page.status == 200 and tid[:10] in page.body and "<script" not in page.body
         _headers_ok(page.headers)
-        assert "<script" not in page.body
+        # The code is dead once taken; the file now holds the next one, for one browser.
+        assert view.login(first_code).status == 403
+        second_code = view.code()
+        assert second_code != first_code and _mode(view.signin) == 0o600
+        other = WebView(view.host, view.port, view.signin, view.proc, view.lines)
+        assert other.login().status == 200 and other.cookie != view.cookie
+        assert view.request("GET", "/inbox").status == 200   # the first browser stays in
+        assert view.request("GET", "/inbox", headers={
+            "Cookie": f"{name}={first_code}"}).status == 403
+    assert not view.signin.exists() and not view.signin.parent.exists()   # gone with the run
 
 
 @pytest.mark.slow
@@ -88,12 +115,13 @@ def test_a_foreign_host_header_is_refused(pair: tuple[RelayClient, RelayClient, 
                                           relay: Path, tmp_path: Path) -> None:
     with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
         view.login()
-        for host in ("evil.example", f"evil.example:{view.port}", "127.0.0.1:1"):
+        for host in ("evil.example", f"evil.example:{view.port}", "127.0.0.1:1",
+                     f"127.0.0.1:{view.port}", f"localhost:{view.port}", view.host):
             answer = view.request("GET", "/inbox", headers={"Host": host})
             assert answer.status == 421, host
             _headers_ok(answer.headers)
         assert view.request("GET", "/inbox", headers={
-            "Host": f"localhost:{view.port}"}).status == 200
+            "Host": f"{view.host}:{view.port}"}).status == 200
 
 
 def _listeners(port: int) -> list[str]:
@@ -112,13 +140,68 @@ def _listeners(port: int) -> list[str]:
     return found
 
 
+def _hex(host: str) -> str:
+    return "".join(f"{int(b):02X}" for b in reversed(host.split(".")))
+
+
 @pytest.mark.slow
-def test_the_server_listens_on_loopback_only(pair: tuple[RelayClient, RelayClient, str],
-                                             relay: Path, tmp_path: Path) -> None:
+def test_each_run_listens_on_a_loopback_address_of_its_own(
+        pair: tuple[RelayClient, RelayClient, str], relay: Path, tmp_path: Path) -> None:
     if not Path("/proc/net/tcp").exists():
         pytest.skip("no /proc/net/tcp on this system to list listening sockets")
-    with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
-        assert _listeners(view.port) == ["0100007F"]
+    with web_view(relay, BOB, _home(tmp_path, "bob")) as one, \
+            web_view(relay, BOB, _home(tmp_path, "bob2")) as two:
+        for view in (one, two):
+            octets = [int(x) for x in view.host.split(".")]
+            assert octets[0] == 127 and octets[1] != 0, view.host   # never 127.0.x.x
+            assert _listeners(view.port) == [_hex(view.host)]
+        assert one.host != two.host
+        with pytest.raises(OSError):    # nothing of the view on 127.0.0.1
+            http.client.HTTPConnection("127.0.0.1", one.port, timeout=5).connect()
+
+
+@pytest.mark.slow
+def test_host_names_the_address_and_127_0_0_1_is_the_shared_one_it_warns_of(
+        pair: tuple[RelayClient, RelayClient, str], relay: Path, tmp_path: Path) -> None:
+    with web_view(relay, BOB, _home(tmp_path, "bob"), args=("--host", "127.44.3.2")) as view:
+        assert view.host == "127.44.3.2" and "warning" not in " ".join(view.lines)
+    with web_view(relay, BOB, _home(tmp_path, "bob"), write=True,
+                  args=("--host", "127.0.0.1")) as view:
+        assert view.host == "127.0.0.1"
+        assert "every server on this machine shares" in view.lines[2]
+        assert view.login().status == 200 and view.request("GET", "/inbox").status == 200
+    for bad in ("10.0.0.1", "localhost", "::1"):
+        run = subprocess.run([sys.executable, "-m", "gitrelay", "web", "--relay", str(relay),
+                              "--as", BOB, "--no-open", "--host", bad], capture_output=True,
+                             text=True, env=dict(os.environ, GITRELAY_HOME=str(tmp_path / "b")),
+                             timeout=60)
+        assert run.returncode == 2 and "invalid_argument" in run.stderr, (bad, run.stderr)
+        assert "not an IPv4 loopback address" in run.stderr
+
+
+def test_without_another_loopback_address_the_view_takes_the_shared_one() -> None:
+    sock, shared = bind(None, 0, pick=lambda: "192.0.2.7")   # an address no machine has
+    try:
+        assert shared and sock.getsockname()[0] == "127.0.0.1"
+    finally:
+        sock.close()
+    sock, shared = bind(None, 0)
+    try:
+        assert not shared and sock.getsockname()[0] != "127.0.0.1"
+    finally:
+        sock.close()
+
+
+@pytest.mark.slow
+def test_writes_on_the_shared_address_need_it_asked_for_by_name(
+        people: dict[str, RelayClient], tmp_path: Path) -> None:
+    from gitrelay.cli.wording import next_step_text
+
+    with pytest.raises(InvalidArgument) as caught:
+        serve(people["bob"], trust_path=tmp_path / "none.yaml", word=next_step_text,
+              write=True, pick=lambda: "192.0.2.7")
+    assert caught.value.data["field"] == "host" and "--host 127.0.0.1" in caught.value.message
+    assert not web_port.web_file().exists()
 
 
 # --- writes -----------------------------------------------------------------------------
@@ -239,9 +322,12 @@ def test_inbox_url_points_at_the_running_view_and_back_at_the_relay_after(
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GITRELAY_HOME", str(home))
         with web_view(relay, ALICE, home) as view:
-            assert json.loads(web_port.web_file().read_text())["port"] == view.port
+            recorded = web_port.web_file().read_text()
+            assert json.loads(recorded)["port"] == view.port
+            assert json.loads(recorded)["host"] == view.host
+            assert _mode(web_port.web_file()) == 0o600 and view.code() not in recorded
             url, tid = anyio.run(handoff, "k1").split()
-            assert url == f"http://127.0.0.1:{view.port}/threads/{tid}"
+            assert url == f"http://{view.host}:{view.port}/threads/{tid}"
             view.login()
             assert view.request("GET", f"/threads/{tid}").status == 200
         assert not web_port.web_file().exists()
