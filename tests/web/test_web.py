@@ -295,6 +295,90 @@ def test_complete_one_addressed_to_you_and_cancel_your_own_but_not_the_reverse(
     assert alice.thread(theirs.thread_id).status == "pending"
 
 
+@pytest.mark.slow
+def test_accept_shows_the_trust_decision_and_overlay_first_and_is_the_agents_accept(
+        people: dict[str, RelayClient], relay: Path, tmp_path: Path) -> None:
+    from gitrelay.relay import policy
+    from gitrelay.trust.trust import load_trust
+
+    alice, bob, carol = people["alice"], people["bob"], people["carol"]
+    trusted = alice.handoff(to=BOB, intent="ask_question", summary="Paginate /users",
+                            question="Cursor?").thread_id
+    unknown = carol.handoff(to=BOB, intent="inform", summary="Carol's note").thread_id
+    assert trusted and unknown
+    trust = tmp_path / "bob-trust.yaml"
+    trust.write_text("version: 1\nteammates:\n  alice@acme: {auto_test: true, "
+                     "auto_write_paths: [docs/], require_approval: [Bash]}\n")
+    with web_view(relay, BOB, _home(tmp_path, "bob"), trust=trust) as view:
+        view.login()   # read-only: no form, and a forged one is refused
+        assert 'id="accept"' not in view.request("GET", f"/threads/{trusted}").body
+        assert _post(view, f"/threads/{trusted}/accept", {"csrf": "x"})[0] == 403
+    with web_view(relay, BOB, _home(tmp_path, "bob"), trust=trust, write=True) as view:
+        view.login()
+        page = view.request("GET", f"/threads/{trusted}").body
+        overlay = re.search(r'<ul class="overlay" id="overlay">(.*?)</ul>', page, re.S)
+        assert overlay and 'id="accept"' in page
+        assert re.sub(r"<[^>]+>|\s+", " ", overlay.group(1)).split() == [
+            "auto_read:", "yes", "auto_test:", "yes", "auto_write_paths:", "docs/",
+            "require_approval:", "Bash"]
+        refused_page = view.request("GET", f"/threads/{unknown}").body
+        assert 'id="accept"' not in refused_page and "accepting is refused" in refused_page
+        token = _csrf(page)
+        status, answer = _post(view, f"/threads/{unknown}/accept", {"csrf": token})
+        bob.refresh(max_age=0)
+        expected = policy.accept_refusal(BOB, bob.thread(unknown), load_trust(trust))[1]
+        assert expected is not None
+        assert status == 400 and f"{expected.name} ({expected.code})" in answer
+        status, where = _post(view, f"/threads/{trusted}/accept", {"csrf": token})
+        assert status == 303 and where == f"/threads/{trusted}?done=accept&delivery=delivered"
+        done = view.request("GET", where).body
+        assert "Your accept was delivered" in done and 'id="accept"' not in done
+        assert 'id="complete"' in done    # now it is bob's to complete
+    alice.refresh(max_age=0)
+    accepted = alice.thread(trusted)
+    assert accepted.status == "accepted" and accepted.accept is not None
+    assert str(accepted.accept["accepted_by_session"]).startswith("web-")
+    assert alice.thread(unknown).status == "pending"
+
+
+@pytest.mark.slow
+def test_counts_are_worded_in_the_singular_and_plural_and_every_page_has_an_icon(
+        people: dict[str, RelayClient], relay: Path, tmp_path: Path) -> None:
+    alice = people["alice"]
+    people["bob"]
+    assert alice.handoff(to=BOB, intent="inform", summary="one").thread_id
+    with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
+        assert view.request("GET", "/favicon.ico", cookie=False).status == 200
+        icon = view.request("GET", "/static/favicon.svg", cookie=False)
+        assert icon.status == 200 and icon.body.startswith("<svg")
+        assert icon.headers["content-type"] == "image/svg+xml"
+        _headers_ok(icon.headers)
+        view.login()
+        page = view.request("GET", "/activity").body
+        assert "1 handoff in the relay's history (1 operation:" in page
+        for path in ("/inbox", "/activity", "/teammates", "/search"):
+            assert '<link rel="icon" href="/static/favicon.svg"' in \
+                view.request("GET", path).body, path
+    assert alice.handoff(to=BOB, intent="inform", summary="two").thread_id
+    with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
+        view.login()
+        assert "2 handoffs in the relay's history (2 operations:" in \
+            view.request("GET", "/activity").body
+
+
+@pytest.mark.slow
+def test_a_search_with_a_control_character_is_invalid_argument_naming_it(
+        pair: tuple[RelayClient, RelayClient, str], relay: Path, tmp_path: Path) -> None:
+    with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
+        view.login()
+        for q, named in (("zebra%00", "U+0000 (NUL) at character 6"),
+                         ("%1B%5B31m", "U+001B (ESC)")):
+            page = view.request("GET", f"/search?q={q}")
+            assert page.status == 400 and "invalid_argument" in page.body, page.body
+            assert f"control character {named}" in page.body
+            assert "internal_error" not in page.body
+
+
 # --- inbox_url --------------------------------------------------------------------------
 
 
