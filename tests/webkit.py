@@ -142,3 +142,51 @@ def web_view(relay: Path, handle: str, home: Path, *, write: bool = False,
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+# --- another local user ------------------------------------------------------------------
+
+NOBODY = 65534
+"""The uid (and gid) of ``nobody``: the other local user of the multi-user tests."""
+_PYTHONS = (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3")
+
+
+def _as_nobody_cmd(python: str, code: str, args: tuple[str, ...]) -> list[str]:
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", python,
+            "-I", "-c", code, *args]
+
+
+def nobody_python() -> tuple[str | None, str]:
+    """A Python that ``nobody`` can run (this test's may sit in root's own home), or None
+    and why there is none."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None, "running a child as another user (nobody) needs the tests to run as root"
+    if not Path("/usr/bin/setpriv").exists() and not Path("/bin/setpriv").exists():
+        return None, "no setpriv (util-linux) to run a child as nobody"
+    for python in _PYTHONS:
+        if not Path(python).exists():
+            continue
+        run = subprocess.run(_as_nobody_cmd(python, "import os; print(os.getuid())", ()),
+                             capture_output=True, text=True, timeout=60, cwd="/",
+                             env=NOBODY_ENV)
+        if run.returncode == 0 and run.stdout.strip() == str(NOBODY):
+            return python, ""
+    return None, "no Python that nobody may run (tried " + ", ".join(_PYTHONS) + ")"
+
+
+NOBODY_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LC_ALL": "C.UTF-8"}
+
+
+def as_nobody(python: str, code: str, *args: str, stdin: str = "", timeout: float = 120
+              ) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` (standard library only) as nobody, from ``/``, with a bare
+    environment, ``stdin`` on its standard input (what must not show on a command
+    line); its output as text."""
+    return subprocess.run(_as_nobody_cmd(python, code, args), capture_output=True, text=True,
+                          timeout=timeout, cwd="/", env=NOBODY_ENV, input=stdin)
+
+
+def start_as_nobody(python: str, code: str, *args: str) -> subprocess.Popen[str]:
+    """``code`` as nobody in the background (stop it by its process id)."""
+    return subprocess.Popen(_as_nobody_cmd(python, code, args), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd="/", env=NOBODY_ENV)

@@ -34,10 +34,14 @@ def _cmd_web(args: argparse.Namespace) -> int:
                       "Read-only (--write to reply, accept, cancel or complete).")
               + " Ctrl-C stops it.", flush=True)
         if not args.no_open:
+            import threading
             import webbrowser
 
-            # The file's path, never a secret: any local user can read a command line.
-            webbrowser.open(site.signin.url)
+            # The file's path, never a secret: any local user can read a command line. In
+            # a thread of its own: a $BROWSER command is waited for until it exits, and the
+            # view must serve the browser meanwhile (the socket already listens).
+            threading.Thread(target=webbrowser.open, args=(site.signin.url,), daemon=True,
+                             name="gitrelay-web-browser").start()
 
     serve(client, trust_path=trust_path(args), port=args.port, host=host, write=args.write,
           on_ready=ready, word=next_step_text)

@@ -82,7 +82,7 @@ class Watch:
 
         def on_request(route: Any) -> None:
             url = route.request.url
-            if url.startswith(self.origin + "/"):
+            if url.startswith(self.origin + "/") or url == view.url:
                 route.continue_()
             else:
                 self.foreign.append(url)
@@ -135,13 +135,20 @@ def _nothing_hidden(page: Any) -> None:
     assert hiding == [], hiding
 
 
+def _sign_in(page: Any, view: WebView) -> None:
+    """Open the sign-in file, as ``gitrelay web`` opens the browser on it: its form posts
+    the one-time code, and the answer's own page goes on to the inbox."""
+    page.goto(view.url)
+    page.wait_for_url(f"{view.base}/inbox")
+
+
 def _shot(page: Any, name: str) -> None:
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=False)
 
 
-def _seed(alice: RelayClient, bob: RelayClient) -> str:
+def _seed(alice: RelayClient, bob: RelayClient) -> tuple[str, str]:
     trust_tid = alice.handoff(
         to=BOB, intent="propose_action", summary="Paginate the /users endpoint",
         proposed_action={"description": "Switch /users to cursor pagination",
@@ -157,25 +164,27 @@ def _seed(alice: RelayClient, bob: RelayClient) -> str:
     assert trust_tid
     bob.send_message(trust_tid, "Cursor it is. Which field do we sort on?")
     alice.send_message(trust_tid, "created_at, then id.")
-    alice.handoff(to=BOB, intent="ask_question", summary="CSV export: which date format?",
-                  question="ISO 8601 or the user's locale?")
+    csv_tid = alice.handoff(to=BOB, intent="ask_question",
+                            summary="CSV export: which date format?",
+                            question="ISO 8601 or the user's locale?").thread_id
+    assert csv_tid
     bob.handoff(to=ALICE, intent="inform", summary="The /users page now reads the cursor",
                 artifacts=[{"type": "file_ref", "path": "web/src/users.ts", "lines": [12]}])
-    return trust_tid
+    return trust_tid, csv_tid
 
 
 def test_click_through_inbox_thread_pages_and_a_reply(
         people: dict[str, RelayClient], relay: Path, tmp_path: Path, browser: Any) -> None:
     alice, bob = people["alice"], people["bob"]
-    tid = _seed(alice, bob)
+    tid, csv_tid = _seed(alice, bob)
     trust = tmp_path / "bob-trust.yaml"
     trust.write_text("version: 1\nteammates:\n  alice@acme: {auto_test: true, "
                      "auto_write_paths: [docs/]}\nblocked: [mallory@external]\n")
     with web_view(relay, BOB, tmp_path / "bob", write=True, trust=trust) as view:
         watch = Watch(browser, view)
         page = watch.page
-        page.goto(view.url)
-        assert page.url == f"{view.base}/inbox"          # the token left the address
+        _sign_in(page, view)
+        assert "code" not in page.url and page.url == f"{view.base}/inbox"
         assert "Paginate the /users endpoint" in page.inner_text("table.inbox")
         _shot(page, "inbox")
         page.select_option("select[name=intent]", "inform")
@@ -219,9 +228,16 @@ def test_click_through_inbox_thread_pages_and_a_reply(
         page.wait_for_selector(".hits")
         assert page.locator(f".hits a[href='/threads/{tid}']").count() == 1
         _shot(page, "search")
+        page.goto(f"{view.base}/threads/{csv_tid}")
+        overlay = page.inner_text("#overlay")     # what accepting means, before the click
+        assert "auto_test: yes" in overlay and "auto_write_paths: docs/" in overlay
+        page.click("#accept")
+        page.wait_for_selector("#done", state="visible")
+        assert page.is_visible("#complete") and not page.is_visible("#accept")
         watch.clean()
     alice.refresh(max_age=0)
     assert alice.thread(tid).messages[-1]["body"] == "Shipping it <b>today</b>."
+    assert alice.thread(csv_tid).status == "accepted"
 
 
 def _hostile(alice: RelayClient, bob: RelayClient) -> list[tuple[str, str, str]]:
@@ -265,7 +281,7 @@ def test_the_injection_corpus_runs_on_every_page(
     with web_view(relay, BOB, tmp_path / "bob") as view:
         watch = Watch(browser, view)
         page = watch.page
-        page.goto(view.url + "&status=all")
+        _sign_in(page, view)
         for status in ("", "all"):
             page.goto(f"{view.base}/inbox?status={status}")
             _nothing_active(page)
