@@ -68,14 +68,29 @@ def bind(host: str | None, port: int, *, pick: Callable[[], str] = random_loopba
     or the shared 127.0.0.1 where the system has no other), and whether its address
     is the shared one. ``port`` 0: any free port."""
     if host is not None:
-        return _listen(host, port), host == SHARED
+        return _listen_or_say(host, port), host == SHARED
     for _ in range(TRIES):
         try:
             return _listen(pick(), port), False
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 break   # EADDRNOTAVAIL (or the like): only 127.0.0.1 is configured
-    return _listen(SHARED, port), True
+    return _listen_or_say(SHARED, port), True
+
+
+def _listen_or_say(host: str, port: int) -> socket.socket:
+    """:func:`_listen`, with ``invalid_argument`` naming the address or port it cannot
+    take (in use, or an address this system does not have)."""
+    try:
+        return _listen(host, port)
+    except OSError as exc:
+        in_use = exc.errno == errno.EADDRINUSE
+        raise InvalidArgument(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+            + (" (another program has it; give another --port, or 0 for any free one)"
+               if in_use else " (this system does not have that address; add it as a "
+                              "loopback alias, or leave --host out)"),
+            field="port" if in_use else "host", next_step=NextStep.FIX_ARGUMENT) from None
 
 
 def sign_in_folder(run: str) -> Path:

@@ -180,6 +180,17 @@ def test_host_names_the_address_and_127_0_0_1_is_the_shared_one_it_warns_of(
 
 
 def test_without_another_loopback_address_the_view_takes_the_shared_one() -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        bind("192.0.2.7", 0)     # named, but not an address of this machine
+    assert caught.value.data["field"] == "host" and "192.0.2.7:0" in caught.value.message
+    taken, _ = bind(None, 0)
+    try:
+        with pytest.raises(InvalidArgument) as caught:
+            bind(taken.getsockname()[0], taken.getsockname()[1])
+        assert caught.value.data["field"] == "port" and "another --port" in \
+            caught.value.message
+    finally:
+        taken.close()
     sock, shared = bind(None, 0, pick=lambda: "192.0.2.7")   # an address no machine has
     try:
         assert shared and sock.getsockname()[0] == "127.0.0.1"
