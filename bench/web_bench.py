@@ -1,7 +1,7 @@
 """The web view's server-side times (``python -m bench --only web``).
 
 Each page is asked of the real application (:func:`gitrelay.web.app.build_app`:
-the token check, the routing, the page's library calls and the template) through
+the session check, the routing, the page's library calls and the template) through
 its ASGI interface in this process, so the figure is the server's own time
 without a browser or a socket. On the large relay (10,000 threads, 100,000
 messages in the full run): the inbox's first page and a later one (the user's
@@ -110,7 +110,7 @@ def bench_web(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> 
     site = Site(client=client, trust_path=trust_file(home, ["alice@acme"]),
                 word=next_step_text, port=8700)
     app = build_app(site)
-    cookie = f"{site.cookie}={site.token}"
+    cookie = f"{site.cookie}={site.new_session()}"
     reps = sizes.read_reps
     label = f"{size[0]:,} threads, {size[1]:,} messages"
     figs: list[Figure] = []

@@ -19,7 +19,9 @@ must hold (AND)::
 A filter takes several values separated by commas, and the same filter given
 twice adds values (either may hold); ``since:`` takes one. A value with spaces
 is quoted: ``path:"docs/read me.md"``. Text that looks like a filter but is not
-one (``TODO:fix``) is refused; quote it to search it as text.
+one (``TODO:fix``) is refused; quote it to search it as text. A control character (NUL, an escape,
+any of Unicode's category Cc but a tab or a line break, which separate terms as a
+space does) is refused, named with its position.
 
 This module is pure: :func:`parse` gives a :class:`Query` or raises
 ``invalid_argument`` naming the term; :meth:`Query.match_expression` is the
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 from gitrelay.core.errors import InvalidArgument, NextStep
@@ -50,6 +53,8 @@ _SPAN_SECONDS = {"m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 _FILTER_LIKE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*):(.*)$", re.S)
 _GLOB_CHARS = frozenset("*?[")
 _WORD_CHAR = re.compile(r"\w", re.UNICODE)
+_SPACING_CONTROLS = frozenset("\t\n\r")
+_CONTROL_NAMES = {0: "NUL", 0x1b: "ESC", 0x7f: "DEL"}
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,7 @@ def parse(text: str, *, me: str, now: dt.datetime | None = None) -> Query:
     if len(text) > QUERY_CHARS:
         raise InvalidArgument(f"query is {len(text)} characters; at most {QUERY_CHARS}",
                               field="query")
+    _no_controls(text)
     now = now or dt.datetime.now(dt.UTC)
     query = Query()
     for raw, value, quoted in _split(text):
@@ -194,6 +200,23 @@ def parse(text: str, *, me: str, now: dt.datetime | None = None) -> Query:
         raise InvalidArgument("the query is empty: it has no word, \"phrase\" or filter "
                               "(from:, to:, status:, intent:, since:, path:)", field="query")
     return query
+
+
+def _no_controls(text: str) -> None:
+    """``invalid_argument`` naming the first control character of ``text`` (a tab or a
+    line break excepted): search engines read them unpredictably (SQLite's full-text
+    search ends a query at a NUL), and no text a teammate wrote is searched by one."""
+    for pos, char in enumerate(text):
+        if char in _SPACING_CONTROLS or unicodedata.category(char) != "Cc":
+            continue
+        code = f"U+{ord(char):04X}"
+        name = _CONTROL_NAMES.get(ord(char))
+        label = f"{code} ({name})" if name else code
+        raise InvalidArgument(
+            f"the query holds the control character {label} at character {pos + 1}; "
+            "a query is printable text (take the character out)",
+            field="query", character=code, position=pos + 1, next_step=NextStep.FIX_QUERY,
+            filters=list(FILTERS))
 
 
 def _add_filter(query: Query, name: str, raw: str, value: str, *, me: str,

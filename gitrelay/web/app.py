@@ -1,20 +1,24 @@
-"""The web view's HTTP side: a Starlette application on 127.0.0.1.
+"""The web view's HTTP side: a Starlette application on a loopback address of its own.
 
-Who may ask: a request must carry the view's token, once as ``?token=`` (the
-link ``gitrelay web`` opens), which is then kept in an HttpOnly, SameSite=Strict
-cookie named after the port; anything else is refused with 403 and no page. The
-``Host`` header must name the loopback address and port (a DNS-rebinding page
-cannot use the view).
+Who may ask: a browser signs in by posting the run's one-time code to ``/login``
+(:mod:`gitrelay.web.signin`: the code lives in a file of the user's own, never in
+an address or on a command line); the answer sets a session cookie (HttpOnly,
+SameSite=Strict, named after the run) that every other request must carry;
+anything else is refused with 403 and no page. The ``Host`` header must name the
+view's own address and port (a DNS-rebinding page cannot use the view), and where
+the system says who owns a connection (:mod:`gitrelay.web.peer`), only the view's
+own user's programs are answered.
 
 What every answer carries: a Content-Security-Policy that allows no script at
-all and loads nothing but the view's own stylesheet, ``X-Content-Type-Options:
-nosniff``, ``Referrer-Policy: no-referrer``, ``X-Frame-Options: DENY`` and
-``Cache-Control: no-store``.
+all and loads nothing but the view's own stylesheet and icon,
+``X-Content-Type-Options: nosniff``, ``Referrer-Policy: no-referrer``,
+``X-Frame-Options: DENY`` and ``Cache-Control: no-store``.
 
 Writes (only with ``--write``): a form POST must come from the view's own origin
 (``Origin`` header) and carry the per-run CSRF token in a hidden field; each
-write is one call of :class:`gitrelay.relay.client.RelayClient`, a commit the
-gate checks like any other.
+write is one call of the relay library (an accept through
+:func:`gitrelay.relay.reads.accept`, as the agent's), a commit the gate checks
+like any other.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import hmac
 import secrets
 import threading
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,9 +47,10 @@ from gitrelay.core.threadstate import STATUSES
 from gitrelay.core.vocab import INTENTS
 from gitrelay.relay import reads
 from gitrelay.relay.render import short_id
-from gitrelay.web import pages
+from gitrelay.web import pages, peer
 from gitrelay.web.activity import ActivityCache, chart, duration
-from gitrelay.web.text import page_line, shown
+from gitrelay.web.signin import SignIn, new_secret
+from gitrelay.web.text import page_line, plural, shown
 
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
        "frame-ancestors 'none'; base-uri 'none'")
@@ -59,6 +65,9 @@ SECURITY_HEADERS = {
 }
 STATIC = Path(__file__).resolve().parent / "static"
 FORM_MAX_BYTES = 1 << 20
+LOGIN_MAX_BYTES = 4096
+SESSIONS_MAX = 64       # browsers signed in to one run; the oldest goes first
+PUBLIC = ("/favicon.ico", "/static/favicon.svg")   # answered without a session
 
 
 @dataclass
@@ -69,9 +78,14 @@ class Site:
     trust_path: Path
     word: Callable[[RelayError], str]  # what a person does next after an error
     port: int
-    token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    host: str = "127.0.0.1"          # the loopback address it listens on
+    shared: bool = False              # 127.0.0.1, which every local server shares
+    run: str = field(default_factory=lambda: secrets.token_hex(8))
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     write: bool = False
+    owner_uid: int | None = None      # answer only connections of this uid (None: any)
+    signin: SignIn | None = None
+    sessions: dict[str, float] = field(default_factory=dict)   # session -> signed in at
     lock: threading.Lock = field(default_factory=threading.Lock)
     activity: ActivityCache = field(default_factory=ActivityCache)
     intents: pages.Intents = field(default_factory=pages.Intents)
@@ -79,18 +93,34 @@ class Site:
 
     @property
     def cookie(self) -> str:
-        return f"gitrelay_web_{self.port}"
+        return f"gitrelay_web_{self.run}"
+
+    @property
+    def base(self) -> str:
+        return f"http://{self.host}:{self.port}"
 
     @property
     def origins(self) -> set[str]:
-        return {f"http://127.0.0.1:{self.port}", f"http://localhost:{self.port}"}
+        return {self.base}
 
     @property
     def hosts(self) -> set[str]:
-        return {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
+        return {f"{self.host}:{self.port}"}
 
-    def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}?token={self.token}"
+    def new_session(self) -> str:
+        """A session for one browser that signed in: the cookie's value."""
+        session = new_secret()
+        with self.lock:
+            while len(self.sessions) >= SESSIONS_MAX:
+                del self.sessions[min(self.sessions, key=self.sessions.__getitem__)]
+            self.sessions[session] = time.time()
+        return session
+
+    def signed_in(self, cookie: str) -> bool:
+        if not cookie:
+            return False
+        given = cookie.encode()
+        return any(hmac.compare_digest(given, s.encode()) for s in list(self.sessions))
 
 
 def environment() -> Environment:
@@ -99,12 +129,13 @@ def environment() -> Environment:
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["short"] = short_id
     env.filters["duration"] = duration
+    env.filters["plural"] = plural
     return env
 
 
 class Guard:
-    """ASGI middleware: the Host check, the token (query once, then cookie), and the
-    security headers on every answer, refusals included."""
+    """ASGI middleware: the Host check, the connection's owner, the session cookie (a
+    sign-in excepted), and the security headers on every answer, refusals included."""
 
     def __init__(self, app: ASGIApp, site: Site) -> None:
         self.app = app
@@ -130,32 +161,32 @@ class Guard:
             await PlainTextResponse("gitrelay web: wrong Host header\n", 421)(
                 scope, receive, secured)
             return
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        given = (query.get("token") or [""])[0]
-        if given:
-            if not hmac.compare_digest(given.encode(), site.token.encode()):
-                await _refuse(scope, receive, secured)
-                return
-            rest = {k: v for k, v in query.items() if k != "token"}
-            # Always a path of this server ("//host" would leave it).
-            target = "/" + scope["path"].lstrip("/") + (
-                "?" + urlencode(rest, doseq=True) if rest else "")
-            response = RedirectResponse(target, 303)
-            response.set_cookie(site.cookie, site.token, httponly=True, samesite="strict",
-                                path="/")
-            await response(scope, receive, secured)
+        if site.owner_uid is not None and not _own_connection(scope, site.owner_uid):
+            await PlainTextResponse("gitrelay web: this view answers only its own user's "
+                                    "programs\n", 403)(scope, receive, secured)
             return
-        cookie = _cookie(headers.get("cookie", ""), site.cookie)
-        if not cookie or not hmac.compare_digest(cookie.encode(), site.token.encode()):
+        path = scope.get("path", "")
+        if (path == "/login" and scope.get("method") == "POST") or path in PUBLIC:
+            await self.app(scope, receive, secured)
+            return
+        if not site.signed_in(_cookie(headers.get("cookie", ""), site.cookie)):
             await _refuse(scope, receive, secured)
             return
         await self.app(scope, receive, secured)
 
 
+def _own_connection(scope: Scope, uid: int) -> bool:
+    """Whether the connection's client end is a socket of ``uid``'s (not found: no)."""
+    client, server = scope.get("client"), scope.get("server")
+    if not client or not server:
+        return False
+    return peer.owner((str(client[0]), int(client[1])), (str(server[0]), int(server[1]))) == uid
+
+
 async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
     await PlainTextResponse(
-        "gitrelay web: this page needs the link `gitrelay web` printed (with its token); "
-        "open that link first.\n", 403)(scope, receive, send)
+        "gitrelay web: this browser is not signed in to this view; open the file "
+        "`gitrelay web` printed (it signs a browser in once).\n", 403)(scope, receive, send)
 
 
 def _cookie(header: str, name: str) -> str:
@@ -167,6 +198,7 @@ def _cookie(header: str, name: str) -> str:
 
 
 Handler = Callable[[Request], Awaitable[Response]]
+WRITES = ("reply", "accept", "cancel", "complete")
 
 
 def build_app(site: Site) -> ASGIApp:
@@ -215,7 +247,7 @@ def build_app(site: Site) -> ASGIApp:
             data = pages.thread(site.client, ref, rules, show_blocked=show)
             done = request.query_params.get("done", "")
             return render("thread.html", t=data,
-                          done=done if done in ("reply", "cancel", "complete") else "",
+                          done=done if done in WRITES else "",
                           queued=request.query_params.get("delivery") == "queued",
                           active="inbox")
         return await run_in_threadpool(timed, "thread", page)
@@ -252,6 +284,27 @@ def build_app(site: Site) -> ASGIApp:
     async def style(request: Request) -> Response:
         return Response((STATIC / "style.css").read_bytes(), media_type="text/css")
 
+    async def icon(request: Request) -> Response:
+        return Response((STATIC / "favicon.svg").read_bytes(), media_type="image/svg+xml")
+
+    async def login(request: Request) -> Response:
+        body = await request.body()
+        form = {k: v[0] for k, v in parse_qs(body[:LOGIN_MAX_BYTES].decode("utf-8", "replace"))
+                .items()}
+        if site.signin is None or len(body) > LOGIN_MAX_BYTES \
+                or not site.signin.take(form.get("code", "")):
+            where = f" ({site.signin.path})" if site.signin is not None else ""
+            return PlainTextResponse(
+                "gitrelay web: that sign-in code was used already or is not this run's; "
+                f"open the file `gitrelay web` printed again{where}: it holds a new one.\n",
+                403)
+        # A page of this view, not a redirect: the navigation it starts is the view's own,
+        # so the browser sends the SameSite=Strict cookie with it.
+        response = render("signed-in.html")
+        response.set_cookie(site.cookie, site.new_session(), httponly=True,
+                            samesite="strict", path="/")
+        return response
+
     async def home(request: Request) -> Response:
         return RedirectResponse("/inbox", 303)
 
@@ -260,7 +313,7 @@ def build_app(site: Site) -> ASGIApp:
         action = request.path_params["action"]
         if not site.write:
             return PlainTextResponse("gitrelay web: read-only; start it with --write to "
-                                     "reply, cancel or complete\n", 403)
+                                     "reply, accept, cancel or complete\n", 403)
         if not same_origin(request.headers, site.origins):
             return PlainTextResponse("gitrelay web: refused: the form did not come from "
                                      "this page (Origin)\n", 403)
@@ -283,6 +336,11 @@ def build_app(site: Site) -> ASGIApp:
                 result = client.send_message(tid, text)
             elif action == "cancel":
                 result = client.cancel(tid, reason=text.strip() or None)
+            elif action == "accept":
+                # The agent's accept: the trust file read now, judged by policy.check_accept.
+                rules = pages.load_rules(site.trust_path)
+                result = reads.accept(client, tid, rules,
+                                      session_id=f"web-{uuid.uuid4().hex[:12]}").result
             elif action == "complete":
                 if not text.strip():
                     raise InvalidArgument("the result summary must not be empty",
@@ -298,7 +356,8 @@ def build_app(site: Site) -> ASGIApp:
         Route("/", home), Route("/inbox", inbox), Route("/threads/{ref}", thread),
         Route("/threads/{ref}/{action}", write, methods=["POST"]),
         Route("/teammates", teammates), Route("/search", search), Route("/activity", activity),
-        Route("/static/style.css", style),
+        Route("/static/style.css", style), Route("/login", login, methods=["POST"]),
+        Route("/favicon.ico", icon), Route("/static/favicon.svg", icon),
     ]
     return Guard(Starlette(routes=routes), site)
 

@@ -227,6 +227,8 @@ class ThreadData:
     can_cancel: bool
     can_complete: bool
     withheld: bool = False   # some of it is a blocked teammate's, withheld
+    can_accept: bool = False  # pending, sent to me, and the trust file accepts its sender
+    accept_overlay: dict[str, Any] | None = None   # what accepting holds a session to
 
 
 def _name(profiles: Mapping[str, Mapping[str, Any]], handle: str) -> str:
@@ -304,13 +306,17 @@ def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
             "diff": diff_lines(action["suggested_diff"]) if action.get("suggested_diff")
             else []}
     note = ""
+    acceptable = False
     try:
         judged = policy.sender_judgement(me, view, rules)
         if judged is not None:
             note = judged[0].message + ("" if judged[1] is None
                                         else "; accepting is refused")
+            acceptable = judged[1] is None   # the decision the accept itself makes
     except RelayError as exc:
         note = f"cannot judge {view.sender}: {exc.message}"
+    can_accept = acceptable and view.status == PENDING
+    overlay = policy.held_overlay(me, view, rules) if can_accept else None
     me_sender, me_recipient = same_handle(me, view.sender), same_handle(me, view.recipient)
     open_ = view.status in (PENDING, ACCEPTED)
     return ThreadData(
@@ -326,7 +332,12 @@ def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
         me_sender=me_sender, me_recipient=me_recipient,
         can_reply=open_ and (me_sender or me_recipient),
         can_cancel=me_sender and view.status == PENDING,
-        can_complete=me_recipient and view.status == ACCEPTED, withheld=hidden)
+        can_complete=me_recipient and view.status == ACCEPTED, withheld=hidden,
+        can_accept=can_accept, accept_overlay=None if overlay is None else {
+            "auto_read": bool(overlay.get("auto_read")),
+            "auto_test": bool(overlay.get("auto_test")),
+            "auto_write_paths": [page_line(x, 200) for x in overlay.get("auto_write_paths", [])],
+            "require_approval": [page_line(x, 80) for x in overlay.get("require_approval", [])]})
 
 
 # --- teammates --------------------------------------------------------------------------

@@ -148,3 +148,9 @@ def artifact_view(art: Mapping[str, Any]) -> dict[str, Any]:
     else:
         view |= {"raw": shown(json.dumps(art, sort_keys=True, ensure_ascii=False))}
     return view
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 handoff``, ``2 handoffs``: the count with its noun (``many``: an irregular
+    plural)."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"

@@ -381,6 +381,24 @@ def test_a_bad_query_gets_invalid_argument_naming_the_term(world: World):
     assert "quote it" in text
 
 
+@pytest.mark.parametrize(("query", "named"), [
+    ("paginate\x00cursor", "U+0000 (NUL) at character 9"), ("\x00", "U+0000 (NUL)"),
+    ('"next\x00 cursor"', "U+0000 (NUL)"), ("path:src/\x00", "U+0000 (NUL)"),
+    ("paginate \x1b[31m", "U+001B (ESC)"), ("x\x7f", "U+007F (DEL)"),
+    ("x\x85y", "U+0085"), ("a\x1fb", "U+001F"),
+])
+def test_a_control_character_gets_invalid_argument_naming_it(world: World, query: str,
+                                                             named: str):
+    text = one(world, "bob@acme", query)
+    assert text.startswith("invalid_argument (-32602)"), text
+    assert f"control character {named}" in text and "internal_error" not in text
+
+
+def test_tabs_and_line_breaks_separate_terms_as_spaces_do(world: World):
+    assert one(world, "bob@acme", "paginate\tcursor\r\nopaque").ids() == \
+        one(world, "bob@acme", "paginate cursor opaque").ids() == [world.ids["users"]]
+
+
 def test_injection_text_stays_inside_the_fence(world: World):
     ans = one(world, "bob@acme", "paginate results")
     assert ans.ids()[0] == world.ids["injection"]
@@ -504,6 +522,10 @@ def test_gitrelay_search_reads_every_thread_for_a_person(world: World, as_user: 
     assert main(["search", *base, "wombat:1"]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.startswith("gitrelay: invalid_argument (-32602)") and "'wombat:1'" in err
+    assert main(["search", *base, "zebra\x00"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("gitrelay: invalid_argument (-32602)")
+    assert "control character U+0000 (NUL) at character 6" in err
 
 
 def test_gitrelay_search_runs_as_a_command(world: World, as_user: Any):

@@ -6,8 +6,12 @@ gate checks every push; the browser's side is tests/web/test_web_browser.py.
 
 from __future__ import annotations
 
+import http.client
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -15,6 +19,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from gitrelay.core.errors import InvalidArgument
 from gitrelay.core.terminal import UNSAFE
 from gitrelay.mcp.inprocess import in_process
 from gitrelay.mcp.server import build_server
@@ -23,6 +28,7 @@ from gitrelay.relay.client import RelayClient
 from gitrelay.web import port as web_port
 from gitrelay.web.activity import Operation, summarize
 from gitrelay.web.app import CSP
+from gitrelay.web.server import bind, serve
 from gitrelay.web.text import diff_lines, safe_href, shown
 from tests.kit import make_unreadable
 from tests.webkit import WebView, web_view
@@ -56,32 +62,53 @@ def _headers_ok(headers: dict[str, str]) -> None:
 # --- who may ask ------------------------------------------------------------------------
 
 
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
 @pytest.mark.slow
-def test_without_the_token_every_request_is_refused_and_the_link_sets_a_strict_cookie(
+def test_a_browser_signs_in_once_with_the_files_code_and_nothing_else_opens_the_view(
         pair: tuple[RelayClient, RelayClient, str], relay: Path, tmp_path: Path) -> None:
     _, _, tid = pair
     with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
+        first_code = view.code()
+        printed = "\n".join(view.lines)
+        assert first_code not in printed and "token" not in printed
+        assert _mode(view.signin) == 0o600 and _mode(view.signin.parent) == 0o700
+        assert _mode(view.signin.parent.parent) == 0o700
         for path in ("/inbox", f"/threads/{tid}", "/teammates", "/activity",
-                     "/static/style.css", "/inbox?token=wrong" + "x" * 20):
+                     "/static/style.css", f"/inbox?token={first_code}", f"/login?code={first_code}",
+                     "/inbox?code=" + first_code):
             answer = view.request("GET", path, cookie=False)
             assert answer.status == 403, (path, answer.status)
             assert tid not in answer.body and "Paginate" not in answer.body
             _headers_ok(answer.headers)
-        wrong_cookie = view.request("GET", "/inbox", headers={
-            "Cookie": f"gitrelay_web_{view.port}=not-the-token"})
-        assert wrong_cookie.status == 403
+        assert view.code() == first_code           # a GET never takes the code
+        assert view.login("x" * 43).status == 403
         first = view.login()
-        assert first.status == 303 and first.headers["location"] == "/inbox"
-        cookie = first.headers["set-cookie"]
-        assert cookie.startswith(f"gitrelay_web_{view.port}={view.token};")
-        assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
+        assert first.status == 200 and 'http-equiv="refresh" content="0; url=/inbox"' \
+            in first.body
         _headers_ok(first.headers)
-        away = view.request("GET", f"//evil.example/x?token={view.token}", cookie=False)
-        assert away.status == 303 and away.headers["location"] == "/evil.example/x"
+        name, _, rest = first.headers["set-cookie"].partition("=")
+        session = rest.split(";", 1)[0]
+        assert re.fullmatch(r"gitrelay_web_[0-9a-f]{16}", name) and str(view.port) not in name
+        assert session not in (first_code, "") and len(session) >= 40
+        cookie = first.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "samesite=strict" in cookie.lower()
+        assert "Path=/" in cookie and "Domain" not in cookie
         page = view.request("GET", "/inbox")
-        assert page.status == 200 and tid[:10] in page.body
+        assert page.status == 200 and tid[:10] in page.body and "<script" not in page.body
         _headers_ok(page.headers)
-        assert "<script" not in page.body
+        # The code is dead once taken; the file now holds the next one, for one browser.
+        assert view.login(first_code).status == 403
+        second_code = view.code()
+        assert second_code != first_code and _mode(view.signin) == 0o600
+        other = WebView(view.host, view.port, view.signin, view.proc, view.lines)
+        assert other.login().status == 200 and other.cookie != view.cookie
+        assert view.request("GET", "/inbox").status == 200   # the first browser stays in
+        assert view.request("GET", "/inbox", headers={
+            "Cookie": f"{name}={first_code}"}).status == 403
+    assert not view.signin.exists() and not view.signin.parent.exists()   # gone with the run
 
 
 @pytest.mark.slow
@@ -89,12 +116,13 @@ def test_a_foreign_host_header_is_refused(pair: tuple[RelayClient, RelayClient, 
                                           relay: Path, tmp_path: Path) -> None:
     with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
         view.login()
-        for host in ("evil.example", f"evil.example:{view.port}", "127.0.0.1:1"):
+        for host in ("evil.example", f"evil.example:{view.port}", "127.0.0.1:1",
+                     f"127.0.0.1:{view.port}", f"localhost:{view.port}", view.host):
             answer = view.request("GET", "/inbox", headers={"Host": host})
             assert answer.status == 421, host
             _headers_ok(answer.headers)
         assert view.request("GET", "/inbox", headers={
-            "Host": f"localhost:{view.port}"}).status == 200
+            "Host": f"{view.host}:{view.port}"}).status == 200
 
 
 def _listeners(port: int) -> list[str]:
@@ -113,13 +141,79 @@ def _listeners(port: int) -> list[str]:
     return found
 
 
+def _hex(host: str) -> str:
+    return "".join(f"{int(b):02X}" for b in reversed(host.split(".")))
+
+
 @pytest.mark.slow
-def test_the_server_listens_on_loopback_only(pair: tuple[RelayClient, RelayClient, str],
-                                             relay: Path, tmp_path: Path) -> None:
+def test_each_run_listens_on_a_loopback_address_of_its_own(
+        pair: tuple[RelayClient, RelayClient, str], relay: Path, tmp_path: Path) -> None:
     if not Path("/proc/net/tcp").exists():
         pytest.skip("no /proc/net/tcp on this system to list listening sockets")
-    with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
-        assert _listeners(view.port) == ["0100007F"]
+    with web_view(relay, BOB, _home(tmp_path, "bob")) as one, \
+            web_view(relay, BOB, _home(tmp_path, "bob2")) as two:
+        for view in (one, two):
+            octets = [int(x) for x in view.host.split(".")]
+            assert octets[0] == 127 and octets[1] != 0, view.host   # never 127.0.x.x
+            assert _listeners(view.port) == [_hex(view.host)]
+        assert one.host != two.host
+        with pytest.raises(OSError):    # nothing of the view on 127.0.0.1
+            http.client.HTTPConnection("127.0.0.1", one.port, timeout=5).connect()
+
+
+@pytest.mark.slow
+def test_host_names_the_address_and_127_0_0_1_is_the_shared_one_it_warns_of(
+        pair: tuple[RelayClient, RelayClient, str], relay: Path, tmp_path: Path) -> None:
+    with web_view(relay, BOB, _home(tmp_path, "bob"), args=("--host", "127.44.3.2")) as view:
+        assert view.host == "127.44.3.2" and "warning" not in " ".join(view.lines)
+    with web_view(relay, BOB, _home(tmp_path, "bob"), write=True,
+                  args=("--host", "127.0.0.1")) as view:
+        assert view.host == "127.0.0.1"
+        assert "every server on this machine shares" in view.lines[2]
+        assert view.login().status == 200 and view.request("GET", "/inbox").status == 200
+    for bad in ("10.0.0.1", "localhost", "::1"):
+        run = subprocess.run([sys.executable, "-m", "gitrelay", "web", "--relay", str(relay),
+                              "--as", BOB, "--no-open", "--host", bad], capture_output=True,
+                             text=True, env=dict(os.environ, GITRELAY_HOME=str(tmp_path / "b")),
+                             timeout=60)
+        assert run.returncode == 2 and "invalid_argument" in run.stderr, (bad, run.stderr)
+        assert "not an IPv4 loopback address" in run.stderr
+
+
+def test_without_another_loopback_address_the_view_takes_the_shared_one() -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        bind("192.0.2.7", 0)     # named, but not an address of this machine
+    assert caught.value.data["field"] == "host" and "192.0.2.7:0" in caught.value.message
+    taken, _ = bind(None, 0)
+    try:
+        with pytest.raises(InvalidArgument) as caught:
+            bind(taken.getsockname()[0], taken.getsockname()[1])
+        assert caught.value.data["field"] == "port" and "another --port" in \
+            caught.value.message
+    finally:
+        taken.close()
+    sock, shared = bind(None, 0, pick=lambda: "192.0.2.7")   # an address no machine has
+    try:
+        assert shared and sock.getsockname()[0] == "127.0.0.1"
+    finally:
+        sock.close()
+    sock, shared = bind(None, 0)
+    try:
+        assert not shared and sock.getsockname()[0] != "127.0.0.1"
+    finally:
+        sock.close()
+
+
+@pytest.mark.slow
+def test_writes_on_the_shared_address_need_it_asked_for_by_name(
+        people: dict[str, RelayClient], tmp_path: Path) -> None:
+    from gitrelay.cli.wording import next_step_text
+
+    with pytest.raises(InvalidArgument) as caught:
+        serve(people["bob"], trust_path=tmp_path / "none.yaml", word=next_step_text,
+              write=True, pick=lambda: "192.0.2.7")
+    assert caught.value.data["field"] == "host" and "--host 127.0.0.1" in caught.value.message
+    assert not web_port.web_file().exists()
 
 
 # --- writes -----------------------------------------------------------------------------
@@ -213,6 +307,90 @@ def test_complete_one_addressed_to_you_and_cancel_your_own_but_not_the_reverse(
     assert alice.thread(theirs.thread_id).status == "pending"
 
 
+@pytest.mark.slow
+def test_accept_shows_the_trust_decision_and_overlay_first_and_is_the_agents_accept(
+        people: dict[str, RelayClient], relay: Path, tmp_path: Path) -> None:
+    from gitrelay.relay import policy
+    from gitrelay.trust.trust import load_trust
+
+    alice, bob, carol = people["alice"], people["bob"], people["carol"]
+    trusted = alice.handoff(to=BOB, intent="ask_question", summary="Paginate /users",
+                            question="Cursor?").thread_id
+    unknown = carol.handoff(to=BOB, intent="inform", summary="Carol's note").thread_id
+    assert trusted and unknown
+    trust = tmp_path / "bob-trust.yaml"
+    trust.write_text("version: 1\nteammates:\n  alice@acme: {auto_test: true, "
+                     "auto_write_paths: [docs/], require_approval: [Bash]}\n")
+    with web_view(relay, BOB, _home(tmp_path, "bob"), trust=trust) as view:
+        view.login()   # read-only: no form, and a forged one is refused
+        assert 'id="accept"' not in view.request("GET", f"/threads/{trusted}").body
+        assert _post(view, f"/threads/{trusted}/accept", {"csrf": "x"})[0] == 403
+    with web_view(relay, BOB, _home(tmp_path, "bob"), trust=trust, write=True) as view:
+        view.login()
+        page = view.request("GET", f"/threads/{trusted}").body
+        overlay = re.search(r'<ul class="overlay" id="overlay">(.*?)</ul>', page, re.S)
+        assert overlay and 'id="accept"' in page
+        assert re.sub(r"<[^>]+>|\s+", " ", overlay.group(1)).split() == [
+            "auto_read:", "yes", "auto_test:", "yes", "auto_write_paths:", "docs/",
+            "require_approval:", "Bash"]
+        refused_page = view.request("GET", f"/threads/{unknown}").body
+        assert 'id="accept"' not in refused_page and "accepting is refused" in refused_page
+        token = _csrf(page)
+        status, answer = _post(view, f"/threads/{unknown}/accept", {"csrf": token})
+        bob.refresh(max_age=0)
+        expected = policy.accept_refusal(BOB, bob.thread(unknown), load_trust(trust))[1]
+        assert expected is not None
+        assert status == 400 and f"{expected.name} ({expected.code})" in answer
+        status, where = _post(view, f"/threads/{trusted}/accept", {"csrf": token})
+        assert status == 303 and where == f"/threads/{trusted}?done=accept&delivery=delivered"
+        done = view.request("GET", where).body
+        assert "Your accept was delivered" in done and 'id="accept"' not in done
+        assert 'id="complete"' in done    # now it is bob's to complete
+    alice.refresh(max_age=0)
+    accepted = alice.thread(trusted)
+    assert accepted.status == "accepted" and accepted.accept is not None
+    assert str(accepted.accept["accepted_by_session"]).startswith("web-")
+    assert alice.thread(unknown).status == "pending"
+
+
+@pytest.mark.slow
+def test_counts_are_worded_in_the_singular_and_plural_and_every_page_has_an_icon(
+        people: dict[str, RelayClient], relay: Path, tmp_path: Path) -> None:
+    alice = people["alice"]
+    people["bob"]
+    assert alice.handoff(to=BOB, intent="inform", summary="one").thread_id
+    with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
+        assert view.request("GET", "/favicon.ico", cookie=False).status == 200
+        icon = view.request("GET", "/static/favicon.svg", cookie=False)
+        assert icon.status == 200 and icon.body.startswith("<svg")
+        assert icon.headers["content-type"] == "image/svg+xml"
+        _headers_ok(icon.headers)
+        view.login()
+        page = view.request("GET", "/activity").body
+        assert "1 handoff in the relay's history (1 operation:" in page
+        for path in ("/inbox", "/activity", "/teammates", "/search"):
+            assert '<link rel="icon" href="/static/favicon.svg"' in \
+                view.request("GET", path).body, path
+    assert alice.handoff(to=BOB, intent="inform", summary="two").thread_id
+    with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
+        view.login()
+        assert "2 handoffs in the relay's history (2 operations:" in \
+            view.request("GET", "/activity").body
+
+
+@pytest.mark.slow
+def test_a_search_with_a_control_character_is_invalid_argument_naming_it(
+        pair: tuple[RelayClient, RelayClient, str], relay: Path, tmp_path: Path) -> None:
+    with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
+        view.login()
+        for q, named in (("zebra%00", "U+0000 (NUL) at character 6"),
+                         ("%1B%5B31m", "U+001B (ESC)")):
+            page = view.request("GET", f"/search?q={q}")
+            assert page.status == 400 and "invalid_argument" in page.body, page.body
+            assert f"control character {named}" in page.body
+            assert "internal_error" not in page.body
+
+
 # --- inbox_url --------------------------------------------------------------------------
 
 
@@ -240,9 +418,12 @@ def test_inbox_url_points_at_the_running_view_and_back_at_the_relay_after(
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GITRELAY_HOME", str(home))
         with web_view(relay, ALICE, home) as view:
-            assert json.loads(web_port.web_file().read_text())["port"] == view.port
+            recorded = web_port.web_file().read_text()
+            assert json.loads(recorded)["port"] == view.port
+            assert json.loads(recorded)["host"] == view.host
+            assert _mode(web_port.web_file()) == 0o600 and view.code() not in recorded
             url, tid = anyio.run(handoff, "k1").split()
-            assert url == f"http://127.0.0.1:{view.port}/threads/{tid}"
+            assert url == f"http://{view.host}:{view.port}/threads/{tid}"
             view.login()
             assert view.request("GET", f"/threads/{tid}").status == 200
         assert not web_port.web_file().exists()

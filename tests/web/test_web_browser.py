@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,8 @@ import pytest
 from gitrelay.core.terminal import UNSAFE
 from gitrelay.relay.client import RelayClient
 from gitrelay.web.text import shown
-from tests.webkit import WebView, web_view
+from tests.kit import wait_until
+from tests.webkit import WebView, as_nobody, nobody_python, start_as_nobody, web_view
 
 pytestmark = pytest.mark.slow  # a real browser
 
@@ -82,7 +84,7 @@ class Watch:
 
         def on_request(route: Any) -> None:
             url = route.request.url
-            if url.startswith(self.origin + "/"):
+            if url.startswith(self.origin + "/") or url == view.url:
                 route.continue_()
             else:
                 self.foreign.append(url)
@@ -135,13 +137,20 @@ def _nothing_hidden(page: Any) -> None:
     assert hiding == [], hiding
 
 
+def _sign_in(page: Any, view: WebView) -> None:
+    """Open the sign-in file, as ``gitrelay web`` opens the browser on it: its form posts
+    the one-time code, and the answer's own page goes on to the inbox."""
+    page.goto(view.url)
+    page.wait_for_url(f"{view.base}/inbox")
+
+
 def _shot(page: Any, name: str) -> None:
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=False)
 
 
-def _seed(alice: RelayClient, bob: RelayClient) -> str:
+def _seed(alice: RelayClient, bob: RelayClient) -> tuple[str, str]:
     trust_tid = alice.handoff(
         to=BOB, intent="propose_action", summary="Paginate the /users endpoint",
         proposed_action={"description": "Switch /users to cursor pagination",
@@ -157,25 +166,27 @@ def _seed(alice: RelayClient, bob: RelayClient) -> str:
     assert trust_tid
     bob.send_message(trust_tid, "Cursor it is. Which field do we sort on?")
     alice.send_message(trust_tid, "created_at, then id.")
-    alice.handoff(to=BOB, intent="ask_question", summary="CSV export: which date format?",
-                  question="ISO 8601 or the user's locale?")
+    csv_tid = alice.handoff(to=BOB, intent="ask_question",
+                            summary="CSV export: which date format?",
+                            question="ISO 8601 or the user's locale?").thread_id
+    assert csv_tid
     bob.handoff(to=ALICE, intent="inform", summary="The /users page now reads the cursor",
                 artifacts=[{"type": "file_ref", "path": "web/src/users.ts", "lines": [12]}])
-    return trust_tid
+    return trust_tid, csv_tid
 
 
 def test_click_through_inbox_thread_pages_and_a_reply(
         people: dict[str, RelayClient], relay: Path, tmp_path: Path, browser: Any) -> None:
     alice, bob = people["alice"], people["bob"]
-    tid = _seed(alice, bob)
+    tid, csv_tid = _seed(alice, bob)
     trust = tmp_path / "bob-trust.yaml"
     trust.write_text("version: 1\nteammates:\n  alice@acme: {auto_test: true, "
                      "auto_write_paths: [docs/]}\nblocked: [mallory@external]\n")
     with web_view(relay, BOB, tmp_path / "bob", write=True, trust=trust) as view:
         watch = Watch(browser, view)
         page = watch.page
-        page.goto(view.url)
-        assert page.url == f"{view.base}/inbox"          # the token left the address
+        _sign_in(page, view)
+        assert "code" not in page.url and page.url == f"{view.base}/inbox"
         assert "Paginate the /users endpoint" in page.inner_text("table.inbox")
         _shot(page, "inbox")
         page.select_option("select[name=intent]", "inform")
@@ -219,9 +230,16 @@ def test_click_through_inbox_thread_pages_and_a_reply(
         page.wait_for_selector(".hits")
         assert page.locator(f".hits a[href='/threads/{tid}']").count() == 1
         _shot(page, "search")
+        page.goto(f"{view.base}/threads/{csv_tid}")
+        overlay = page.inner_text("#overlay")     # what accepting means, before the click
+        assert "auto_test: yes" in overlay and "auto_write_paths: docs/" in overlay
+        page.click("#accept")
+        page.wait_for_selector("#done", state="visible")
+        assert page.is_visible("#complete") and not page.is_visible("#accept")
         watch.clean()
     alice.refresh(max_age=0)
     assert alice.thread(tid).messages[-1]["body"] == "Shipping it <b>today</b>."
+    assert alice.thread(csv_tid).status == "accepted"
 
 
 def _hostile(alice: RelayClient, bob: RelayClient) -> list[tuple[str, str, str]]:
@@ -265,7 +283,7 @@ def test_the_injection_corpus_runs_on_every_page(
     with web_view(relay, BOB, tmp_path / "bob") as view:
         watch = Watch(browser, view)
         page = watch.page
-        page.goto(view.url + "&status=all")
+        _sign_in(page, view)
         for status in ("", "all"):
             page.goto(f"{view.base}/inbox?status={status}")
             _nothing_active(page)
@@ -280,3 +298,125 @@ def test_the_injection_corpus_runs_on_every_page(
             _nothing_active(page)
             _nothing_hidden(page)
         watch.clean()
+
+
+# --- the cookie and the other servers of the machine -------------------------------------
+
+# A server another local user runs (as nobody): it logs every request's path and Cookie
+# header as a JSON line, and its page loads its own stylesheet and image, as any page
+# the browser is sent to does.
+LISTENER = r'''
+import http.server, json, sys
+class Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+    def do_GET(self):
+        print(json.dumps({"path": self.path, "cookie": self.headers.get("Cookie")}), flush=True)
+        body = (b'<!doctype html><title>elsewhere</title><link rel="stylesheet" href="/s.css">'
+                b'<img src="/p.png" alt="">') if self.path == "/" else b""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html" if self.path == "/" else "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+server = http.server.ThreadingHTTPServer((sys.argv[1], 0), Handler)
+print(json.dumps({"port": server.server_address[1]}), flush=True)
+server.serve_forever()
+'''
+
+STOLEN = r'''
+import http.client, json, sys
+given = json.load(sys.stdin)
+conn = http.client.HTTPConnection(given["host"], given["port"], timeout=10)
+conn.request("GET", "/inbox", headers={"Host": f"{given['host']}:{given['port']}",
+                                       "Cookie": given["cookie"]})
+answer = conn.getresponse()
+print(json.dumps([answer.status, given["words"] in answer.read().decode("utf-8", "replace")]))
+'''
+
+
+class Listener:
+    """A LISTENER run as nobody on ``host``: its port and the requests it saw."""
+
+    def __init__(self, python: str, host: str) -> None:
+        self.proc = start_as_nobody(python, LISTENER, host)
+        assert self.proc.stdout is not None
+        first = self.proc.stdout.readline()
+        assert first, self.proc.stderr.read() if self.proc.stderr else "no output"
+        self.port = int(json.loads(first)["port"])
+        self.seen: list[dict[str, Any]] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.seen.append(json.loads(line))
+
+    def paths(self) -> list[str]:
+        return [r["path"] for r in self.seen]
+
+    def cookies(self) -> list[str]:
+        return [r["cookie"] for r in self.seen if r["cookie"]]
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+        self.reader.join(timeout=10)   # it ends at the pipe's end
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_the_cookie_never_reaches_another_users_server_even_when_a_page_links_there(
+        people: dict[str, RelayClient], relay: Path, tmp_path: Path, browser: Any) -> None:
+    python, why = nobody_python()
+    if python is None:
+        if os.environ.get("GITRELAY_REQUIRE_SERVERS") == "1":
+            pytest.fail(f"GITRELAY_REQUIRE_SERVERS=1 but {why}")
+        pytest.skip(why)
+    alice, _ = people["alice"], people["bob"]
+    words = "Rotate the staging database password"
+    listeners: list[Listener] = []
+    try:
+        shared = Listener(python, "127.0.0.1")   # where other local servers live
+        listeners.append(shared)
+        with web_view(relay, BOB, tmp_path / "bob") as view:
+            # The run's own address is in /proc/net/tcp for anyone to read: nobody
+            # listens there too, on another port.
+            beside = Listener(python, view.host)
+            listeners.append(beside)
+            tid = alice.handoff(to=BOB, intent="inform", summary=words, artifacts=[
+                {"type": "link", "url": f"http://127.0.0.1:{shared.port}/", "title": "ip"},
+                {"type": "link", "url": f"http://localhost:{shared.port}/", "title": "name"},
+                {"type": "link", "url": f"http://{view.host}:{beside.port}/",
+                 "title": "beside"}]).thread_id
+            assert tid
+            page = browser.pages[0] if browser.pages else browser.new_page()
+            _sign_in(page, view)
+            page.goto(f"{view.base}/threads/{tid}")
+            for title in ("ip", "name", "beside"):
+                with browser.expect_page() as opened:
+                    page.click(f".a-link:has-text('{title}') a")
+                opened.value.wait_for_load_state()
+                opened.value.close()
+            page.goto(f"http://127.0.0.1:{shared.port}/")   # sent there, not clicked
+            page.wait_for_load_state()
+            wait_until(lambda: shared.paths().count("/p.png") >= 3,
+                       lambda: f"the pages at 127.0.0.1 did not load: {shared.seen}")
+            wait_until(lambda: "/p.png" in beside.paths(),
+                       lambda: f"the page beside the view did not load: {beside.seen}")
+            assert shared.cookies() == [], shared.seen          # never, by any path
+            # Beside the view on its own address, the browser does send it (browsers
+            # keep cookies per host): stolen, it opens nothing for another user.
+            stolen = [c for c in beside.cookies() if "gitrelay_web_" in c]
+            assert stolen, beside.seen
+            run = as_nobody(python, STOLEN, stdin=json.dumps({
+                "host": view.host, "port": view.port, "cookie": stolen[0], "words": words}))
+            assert run.returncode == 0, run.stderr
+            assert json.loads(run.stdout) == [403, False]
+            mine = view.request("GET", "/inbox", headers={"Cookie": stolen[0]})
+            assert mine.status == 200 and words in mine.body   # it was the browser's own
+    finally:
+        for listener in listeners:
+            listener.stop()
