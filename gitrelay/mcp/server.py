@@ -70,12 +70,15 @@ class RelayMCPServer(Registry):
     ``opener`` makes a session's state when the session starts (:meth:`session`);
     ``structured``: answers carry structured content and tools publish output
     schemas (for programmatic clients; coding hosts show the model that instead of
-    the text, docs/tools.md)."""
+    the text, docs/tools.md). ``unavailable``: why no session can reach the relay (no
+    identity, say): the tools are still listed, and every call answers that error."""
 
-    def __init__(self, opener: Callable[[], ServerState], *, structured: bool = False) -> None:
+    def __init__(self, opener: Callable[[], ServerState | None], *, structured: bool = False,
+                 unavailable: RelayError | None = None) -> None:
         super().__init__()
         self.opener = opener
         self.structured = structured
+        self.unavailable = unavailable
 
     def list_tools(self) -> list[dict[str, Any]]:
         """The tools as tools/list sends them, as the model reads them on every turn:
@@ -87,6 +90,8 @@ class RelayMCPServer(Registry):
                   later: Later) -> Answer:
         """One tools/call: the arguments checked, the tool run (while the sync loop
         holds its delivery until ``later``), its answer or its coded error."""
+        if self.unavailable is not None:
+            return error_answer(tool_error_text(self.unavailable))
         tool = self.tools.get(name) if isinstance(name, str) else None
         if tool is None:
             return error_answer(f"invalid_argument ({INVALID_PARAMS}): no tool named "
@@ -234,12 +239,12 @@ class Session:
         raise ProtocolError(INVALID_PARAMS, f"Unknown resource: {uri}", {"uri": uri})
 
 
-def build_server(opener: Callable[[], ServerState], *,
-                 structured: bool = False) -> RelayMCPServer:
+def build_server(opener: Callable[[], ServerState | None], *, structured: bool = False,
+                 unavailable: RelayError | None = None) -> RelayMCPServer:
     """The MCP server; ``opener`` makes its state when a session starts. ``structured``:
     answers carry structured content and tools publish output schemas (for programmatic
     clients; coding hosts show the model that instead of the text, docs/tools.md)."""
-    server = RelayMCPServer(opener, structured=structured)
+    server = RelayMCPServer(opener, structured=structured, unavailable=unavailable)
     tools.register(server)
     prompts.register(server)
     resources.register(server)

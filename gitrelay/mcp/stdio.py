@@ -10,12 +10,16 @@ own loads :mod:`gitrelay.mcp.server` and opens the session. Any other request wa
 for that, then goes to the session's own routing (:meth:`Session.route
 <gitrelay.mcp.server.Session.route>`), in the order the requests came.
 
-When the session cannot open (no identity, say), its error is raised where the
-command line reports it: at the next request, or at the end of the input.
+When the relay cannot be reached through the saved config (no identity, say), the
+server still answers the handshake and lists its tools, so that a host which waits for
+it (Codex's ``required``) starts; every tool call answers that error, which says what
+to do, and at the end of the input it is raised where the command line reports it
+(exit status 1). Any other failure to load is raised at the next request.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from collections.abc import Callable
@@ -27,7 +31,9 @@ from gitrelay.mcp.protocol import Connection, Handler, serve_lines
 if TYPE_CHECKING:
     from gitrelay.mcp.server import Session
 
-__all__ = ["serve", "serve_loading"]
+__all__ = ["Loaded", "serve", "serve_loading"]
+
+log = logging.getLogger("gitrelay.mcp")
 
 Send = Callable[[dict[str, Any]], None]
 
@@ -38,10 +44,14 @@ _EARLY: dict[str, Handler] = {
 }
 
 
+Loaded = tuple["Session", BaseException | None]
+"""What loading gives: the session, and an error to raise once the input has ended."""
+
+
 class _Starting:
     """One stdio session while its server loads: the early answers, then the session."""
 
-    def __init__(self, load: Callable[[Send], Session]) -> None:
+    def __init__(self, load: Callable[[Send], Loaded]) -> None:
         self._load = load
         self._ready = threading.Event()
         self._session: Session | None = None
@@ -58,7 +68,7 @@ class _Starting:
 
     def _run_load(self, send: Send) -> None:
         try:
-            self._session = self._load(send)
+            self._session, self._error = self._load(send)
         except BaseException as exc:  # handed to the reading thread, which raises it
             self._error = exc
         finally:
@@ -73,10 +83,10 @@ class _Starting:
     def session(self) -> Session:
         """The session, once loaded; the loading's error, raised once, if it failed."""
         self._ready.wait()
-        if self._error is not None:
+        if self._session is None:
             self._raised = True
+            assert self._error is not None
             raise self._error
-        assert self._session is not None
         return self._session
 
     def close(self) -> None:
@@ -87,7 +97,7 @@ class _Starting:
         self._ready.wait()
         if self._session is not None:
             self._session.close()
-        elif self._error is not None and not self._raised:
+        if self._error is not None and not self._raised:
             self._raised = True
             raise self._error
 
@@ -100,14 +110,20 @@ def serve(relay: str | None, handle: str | None, trust: str | None, writes: str 
     wrong later is logged (the command line sends the log to stderr), and stdout
     carries nothing but answers."""
 
-    def load(send: Send) -> Session:
+    def load(send: Send) -> Loaded:
+        from gitrelay.core.errors import RelayError
         from gitrelay.mcp.server import build_server
         from gitrelay.mcp.state import ServerOptions, open_state
 
         options = ServerOptions(relay=relay, handle=handle, trust=trust, writes=writes)
-        state = open_state(options)
         try:
-            return build_server(lambda: state, structured=structured).session(send)
+            state = open_state(options)
+        except RelayError as exc:  # listed tools, each call answering why
+            log.error("gitrelay mcp cannot reach a relay: %s", exc.message)
+            unavailable = build_server(lambda: None, structured=structured, unavailable=exc)
+            return unavailable.session(send), exc
+        try:
+            return build_server(lambda: state, structured=structured).session(send), None
         except BaseException:
             state.close()
             raise
@@ -115,11 +131,12 @@ def serve(relay: str | None, handle: str | None, trust: str | None, writes: str 
     serve_loading(load, instream or sys.stdin.buffer, outstream or sys.stdout.buffer)
 
 
-def serve_loading(load: Callable[[Send], Session], instream: IO[bytes],
+def serve_loading(load: Callable[[Send], Loaded], instream: IO[bytes],
                   outstream: IO[bytes]) -> None:
     """Serves ``instream`` (until it ends) to ``outstream``: ``initialize`` and ``ping``
     at once, everything else by the session that ``load`` (run on a thread of its own,
-    given the connection's ``send``) returns."""
+    given the connection's ``send``) returns; the error it returns beside it is raised
+    once the input has ended."""
     starting = _Starting(load)
     try:
         serve_lines(starting.connect, instream, outstream)

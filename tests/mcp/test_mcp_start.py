@@ -23,8 +23,8 @@ import pytest
 from gitrelay.core.errors import ConfigError
 from gitrelay.mcp.handshake import INSTRUCTIONS
 from gitrelay.mcp.protocol import LATEST_VERSION
-from gitrelay.mcp.server import Session, build_server
-from gitrelay.mcp.stdio import Send, serve_loading
+from gitrelay.mcp.server import build_server
+from gitrelay.mcp.stdio import Loaded, Send, serve_loading
 from tests.kit import hermetic_env
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -84,10 +84,10 @@ def held() -> Iterator[threading.Event]:
 def test_initialize_is_answered_while_the_server_is_loading(held: threading.Event) -> None:
     loaded: list[str] = []
 
-    def load(send: Send) -> Session:
+    def load(send: Send) -> Loaded:
         assert held.wait(60), "the test never let the server load"
         loaded.append("server")
-        return build_server(lambda: None).session(send)
+        return build_server(lambda: None).session(send), None
 
     wire = Wire(load)
     wire.send(INIT)
@@ -118,7 +118,7 @@ def test_initialize_is_answered_while_the_server_is_loading(held: threading.Even
 
 
 def test_a_session_that_cannot_open_fails_at_the_next_request(held: threading.Event) -> None:
-    def load(send: Send) -> Session:
+    def load(send: Send) -> Loaded:
         assert held.wait(60), "the test never let the server load"
         raise ConfigError("no identity: pass --as HANDLE or run `gitrelay join`")
 
@@ -162,7 +162,28 @@ def test_gitrelay_mcp_answers_initialize_before_it_has_loaded_the_server(
     proc = subprocess.run([sys.executable, "-c", probe], input=json.dumps(INIT) + "\n",
                           capture_output=True, text=True, env=env, timeout=180)
     assert "LOADED BEFORE ANSWERING" not in proc.stderr
-    # No identity here: the server answers initialize, then says why it cannot go on.
     assert json.loads(proc.stdout.splitlines()[0])["id"] == 1, proc.stderr
+
+
+def test_without_an_identity_the_tools_are_listed_and_each_call_says_what_to_do(
+        tmp_path: Path) -> None:
+    """A host that waits for the server (Codex's `required`) still starts: the server
+    lists its tools, answers each call with the error, and at the end exits with it."""
+    home = tmp_path / "home"
+    requests = [INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                 "params": {"name": "check_inbox", "arguments": {}}}]
+    proc = subprocess.run([sys.executable, "-m", "gitrelay", "mcp"],
+                          input="".join(json.dumps(r) + "\n" for r in requests),
+                          capture_output=True, text=True, timeout=180,
+                          env=hermetic_env(home, gitrelay_home=home / ".gitrelay"))
+    answers = {a["id"]: a for a in map(json.loads, proc.stdout.splitlines())}
+    assert sorted(answers) == [1, 2, 3], proc.stderr
+    assert "check_inbox" in {t["name"] for t in answers[2]["result"]["tools"]}
+    called = answers[3]["result"]
+    assert called["isError"] is True
+    text = called["content"][0]["text"]
+    assert text.startswith("config_error (-32023): no identity") and "gitrelay join" in text
     assert proc.returncode == 1
-    assert "config_error (-32023): no identity" in proc.stderr
+    assert "gitrelay: config_error (-32023): no identity" in proc.stderr
