@@ -405,21 +405,23 @@ ALICE_TRUSTED = ("version: 1\nteammates:\n  alice@acme: {auto_read: true, "
 
 
 class Desk:
-    """bob's machine: a hermetic home with his gitrelay home, trust file, a git work tree
-    and the hosts' settings as ``gitrelay setup`` writes them."""
+    """A teammate's machine (bob's unless ``who`` says otherwise): a hermetic home with
+    their gitrelay home, trust file, a git work tree and the hosts' settings as
+    ``gitrelay setup`` writes them."""
 
     def __init__(self, root: Path, relay: Path, *, trust: str = ALICE_TRUSTED,
-                 gitrelay_home: Path | None = None) -> None:
+                 gitrelay_home: Path | None = None, who: str = "bob") -> None:
         self.root = root
         self.relay = relay
-        self.home = root / "bob-home"
+        self.who = who
+        self.home = root / f"{who}-home"
         # The defaults, as a user has them: Codex starts MCP servers with only a few of
         # the environment's variables (HOME, PATH...), so GITRELAY_HOME would not reach it.
         self.gitrelay_home = gitrelay_home or self.home / ".gitrelay"
         self.trust = self.home / ".agentrelay" / "trust.yaml"
         self.trust.parent.mkdir(parents=True)
         self.trust.write_text(trust)
-        self.work = root / "web"
+        self.work = root / ("web" if who == "bob" else f"{who}-web")
         self.work.mkdir()
         git("init", "-q", str(self.work), env=self.env())
         self.set_up: set[str] = set()

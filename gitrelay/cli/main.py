@@ -117,7 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     from gitrelay.core.errors import RelayError
 
-    args = build_parser(("hosts",) if given[:1] == ["hook"] else GROUPS).parse_args(given)
+    # `gitrelay hook` and `gitrelay mcp`, which hosts start, load only their own group.
+    groups = {"hook": ("hosts",), "mcp": ("setup",)}.get(given[0] if given else "", GROUPS)
+    args = build_parser(groups).parse_args(given)
     try:
         code: int = args.func(args)
         sys.stdout.flush()

@@ -160,7 +160,8 @@ def _index_inbox(relay: str, handle: str) -> str | None:
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
-    from gitrelay.mcp.server import serve
+    # Answers initialize while the server loads (gitrelay.mcp.stdio): import nothing more.
+    from gitrelay.mcp.stdio import serve
 
     # The server's log (warnings and failures) goes to stderr, which hosts keep as the
     # server's log; stdout is the protocol's.

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gitrelay.core.errors import ConfigError, NextStep
+from gitrelay.core.vocab import WAIT_MAX
 from gitrelay.hosts import hostwrite, jsonedit, textform
 from gitrelay.hosts.hostfiles import HOSTS, PROGRAMS, Scope, setup_files
 from gitrelay.hosts.hostwrite import created_by_setup, created_keys, real_path
@@ -49,6 +50,9 @@ SERVER = "gitrelay"
 FORWARDED_ENV = ("GITRELAY_HOME", "GITRELAY_TRUST")
 """The variables ``gitrelay mcp`` reads that a host must pass on from the user's shell."""
 WAIT_TIMEOUT = 3600          # seconds Claude Code lets the background waiter run
+CODEX_STARTUP_TIMEOUT = 30   # seconds Codex waits for `gitrelay mcp` to list its tools
+# seconds Codex lets one gitrelay tool call run: check_inbox's longest wait, and a fetch
+CODEX_TOOL_TIMEOUT = int(WAIT_MAX) + 60
 REWAKE_MESSAGE = "gitrelay, the inbox waiter (not an error):"
 REWAKE_SUMMARY = "gitrelay: new in the inbox"
 
@@ -249,8 +253,14 @@ def mcp_entry(host: str, command: str) -> dict[str, Any]:
         entry = {"type": "stdio", **entry, "alwaysLoad": True}
     if host == "codex":
         # Codex hands an MCP server only a short list of the user's environment: without
-        # this a GITRELAY_HOME or GITRELAY_TRUST set in the shell would not reach the server.
-        entry = {**entry, "env_vars": list(FORWARDED_ENV)}
+        # env_vars a GITRELAY_HOME or GITRELAY_TRUST set in the shell would not reach the
+        # server. Codex builds a session's first tool list after waiting at most about 1 s
+        # for a server that is not `required` (its mcp_optional_startup_grace_ms), and
+        # gitrelay's start takes longer than that on a loaded machine: `required` makes it
+        # wait for the server, up to startup_timeout_sec, before the first model request.
+        entry = {**entry, "env_vars": list(FORWARDED_ENV), "required": True,
+                 "startup_timeout_sec": CODEX_STARTUP_TIMEOUT,
+                 "tool_timeout_sec": CODEX_TOOL_TIMEOUT}
     return entry
 
 

@@ -192,8 +192,11 @@ def test_setup_codex_keeps_the_users_toml_and_hooks(home: Path) -> None:
     out = run(home, "setup", "codex")
     assert out.returncode == 0, out.stderr
     config = tomllib.loads((home / ".codex" / "config.toml").read_text())
+    # required: Codex waits for the server before its first model request (without it,
+    # about 1 s, and a loaded machine's first request then lacks gitrelay's tools).
     assert config["mcp_servers"]["gitrelay"] == {
-        "command": GITRELAY, "args": ["mcp"], "env_vars": ["GITRELAY_HOME", "GITRELAY_TRUST"]}
+        "command": GITRELAY, "args": ["mcp"], "env_vars": ["GITRELAY_HOME", "GITRELAY_TRUST"],
+        "required": True, "startup_timeout_sec": 30, "tool_timeout_sec": 120}
     assert config["mcp_servers"]["docs"]["env"] == {"DOCS_TOKEN_FILE": "/home/bob/.docs-token"}
     assert (home / ".codex" / "config.toml").read_text().startswith(CODEX_TOML)
     hooks = read_json(home / ".codex" / "hooks.json")
@@ -399,7 +402,8 @@ def test_a_toml_table_whose_name_needs_quotes_is_kept(home: Path) -> None:
     assert config["profiles"] == {"a]b": {"model": "o3"}, "x.y": {"note": "[not.a.table]\n"}}
     assert config["mcp_servers"]["gitrelay"]["command"] == GITRELAY
     assert path.read_text() == text.replace("/opt/old/bin/gitrelay", GITRELAY).replace(
-        'args = ["mcp"]\n', 'args = ["mcp"]\nenv_vars = ["GITRELAY_HOME", "GITRELAY_TRUST"]\n')
+        'args = ["mcp"]\n', 'args = ["mcp"]\nenv_vars = ["GITRELAY_HOME", "GITRELAY_TRUST"]\n'
+        'required = true\nstartup_timeout_sec = 30\ntool_timeout_sec = 120\n')
     assert run(home, "setup", "codex", "--remove").returncode == 0
     assert tomllib.loads(path.read_text()) == {"model": "gpt-5", "profiles": config["profiles"]}
 
