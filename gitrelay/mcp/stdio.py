@@ -91,7 +91,8 @@ class _Starting:
         """The session, once loaded; the loading's error, raised once, if it failed."""
         self._ready.wait()
         if self._session is None:
-            self._raised = True
+            # The request is answered with an error (the wire's), and the loading's error
+            # is raised again when the input ends (close), so the command says why.
             assert self._error is not None
             raise self._error
         return self._session

@@ -321,7 +321,7 @@ def load_trust(path: Path) -> TrustRules:
             return TrustRules.strict(f"{path} (no such file, so the strict defaults apply)")
         raise ConfigError(
             f"cannot read trust file {path}: it is a symbolic link (or lies under one) "
-            "whose target does not exist; fix the link or remove it",
+            "whose target does not exist",
             path=str(path), field="", next_step=NextStep.FIX_TRUST_FILE,
         ) from None
     except OSError as exc:

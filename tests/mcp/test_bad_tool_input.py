@@ -579,7 +579,7 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
 
     commands = ["init", "join", "verify", "mcp", "demo", "inbox", "show", "log", "teammates",
                 "whoami", "send", "reply", "accept", "complete", "cancel", "archive", "status",
-                "doctor", "reindex", "trust", "draft", "setup", "hook", "web", "search"]
+                "doctor", "reindex", "trust", "draft", "setup", "hook", "web", "search", "docs"]
     # Each with its required arguments, so that the unknown option is the one problem.
     required = {"init": ["{base}/new-relay.git"], "join": ["{relay}", "--as", "dave@acme",
                                                            "--name", "Dave", "--role", "qa"],
@@ -610,7 +610,8 @@ def _cli_cases() -> list[tuple[str, CliCase]]:
     add("setup-unknown-host", "setup", "vim", mentions="vim")
     add("hook-unknown-event", "hook", "pre-commit", mentions="pre-commit")
     # bad values
-    add("init-not-empty", "init", "{relay}", mentions="not empty")
+    add("init-not-empty", "init", "{relay}", mentions="neither empty")
+    add("docs-unknown-topic", "docs", "trsut", mentions="trust")
     add("join-bad-handle", "join", "{relay}", "--as", "not a handle", "--name", "D",
         "--role", "qa", mentions="--as")
     add("join-path-handle", "join", "{relay}", "--as", "../../x@acme", "--name", "D",

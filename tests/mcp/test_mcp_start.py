@@ -22,7 +22,7 @@ import pytest
 
 from gitrelay.core.errors import ConfigError
 from gitrelay.mcp.handshake import INSTRUCTIONS
-from gitrelay.mcp.protocol import LATEST_VERSION
+from gitrelay.mcp.protocol import LATEST_HANDSHAKE_VERSION as LATEST_VERSION
 from gitrelay.mcp.server import build_server
 from gitrelay.mcp.stdio import Loaded, Send, serve_loading
 from tests.kit import hermetic_env
@@ -127,10 +127,12 @@ def test_a_session_that_cannot_open_fails_at_the_next_request(held: threading.Ev
     assert wire.answer()["result"]["serverInfo"]["name"] == "gitrelay"
     wire.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
     held.set()
+    failed = wire.answer()  # the request is answered with an error; the server lives on
+    assert failed["id"] == 2 and "error" in failed
+    wire.writer.close()  # at the end of the input the loading's error is raised
     wire.thread.join(timeout=30)
     assert [type(e) for e in wire.error] == [ConfigError]
     assert wire.reader.readline() == b""  # nothing more was written
-    wire.writer.close()
     wire.reader.close()
 
 

@@ -23,7 +23,13 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
-from gitrelay.core.errors import ERRORS_BY_NAME, ConfigError, RelayError, StateChanged
+from gitrelay.core.errors import (
+    ERRORS_BY_NAME,
+    ConfigError,
+    NextStep,
+    RelayError,
+    StateChanged,
+)
 from gitrelay.inbox import inbox
 from gitrelay.inbox.inbox import InboxItem, InboxPage, Sender
 from gitrelay.mcp.inprocess import in_process
@@ -1771,8 +1777,9 @@ def test_the_embedded_relay_registers_a_new_user_given_as(
 def test_without_any_identity_the_server_says_how_to_get_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "nobody"))
-    with pytest.raises(ConfigError, match="--as"):
+    with pytest.raises(ConfigError, match="no handle was given and no relay joined") as err:
         open_state(ServerOptions(background=False))
+    assert err.value.next_step is NextStep.JOIN
 
 
 def test_the_user_config_written_by_join_is_used(

@@ -25,6 +25,7 @@ from mcp.client.stdio import stdio_client
 from bench import relaygen
 from bench.ts_host import HostUnavailable, TsClient, ensure_sdk
 from gitrelay.mcp import protocol
+from gitrelay.mcp.handshake import LIST_TTL_MS
 from gitrelay.mcp.protocol import (
     CAPABILITIES_KEY,
     INVALID_REQUEST,
@@ -33,7 +34,6 @@ from gitrelay.mcp.protocol import (
     UNSUPPORTED_PROTOCOL_VERSION,
     VERSION_KEY,
 )
-from gitrelay.mcp.server import LIST_TTL_MS
 from tests.kit import hermetic_env
 from tests.servers import REQUIRE_ENV
 
