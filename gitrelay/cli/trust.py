@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 from gitrelay.cli.common import (
@@ -16,7 +17,7 @@ from gitrelay.cli.common import (
     stale_note,
     trust_path,
 )
-from gitrelay.core.errors import InvalidArgument, RelayError
+from gitrelay.core.errors import InvalidArgument, NextStep, RelayError
 
 
 def _cmd_trust(args: argparse.Namespace) -> int:
@@ -36,6 +37,10 @@ def _cmd_trust(args: argparse.Namespace) -> int:
                                  or args.write or args.approve):
         raise InvalidArgument("--auto-read, --auto-test, --write and --approve go with "
                               "`gitrelay trust add`", field=args.action)
+    if args.action == "add" and not args.unknown:
+        _check_registered(args, args.teammate)
+    elif args.unknown and args.action != "add":
+        raise InvalidArgument("--unknown goes with `gitrelay trust add`", field=args.action)
     if args.action == "add":
         edit = trustedit.trust(path, args.teammate, auto_read=args.auto_read,
                                auto_test=args.auto_test, write_paths=args.write,
@@ -51,8 +56,6 @@ def _cmd_trust(args: argparse.Namespace) -> int:
     if edit.backup is not None:
         note(f"the file had comments, which a rewrite cannot keep: the previous file is "
               f"{edit.backup}")
-    if args.action == "add":
-        _unregistered_note(args, args.teammate)
     return EXIT_OK
 
 
@@ -65,21 +68,33 @@ def _registered(args: argparse.Namespace) -> list[str]:
     return known_handles(open_client(args, fetch=False))
 
 
-def _unregistered_note(args: argparse.Namespace, handle: str) -> None:
-    """Say so when a handle just trusted is not (yet) registered on your relay: a typo
-    would otherwise trust nobody, silently."""
-    from gitrelay.store.config import load_user_config
+def _check_registered(args: argparse.Namespace, handle: str) -> None:
+    """Refuse to trust a handle nobody registered on your relay (a typo would trust
+    nobody, silently), with the teammate most likely meant; the relay is asked again
+    before refusing, since the teammate may have joined since the last fetch. Not
+    joined anywhere: nobody to compare with, nothing refused."""
+    from gitrelay.core.errors import RecipientNotFound
+    from gitrelay.core.ids import near_handle, same_handle
 
-    if getattr(args, "relay", None) is None and load_user_config() is None:
-        return  # not joined anywhere yet: nobody to compare with
     try:
-        client = open_client(args, fetch=False)
-        known = client.teammate(handle) is not None
+        known = _registered(args)
+        if not known:
+            return
+        if not any(same_handle(handle, h) for h in known):
+            client = open_client(args, fetch=False)
+            with contextlib.suppress(RelayError):   # unreachable: the local copy judges
+                client.refresh(max_age=0)
+            known = known_handles(client)
     except RelayError:
+        return   # no relay to ask (not joined, or its copy unreadable): nothing to compare
+    if any(same_handle(handle, h) for h in known):
         return
-    if not known:
-        note(f"{handle} is not registered on {client.relay_url} (yet); `gitrelay teammates` "
-              "lists who is")
+    near = near_handle(handle, known)
+    raise RecipientNotFound(
+        f"{handle} is not a registered teammate on your relay; nothing was changed. To "
+        "trust a handle before its owner joins, add --unknown",
+        field="HANDLE", rule="recipient_not_found", next_step=NextStep.LIST_TEAMMATES,
+        **({"did_you_mean": near} if near is not None else {}))
 
 
 def _show_trust(args: argparse.Namespace, path: Path) -> int:
@@ -142,6 +157,8 @@ def register(commands: Commands) -> None:
     p.add_argument("--write", action="append", metavar="PATH",
                    help="a path your agent may write without asking, 'dir/' or 'dir/file'; "
                         "repeatable, replaces the entry's list (add)")
+    p.add_argument("--unknown", action="store_true",
+                   help="trust a handle nobody has registered on your relay yet (add)")
     p.add_argument("--approve", action="append", metavar="TOOL",
                    help="a tool that always needs your approval, e.g. Bash; repeatable, "
                         "replaces the entry's list (add)")
