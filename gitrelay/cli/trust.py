@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 from pathlib import Path
+from typing import Any
 
 from gitrelay.cli.common import (
     EXIT_OK,
@@ -117,25 +118,53 @@ def _show_trust(args: argparse.Namespace, path: Path) -> int:
         print_json({"trust_file": str(path), "source": rules.source,
                "unknown_teammates": rules.unknown_teammates.policy, "teammates": judged})
         return EXIT_OK
-    rows = []
-    for j in judged:
-        o = j["trust_overlay"]
-        row = [j["handle"] + (" (not registered)" if j["registered"] is False else ""),
-               j["reason"].replace("_", " ")]
-        rows.append(row + (["yes" if o["auto_read"] else "no", "yes" if o["auto_test"] else "no",
-                            ", ".join(o["auto_write_paths"]) or "-",
-                            ", ".join(o["require_approval"]) or "-"]
-                           if j["allowed"] else ["", "", "", ""]))
+    rows = [_effective_row(j) for j in judged]
     policy = rules.unknown_teammates.policy
     print(f"trust file         {rules.source}")
     print(f"unknown teammates  {policy} (" + ("their work is refused)" if policy == "reject"
                                               else "accepted with the defaults)"))
     if rows:
         print()
-        print(table(["HANDLE", "TRUST", "AUTO_READ", "AUTO_TEST", "WRITE PATHS",
-                     "NEEDS APPROVAL"], rows, max_widths={4: 40}))
+        print(table(["HANDLE", "TRUST", "READ", "TEST COMMANDS", "WRITES", "ASKED FIRST"],
+                    rows, max_widths={4: 60}))
+        print("Any other tool: the host's own approvals decide.")
+    for j in judged:
+        for conflict in j["effective"]["conflicts"]:
+            note(f"{j['handle']}: {_conflict_words(conflict)}")
     return EXIT_OK
 
+
+
+_KINDS = {"allow": "allowed", "ask": "asked", "deny": "refused", None: "host decides"}
+
+
+def _effective_row(judged: dict[str, Any]) -> list[str]:
+    """One teammate's effective rule as the table shows it."""
+    handle = judged["handle"] + (" (not registered)" if judged["registered"] is False else "")
+    rule = judged["effective"]
+    trust = judged["reason"].replace("_", " ")
+    if rule["refused"]:
+        return [handle, trust, "refused", "refused", "refused", "everything (work refused)"]
+    under = ", ".join(rule["writes"]["allowed_under"])
+    elsewhere = _KINDS[rule["writes"]["elsewhere"]]
+    writes = f"allowed under {under}; {elsewhere} elsewhere" if under \
+        else f"{elsewhere} everywhere"
+    return [handle, trust, _KINDS[rule["read"]], _KINDS[rule["test_commands"]], writes,
+            ", ".join(rule["asked"]) or "-"]
+
+
+def _conflict_words(conflict: dict[str, Any]) -> str:
+    """Where two settings disagree, and which one wins (gitrelay.trust.permission)."""
+    if conflict["kind"] == "write_tools_listed":
+        tools, paths = ", ".join(conflict["tools"]), ", ".join(conflict["paths"])
+        return (f"require_approval names {tools}, but auto_write_paths lets writes under "
+                f"{paths} through without asking: the paths win there, and {tools} asks "
+                "elsewhere")
+    if conflict["kind"] == "shell_listed_with_auto_test":
+        return ("require_approval names Bash, but auto_test lets the handoff's exact test "
+                "commands run without asking: auto_test wins for those, any other shell "
+                "command asks")
+    return "listed under teammates and blocked: blocked wins, their work is refused"
 
 
 def register(commands: Commands) -> None:

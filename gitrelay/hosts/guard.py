@@ -59,7 +59,7 @@ from gitrelay.trust import permission
 from gitrelay.trust.permission import (
     PATCH_TOOL,
     Verdict,
-    test_verdict,
+    auto_test_verdict,
     tool_verdict,
     untrusted,
     write_verdict,
@@ -666,7 +666,7 @@ def _one(entry: InProgress, overlay: dict[str, Any], tool_name: str,
     command = None if patch is not None else _shell_command(tool_name, tool_input)
     if command is not None:
         if command in (c.strip() for c in entry.test_commands):
-            if test_verdict(overlay).kind == "allow":
+            if auto_test_verdict(overlay).kind == "allow":
                 return Decision("allow", f"gitrelay: a test command of {handoff}, and your "
                                          "trust file lets it run without asking (auto_test)")
             return _ask(f"a test command of {handoff}; your trust file does not let it run "

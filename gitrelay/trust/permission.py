@@ -29,7 +29,7 @@ from typing import Any, Literal, NamedTuple
 from gitrelay.trust.trustkeys import normalize_repo_path
 
 __all__ = ["EVERY_TOOL", "PATCH_TOOL", "SHELL_TOOL", "WRITE_TOOLS", "Conflict", "Verdict",
-           "auto_writable", "conflicts", "effective_rule", "test_verdict", "tool_verdict",
+           "auto_test_verdict", "auto_writable", "conflicts", "effective_rule", "tool_verdict",
            "untrusted", "write_verdict"]
 
 WRITE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
@@ -109,7 +109,7 @@ def write_verdict(overlay: Mapping[str, Any], tool: str, paths: Iterable[str | N
     return Verdict("allow", "auto_write_paths", tool, "", allowed, listed)
 
 
-def test_verdict(overlay: Mapping[str, Any]) -> Verdict:
+def auto_test_verdict(overlay: Mapping[str, Any]) -> Verdict:
     """A shell call that is exactly one of the handoff's test commands."""
     if untrusted(overlay):
         return Verdict("ask", "untrusted", SHELL_TOOL)
@@ -132,9 +132,10 @@ class Conflict(NamedTuple):
     ``write_tools_listed`` (``require_approval`` names a write tool while
     ``auto_write_paths`` lets writes through: the paths win there) or
     ``shell_listed_with_auto_test`` (``Bash`` asks, but ``auto_test`` lets the
-    handoff's exact test commands run)."""
+    handoff's exact test commands run); of a whole trust file, ``listed_and_blocked``
+    (a handle both under ``teammates`` and in ``blocked``: blocked wins)."""
 
-    kind: Literal["write_tools_listed", "shell_listed_with_auto_test"]
+    kind: Literal["write_tools_listed", "shell_listed_with_auto_test", "listed_and_blocked"]
     tools: tuple[str, ...]
     paths: tuple[str, ...]
 
@@ -153,21 +154,25 @@ def conflicts(overlay: Mapping[str, Any]) -> list[Conflict]:
     return found
 
 
-def effective_rule(overlay: Mapping[str, Any], accepted: bool, *,
-                   outside: Kind = "ask") -> dict[str, Any]:
+def effective_rule(overlay: Mapping[str, Any], accepted: bool) -> dict[str, Any]:
     """What an agent working on this sender's handoff gets, as the guard decides it:
-    ``writes`` (``allowed_under``: the paths where writes go through; ``elsewhere``),
-    ``test_commands``, ``tools`` (each tool named in ``require_approval`` but the write
-    tools: ``ask``), ``other_tools`` (None: the host decides), and ``conflicts``. A
-    sender whose work is refused: ``refused`` true and nothing else."""
+    ``read`` (the overlay's ``auto_read``, told to the agent), ``writes``
+    (``allowed_under``: the paths where writes go through; ``elsewhere``: ``ask``, or
+    ``deny`` where a host was set up with ``--outside deny``), ``test_commands``,
+    ``asked`` (each tool ``require_approval`` names but the write tools, which the
+    paths decide), and ``conflicts``; any other tool gets no opinion (the host's own
+    approvals decide). A sender whose work is refused: every one ``deny``."""
     if not accepted:
-        return {"refused": True}
-    tools = sorted(t for t in _approval(overlay) if t not in (*WRITE_TOOLS, PATCH_TOOL))
+        return {"refused": True, "read": "deny", "test_commands": "deny",
+                "writes": {"allowed_under": [], "elsewhere": "deny"}, "asked": [],
+                "conflicts": []}
+    read: Kind = "allow" if overlay.get("auto_read") is not False else "ask"
     return {
         "refused": False,
-        "writes": {"allowed_under": list(_paths(overlay)), "elsewhere": outside},
-        "test_commands": test_verdict(overlay).kind,
-        "tools": {t: tool_verdict(overlay, t).kind for t in tools},
-        "other_tools": None,
-        "conflicts": [c._asdict() for c in conflicts(overlay)],
+        "read": read,
+        "writes": {"allowed_under": list(_paths(overlay)), "elsewhere": "ask"},
+        "test_commands": auto_test_verdict(overlay).kind,
+        "asked": sorted(t for t in _approval(overlay) if t not in (*WRITE_TOOLS, PATCH_TOOL)),
+        "conflicts": [{"kind": c.kind, "tools": list(c.tools), "paths": list(c.paths)}
+                      for c in conflicts(overlay)],
     }

@@ -28,6 +28,7 @@ import yaml
 from gitrelay.core.errors import InvalidArgument
 from gitrelay.core.ids import check_handle, handle_key
 from gitrelay.store.locks import FileMutex
+from gitrelay.trust.permission import effective_rule
 from gitrelay.trust.trust import (
     TeammateTrust,
     TrustRules,
@@ -133,7 +134,9 @@ def judge_all(rules: TrustRules, registered: list[str] | None, me: str
               ) -> list[dict[str, Any]]:
     """How ``rules`` judge each registered teammate but ``me``, then each handle the file
     names that nobody registered: ``handle``, ``registered``, ``allowed``, ``reason``
-    and ``trust_overlay``, as accept_handoff would decide. With ``registered`` None (no
+    ``trust_overlay``, as accept_handoff would decide, and ``effective``: what the guard
+    then allows, asks or refuses (:func:`gitrelay.trust.permission.effective_rule`),
+    with where the file's settings contradict one another. With ``registered`` None (no
     relay to ask), the handles the file names, ``registered`` null."""
     known = {handle_key(h) for h in registered or []}
     named = [h for h in [*rules.teammates, *rules.blocked] if handle_key(h) not in known]
@@ -142,10 +145,15 @@ def judge_all(rules: TrustRules, registered: list[str] | None, me: str
         if handle_key(handle) == handle_key(me):
             continue
         decision = evaluate(rules, handle)
+        overlay = decision.overlay.model_dump()
+        effective = effective_rule(overlay, decision.allowed)
+        if decision.reason == "blocked" and rules.entry_for(handle) is not None:
+            effective["conflicts"].append({"kind": "listed_and_blocked", "tools": [],
+                                           "paths": []})
         out.append({"handle": handle, "registered": None if registered is None
                     else handle_key(handle) in known,
                     "allowed": decision.allowed, "reason": decision.reason,
-                    "trust_overlay": decision.overlay.model_dump()})
+                    "trust_overlay": overlay, "effective": effective})
     return out
 
 

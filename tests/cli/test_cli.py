@@ -660,9 +660,21 @@ def test_trust_lists_each_teammate_and_edits_say_what_changed(people):
     lines = shown.out.splitlines()
     assert lines[0] == f"trust file         {bob.trust}"
     assert lines[1] == "unknown teammates  reject (their work is refused)"
+    # The effective rule, as the guard decides it (issue 44): the write paths win over
+    # the defaults' Edit and Write in require_approval, and the warnings say so.
     alice = next(ln for ln in lines if ln.startswith("alice@acme"))
-    assert alice.split()[1:4] == ["listed", "yes", "yes"] and "web/src/api/, docs/" in alice
-    assert next(ln for ln in lines if ln.startswith("carol@acme")).split()[1] == "blocked"
+    assert alice.split()[1:4] == ["listed", "allowed", "allowed"]
+    assert "allowed under web/src/api/, docs/; asked elsewhere" in alice
+    assert alice.split()[-1] == "Bash"
+    carol = next(ln for ln in lines if ln.startswith("carol@acme"))
+    assert carol.split()[1:3] == ["blocked", "refused"]
+    assert "alice@acme: require_approval names Edit, Write, but auto_write_paths lets " \
+        "writes under web/src/api/, docs/ through without asking: the paths win there" \
+        in shown.err
+    rows = {r["handle"]: r for r in bob("trust", "--json").json["teammates"]}  # type: ignore[index]
+    assert rows["alice@acme"]["effective"]["writes"] == {
+        "allowed_under": ["web/src/api/", "docs/"], "elsewhere": "ask"}
+    assert rows["carol@acme"]["effective"]["refused"] is True
     # A handle nobody registered is refused (issue 48: it used to be written with a
     # note), with the teammate meant; --unknown insists.
     before = bob.trust.read_bytes()
