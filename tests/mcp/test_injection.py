@@ -102,7 +102,7 @@ SERVER_STRINGS: dict[str, str] = {
     "from": _HANDLE, "by": _HANDLE, "handle": _HANDLE, "you": _HANDLE, "sender": _HANDLE,
     "created_at": _TIME, "updated_at": _TIME, "accepted_at": _TIME, "completed_at": _TIME,
     "cancelled_at": _TIME,
-    "fence": "[0-9a-f]{32}", "origin": "teammate", "policy": "data-only",
+    "fence": "[0-9a-f]{16}", "origin": "teammate", "policy": "data-only",
     "trust": "untrusted|you|listed|unknown_allowed|unknown_rejected|blocked",
     "trust_reason": "listed|unknown_allowed", "delivery": "delivered|queued",
     # check_inbox's cursor, and list_teammates' (a handle in base64url)
@@ -570,7 +570,7 @@ def _result(res: Any, where: str) -> dict[str, Any]:
 def _as_resource(text: str, out: dict[str, Any]) -> dict[str, Any]:
     """A resource's text (a tool's text content), paired with the structured answer of the
     same tool call made just before, its token swapped for the resource's."""
-    m = re.search(rf"^{re.escape(OPEN_PREFIX)}([0-9a-f]{{32}}) ", text, re.M)
+    m = re.search(rf"^{re.escape(OPEN_PREFIX)}([0-9a-f]{{16}}) ", text, re.M)
     marks = [out.get("provenance"), *(i.get("provenance") for i in out.get("items", []))]
     old = {str(marker["fence"]) for marker in marks if marker}
     twin: dict[str, Any] = out
