@@ -39,6 +39,10 @@ def _cmd_trust(args: argparse.Namespace) -> int:
         raise InvalidArgument("--auto-read, --auto-test, --write and --approve go with "
                               "`gitrelay trust add`", field=args.action)
     if args.action == "add" and not args.unknown:
+        from gitrelay.trust.trust import load_trust
+
+        trustedit.check_write_paths(args.write or [])   # a bad flag or file is said first
+        load_trust(path)
         _check_registered(args, args.teammate)
     elif args.unknown and args.action != "add":
         raise InvalidArgument("--unknown goes with `gitrelay trust add`", field=args.action)

@@ -37,7 +37,8 @@ from gitrelay.trust.trust import (
     normalize_repo_path,
 )
 
-__all__ = ["TrustEdit", "block", "forget", "judge_all", "render_rules", "trust"]
+__all__ = ["TrustEdit", "block", "check_write_paths", "forget", "judge_all", "render_rules",
+           "trust"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,17 @@ def _one_at_a_time(edit: Callable[Concatenate[Path, _Args], TrustEdit]
     return locked
 
 
+def check_write_paths(write_paths: list[str]) -> None:
+    """Each ``--write`` path plain and repository-relative, or an invalid_argument."""
+    for given_path in write_paths:
+        body = given_path[:-1] if given_path.endswith("/") else given_path
+        if normalize_repo_path(body) != body:
+            raise InvalidArgument(
+                f"--write {given_path!r} is not a plain repository-relative path ('dir/' for "
+                "a directory or 'dir/file' for one file, without a leading '/', '..' or "
+                "'.git'); nothing was changed", field="auto_write_paths")
+
+
 @_one_at_a_time
 def trust(path: Path, handle: str, *, auto_read: bool | None = None,
           auto_test: bool | None = None, write_paths: list[str] | None = None,
@@ -78,13 +90,7 @@ def trust(path: Path, handle: str, *, auto_read: bool | None = None,
     Only the fields given change; the others keep the entry's value, or come
     from ``defaults`` for a new entry.
     """
-    for given_path in write_paths or []:
-        body = given_path[:-1] if given_path.endswith("/") else given_path
-        if normalize_repo_path(body) != body:
-            raise InvalidArgument(
-                f"--write {given_path!r} is not a plain repository-relative path ('dir/' for "
-                "a directory or 'dir/file' for one file, without a leading '/', '..' or "
-                "'.git'); nothing was changed", field="auto_write_paths")
+    check_write_paths(write_paths or [])
     handle, rules, original, data = _start(path, handle)
     key = _listed_key(data["teammates"], handle)
     entry: dict[str, Any] = dict(data["teammates"][key]) if key else {}
