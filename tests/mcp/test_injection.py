@@ -215,8 +215,8 @@ def thread_expected(t: Thread, out: dict[str, Any], people: dict[str, Profile],
     if "question" in h:
         exp["question"] = Expected(sender, h["question"], tags)
     planted = {"client_idempotency_key": h.get("idempotency_key"), "question": h.get("question")}
-    exp["metadata"] = Expected(sender, {k: v for k, v in h["metadata"].items()
-                                        if k not in planted or planted[k] != v}, tags)
+    given = {k: v for k, v in h["metadata"].items() if k not in planted or planted[k] != v}
+    exp["metadata"] = Expected(sender, given, tags, text=bool(given))  # {}: nothing to fence
     _artifacts("artifacts", h["artifacts"], sender, tags, exp)
     action = h.get("proposed_action")
     if action is not None:
