@@ -74,6 +74,7 @@ from bench.kit import (
     wait_outbox_empty,
 )
 from bench.real_hosts import bench_model
+from bench.round_trip import bench_round_trip
 from bench.search_bench import bench_search
 from bench.web_bench import bench_web
 
@@ -1118,6 +1119,7 @@ SECTIONS: list[tuple[str, Callable[[Workspace, Sizes, Log, dict[str, Any]], list
     ("peer", bench_peer),
     ("web", bench_web),
     ("context", bench_context),
+    ("round-trip", bench_round_trip),
     ("model", bench_model),
 ]
 
@@ -1168,6 +1170,7 @@ def run(*, quick: bool, workdir: Path, log: Log, only: list[str] | None = None,
         "host_clients": shared.get("host_clients"),
         "host_unavailable": shared.get("host_unavailable"),
         "context": shared.get("context"),
+        "round_trip": shared.get("round_trip"),
         "search": shared.get("search"),
         "model_hosts": shared.get("model_hosts"),
     }

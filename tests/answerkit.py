@@ -63,7 +63,7 @@ def read_answer(text: str, structured: dict[str, Any] | None) -> Read:
     token = next(iter(tokens), None)
     if token is None:
         # No teammate text: a fence can still hold text quoted from the relay alone.
-        opening = re.search(rf"^{re.escape(OPEN_PREFIX)}([0-9a-f]{{32}}) ", text, re.M)
+        opening = re.search(rf"^{re.escape(OPEN_PREFIX)}([0-9a-f]{{16}}) ", text, re.M)
         if opening is None:
             assert OPEN_PREFIX not in text and CLOSE_PREFIX not in text, text[:300]
             return Read(None, [], text)
@@ -99,7 +99,7 @@ def in_fence(value: Any, token: str) -> Any:
 def read_text(text: str) -> Read:
     """The one fence of a text that has no structured twin (a hook's context): its token
     from its opening line, found nowhere but in the fence's two lines."""
-    openings = re.findall(rf"^{re.escape(OPEN_PREFIX)}([0-9a-f]{{32}}) ", text, re.M)
+    openings = re.findall(rf"^{re.escape(OPEN_PREFIX)}([0-9a-f]{{16}}) ", text, re.M)
     assert len(openings) == 1, f"not one fence in the text: {openings}"
     token = openings[0]
     values = parse_answer_fence(text, token)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
+from typing import Any
 
 from gitrelay.cli.common import (
     EXIT_OK,
@@ -16,7 +18,7 @@ from gitrelay.cli.common import (
     stale_note,
     trust_path,
 )
-from gitrelay.core.errors import InvalidArgument, RelayError
+from gitrelay.core.errors import InvalidArgument, NextStep, RelayError
 
 
 def _cmd_trust(args: argparse.Namespace) -> int:
@@ -36,6 +38,14 @@ def _cmd_trust(args: argparse.Namespace) -> int:
                                  or args.write or args.approve):
         raise InvalidArgument("--auto-read, --auto-test, --write and --approve go with "
                               "`gitrelay trust add`", field=args.action)
+    if args.action == "add" and not args.unknown:
+        from gitrelay.trust.trust import load_trust
+
+        trustedit.check_write_paths(args.write or [])   # a bad flag or file is said first
+        load_trust(path)
+        _check_registered(args, args.teammate)
+    elif args.unknown and args.action != "add":
+        raise InvalidArgument("--unknown goes with `gitrelay trust add`", field=args.action)
     if args.action == "add":
         edit = trustedit.trust(path, args.teammate, auto_read=args.auto_read,
                                auto_test=args.auto_test, write_paths=args.write,
@@ -51,8 +61,6 @@ def _cmd_trust(args: argparse.Namespace) -> int:
     if edit.backup is not None:
         note(f"the file had comments, which a rewrite cannot keep: the previous file is "
               f"{edit.backup}")
-    if args.action == "add":
-        _unregistered_note(args, args.teammate)
     return EXIT_OK
 
 
@@ -65,21 +73,33 @@ def _registered(args: argparse.Namespace) -> list[str]:
     return known_handles(open_client(args, fetch=False))
 
 
-def _unregistered_note(args: argparse.Namespace, handle: str) -> None:
-    """Say so when a handle just trusted is not (yet) registered on your relay: a typo
-    would otherwise trust nobody, silently."""
-    from gitrelay.store.config import load_user_config
+def _check_registered(args: argparse.Namespace, handle: str) -> None:
+    """Refuse to trust a handle nobody registered on your relay (a typo would trust
+    nobody, silently), with the teammate most likely meant; the relay is asked again
+    before refusing, since the teammate may have joined since the last fetch. Not
+    joined anywhere: nobody to compare with, nothing refused."""
+    from gitrelay.core.errors import RecipientNotFound
+    from gitrelay.core.ids import near_handle, same_handle
 
-    if getattr(args, "relay", None) is None and load_user_config() is None:
-        return  # not joined anywhere yet: nobody to compare with
     try:
-        client = open_client(args, fetch=False)
-        known = client.teammate(handle) is not None
+        known = _registered(args)
+        if not known:
+            return
+        if not any(same_handle(handle, h) for h in known):
+            client = open_client(args, fetch=False)
+            with contextlib.suppress(RelayError):   # unreachable: the local copy judges
+                client.refresh(max_age=0)
+            known = known_handles(client)
     except RelayError:
+        return   # no relay to ask (not joined, or its copy unreadable): nothing to compare
+    if any(same_handle(handle, h) for h in known):
         return
-    if not known:
-        note(f"{handle} is not registered on {client.relay_url} (yet); `gitrelay teammates` "
-              "lists who is")
+    near = near_handle(handle, known)
+    raise RecipientNotFound(
+        f"{handle} is not a registered teammate on your relay; nothing was changed. To "
+        "trust a handle before its owner joins, add --unknown",
+        field="HANDLE", rule="recipient_not_found", next_step=NextStep.LIST_TEAMMATES,
+        **({"did_you_mean": near} if near is not None else {}))
 
 
 def _show_trust(args: argparse.Namespace, path: Path) -> int:
@@ -102,25 +122,53 @@ def _show_trust(args: argparse.Namespace, path: Path) -> int:
         print_json({"trust_file": str(path), "source": rules.source,
                "unknown_teammates": rules.unknown_teammates.policy, "teammates": judged})
         return EXIT_OK
-    rows = []
-    for j in judged:
-        o = j["trust_overlay"]
-        row = [j["handle"] + (" (not registered)" if j["registered"] is False else ""),
-               j["reason"].replace("_", " ")]
-        rows.append(row + (["yes" if o["auto_read"] else "no", "yes" if o["auto_test"] else "no",
-                            ", ".join(o["auto_write_paths"]) or "-",
-                            ", ".join(o["require_approval"]) or "-"]
-                           if j["allowed"] else ["", "", "", ""]))
+    rows = [_effective_row(j) for j in judged]
     policy = rules.unknown_teammates.policy
     print(f"trust file         {rules.source}")
     print(f"unknown teammates  {policy} (" + ("their work is refused)" if policy == "reject"
                                               else "accepted with the defaults)"))
     if rows:
         print()
-        print(table(["HANDLE", "TRUST", "AUTO_READ", "AUTO_TEST", "WRITE PATHS",
-                     "NEEDS APPROVAL"], rows, max_widths={4: 40}))
+        print(table(["HANDLE", "TRUST", "READ", "TEST COMMANDS", "WRITES", "ASKED FIRST"],
+                    rows, max_widths={4: 60}))
+        print("Any other tool: the host's own approvals decide.")
+    for j in judged:
+        for conflict in j["effective"]["conflicts"]:
+            note(f"{j['handle']}: {_conflict_words(conflict)}")
     return EXIT_OK
 
+
+
+_KINDS = {"allow": "allowed", "ask": "asked", "deny": "refused", None: "host decides"}
+
+
+def _effective_row(judged: dict[str, Any]) -> list[str]:
+    """One teammate's effective rule as the table shows it."""
+    handle = judged["handle"] + (" (not registered)" if judged["registered"] is False else "")
+    rule = judged["effective"]
+    trust = judged["reason"].replace("_", " ")
+    if rule["refused"]:
+        return [handle, trust, "refused", "refused", "refused", "everything (work refused)"]
+    under = ", ".join(rule["writes"]["allowed_under"])
+    elsewhere = _KINDS[rule["writes"]["elsewhere"]]
+    writes = f"allowed under {under}; {elsewhere} elsewhere" if under \
+        else f"{elsewhere} everywhere"
+    return [handle, trust, _KINDS[rule["read"]], _KINDS[rule["test_commands"]], writes,
+            ", ".join(rule["asked"]) or "-"]
+
+
+def _conflict_words(conflict: dict[str, Any]) -> str:
+    """Where two settings disagree, and which one wins (gitrelay.trust.permission)."""
+    if conflict["kind"] == "write_tools_listed":
+        tools, paths = ", ".join(conflict["tools"]), ", ".join(conflict["paths"])
+        return (f"require_approval names {tools}, but auto_write_paths lets writes under "
+                f"{paths} through without asking: the paths win there, and {tools} asks "
+                "elsewhere")
+    if conflict["kind"] == "shell_listed_with_auto_test":
+        return ("require_approval names Bash, but auto_test lets the handoff's exact test "
+                "commands run without asking: auto_test wins for those, any other shell "
+                "command asks")
+    return "listed under teammates and blocked: blocked wins, their work is refused"
 
 
 def register(commands: Commands) -> None:
@@ -142,6 +190,8 @@ def register(commands: Commands) -> None:
     p.add_argument("--write", action="append", metavar="PATH",
                    help="a path your agent may write without asking, 'dir/' or 'dir/file'; "
                         "repeatable, replaces the entry's list (add)")
+    p.add_argument("--unknown", action="store_true",
+                   help="trust a handle nobody has registered on your relay yet (add)")
     p.add_argument("--approve", action="append", metavar="TOOL",
                    help="a tool that always needs your approval, e.g. Bash; repeatable, "
                         "replaces the entry's list (add)")

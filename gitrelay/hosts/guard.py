@@ -17,15 +17,16 @@ answers from the session's state (:mod:`gitrelay.hosts.session`):
   - a shell call that is exactly one of the handoff's ``test_command`` artifacts:
     ``allow`` when the overlay's ``auto_test`` is true, else ``ask``;
   - a file write (Edit, Write, MultiEdit, NotebookEdit, or a patch given to the
-    host's own patch tool, read the way that host reads it): ``ask`` when
-    ``require_approval`` names the tool (for a patch: ``apply_patch``, or ``Write``
-    for the files it adds, deletes or moves and ``Edit`` for those it updates);
-    else ``allow`` when every path is under ``auto_write_paths``, else ``ask``
-    (``deny`` with ``outside="deny"``);
+    host's own patch tool, read the way that host reads it): ``allow`` when every
+    path is under ``auto_write_paths``, whatever ``require_approval`` says; else
+    ``ask`` (``deny`` with ``outside="deny"``);
   - a shell command holding a patch that is not the host's own patch form: ``ask``;
   - any other tool named in ``require_approval``: ``ask``;
   - anything else: no opinion.
 
+The precedence is :mod:`gitrelay.trust.permission`'s, which decides; the guard reads
+the call (which tool, which paths) and words the answer: for the person who approves
+an ask, and for the model, one line of what was refused, why and what to do next.
 A shell command is never ``allow`` unless it is exactly a command the rules allow:
 a test command, or (Codex only) exactly the ``apply_patch`` heredoc Codex itself
 takes over and applies (:func:`codex_shell_patch`).
@@ -54,26 +55,28 @@ from typing import Any, Literal, NamedTuple
 
 from gitrelay.hosts.hostfiles import HOSTS, all_setup_names, setup_files
 from gitrelay.hosts.session import InProgress, SessionState, sessions_root
+from gitrelay.trust import permission
+from gitrelay.trust.permission import (
+    PATCH_TOOL,
+    Verdict,
+    auto_test_verdict,
+    tool_verdict,
+    untrusted,
+    write_verdict,
+)
 from gitrelay.trust.trustfile import default_trust_path
 from gitrelay.trust.trustfile import stamp as trust_stamp
-from gitrelay.trust.trustkeys import covered_by, windows_reading
+from gitrelay.trust.trustkeys import windows_reading
 
-__all__ = [
-    "WRITE_TOOLS",
-    "Decision",
-    "PatchFile",
-    "auto_writable",
-    "codex_shell_patch",
-    "decide",
-    "ignores_case",
-    "parse_codex_patch",
-    "protected_markers",
-]
+__all__ = ["WRITE_TOOLS", "Decision", "PatchFile", "codex_shell_patch", "decide",
+           "ignores_case", "parse_codex_patch", "protected_markers"]
 
-WRITE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
-               "NotebookEdit": "notebook_path"}
+# The hosts' file-writing tools and the argument naming the file each writes.
+WRITE_TOOLS = {t: "notebook_path" if t == "NotebookEdit" else "file_path"
+               for t in permission.WRITE_TOOLS}
 SHELL_TOOLS = ("Bash", "Shell", "shell", "exec_command", "local_shell")
-PATCH_TOOLS = ("apply_patch",)
+PATCH_TOOLS = (PATCH_TOOL,)
+READ_TOOLS = ("Read", "Grep", "Glob", "LS", "NotebookRead", "view_image", "read_file")
 STDIN_TOOLS = ("write_stdin",)      # Codex: text typed into a process exec_command started
 _RANK = {"deny": 3, "ask": 2, "allow": 1}
 _SHELL_TEXT_MAX = 65_536   # characters of a shell command read word by word
@@ -83,29 +86,30 @@ Kind = Literal["allow", "ask", "deny"]
 
 
 class Decision(NamedTuple):
-    """The guard's answer: ``kind`` None means no opinion (the host decides as usual)."""
+    """The guard's answer: ``kind`` None means no opinion (the host decides as usual).
+    ``reason`` is for the person (an ask's prompt, an allow's note); ``refusal`` is for
+    the model, one line: what was refused, why, and what to do next (a deny's reason,
+    and an ask's where the host cannot ask)."""
 
     kind: Kind | None
     reason: str = ""
+    refusal: str = ""
 
     def stricter(self, other: Decision) -> Decision:
         mine = _RANK.get(self.kind or "", 0)
         theirs = _RANK.get(other.kind or "", 0)
         return other if theirs > mine else self
 
+    @property
+    def to_model(self) -> str:
+        """What the model reads when the call does not run."""
+        return self.refusal or self.reason
+
 
 NO_OPINION = Decision(None)
 
 
 # --------------------------------------------------------------------------- paths
-
-
-def auto_writable(paths: Iterable[str], path: str, *, fold_case: bool = False) -> bool:
-    """True when ``path`` (repository-relative) is covered by ``auto_write_paths``:
-    ``dir/`` covers everything below it, any other entry exactly that file; read as
-    this OS opens a path, with one case when ``fold_case`` (the working tree's file
-    system ignores case: :func:`ignores_case`). :func:`~gitrelay.trust.trustkeys.covered_by`."""
-    return covered_by(paths, path, fold_case=fold_case)
 
 
 def ignores_case(folder: Path) -> bool:
@@ -530,6 +534,7 @@ def _touches(tool_input: dict[str, Any], cwd: str, guard: Protected,
 
 
 # gitrelay's own commands that change the trust file or the hosts' setup.
+_GITRELAY_COMMANDS = "gitrelay's trust or setup commands"
 _GITRELAY_CHANGES = {"setup", "join"}
 _TRUST_CHANGES = {"add", "block", "remove"}
 _SEPARATORS = {";", "&", "&&", "|", "||", "|&", "(", ")", ";;", "\n"}
@@ -577,10 +582,10 @@ def _shell_touches(command: str, cwd: str, guard: Protected, depth: int = 0) -> 
     words = _shell_words(command)
     if words is None:
         if _LOOSE_GITRELAY.search(_normal_text(command)):
-            return "gitrelay's trust or setup commands"
+            return _GITRELAY_COMMANDS
         words = command.split()
     if _gitrelay_change(words):
-        return "gitrelay's trust or setup commands"
+        return _GITRELAY_COMMANDS
     for word in dict.fromkeys(words):   # each distinct word once
         if depth < 3 and word != command and re.search(r"[\s;&|]", word):
             inner = _shell_touches(word, cwd, guard, depth + 1)
@@ -628,35 +633,87 @@ def _write_approval(tool_name: str, files: list[PatchFile] | None) -> set[str]:
     return names
 
 
+def _short(text: str, limit: int = 80) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[:limit - 1] + "…"
+
+
+def _ask(reason: str, refused: str, why: str, next_step: str) -> Decision:
+    """An ask: ``reason`` for the person who approves; for the model (where the host
+    cannot ask) one line of what was refused, why and what to do next."""
+    return Decision("ask", f"gitrelay: {reason}",
+                    f"gitrelay refused {refused}: {why}; {next_step}")
+
+
+def _write_decision(verdict: Verdict, shown: list[str], handoff: str) -> Decision:
+    """The words of a write's verdict (``shown``: the paths as the answer names them)."""
+    tool = verdict.tool
+    listed = ", ".join(verdict.paths)
+    if verdict.kind == "allow":
+        also = (f"; auto_write_paths wins over {tool} in require_approval"
+                if verdict.listed else "")
+        return Decision("allow", f"gitrelay: {', '.join(shown)} is within the paths "
+                                 f"{handoff} may write without asking (auto_write_paths: "
+                                 f"{listed}){also}")
+    path = shown[verdict.at] if 0 <= verdict.at < len(shown) else "(no path)"
+    approve = f"stop and ask your user to approve {tool} for {path}"
+    if verdict.paths:
+        why = (f"it is outside the paths your user's trust file lets {handoff} write "
+               f"without asking (auto_write_paths: {listed})")
+        next_step = f"write under {listed} instead, or {approve}"
+    else:
+        why = (f"your user's trust file lets {handoff} write no path without asking "
+               "(auto_write_paths is empty)")
+        next_step = approve
+    if verdict.listed:
+        why += f", and lists {tool} in require_approval"
+    person = (f"{tool} to {path} needs your approval: "
+              + why.replace("your user's", "your").replace("it is outside", "outside"))
+    refusal = f"gitrelay refused {tool} to {path}: {why}; {next_step}"
+    if verdict.kind == "deny":
+        return Decision("deny", refusal, refusal)
+    return Decision("ask", f"gitrelay: {person}", refusal)
+
+
 def _one(entry: InProgress, overlay: dict[str, Any], tool_name: str,
          tool_input: dict[str, Any], cwd: str, outside: Kind,
          patch: tuple[list[PatchFile], str] | None) -> Decision:
     handoff = f"the handoff {entry.thread_id[:6]} from {entry.sender}"
     where = cwd or entry.cwd
-    approval = set(overlay.get("require_approval") or [])
     command = None if patch is not None else _shell_command(tool_name, tool_input)
     if command is not None:
         if command in (c.strip() for c in entry.test_commands):
-            if overlay.get("auto_test") is True:
+            if auto_test_verdict(overlay).kind == "allow":
                 return Decision("allow", f"gitrelay: a test command of {handoff}, and your "
                                          "trust file lets it run without asking (auto_test)")
-            return Decision("ask", f"gitrelay: a test command of {handoff}; your trust file "
-                                   "does not let it run without asking (auto_test is false)")
+            return _ask(f"a test command of {handoff}; your trust file does not let it run "
+                        "without asking (auto_test is false)",
+                        f"the test command `{_short(command)}`",
+                        f"your user's trust file does not let the test commands of "
+                        f"{handoff} run without asking (auto_test is false)",
+                        f"stop and ask your user to approve running `{_short(command)}`")
         if "*** begin patch" in command.casefold():
-            return Decision("ask", f"gitrelay: while you work on {handoff}, a shell command "
-                                   "holding a patch needs your approval: gitrelay judges "
-                                   "only patches given to the host's own patch tool")
+            return _ask(f"while you work on {handoff}, a shell command holding a patch "
+                        "needs your approval: gitrelay judges only patches given to the "
+                        "host's own patch tool",
+                        f"a {tool_name} command holding a patch",
+                        f"while you work on {handoff}, gitrelay judges only patches given "
+                        "to the host's own patch or edit tools",
+                        "write the files with those tools instead, or stop and ask your "
+                        "user to approve this command")
     key = WRITE_TOOLS.get(tool_name)
     if patch is None and key is None:
-        if tool_name in approval:
-            return Decision("ask", f"gitrelay: while you work on {handoff}, {tool_name} needs "
-                                   "your approval (require_approval in your trust file)")
-        return NO_OPINION
+        verdict = tool_verdict(overlay, tool_name)
+        if verdict.kind is None:
+            return NO_OPINION
+        target = f" `{_short(command)}`" if command else ""
+        return _ask(f"while you work on {handoff}, {tool_name} needs your approval "
+                    "(require_approval in your trust file)",
+                    f"{tool_name}{target}",
+                    f"your user's trust file lists {tool_name} in require_approval for "
+                    f"{handoff}",
+                    f"stop and ask your user to approve {tool_name}{target}")
     files = patch[0] if patch is not None else None
-    named = sorted(_write_approval(tool_name, files) & approval)
-    if named:
-        return Decision("ask", f"gitrelay: while you work on {handoff}, {named[0]} needs "
-                               "your approval (require_approval in your trust file)")
     if patch is not None:
         base = os.path.join(where, patch[1]) if patch[1] else where
         paths = [os.path.join(base, f.path) for f in patch[0]]
@@ -665,40 +722,52 @@ def _one(entry: InProgress, overlay: dict[str, Any], tool_name: str,
         if not isinstance(value, str) or not value:
             raise ValueError(f"{tool_name} input has no {key}")
         paths = [value]
-    allowed = [str(p) for p in overlay.get("auto_write_paths") or []]
     root = repo_root(where)
-    fold = ignores_case(root)
-    for path in paths or ["(no path)"]:
-        rel = _relative(path, root, where) if paths else None
-        if rel is None or not auto_writable(allowed, rel, fold_case=fold):
-            shown = rel if rel is not None else path
-            listed = ", ".join(allowed) if allowed else "none"
-            verb = "needs your approval" if outside == "ask" else "is refused"
-            return Decision(outside, f"gitrelay: writing {shown} {verb}: it is outside the "
-                                     f"paths {handoff} may write without asking "
-                                     f"(auto_write_paths: {listed})")
-    shown_paths = ", ".join(_relative(p, root, where) or p for p in paths)
-    return Decision("allow", f"gitrelay: {shown_paths} is within the paths {handoff} "
-                             "may write without asking")
+    relative = [_relative(path, root, where) for path in paths]
+    shown = [rel if rel is not None else path for rel, path in zip(relative, paths, strict=True)]
+    label = PATCH_TOOL if patch is not None else tool_name
+    verdict = write_verdict(overlay, label, relative,
+                            approval_names=_write_approval(tool_name, files), outside=outside,
+                            fold_case=ignores_case(root))
+    return _write_decision(verdict, shown, handoff)
 
 
 def _current_overlay(entry: InProgress) -> dict[str, Any]:
     """The overlay recorded at the accept while the trust file is unchanged; else the
-    file's judgement of the sender now (blocked or no longer trusted: nothing automatic,
-    every tool asks)."""
+    file's judgement of the sender now (:func:`gitrelay.trust.trust.session_overlay`:
+    blocked or no longer trusted, every tool asks)."""
     try:
         now: list[int] | None = trust_stamp(entry.trust_file)
     except OSError:
         now = None  # there but unreadable: reading it says why (config_error), and denies
     if now == entry.trust_stamp:
         return entry.overlay
-    from gitrelay.trust.trust import evaluate, load_trust
+    from gitrelay.trust.trust import load_trust, session_overlay
 
-    decision = evaluate(load_trust(Path(entry.trust_file)), entry.sender)
-    overlay = decision.overlay.model_dump()
-    if not decision.allowed:
-        overlay["require_approval"] = ["*"]
-    return overlay
+    return session_overlay(load_trust(Path(entry.trust_file)), entry.sender)
+
+
+def _protected_refusal(tool_name: str, touched: str, command: str | None) -> Decision:
+    """The deny of a call that touches what no tool may once teammate text is in the
+    session, worded for the model: a read as a read."""
+    if len(touched) > 200:
+        touched = touched[:200] + "…"
+    what = ("your user's trust file, gitrelay's session state, the host's settings and "
+            "MCP configuration")
+    if tool_name in READ_TOOLS:
+        refusal = (f"gitrelay refused reading {touched}: once a teammate's text is in this "
+                   f"session no tool may read or change {what}; carry on without it, and "
+                   "ask your user if you need what it holds")
+    elif touched == _GITRELAY_COMMANDS:
+        refusal = (f"gitrelay refused the command `{_short(command or tool_name)}`: once a "
+                   f"teammate's text is in this session no tool may run {touched}; stop "
+                   "and ask your user to run it themselves")
+    else:
+        refusal = (f"gitrelay refused {tool_name} on {touched}: once a teammate's text is in "
+                   f"this session no tool may change {what}, or run gitrelay's trust and "
+                   "setup commands; leave it as it is, and stop and ask your user to make "
+                   "the change themselves")
+    return Decision("deny", refusal, refusal)
 
 
 def decide(state: SessionState | None, tool_name: object, tool_input: object, cwd: object,
@@ -737,21 +806,20 @@ def decide(state: SessionState | None, tool_name: object, tool_input: object, cw
     if touched is None and isinstance(typed, str):
         touched = _shell_touches(typed, where, guard)   # typed into a running shell
     if touched is not None:
-        if len(touched) > 200:
-            touched = touched[:200] + "…"
-        return Decision("deny", f"gitrelay: this call touches {touched}, which no tool may "
-                                "change once a teammate's text is in this session (your "
-                                "trust file, gitrelay's session state, the host's settings "
-                                "and MCP configuration, gitrelay's trust and setup commands)")
+        return _protected_refusal(tool_name, touched, command)
     if not state.in_progress:
         return NO_OPINION
     answer = NO_OPINION
     for entry in state.in_progress:
         overlay = _current_overlay(entry)
-        if "*" in (overlay.get("require_approval") or []):
-            answer = answer.stricter(Decision(
-                "ask", f"gitrelay: {entry.sender} is no longer trusted by your trust file; "
-                       f"every call needs your approval until you close their handoff"))
+        if untrusted(overlay):
+            answer = answer.stricter(_ask(
+                f"{entry.sender} is no longer trusted by your trust file; every call needs "
+                "your approval until you close their handoff", tool_name,
+                f"{entry.sender} is no longer trusted by your user's trust file, so every "
+                f"call needs their approval while their handoff {entry.thread_id[:6]} is "
+                "open", f"stop and ask your user to approve {tool_name}, or to close the "
+                "handoff"))
             continue
         answer = answer.stricter(_one(entry, overlay, tool_name, tool_input, where, outside,
                                       patch))

@@ -710,17 +710,22 @@ def _post_tool_use(host: str, hook: HookInput, store: SessionStore,
 
 
 def _guard_output(host: str, decision: Decision) -> HookOutcome:
-    kind, reason = decision.kind, decision.reason
+    """The guard's answer in the host's hook format: a deny's reason is read by the
+    model (Codex shows it as ``Command blocked by PreToolUse hook: REASON``), an ask's
+    by the person approving in Claude Code; a host whose hook cannot ask denies,
+    with the reason worded for the model."""
+    kind = decision.kind
     if kind is None:
         return HookOutcome()
-    if host in ("codex", "cursor") and kind == "ask":
-        # Neither host's pre-tool hook can ask: an ask must still stop the call.
-        kind, reason = "deny", reason + " (this host cannot ask from a hook: approve it by " \
-                                        "running it yourself, or close the handoff)"
+    reason = decision.reason if kind == "allow" else decision.to_model
+    if kind == "ask" and host in ("codex", "cursor"):
+        kind = "deny"   # neither host's pre-tool hook can ask: the call must still stop
+    elif kind == "ask":
+        reason = decision.reason
     if host == "codex" and kind == "allow":
         return HookOutcome()  # Codex takes no allow from a hook: it decides as usual
     if host == "cursor":
-        return HookOutcome(json.dumps({"permission": kind, "user_message": reason,
+        return HookOutcome(json.dumps({"permission": kind, "user_message": decision.reason,
                                        "agent_message": reason}))
     return HookOutcome(json.dumps({"hookSpecificOutput": {
         "hookEventName": "PreToolUse", "permissionDecision": kind,

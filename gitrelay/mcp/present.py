@@ -145,6 +145,15 @@ class Pen:
         self.values: dict[str, list[tuple[str, object]]] = {}  # author -> [(field, value)]
         self.fields: set[str] = set()       # the fields in the fence, left out of the head
         self.objects: set[str] = set()      # the caller's own free-form objects
+        # The text holds no teammate value although the structured form does (an accept
+        # of a thread this session read): no fence in the text then.
+        self.fence_optional = False
+        self.unread: list[str] = []         # an accept's messages the session has not read
+        self.unshown: set[str] = set()      # teammate text only the structured form holds
+
+    def fenced_lines(self) -> int:
+        """The lines of the text that hold the fence's token: its two, or none."""
+        return 2 if self.values or (self.fence.marked and not self.fence_optional) else 0
 
     def is_caller(self, author: str) -> bool:
         known = self._callers.get(author)
@@ -221,7 +230,7 @@ def _render(caller: str, rules: TrustRules, build: Build[T], head: Head[T],
     out = build(pen)
     lines = head(out, pen)
     text = "\n".join(lines) + "\n"
-    if pen.values or fence.marked:
+    if pen.fenced_lines():
         text += fence.block(pen.values.items())
     return Fenced(out, fence.token, text), pen
 
@@ -234,15 +243,14 @@ def render_fenced(caller: str, rules: TrustRules, build: Build[T], head: Head[T]
     """The answer ``build`` makes, with ``head`` its text before the fence.
 
     The token is drawn before anything is written, so a text can hold it only by
-    chance (2^-128); every answer is checked anyway, and one whose text or values
+    chance (2^-64); every answer is checked anyway, and one whose text or values
     hold the token is built again with a fence drawn to avoid them all.
     """
     fence = AnswerFence()
     try:
         fenced, pen = _render(caller, rules, build, head, fence)
         token = fence.token
-        fenced_lines = 2 if pen.values or fence.marked else 0
-        held = fenced.text.count(token) != fenced_lines or any(
+        held = fenced.text.count(token) != pen.fenced_lines() or any(
             token in json_line(v) for v in _values_of(pen))
         if not held:
             return fenced
@@ -287,7 +295,8 @@ def head_lines(name: str, value: Mapping[str, Any], *, skip: AbstractSet[str],
         out: list[str] = []
         later: list[tuple[str, Mapping[str, Any]]] = []
         pairs(node, path, "", out, later)
-        lines.append(" ".join([label, *out]))
+        if out or not path:     # an object all of whose fields are elsewhere: no line
+            lines.append(" ".join([label, *out]))
         for sub_path, sub in later:
             line(f"{sub_path}:", sub, sub_path)
 
@@ -298,8 +307,8 @@ def head_lines(name: str, value: Mapping[str, Any], *, skip: AbstractSet[str],
 def _model_head(name: str, quiet: frozenset[str] = frozenset()) -> Head[Any]:
     def head(out: BaseModel, pen: Pen) -> list[str]:
         value = out.model_dump(mode="json", by_alias=True)
-        return head_lines(name, value, skip=pen.fields | _quiet(value, pen) | quiet,
-                          objects=pen.objects)
+        return head_lines(name, value, skip=pen.fields | pen.unshown | _quiet(value, pen)
+                          | quiet, objects=pen.objects)
     return head
 
 
@@ -309,7 +318,12 @@ _TIMES = ("created_at", "accepted_at", "completed_at", "cancelled_at")
 def _quiet(value: Mapping[str, Any], pen: Pen) -> set[str]:
     """What a thread's text leaves out as saying nothing new to its reader: the caller's
     own profile, the session id the caller's own accept stored, an ``updated_at`` equal
-    to another time of the thread, a ``messages_total`` of 0."""
+    to another time of the thread, a ``messages_total`` that counts the page's own
+    messages, a teammate row's ``you`` (its ``trust`` says ``you``), the messages' ids (no tool
+    takes one), and a completion's time and author when they are the thread's
+    ``completed_at`` and recipient (the structured form keeps them all)."""
+    if "teammates" in value:     # each row's trust says "you" where you is true
+        return {f"teammates[{i}].you" for i in range(len(value["teammates"]))}
     if "thread_id" not in value:
         return set()
     quiet = set()
@@ -322,8 +336,16 @@ def _quiet(value: Mapping[str, Any], pen: Pen) -> set[str]:
     if value.get("updated_at") in [value.get(t) for t in _TIMES] \
             and not any(m["created_at"] == value["updated_at"] for m in value["messages"]):
         quiet.add("updated_at")
-    if value.get("messages_total") == 0:
-        quiet.add("messages_total")
+    if value.get("messages_total") == len(value.get("messages") or []):
+        quiet.add("messages_total")     # every message is on the page: its lines count them
+    # A message's id is no tool's argument: its number says which it is.
+    quiet.update(f"messages[{i}].id" for i in range(len(value.get("messages") or [])))
+    # The completion's time and author are the thread's completed_at and its recipient.
+    completion = value.get("completion") or {}
+    if completion.get("completed_at") == value.get("completed_at"):
+        quiet.add("completion.completed_at")
+    if completion and same_handle(str(completion.get("by")), str(value["recipient"]["handle"])):
+        quiet.add("completion.by")
     return quiet
 
 
@@ -452,6 +474,33 @@ def page_messages(messages: Sequence[Mapping[str, Any]], *, limit: int = MESSAGE
     return shown, int(shown[0]["sequence_no"]) if older and shown else None
 
 
+def _session_of(pen: Pen, accept: Mapping[str, Any], recipient: str) -> str:
+    """The session id the recipient's accept stored: fenced for its recipient, and for
+    anyone else kept out of the text (withheld like any text of a blocked teammate)."""
+    value, by = str(accept["accepted_by_session"]), str(accept["by"])
+    if pen.is_caller(recipient) or pen.is_caller(by):
+        return pen.text(value, by, "accepted_by_session")
+    if pen.blocked(by):
+        return withheld_notice(by, pen.rules)
+    pen.unshown.add("accepted_by_session")
+    return value
+
+
+_PLANTED = "client_idempotency_key"
+
+
+def _own_metadata(handoff: Mapping[str, Any]) -> dict[str, Any]:
+    """A handoff's metadata as its sender gave it: without the copies a client plants
+    there (docs/format.md: ``client_idempotency_key``, the ``idempotency_key``, and
+    ``question``, the handoff's own field), so that each value is shown once."""
+    meta = dict(handoff.get("metadata") or {})
+    if meta.get(_PLANTED) == handoff.get("idempotency_key"):
+        meta.pop(_PLANTED, None)
+    if "question" in meta and meta["question"] == handoff.get("question"):
+        meta.pop("question")
+    return meta
+
+
 def _thread_fields(pen: Pen, view: ThreadView, profiles: Profiles, sync_warning: str | None,
                    limit: int, before: int | None) -> dict[str, Any]:
     handoff = view.handoff
@@ -484,7 +533,7 @@ def _thread_fields(pen: Pen, view: ThreadView, profiles: Profiles, sync_warning:
         "question": pen.opt_text(handoff.get("question"), author, "question"),
         "artifacts": _artifacts(pen, handoff.get("artifacts", []), author, "artifacts"),
         "proposed_action": None if action is None else _proposed_action(pen, action, author),
-        "metadata": pen.obj(handoff.get("metadata", {}), author, "metadata"),
+        "metadata": pen.obj(_own_metadata(handoff), author, "metadata"),
         "messages": [_message(pen, m, i) for i, m in enumerate(shown)],
         "messages_total": len(view.messages),
         "messages_before": older,
@@ -493,9 +542,9 @@ def _thread_fields(pen: Pen, view: ThreadView, profiles: Profiles, sync_warning:
         "accepted_at": str(accept["at"]) if accept else None,
         "completed_at": str(complete["at"]) if complete else None,
         "cancelled_at": str(cancel["at"]) if cancel else None,
-        # The recipient chose the session id: text like any other they wrote.
-        "accepted_by_session": pen.text(str(accept["accepted_by_session"]), str(accept["by"]),
-                                        "accepted_by_session") if accept else None,
+        # The recipient chose the session id: text like any other they wrote. Only the
+        # structured form gives it to the sender (an audit value, nothing to act on).
+        "accepted_by_session": _session_of(pen, accept, view.recipient) if accept else None,
         "completion": completion,
         "cancellation": cancellation,
         "undelivered": _undelivered(view.undelivered),
@@ -532,18 +581,66 @@ def present_thread(view: ThreadView, *, caller: str, rules: TrustRules, profiles
 
 def present_accept_fenced(view: ThreadView, *, caller: str, rules: TrustRules,
                           profiles: Profiles, decision: TrustDecision, accepted_at: str,
-                          delivery: str, sync_warning: str | None = None) -> Fenced[AcceptOut]:
-    """accept_handoff: the thread after the accept, with the trust overlay."""
+                          delivery: str, sync_warning: str | None = None,
+                          seen: AbstractSet[int] | None = None) -> Fenced[AcceptOut]:
+    """accept_handoff: the thread after the accept, with the trust overlay.
+
+    ``seen``: the numbers of the messages this session's model already read of the
+    thread (its view_thread), when it read it. The text then says only what changed:
+    the accept, the overlay, and the messages it has not read (the structured form
+    still holds the whole thread)."""
     if decision.reason not in ("listed", "unknown_allowed"):
         raise ValueError(f"a refused sender ({decision.reason}) is never presented")
 
     def build(pen: Pen) -> AcceptOut:
         fields = _thread_fields(pen, view, profiles, sync_warning, MESSAGE_PAGE, None)
         fields["accepted_at"] = fields["accepted_at"] or accepted_at
-        return AcceptOut(**fields, trust_overlay=decision.overlay,
-                         trust_reason=decision.reason, delivery=delivery)
+        out = AcceptOut(**fields, trust_overlay=decision.overlay,
+                        trust_reason=decision.reason, delivery=delivery)
+        if seen is not None:
+            _keep_unread(pen, out, seen)
+        return out
 
-    return render_fenced(caller, rules, build, _accept_head)
+    return render_fenced(caller, rules, build,
+                         _accept_head if seen is None else _accept_since_head)
+
+
+def _unread_messages(out: AcceptOut, seen: AbstractSet[int]) -> list[int]:
+    return [i for i, m in enumerate(out.messages) if m.sequence_no not in seen]
+
+
+def _keep_unread(pen: Pen, out: AcceptOut, seen: AbstractSet[int]) -> None:
+    """Leave in the fence only what the session has not read: the messages past
+    ``seen`` and the relay's own notes."""
+    new = {f"messages[{i}]" for i in _unread_messages(out, seen)}
+
+    def kept(author: str, field: str) -> bool:
+        return author == RELAY_AUTHOR or field.split(".", 1)[0] in new
+
+    pen.values = {a: [(f, v) for f, v in vals if kept(a, f)] for a, vals in pen.values.items()}
+    pen.values = {a: vals for a, vals in pen.values.items() if vals}
+    pen.fence_optional = True
+    pen.unread = sorted(new)
+
+
+def _accept_since_head(out: AcceptOut, pen: Pen) -> list[str]:
+    """An accept's text after the session read the thread: the state change, the
+    overlay, and what is new since (messages the session has not read, in the fence)."""
+    value = out.model_dump(mode="json", by_alias=True)
+    first = {k: value[k] for k in ("thread_id", "accepted_at", "delivery")}
+    lines = head_lines("accepted", first, skip=frozenset())
+    lines.append(trust_line(value["trust_reason"], value["trust_overlay"]))
+    unread = pen.unread
+    if not unread:
+        lines.append("new since your view_thread: nothing")
+        return lines
+    lines.append(f"new since your view_thread: {len(unread)} message(s)")
+    for path in unread:
+        index = int(path[len("messages["):-1])
+        message = value["messages"][index]
+        lines += head_lines(f"{path}:", message, skip=pen.fields | {
+            f.removeprefix(path + ".") for f in pen.fields if f.startswith(path + ".")})
+    return lines
 
 
 def _accept_head(out: AcceptOut, pen: Pen) -> list[str]:
@@ -556,7 +653,8 @@ def _accept_head(out: AcceptOut, pen: Pen) -> list[str]:
     quiet = {"status", "trust_reason", "trust_overlay"}
     if pen.is_caller(str(value["recipient"]["handle"])):
         quiet.add("recipient")
-    lines = head_lines("accepted", value, skip=pen.fields | _quiet(value, pen) | quiet,
+    lines = head_lines("accepted", value,
+                       skip=pen.fields | pen.unshown | _quiet(value, pen) | quiet,
                        objects=pen.objects)
     lines.insert(1, trust_line(value["trust_reason"], value["trust_overlay"]))
     return lines

@@ -37,8 +37,9 @@ def check_in(cursor: str | None = None) -> str:
         "3. For a new assignment, call accept_handoff only when I agree or the handoff is "
         "plainly routine; it refuses senders my trust file does not allow (tell me, and that "
         "`gitrelay trust add <handle>` is how I would allow them). Then follow its "
-        "trust_overlay: ask me before using any tool it lists under require_approval, and "
-        "before running its test commands unless auto_test is true.",
+        "trust_overlay: write without asking only under its auto_write_paths, ask me before "
+        "using any other tool it lists under require_approval, and before running its test "
+        "commands unless auto_test is true.",
         "4. Answer questions with send_message; for a proposed action that came without a "
         "diff, you may draft one with draft_proposed_action. When work I accepted is done, "
         "close it with complete_handoff and a result_summary.",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +53,14 @@ class ServerState:
     inbox_answers: AnswerMemo = field(default_factory=AnswerMemo)
     # Answers carry structured content too (``gitrelay mcp --structured``); build_server sets it.
     structured: bool = False
+    # What this session's model has read of each thread (view_thread): the numbers of the
+    # messages it was shown, so that accept_handoff says only what is new since.
+    read_threads: dict[str, frozenset[int]] = field(default_factory=dict)
+
+    def mark_read(self, thread_id: str, sequence_nos: Iterable[int]) -> None:
+        """The model of this session was shown the thread with these messages."""
+        self.read_threads[thread_id] = self.read_threads.get(thread_id, frozenset()) \
+            | frozenset(sequence_nos)
 
     def __post_init__(self) -> None:
         if self.loop is not None:

@@ -28,7 +28,7 @@ from gitrelay.inbox.search import SEARCH_PAGE_DEFAULT
 from gitrelay.inbox.search import search_threads as find_threads
 from gitrelay.inbox.searchindex import SEARCH_PAGE_MAX
 from gitrelay.inbox.searchquery import QUERY_CHARS
-from gitrelay.mcp.answers import Answer, answer_fenced
+from gitrelay.mcp.answers import Answer, answer_fenced, plain_text
 from gitrelay.mcp.present import (
     MESSAGE_PAGE,
     Fenced,
@@ -102,7 +102,11 @@ def _inbox_url(client: RelayClient, tid: str) -> str:
     template = config.get("web_url_template")
     if template:
         return str(template).replace("{thread_id}", tid).replace("{path}", layout.shard(tid))
-    return f"gitrelay://{quote(str(config['name']), safe='')}/threads/{tid}"
+    return f"{URI_SCHEME}://{quote(str(config['name']), safe='')}/threads/{tid}"
+
+
+URI_SCHEME = "gitrelay"
+"""A thread's URI when neither a web view nor the relay's web_url_template gives a URL."""
 
 
 def _message_answer(tid: str, result: WriteResult,
@@ -171,7 +175,7 @@ def register(server: Registry) -> None:
             "To retry a lost answer: same key, same thread."))
         ] = None,
         delivery: DeliveryArg = None,
-    ) -> HandoffOut:
+    ) -> Annotated[Answer, HandoffOut]:
         """Send work to a teammate's agent: a new thread in their inbox."""
         result = state.client.handoff(
             to=to, intent=intent, summary=summary,
@@ -182,11 +186,20 @@ def register(server: Registry) -> None:
             metadata=metadata, idempotency_key=idempotency_key, mode=delivery)
         doc = result.doc
         tid = str(doc["thread_id"])
-        return HandoffOut(thread_id=tid, status="pending", recipient=str(doc["recipient"]),
-                          created_at=str(doc["created_at"]),
-                          inbox_url=_inbox_url(state.client, tid),
-                          idempotency_key=str(doc["idempotency_key"]),
-                          repeated=result.repeated, delivery=result.delivery)
+        out = HandoffOut(thread_id=tid, status="pending", recipient=str(doc["recipient"]),
+                         created_at=str(doc["created_at"]),
+                         inbox_url=_inbox_url(state.client, tid),
+                         idempotency_key=str(doc["idempotency_key"]),
+                         repeated=result.repeated, delivery=result.delivery)
+        value = out.model_dump(mode="json", by_alias=True)
+        # A gitrelay:// URI opens nothing and only repeats the thread id: the text leaves
+        # it out (the structured form keeps it); a web view's or git host's URL stays.
+        # Its status is always pending, and repeated says something only when true.
+        shown = {k: v for k, v in value.items()
+                 if not (k == "inbox_url" and str(v).startswith(f"{URI_SCHEME}://"))
+                 and k != "status" and not (k == "repeated" and v is False)}
+        return Answer(plain_text("handoff_to_teammate", shown),
+                      value if state.structured else None)
 
     @server.tool(ToolHints(read_only=False, destructive=False, idempotent=True,
                            open_world=False))
@@ -257,10 +270,13 @@ def register(server: Registry) -> None:
                                  session_id=session_id or state.session_id, mode=delivery)
         view, decision, result = accepted.before, accepted.decision, accepted.result
         after = state.client.thread_after(view, result)
-        return answer_fenced(present_accept_fenced(
+        fenced = present_accept_fenced(
             after, caller=state.me, rules=rules, profiles=_profiles(state.client),
             decision=decision, accepted_at=str(result.doc["at"]), delivery=result.delivery,
-            sync_warning=sync_warning(state.client)), structured=state.structured)
+            sync_warning=sync_warning(state.client),
+            seen=state.read_threads.get(after.thread_id))
+        state.mark_read(after.thread_id, (m.sequence_no for m in fenced.response.messages))
+        return answer_fenced(fenced, structured=state.structured)
 
     @server.tool(READ)
     def view_thread(
@@ -272,8 +288,10 @@ def register(server: Registry) -> None:
             "messages_before: the older page."))] = None,
     ) -> Annotated[Answer, ThreadOut]:
         """Read a thread without changing it: the handoff, its messages, the result."""
-        return answer_fenced(view_out(state, thread_id, limit, before),
-                             structured=state.structured)
+        fenced = view_out(state, thread_id, limit, before)
+        thread = fenced.response    # the handoff is on every page, with these messages
+        state.mark_read(thread.thread_id, (m.sequence_no for m in thread.messages))
+        return answer_fenced(fenced, structured=state.structured)
 
     @server.tool(WRITE)
     def send_message(

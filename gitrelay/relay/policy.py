@@ -122,18 +122,13 @@ def accept_refusal(me: str, view: ThreadView, rules: TrustRules
 
 def held_overlay(me: str, view: ThreadView, rules: TrustRules) -> dict[str, Any] | None:
     """The trust overlay a coding session that accepted ``view`` is held to (the guard
-    reads it): the trust file's judgement of its sender, with approval for every tool
-    (``*``) when the file would not accept from them; None when ``me`` is not the
-    recipient."""
-    from gitrelay.trust.trust import evaluate  # pydantic: not for every command's start
+    reads it): :func:`gitrelay.trust.trust.session_overlay` of its sender; None when
+    ``me`` is not the recipient."""
+    from gitrelay.trust.trust import session_overlay  # pydantic: not for every start
 
     if not same_handle(view.recipient, me):
         return None
-    decision = evaluate(rules, view.sender)
-    overlay: dict[str, Any] = decision.overlay.model_dump()
-    if not decision.allowed:
-        overlay["require_approval"] = ["*"]
-    return overlay
+    return session_overlay(rules, view.sender)
 
 
 def sender_judgement(me: str, view: ThreadView, rules: TrustRules

@@ -46,8 +46,9 @@ from pydantic import (
 
 from gitrelay.core.errors import ConfigError, NextStep
 from gitrelay.core.ids import handle_key
+from gitrelay.trust.permission import EVERY_TOOL, auto_writable
 from gitrelay.trust.trustfile import TRUST_ENV_VAR, absent, default_trust_path
-from gitrelay.trust.trustkeys import blocking_key, covered_by, normalize_repo_path
+from gitrelay.trust.trustkeys import blocking_key, normalize_repo_path
 
 if TYPE_CHECKING:
     from watchdog.events import FileSystemEvent
@@ -69,6 +70,7 @@ __all__ = [
     "load_trust",
     "normalize_repo_path",
     "path_auto_writable",
+    "session_overlay",
 ]
 
 SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
@@ -425,16 +427,25 @@ def evaluate(rules: TrustRules, handle: str) -> TrustDecision:
 
 
 def path_auto_writable(overlay: TrustOverlay, path: str) -> bool:
-    """True if ``path`` may be written without approval under ``overlay``.
+    """True if ``path`` may be written without approval under ``overlay``: the one
+    rule of :func:`gitrelay.trust.permission.auto_writable`, which the guard applies
+    (an entry ending in ``/`` covers everything below that directory, any other entry
+    exactly that file; read as this OS opens a path, Windows' aliases included; anything
+    unsafe never; case-sensitive, like Git: the guard folds case where the working
+    tree's file system ignores it)."""
+    return auto_writable(overlay.auto_write_paths, path)
 
-    An ``auto_write_paths`` entry ending in ``/`` covers everything below that
-    directory; any other entry covers exactly that file. The candidate is
-    normalised first (as this OS opens a path: Windows' aliases included) and
-    anything unsafe (absolute, ``..``, ``.git`` or an alias of it) is never
-    auto-writable. Matching is case-sensitive, like Git; the guard folds case where the
-    working tree's file system ignores it.
-    """
-    return covered_by(overlay.auto_write_paths, path)
+
+def session_overlay(rules: TrustRules, sender: str) -> dict[str, Any]:
+    """The overlay a coding session working on ``sender``'s handoff is held to, as the
+    guard reads it: the rules' judgement of the sender, with approval for every tool
+    (:data:`~gitrelay.trust.permission.EVERY_TOOL`) when they would not accept from
+    them (blocked, or no longer listed)."""
+    decision = evaluate(rules, sender)
+    overlay: dict[str, Any] = decision.overlay.model_dump()
+    if not decision.allowed:
+        overlay["require_approval"] = [EVERY_TOOL]
+    return overlay
 
 
 # --------------------------------------------------------------------------- live store

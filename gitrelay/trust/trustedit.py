@@ -29,6 +29,7 @@ import yaml
 from gitrelay.core.errors import InvalidArgument
 from gitrelay.core.ids import check_handle, handle_key
 from gitrelay.store.locks import FileMutex
+from gitrelay.trust.permission import effective_rule
 from gitrelay.trust.trust import (
     TeammateTrust,
     TrustRules,
@@ -37,7 +38,8 @@ from gitrelay.trust.trust import (
     normalize_repo_path,
 )
 
-__all__ = ["TrustEdit", "block", "forget", "judge_all", "render_rules", "trust"]
+__all__ = ["TrustEdit", "block", "check_write_paths", "forget", "judge_all", "render_rules",
+           "trust"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,18 @@ def _one_at_a_time(edit: Callable[Concatenate[Path, _Args], TrustEdit]
     return locked
 
 
+def check_write_paths(write_paths: list[str]) -> None:
+    """Each ``--write`` path plain and repository-relative, or an invalid_argument."""
+    for given_path in write_paths:
+        body = given_path[:-1] if given_path.endswith("/") else given_path
+        # NFD accepted (macOS stores names so): the entry is read in NFC.
+        if normalize_repo_path(body) != unicodedata.normalize("NFC", body):
+            raise InvalidArgument(
+                f"--write {given_path!r} is not a plain repository-relative path ('dir/' for "
+                "a directory or 'dir/file' for one file, without a leading '/', '..' or "
+                "'.git'); nothing was changed", field="auto_write_paths")
+
+
 @_one_at_a_time
 def trust(path: Path, handle: str, *, auto_read: bool | None = None,
           auto_test: bool | None = None, write_paths: list[str] | None = None,
@@ -78,13 +92,7 @@ def trust(path: Path, handle: str, *, auto_read: bool | None = None,
     Only the fields given change; the others keep the entry's value, or come
     from ``defaults`` for a new entry.
     """
-    for given_path in write_paths or []:
-        body = given_path[:-1] if given_path.endswith("/") else given_path
-        if normalize_repo_path(body) != unicodedata.normalize("NFC", body):
-            raise InvalidArgument(
-                f"--write {given_path!r} is not a plain repository-relative path ('dir/' for "
-                "a directory or 'dir/file' for one file, without a leading '/', '..' or "
-                "'.git'); nothing was changed", field="auto_write_paths")
+    check_write_paths(write_paths or [])
     handle, rules, original, data = _start(path, handle)
     key = _listed_key(data["teammates"], handle)
     entry: dict[str, Any] = dict(data["teammates"][key]) if key else {}
@@ -134,7 +142,9 @@ def judge_all(rules: TrustRules, registered: list[str] | None, me: str
               ) -> list[dict[str, Any]]:
     """How ``rules`` judge each registered teammate but ``me``, then each handle the file
     names that nobody registered: ``handle``, ``registered``, ``allowed``, ``reason``
-    and ``trust_overlay``, as accept_handoff would decide. With ``registered`` None (no
+    ``trust_overlay``, as accept_handoff would decide, and ``effective``: what the guard
+    then allows, asks or refuses (:func:`gitrelay.trust.permission.effective_rule`),
+    with where the file's settings contradict one another. With ``registered`` None (no
     relay to ask), the handles the file names, ``registered`` null."""
     known = {handle_key(h) for h in registered or []}
     named = [h for h in [*rules.teammates, *rules.blocked] if handle_key(h) not in known]
@@ -143,10 +153,15 @@ def judge_all(rules: TrustRules, registered: list[str] | None, me: str
         if handle_key(handle) == handle_key(me):
             continue
         decision = evaluate(rules, handle)
+        overlay = decision.overlay.model_dump()
+        effective = effective_rule(overlay, decision.allowed)
+        if decision.reason == "blocked" and rules.entry_for(handle) is not None:
+            effective["conflicts"].append({"kind": "listed_and_blocked", "tools": [],
+                                           "paths": []})
         out.append({"handle": handle, "registered": None if registered is None
                     else handle_key(handle) in known,
                     "allowed": decision.allowed, "reason": decision.reason,
-                    "trust_overlay": decision.overlay.model_dump()})
+                    "trust_overlay": overlay, "effective": effective})
     return out
 
 

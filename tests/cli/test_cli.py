@@ -677,20 +677,39 @@ def test_trust_lists_each_teammate_and_edits_say_what_changed(people):
     lines = shown.out.splitlines()
     assert lines[0] == f"trust file         {bob.trust}"
     assert lines[1] == "unknown teammates  reject (their work is refused)"
+    # The effective rule, as the guard decides it (issue 44): the write paths win over
+    # the defaults' Edit and Write in require_approval, and the warnings say so.
     alice = next(ln for ln in lines if ln.startswith("alice@acme"))
-    assert alice.split()[1:4] == ["listed", "yes", "yes"] and "web/src/api/, docs/" in alice
-    assert next(ln for ln in lines if ln.startswith("carol@acme")).split()[1] == "blocked"
+    assert alice.split()[1:4] == ["listed", "allowed", "allowed"]
+    assert "allowed under web/src/api/, docs/; asked elsewhere" in alice
+    assert alice.split()[-1] == "Bash"
+    carol = next(ln for ln in lines if ln.startswith("carol@acme"))
+    assert carol.split()[1:3] == ["blocked", "refused"]
+    assert "alice@acme: require_approval names Edit, Write, but auto_write_paths lets " \
+        "writes under web/src/api/, docs/ through without asking: the paths win there" \
+        in shown.err
+    rows = {r["handle"]: r for r in bob("trust", "--json").json["teammates"]}  # type: ignore[index]
+    assert rows["alice@acme"]["effective"]["writes"] == {
+        "allowed_under": ["web/src/api/", "docs/"], "elsewhere": "ask"}
+    assert rows["carol@acme"]["effective"]["refused"] is True
+    # A handle nobody registered is refused (issue 48: it used to be written with a
+    # note), with the teammate meant; --unknown insists.
+    before = bob.trust.read_bytes()
     typo = bob("trust", "add", "alcie@acme")
+    one_error_line(typo, "recipient_not_found", -32004)
+    assert "Did you mean alice@acme?" in typo.err and "--unknown" in typo.err
+    assert bob.trust.read_bytes() == before
+    typo = bob("trust", "add", "alcie@acme", "--unknown")
     assert typo.code == 0
     assert "the file had comments" in typo.err and f"{bob.trust}.bak" in typo.err
-    assert "alcie@acme is not registered" in typo.err
     assert "alcie@acme (not registered)  listed" in bob("trust").out
     assert bob("trust", "remove", "alcie@acme").out.endswith(
         "removed alcie@acme: their work is refused (unknown teammates are rejected)\n")
     again = bob("trust", "block", "carol@acme")
     assert again.code == 0 and "already blocked; nothing changed" in again.out
     for bad in (("trust", "add"), ("trust", "show", "alice@acme"),
-                ("trust", "block", "dave@acme", "--auto-test")):
+                ("trust", "block", "dave@acme", "--auto-test"),
+                ("trust", "block", "dave@acme", "--unknown")):
         run = bob(*bad)
         one_error_line(run, "invalid_argument", -32602)
 
@@ -920,7 +939,7 @@ def test_doctor_notes_a_trusted_handle_nobody_registered(people):
     """As a new user would mistype a handle in `gitrelay trust add`: doctor still passes
     (they may join later) but names the handle and how to mend it."""
     bob = people["bob"]
-    assert bob("trust", "add", "alcie@acme").code == 0
+    assert bob("trust", "add", "alcie@acme", "--unknown").code == 0
     run = bob("doctor", "--json")
     assert run.code == 0
     report = run.json

@@ -56,7 +56,7 @@ def check_story(out: str) -> tuple[str, Path]:
     assert re.search(r"bob +check_inbox → 1 new on \w{6} from alice@acme: assignment", finds)
     assert re.search(r"bob +accept_handoff → accepted; trust file: listed, auto_test yes", finds)
     # The one fenced answer, shown once: opened and closed with the same token.
-    fences = re.findall(r"<<<teammate-data fence=([0-9a-f]{32})", out)
+    fences = re.findall(r"<<<teammate-data fence=([0-9a-f]{16})", out)
     assert len(fences) == 1
     assert f"<<<end teammate-data fence={fences[0]}>>>" in finds
     assert 'summary "GET /users is now paginated' in finds

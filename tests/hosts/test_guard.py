@@ -55,9 +55,14 @@ def kind(state: Any, tool: str, tool_input: dict[str, Any], work: Path) -> str |
     return decide(state, tool, tool_input, str(work)).kind
 
 
-def test_require_approval_wins_over_auto_write_paths(trust: Path, work: Path) -> None:
+def test_auto_write_paths_win_over_require_approval_for_writes_under_them(
+        trust: Path, work: Path) -> None:
+    # `trust add X --write docs/` means writes under docs/ go through, though the
+    # defaults' require_approval names Edit and Write (they used to win, and asked).
     state = state_with(entry(trust, work))
-    assert kind(state, "Edit", {"file_path": str(work / "docs/a.md")}, work) == "ask"
+    assert kind(state, "Edit", {"file_path": str(work / "docs/a.md")}, work) == "allow"
+    assert kind(state, "Write", {"file_path": str(work / "src/a.py")}, work) == "ask"
+    assert kind(state, "Bash", {"command": "make deploy"}, work) == "ask"
     relaxed = dict(OVERLAY, require_approval=["Bash"])
     state = state_with(entry(trust, work, overlay=relaxed))
     assert kind(state, "Edit", {"file_path": str(work / "docs/a.md")}, work) == "allow"
@@ -215,8 +220,10 @@ def test_every_file_gitrelay_setup_writes_is_out_of_reach_during_a_handoff(
             relative = os.path.relpath(path, work if path.is_relative_to(work) else home)
             assert kind(state, "Bash", {"command": f"sed -i s/a/b/ {relative}"}, work) \
                 == "deny", relative
-    # Any other file of the project is judged by the trust rules as before.
-    assert kind(state, "Edit", {"file_path": str(work / "docs" / "a.md")}, work) == "ask"
+    # Any other file of the project is judged by the trust rules as before (docs/ is
+    # in auto_write_paths, which wins over Edit in require_approval).
+    assert kind(state, "Edit", {"file_path": str(work / "docs" / "a.md")}, work) == "allow"
+    assert kind(state, "Edit", {"file_path": str(work / "src" / "a.py")}, work) == "ask"
 
 
 # --------------------------------------------------------------------------- issue 37
@@ -265,20 +272,21 @@ def test_codex_apply_patch_as_a_shell_call_is_judged_like_write_and_edit(trust: 
                  ) == "ask"
     assert codex("apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: docs/a.md\n+x\n"
                  "EOF\n") == "ask"             # no end marker: Codex would not apply it
-    # As with Write and Edit in Claude Code: Write in require_approval asks for an
-    # added file, Edit for an updated one.
+    # As with Write and Edit in Claude Code: under auto_write_paths a patch goes through
+    # whichever write tool require_approval names (the paths win), and elsewhere asks,
+    # the refusal naming the tool require_approval lists.
     update = "*** Begin Patch\n*** Update File: docs/a.md\n@@\n-a\n+b\n*** End Patch\n"
-    for approval, add, upd in ((["Write"], "ask", "allow"), (["Edit"], "allow", "ask"),
-                               (["apply_patch"], "ask", "ask")):
+    for approval in (["Write"], ["Edit"], ["apply_patch"]):
         state = state_with(entry(trust, work, overlay=dict(OVERLAY,
                                                            require_approval=approval)))
-        assert decide(state, "apply_patch", {"command": PATCH_DOCS}, str(work),
-                      host="codex").kind == add, approval
-        assert decide(state, "apply_patch", {"command": update}, str(work),
-                      host="codex").kind == upd, approval
-        write = decide(state, "Write", {"file_path": str(work / "docs/n.md")}, str(work))
-        edit = decide(state, "Edit", {"file_path": str(work / "docs/a.md")}, str(work))
-        assert (write.kind, edit.kind) == (add, upd) or approval == ["apply_patch"]
+        for patch in (PATCH_DOCS, update):
+            assert decide(state, "apply_patch", {"command": patch}, str(work),
+                          host="codex").kind == "allow", approval
+            elsewhere = decide(state, "apply_patch", {"command": patch.replace("docs/", "src/")},
+                               str(work), host="codex")
+            assert elsewhere.kind == "ask", approval
+            named = approval[0] in ("apply_patch", "Edit" if patch == update else "Write")
+            assert ("in require_approval" in elsewhere.refusal) is named, (approval, patch)
 
 
 def test_an_indented_file_header_is_read_as_codex_reads_it(trust: Path, work: Path) -> None:
@@ -398,3 +406,92 @@ def test_a_long_text_is_still_searched_for_protected_names(trust: Path, work: Pa
     assert kind(state, "Write", write, work) == "allow"
     named = dict(write, content=filler + "cp x ~/.Claude/Settings.json\n")
     assert kind(state, "Write", named, work) == "deny"
+
+
+API = {"auto_read": True, "auto_test": True, "auto_write_paths": ["src/api/"],
+       "require_approval": ["Edit", "Write", "Bash"]}
+
+
+def test_trust_add_write_lets_writes_there_through_whatever_the_defaults_say(
+        trust: Path, work: Path) -> None:
+    # As a person sets it up: the default require_approval [Edit, Write, Bash] stays.
+    from gitrelay.cli.main import main
+    from gitrelay.trust.trust import load_trust, session_overlay
+
+    trust.write_text("version: 1\n")
+    assert main(["trust", "add", "bob@acme", "--auto-test", "--write", "src/api/",
+                 "--unknown"]) == 0
+    overlay = session_overlay(load_trust(trust), "bob@acme")
+    assert overlay["require_approval"] == ["Edit", "Write", "Bash"]
+    state = state_with(entry(trust, work, sender="bob@acme", overlay=overlay))
+    assert kind(state, "Write", {"file_path": str(work / "src/api/users.py")}, work) == "allow"
+    patch = "*** Begin Patch\n*** Add File: src/api/n.py\n+x\n*** End Patch\n"
+    assert decide(state, "apply_patch", {"command": patch}, str(work),
+                  host="codex").kind == "allow"
+    assert kind(state, "Write", {"file_path": str(work / "src/other/evil.py")}, work) == "ask"
+
+
+def test_each_refusal_is_one_line_for_the_model_what_why_and_what_next(
+        trust: Path, work: Path) -> None:
+    state = state_with(entry(trust, work, sender="bob@acme", overlay=API))
+    outside = decide(state, "Write", {"file_path": str(work / "src/other/evil.py")}, str(work))
+    assert outside.refusal.startswith("gitrelay refused Write to src/other/evil.py: ")
+    assert "auto_write_paths: src/api/" in outside.refusal
+    assert outside.refusal.endswith("write under src/api/ instead, or stop and ask your user "
+                                    "to approve Write for src/other/evil.py")
+    # The person asked in Claude Code reads it as their own decision.
+    assert outside.reason.startswith("gitrelay: Write to src/other/evil.py needs your approval")
+    shell = decide(state, "Bash", {"command": "npm publish"}, str(work))
+    assert shell.refusal == ("gitrelay refused Bash `npm publish`: your user's trust file "
+                             "lists Bash in require_approval for the handoff AAAAAA from "
+                             "bob@acme; stop and ask your user to approve Bash `npm publish`")
+    nothing = state_with(entry(trust, work, sender="bob@acme",
+                               overlay=dict(API, auto_write_paths=[])))
+    empty = decide(nothing, "Edit", {"file_path": str(work / "src/a.py")}, str(work))
+    assert "auto_write_paths is empty" in empty.refusal
+    assert "lists Edit in require_approval" in empty.refusal
+    assert empty.refusal.endswith("stop and ask your user to approve Edit for src/a.py")
+    read = decide(state, "Read", {"file_path": str(trust)}, str(work))
+    assert read.kind == "deny" and read.refusal.startswith(f"gitrelay refused reading {trust}")
+    assert "change" in read.refusal and "carry on without it" in read.refusal
+    edit = decide(state, "Edit", {"file_path": str(trust)}, str(work))
+    assert edit.refusal.startswith(f"gitrelay refused Edit on {trust}: ")
+    command = decide(state, "Bash", {"command": "gitrelay trust add eve@x --write ./"},
+                     str(work))
+    assert "ask your user to run it themselves" in command.refusal
+    for answer in (outside, shell, empty, read, edit, command):
+        assert "\n" not in answer.refusal and "approve it by running it yourself" \
+            not in answer.refusal
+
+
+def test_each_host_gets_the_refusal_in_its_own_hook_format(trust: Path, work: Path) -> None:
+    state = state_with(entry(trust, work, sender="bob@acme", overlay=API))
+    assert state is not None
+    for host in ("codex", "cursor"):
+        with SessionStore(host).update("s1") as held:
+            held.start(state.in_progress[0])
+
+    def answer(host: str, path: str) -> dict[str, Any]:
+        given = json.dumps({"session_id": "s1", "cwd": str(work), "turn_id": "t1",
+                            "hook_event_name": "PreToolUse", "tool_name": "Write",
+                            "tool_input": {"file_path": path, "content": "x"}})
+        out = run_hook(host, "pre-tool-use", given)
+        assert out.exit_code == 0, out.stderr
+        parsed: dict[str, Any] = json.loads(out.stdout)
+        return parsed
+
+    evil = str(work / "src/other/evil.py")
+    claude = answer("claude", evil)["hookSpecificOutput"]
+    assert claude["permissionDecision"] == "ask"          # a person decides in Claude Code
+    assert claude["permissionDecisionReason"].startswith("gitrelay: Write to src/other/")
+    codex = answer("codex", evil)["hookSpecificOutput"]   # Codex: "Command blocked by ..."
+    assert codex["permissionDecision"] == "deny"
+    assert codex["permissionDecisionReason"].endswith(
+        "stop and ask your user to approve Write for src/other/evil.py")
+    cursor = answer("cursor", evil)
+    assert cursor["permission"] == "deny"
+    assert cursor["agent_message"].startswith("gitrelay refused Write to src/other/evil.py")
+    assert cursor["user_message"].startswith("gitrelay: Write to src/other/evil.py")
+    denied = answer("claude", str(trust))["hookSpecificOutput"]
+    assert denied["permissionDecision"] == "deny"
+    assert denied["permissionDecisionReason"].startswith(f"gitrelay refused Write on {trust}")

@@ -88,8 +88,11 @@ def decision(proc: subprocess.CompletedProcess[str]) -> str | None:
         return None
     out = json.loads(proc.stdout)["hookSpecificOutput"]
     assert out["hookEventName"] == "PreToolUse"
-    assert out["permissionDecisionReason"].startswith("gitrelay: ")
-    return str(out["permissionDecision"])
+    # An ask is read by the person approving it; a deny by the model (issue 44).
+    reason, kind = out["permissionDecisionReason"], str(out["permissionDecision"])
+    assert reason.startswith("gitrelay refused " if kind == "deny" else "gitrelay: "), reason
+    assert "\n" not in reason
+    return kind
 
 
 @pytest.fixture
@@ -317,7 +320,9 @@ def test_codex_and_cursor_get_the_answers_their_hooks_understand(
         "*** Begin Patch\n*** Update File: src/x.py\n@@\n-a\n+b\n*** End Patch\n")}}
     asked = hook("codex", "pre-tool-use", bob.event("PreToolUse", "x1", turn_id="t1", **edit))
     out = json.loads(asked.stdout)["hookSpecificOutput"]
-    assert out["permissionDecision"] == "deny" and "cannot ask" in out["permissionDecisionReason"]
+    # Codex cannot ask: the deny is worded for the model, what to do next included.
+    assert out["permissionDecision"] == "deny" and out["permissionDecisionReason"].endswith(
+        "stop and ask your user to approve apply_patch for src/x.py")
     inside = {"tool_name": "apply_patch", "tool_input": {"command": (
         "*** Begin Patch\n*** Add File: docs/new.md\n+hello\n*** End Patch\n")}}
     allowed = hook("codex", "pre-tool-use", bob.event("PreToolUse", "x1", **inside))

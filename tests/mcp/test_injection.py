@@ -102,7 +102,7 @@ SERVER_STRINGS: dict[str, str] = {
     "from": _HANDLE, "by": _HANDLE, "handle": _HANDLE, "you": _HANDLE, "sender": _HANDLE,
     "created_at": _TIME, "updated_at": _TIME, "accepted_at": _TIME, "completed_at": _TIME,
     "cancelled_at": _TIME,
-    "fence": "[0-9a-f]{32}", "origin": "teammate", "policy": "data-only",
+    "fence": "[0-9a-f]{16}", "origin": "teammate", "policy": "data-only",
     "trust": "untrusted|you|listed|unknown_allowed|unknown_rejected|blocked",
     "trust_reason": "listed|unknown_allowed", "delivery": "delivered|queued",
     # check_inbox's cursor, and list_teammates' (a handle in base64url)
@@ -181,6 +181,7 @@ class Expected:
     author: str
     value: Any                         # str, or a dict for a free-form object
     tags: tuple[str, ...]
+    text: bool = True                  # in the text's fence too, not the structured form only
 
 
 def _person(where: str, handle: str, people: dict[str, Profile],
@@ -200,9 +201,11 @@ def _artifacts(prefix: str, arts: list[dict[str, Any]], author: str, tags: tuple
             exp[f"{prefix}[{i}].inline"] = Expected(author, art["inline"], tags)
 
 
-def thread_expected(t: Thread, out: dict[str, Any], people: dict[str, Profile]
-                    ) -> dict[str, Expected]:
-    """Every teammate-written (or caller-written) text of a thread answer, by JSON path."""
+def thread_expected(t: Thread, out: dict[str, Any], people: dict[str, Profile],
+                    reader: str) -> dict[str, Expected]:
+    """Every teammate-written (or caller-written) text of a thread answer, by JSON path.
+    The metadata as its sender gave it (without the copies a client plants there); the
+    recipient's session id in the text for the recipient only (``reader``)."""
     h = t.handoff
     sender, tags = str(h["sender"]), t.tags
     exp: dict[str, Expected] = {}
@@ -211,7 +214,9 @@ def thread_expected(t: Thread, out: dict[str, Any], people: dict[str, Profile]
     exp["summary"] = Expected(sender, h["summary"], tags)
     if "question" in h:
         exp["question"] = Expected(sender, h["question"], tags)
-    exp["metadata"] = Expected(sender, h["metadata"], tags)
+    planted = {"client_idempotency_key": h.get("idempotency_key"), "question": h.get("question")}
+    given = {k: v for k, v in h["metadata"].items() if k not in planted or planted[k] != v}
+    exp["metadata"] = Expected(sender, given, tags, text=bool(given))  # {}: nothing to fence
     _artifacts("artifacts", h["artifacts"], sender, tags, exp)
     action = h.get("proposed_action")
     if action is not None:
@@ -229,8 +234,9 @@ def thread_expected(t: Thread, out: dict[str, Any], people: dict[str, Profile]
         if "suggested_diff" in doc:
             exp[f"messages[{i}].suggested_diff"] = Expected(author, doc["suggested_diff"], mtags)
     if t.accept is not None and out.get("accepted_by_session") is not None:
-        exp["accepted_by_session"] = Expected(str(t.accept["by"]),
-                                              t.accept["accepted_by_session"], tags)
+        exp["accepted_by_session"] = Expected(
+            str(t.accept["by"]), t.accept["accepted_by_session"], tags,
+            text=_same(reader, str(h["recipient"])))
     if t.complete is not None and out.get("completion") is not None:
         by = str(t.complete["by"])
         exp["completion.result_summary"] = Expected(by, t.complete["result_summary"], tags)
@@ -414,7 +420,7 @@ def check_text(text: str, out: dict[str, Any], *, caller: str,
         assert token not in outside, f"{where}: the token outside the fence"
     inbox = "items" in out
     for path, exp in expected.items():
-        if _same(exp.author, caller):
+        if _same(exp.author, caller) or not exp.text:
             continue
         author = exp.author.casefold()
         if inbox:
@@ -570,7 +576,7 @@ def _result(res: Any, where: str) -> dict[str, Any]:
 def _as_resource(text: str, out: dict[str, Any]) -> dict[str, Any]:
     """A resource's text (a tool's text content), paired with the structured answer of the
     same tool call made just before, its token swapped for the resource's."""
-    m = re.search(rf"^{re.escape(OPEN_PREFIX)}([0-9a-f]{{32}}) ", text, re.M)
+    m = re.search(rf"^{re.escape(OPEN_PREFIX)}([0-9a-f]{{16}}) ", text, re.M)
     marks = [out.get("provenance"), *(i.get("provenance") for i in out.get("items", []))]
     old = {str(marker["fence"]) for marker in marks if marker}
     twin: dict[str, Any] = out
@@ -715,11 +721,11 @@ def read_everything(world: World, caller: RelayClient, label: str) -> None:
                 out = _result(await c.call_tool("view_thread", {"thread_id": t.tid}),
                               f"{label} view_thread {t.tid}")
                 world.answers.append((f"{label} view_thread {t.tid}", me, out,
-                                      thread_expected(t, out, world.people)))
+                                      thread_expected(t, out, world.people, me)))
                 res = await c.read_resource(f"gitrelay://threads/{t.tid}")
                 out = _as_resource(res.contents[0].text, out)  # type: ignore[union-attr]
                 world.answers.append((f"{label} resource {t.tid}", me, out,
-                                      thread_expected(t, out, world.people)))
+                                      thread_expected(t, out, world.people, me)))
             args: dict[str, Any] = {"status": STATUSES, "limit": 200}
             while True:
                 out = _result(await c.call_tool("check_inbox", args), f"{label} check_inbox")
@@ -813,7 +819,7 @@ def test_accept_handoff_fences_every_field_the_sender_wrote(world: World) -> Non
         t = world.threads[tid]
         # The answer was built before bob's own writes on the thread.
         shown = {m["id"] for m in out["messages"]}
-        expected = thread_expected(t, out, world.people)
+        expected = thread_expected(t, out, world.people, BOB)
         assert shown <= set(t.messages)
         check_answer(out, caller=BOB, expected=expected, where=f"accept_handoff {tid}")
         assert out["status"] == "accepted" and out["trust_reason"] == "unknown_allowed"
@@ -869,7 +875,7 @@ def test_every_answer_has_a_fresh_token_and_every_payload_reached_every_field(
     tokens = []
     for where, caller, out, expected in world.answers + [
             (f"accept_handoff {tid}", BOB, out, thread_expected(world.threads[tid], out,
-                                                                 world.people))
+                                                                 world.people, BOB))
             for tid, out in world.accepts]:
         checked = check_answer(out, caller=caller, expected=expected, where=where)
         covered |= checked.covered

@@ -69,7 +69,7 @@ def check_text(text: str, *, fenced: bool | None = None, mark: str = MARK) -> st
     """Asserts that ``text`` holds teammate text (``mark``) only inside its one fence, in
     the fence's format; returns the fence's token (None when there is no fence).
     ``fenced``: whether a fence must (True) or must not (False) be there."""
-    openings = re.findall(rf"^{re.escape(OPEN_PREFIX)}([0-9a-f]{{32}}) ", text, re.M)
+    openings = re.findall(rf"^{re.escape(OPEN_PREFIX)}([0-9a-f]{{16}}) ", text, re.M)
     assert len(openings) <= 1, f"more than one fence: {text[:400]}"
     if fenced is not None:
         assert bool(openings) == fenced, text[:400]
@@ -191,9 +191,13 @@ def test_every_tool_answers_text_alone_with_teammate_text_only_in_its_fence(
             "item_id": item_id, "seq": seq, "worker": "w1"}), fenced=False)
         seen["view_thread"] = text_only(await bob("view_thread", {"thread_id": tid}),
                                         fenced=True)
+        # The session read the thread: the accept says only what changed (issue 44), so
+        # it holds no teammate text and no fence.
         seen["accept_handoff"] = text_only(await bob("accept_handoff", {"thread_id": tid[:10]}),
-                                           fenced=True)
+                                           fenced=False)
         assert answer_fields(seen["accept_handoff"])["thread_id"] == tid
+        assert seen["accept_handoff"].splitlines()[1].startswith("trust_overlay (listed): ")
+        assert seen["accept_handoff"].splitlines()[2] == "new since your view_thread: nothing"
         seen["send_message"] = text_only(await bob("send_message", {
             "thread_id": tid, "body": f"{BOB_MARK} 50 per page", "payload": {"n": 50}}),
             fenced=False)
@@ -256,7 +260,7 @@ def test_a_sync_warning_is_quoted_only_inside_the_fence(
     try:
         async def body(alice: Call, bob: Call) -> None:
             text = text_only(await bob("check_inbox", {}), fenced=True)
-            token = re.findall(rf"^{re.escape(OPEN_PREFIX)}([0-9a-f]{{32}}) ", text, re.M)[0]
+            token = re.findall(rf"^{re.escape(OPEN_PREFIX)}([0-9a-f]{{16}}) ", text, re.M)[0]
             outside = outside_answer_fence(text, token)
             assert "sync_warning=(in the fence: this page may be stale)" in outside
             assert "fetch failed" not in outside and str(relay) not in outside
@@ -403,3 +407,43 @@ def test_the_post_tool_use_hook_reads_the_text_answers(
         assert out.exit_code == 0, out.stderr
         state = SessionStore("claude", root).read(f"s-{form}")
         assert state is not None and state.shown == {shown[0]: shown[1]}, form
+
+
+def fence_token(text: str) -> str:
+    return str(re.findall(rf"^{re.escape(OPEN_PREFIX)}([0-9a-f]+) ", text, re.M)[0])
+
+
+@pytest.mark.slow
+def test_accept_repeats_nothing_the_session_read_and_each_field_is_fenced_once(
+        pair: dict[str, Teammate]) -> None:
+    """Issue 44: accept_handoff gives the state change, the overlay and what is new since
+    the session's view_thread; a session that never read the thread gets it whole. The
+    question the client plants in metadata too is shown once."""
+    question = f"{MARK} which page size?"
+    fresh = pair["alice"].client.handoff(
+        to="bob@acme", intent="ask_question", summary=f"{MARK} paginate",
+        question=question, metadata={"ticket": "ENG-1"}).thread_id
+    later = pair["alice"].client.handoff(
+        to="bob@acme", intent="inform", summary=f"{MARK} and the export").thread_id
+
+    async def body(alice: Call, bob: Call) -> None:
+        # Never read in this session: the whole thread, each field once in the fence.
+        whole = text_only(await bob("accept_handoff", {"thread_id": fresh}), fenced=True)
+        values = [v.field for v in parse_answer_fence(whole, fence_token(whole))]
+        assert values.count("question") == 1 and whole.count(question) == 1
+        assert "client_idempotency_key" not in whole
+        assert ('metadata {"ticket":"ENG-1"}') in whole
+        # Read, then a message arrives: the accept fences that message alone.
+        text_only(await bob("view_thread", {"thread_id": later}), fenced=True)
+        await alice("send_message", {"thread_id": later, "body": f"{MARK} one more thing"})
+        since = text_only(await bob("accept_handoff", {"thread_id": later}), fenced=True)
+        lines = since.splitlines()
+        assert lines[0].startswith(f"accepted thread_id={later} ")
+        assert lines[1].startswith("trust_overlay (listed): ")
+        assert lines[2] == "new since your view_thread: 1 message(s)"
+        fenced = parse_answer_fence(since, fence_token(since))
+        assert [(v.field, v.value) for v in fenced] == [
+            ("messages[0].body", f"{MARK} one more thing")]
+        assert "and the export" not in since
+
+    run_both(pair, body)

@@ -1282,7 +1282,7 @@ def test_threads_and_the_inbox_are_resources(agent: AgentFactory) -> None:
             text = res.contents[0].text  # type: ignore[union-attr]
             # The resource is view_thread's text: the same compact lines and fence.
             assert text.startswith(f"thread thread_id={tid} status=pending ")
-            token = re.search(r"fence=([0-9a-f]{32})", text)[1]  # type: ignore[index]
+            token = re.search(r"fence=([0-9a-f]{16})", text)[1]  # type: ignore[index]
             values = {v.field: v for v in parse_answer_fence(text, token)}
             assert values["summary"].value == "The /users endpoint is paginated now."
             assert values["summary"].author == "alice@acme"

@@ -157,7 +157,7 @@ def test_fence_lines_stand_on_lines_of_their_own_for_every_payload(
 def test_every_fence_gets_a_fresh_unpredictable_token() -> None:
     seen = {AnswerFence().token for _ in range(50)}
     assert len(seen) == 50
-    assert all(len(t) == 32 and set(t) <= set("0123456789abcdef") for t in seen)
+    assert all(len(t) == 16 and set(t) <= set("0123456789abcdef") for t in seen)
 
 
 def test_the_constructor_picks_a_token_found_in_none_of_the_values() -> None:

@@ -238,3 +238,28 @@ def test_no_two_bench_modules_import_each_other_even_inside_a_function():
 
     for module in sorted(graph):
         visit(module, ())
+
+
+def test_the_round_trip_section_counts_each_side_within_its_goal(tmp_path, monkeypatch):
+    """The `round-trip` section, run once: a real round trip between two MCP servers and
+    the session-start hook, each side's o200k tokens per step. Token counts depend only
+    on the texts (but for a few tokens of random ids and fence tokens), so the goals of
+    issue 44 hold here: the receiver ≤ 1,100, the sender ≤ 900."""
+    from bench import round_trip
+
+    set_hermetic(monkeypatch)
+    sides = round_trip.play(tmp_path / "play", log=lambda _: None)
+    counted = round_trip.count(sides)
+    assert all(counted["receiver"][s] > 0 for s in round_trip.RECEIVER_STEPS), counted
+    assert all(counted["sender"][s] > 0 for s in round_trip.SENDER_STEPS), counted
+    # What the receiver's accept says after his view_thread: no second copy of the thread.
+    accept = sides["receiver"]["accept_handoff"]
+    assert round_trip.HANDOFF["summary"] not in accept
+    assert "new since your view_thread: nothing" in accept
+    # The sender hears back: bob's answer and result are in what she reads.
+    assert round_trip.ANSWER in sides["sender"]["view_thread"]
+    assert round_trip.RESULT in sides["sender"]["view_thread"]
+    assert counted["receiver"]["total"] <= round_trip.GOALS["receiver"], counted
+    assert counted["sender"]["total"] <= round_trip.GOALS["sender"], counted
+    figures = round_trip.figures(counted, sides["notes"])
+    assert [f.limit for f in figures] == [1_100, 900] and all(f.met for f in figures)
