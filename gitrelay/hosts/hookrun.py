@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from gitrelay.core import layout
 from gitrelay.core.errors import ConfigError, NextStep, RelayError, RelayUnavailable
 from gitrelay.core.ids import same_handle
-from gitrelay.core.vocab import HOOK_EVENTS, HOOK_WAIT_SECONDS
+from gitrelay.core.vocab import HOOK_EVENTS, HOOK_WAIT_SECONDS, STALLED
 from gitrelay.hosts.session import (
     InProgress,
     SessionState,
@@ -85,7 +85,8 @@ UNATTENDED = ("sdk-cli", "sdk-ts", "sdk-py")
 _NOUNS = {"assignment": ("handoff", "handoffs"), "reply": ("reply", "replies"),
           "task_update": ("update", "updates"),
           "proposal_review": ("draft to review", "drafts to review"),
-          "refused": ("refused operation", "refused operations")}
+          "refused": ("refused operation", "refused operations"),
+          "stalled": ("stalled handoff", "stalled handoffs")}
 
 
 class HookOutcome(NamedTuple):
@@ -149,8 +150,8 @@ class _FullRead(Peek):
             unread_messages=i.unread_messages, sender=i.sender.handle,
             sender_name=i.sender.name, sender_role=i.sender.role,
             summary_preview=i.summary_preview, thread_sender=i.thread_sender,
-            updated_at=i.updated_at)
-            for i in check_inbox(client, unread_only=True, limit=UNREAD_MAX).items]
+            updated_at=i.updated_at, detail=i.detail if i.kind == STALLED else None)
+            for i in check_inbox(client, limit=UNREAD_MAX).items]  # the news
         super().__init__(client.mirror.path, None, items)
         self.client = client
 
@@ -189,6 +190,9 @@ def _headline(items: Iterable[tuple[str, str]]) -> str:
     parts = []
     for (kind, who), n in counts.items():
         one, many = _NOUNS.get(kind, ("item", "items"))
+        if kind == STALLED:
+            parts.append(f"{n} {one if n == 1 else many} with {who}")
+            continue
         parts.append(f"{n} new {one if n == 1 else many} from {who}")
     return ", ".join(parts) + ": call check_inbox"
 
@@ -279,6 +283,8 @@ def _context(handle: str, items: list[UnreadItem],
             seq=item.seq, item_id=item.item_id, thread_id=item.thread_id, kind=item.kind,
             status=item.status, unread=True, unread_messages=item.unread_messages,
             sender=other, updated_at=item.updated_at, preview=preview if own else None)
+        if item.detail:
+            line += f" ({item.detail})"  # a stalled handoff: handles and days only
         values: list[tuple[str, str, object]] = []
         said = people.get(other)
         if withheld(other):
@@ -561,7 +567,7 @@ def _wait_for_news(hook: HookInput, store: SessionStore, watch: _Host, unattende
     client.refresh()
     loop = client.sync.start_loop()
     try:
-        page = check_inbox(client, unread_only=True, limit=UNREAD_MAX, sync_loop=loop)
+        page = check_inbox(client, limit=UNREAD_MAX, sync_loop=loop)  # the news
         cursor, items = page.cursor, page.items
         while True:
             state = store.read(hook.session_id)
