@@ -8,7 +8,8 @@ command line only prints it. The events (docs/agents.md has them per host):
     What is waiting: first the relay is fetched from, within :data:`FETCH_BUDGET`
     seconds, for what arrived while nothing of gitrelay ran (one ``git fetch``; the
     library is loaded to verify and take it only when it brought something), then
-    the unread items this session was never
+    the news (:mod:`gitrelay.inbox.news`: unread items on open and closed threads,
+    stalled handoffs) this session was never
     shown, one line each in check_inbox's words, then ONE fence with what teammates
     wrote (as check_inbox's text has it), as ``additionalContext``; nothing at all
     when nothing is waiting. When the relay does not answer in time, one line says so
@@ -16,7 +17,7 @@ command line only prints it. The events (docs/agents.md has them per host):
     (:mod:`gitrelay.inbox.inboxpeek`), so the hook loads neither pygit2 nor pydantic
     unless something arrived.
 ``stop``
-    Items this session was never shown: block the stop once, with one line
+    News this session was never shown (the same look): block the stop once, with one line
     ("2 new handoffs from bob@acme: call check_inbox"); silent otherwise, and always
     when the host says a stop hook is already active. In a run without a person
     (``claude -p``) it also marks the turn over, which ends the waiter.

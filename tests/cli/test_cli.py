@@ -1147,7 +1147,8 @@ def test_the_default_inbox_shows_news_on_threads_you_started_until_you_read_them
 
     run = alice("inbox")
     first = run.out.splitlines()[0]
-    assert first.startswith("Open threads and unread news; ") and "not shown" in first, run.out
+    assert first.startswith("Your news (what you have not read, on open and closed "
+                            "threads); ") and "not shown" in first, run.out
     assert "`gitrelay inbox --all`" in first
     assert done[:10] not in run.out
     assert done[:10] in alice("inbox", "--all").out
@@ -1171,6 +1172,27 @@ def test_show_marks_the_thread_read_and_keep_unread_keeps_it(people):
     assert not unread()
     again = bob("show", pending[:6])
     assert "Marked read" not in again.out  # nothing left to mark
+
+
+@pytest.mark.slow
+def test_accept_marks_the_thread_read_and_the_default_inbox_is_the_news(people):
+    """`gitrelay accept` reads the thread it shows: its items are marked read, as `show`
+    marks them; the default inbox then leaves them out and counts them."""
+    bob = people["bob"]
+    pending = IDS["04-ci-typecheck"]           # alice → bob, pending, unread for bob
+
+    def news() -> set[str]:
+        listed = bob("inbox", "--json").json
+        assert isinstance(listed, dict)
+        return {i["thread_id"] for i in listed["items"]}
+
+    assert pending in news()
+    run = bob("accept", pending[:6])
+    assert run.code == 0, run.err
+    assert pending not in news()
+    listed = bob("inbox", "--all", "--json").json
+    assert isinstance(listed, dict)
+    assert not next(i for i in listed["items"] if i["thread_id"] == pending)["unread"]
 
 
 @pytest.mark.slow

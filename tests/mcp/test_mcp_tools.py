@@ -1962,3 +1962,37 @@ def test_a_waited_message_answers_the_number_it_landed_at_after_a_replay(
                 (1, "alice first"), (2, "bob, replayed")]
 
     run(body)
+
+
+@pytest.mark.slow
+def test_view_thread_and_accept_handoff_mark_the_threads_items_read(
+        agent: AgentFactory) -> None:
+    """Reading a thread's newest page marks the reader's items on it read (an older page
+    does not); accepting it does too; news that lands after stays unread
+    (docs/inbox.md, "What marks an item read")."""
+    alice = agent("alice@acme", isolated=True)
+    bob = agent("bob@acme", isolated=True)
+
+    async def body() -> None:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
+            first = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
+            second = (await ok(a, "handoff_to_teammate", handoff_args(
+                summary="The /teams endpoint too.")))["thread_id"]
+            news = await ok(b, "check_inbox")
+            assert {i["thread_id"] for i in news["items"]} == {first, second}
+            await ok(b, "view_thread", {"thread_id": first, "before": 1})
+            assert len((await ok(b, "check_inbox"))["items"]) == 2  # an older page: unread
+            await ok(b, "view_thread", {"thread_id": first})
+            assert [i["thread_id"] for i in (await ok(b, "check_inbox"))["items"]] == [second]
+            await ok(b, "accept_handoff", {"thread_id": second})
+            assert (await ok(b, "check_inbox"))["items"] == []
+            # alice hears of the accept until she reads the thread; then a reply is news.
+            got = await ok(a, "check_inbox")
+            assert [(i["thread_id"], i["kind"]) for i in got["items"]] == \
+                [(second, "task_update")]
+            await ok(a, "view_thread", {"thread_id": second})
+            assert (await ok(a, "check_inbox"))["items"] == []
+            await ok(b, "send_message", {"thread_id": second, "body": "On it."})
+            assert [i["kind"] for i in (await ok(a, "check_inbox"))["items"]] == ["reply"]
+
+    run(body)
