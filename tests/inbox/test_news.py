@@ -329,3 +329,41 @@ def test_a_stalled_handoff_is_news_to_both_sides_until_read(duo: Duo,
     assert [i.kind for i in check_inbox(bob, limit=200).items] == [STALLED]
     # Computed, not committed: main did not move.
     assert alice.mirror.main() == tip
+
+
+@pytest.mark.slow
+def test_a_relays_stall_days_is_read_from_relay_json(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`stall_days` in relay.json (gitrelay init --stall-days) sets when a handoff stalls;
+    the schema takes 1 to 365 and nothing else."""
+    from gitrelay.core import schema
+    from gitrelay.core.errors import RelayError
+    from gitrelay.inbox import inbox as inbox_module
+    from gitrelay.inbox.index import index_for
+
+    with pytest.raises(RelayError):
+        schema.validate("config", setup.relay_config("acme", stall_days=0))
+    relay = setup.init_relay(tmp_path / "relay.git", name="acme", stall_days=1)
+    pair = Duo(relay, tmp_path, monkeypatch)
+    alice, bob = pair["alice"], pair["bob"]
+    tid = alice.handoff(to="bob@acme", intent="inform", summary="Paginate /users").thread_id
+    mark_read(alice, unread_on_thread(alice, tid))  # nothing to alice yet
+    assert check_inbox(alice).items == []
+    assert index_for(alice.mirror).stall_days() == 1
+    later = current_us() + DAY_US + 60_000_000
+    monkeypatch.setattr(inbox_module, "current_us", lambda: later)
+    assert [(i.kind, i.detail) for i in check_inbox(alice).items] == \
+        [(STALLED, "bob@acme has not accepted this handoff for 1 day")]
+    del bob
+
+
+@pytest.mark.slow
+def test_gitrelay_init_takes_stall_days_and_leaves_it_out_by_default(tmp_path: Path) -> None:
+    from gitrelay.cli.main import main
+    from tests.kit import git_out
+
+    for name, extra in (("chosen", ["--stall-days", "5"]), ("default", [])):
+        with redirect_stdout(io.StringIO()):
+            assert main(["init", str(tmp_path / name), *extra]) == 0
+        config = json.loads(git_out(tmp_path / name, "show", "main:relay.json"))
+        assert config.get("stall_days") == (5 if extra else None)
