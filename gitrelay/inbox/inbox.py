@@ -309,11 +309,19 @@ class _Query:
     after: int | None                  # a seq cursor given with `after`
     limit: int
     news: bool = False                 # the default call: what is news (inbox.news)
+    floor: int | None = None           # the `after` of the listing a cursor continues
+
+    @property
+    def behind(self) -> int | None:
+        """The seq below which only unread items are listed (an `after` listing's)."""
+        return self.after if self.after is not None else self.floor
 
     def token(self, last: InboxItem) -> str:
-        return cursors.seal("c1", _CURSOR_SALT, {
-            "o": "d" if self.descending else "a", "s": last.seq, "i": last.item_id,
-            "st": self.statuses, "sn": self.since_us, "u": self.unread_only})
+        fields = {"o": "d" if self.descending else "a", "s": last.seq, "i": last.item_id,
+                  "st": self.statuses, "sn": self.since_us, "u": self.unread_only}
+        if self.behind is not None:
+            fields["f"] = self.behind
+        return cursors.seal("c1", _CURSOR_SALT, fields)
 
     def filters(self, item: InboxItem) -> bool:
         """Status (not applied to refused items) and since, for items not in the index."""
@@ -380,10 +388,12 @@ def _parse_query(*, status: list[str] | None, since: str | None, limit: int, aft
     if cursor is not None:
         data = _decode_cursor(cursor)
         cst = data.get("st")
+        floor = data.get("f")
         return _Query(statuses if statuses is not None else cst,
                       since_us if since_us is not None else data.get("sn"),
                       unread_only or bool(data.get("u")), data["o"] == "d",
-                      (int(data["s"]), str(data["i"])), None, limit)
+                      (int(data["s"]), str(data["i"])), None, limit,
+                      floor=floor if isinstance(floor, int) else None)
     if after is not None:
         if isinstance(after, bool) or not isinstance(after, int) or after < 0:
             raise _bad_cursor(f"after must be a seq of 0 or more, not {after!r}")
@@ -545,11 +555,9 @@ def _read_once(mirror: Mirror, idx: Index, query: _Query) -> InboxPage:
         rows = idx.page(handle, upto=state.acked_up_to, statuses=query.statuses,
                         since_us=query.since_us, unread_only=query.unread_only,
                         descending=query.descending,
-                        position=query.position if query.position is not None
-                        else ((query.after, "~") if query.after is not None else None),
-                        limit=query.limit + 1,
+                        position=query.position, limit=query.limit + 1,
                         # an unread item never falls behind a cursor given as `after`
-                        unread_behind=query.after is not None)
+                        floor=query.behind)
         items = [_item(row, state, now) for row in rows
                  if not query.news or is_news(unread=row.unread, kind=row.kind)]
         refused = _local_items(mirror, idx)
@@ -571,8 +579,8 @@ def _read_once(mirror: Mirror, idx: Index, query: _Query) -> InboxPage:
     if query.descending:
         cursor = highest
     else:
-        floor = query.after if query.after is not None else (
-            query.position[0] if query.position is not None else 0)
+        floor = max(query.behind or 0,
+                    query.position[0] if query.position is not None else 0)
         cursor = max([floor, *(i.seq for i in items)])
     return InboxPage(extra + items, next_cursor, cursor, index_rebuilt=rebuilt)
 

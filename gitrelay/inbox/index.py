@@ -686,10 +686,10 @@ class Index:
     def page(self, user: str, *, upto: int, statuses: Sequence[str] | None = None,
              since_us: int | None = None, unread_only: bool = False, descending: bool = False,
              position: tuple[int, str] | None = None, limit: int = 50,
-             unread_behind: bool = False) -> list[ItemRow]:
+             floor: int | None = None) -> list[ItemRow]:
         """Up to ``limit`` items of ``user`` after ``position`` in (seq, item_id) order;
-        with ``unread_behind``, every unread item before ``position`` as well (an unread
-        item never falls behind a cursor: docs/inbox.md).
+        with ``floor`` (an `after` listing's seq), only the items above it and the unread
+        ones at or below it (an unread item never falls behind a cursor: docs/inbox.md).
 
         ``upto`` is the user's acked_up_to; the acks rows must be synced first.
         """
@@ -712,11 +712,14 @@ class Index:
             sql.append(" AND i.seq > :upto AND coalesce(a.seq, 0) < i.seq")
         if position is not None:
             params["pseq"], params["pid"] = position
-            where = ("(i.seq, i.item_id) < (:pseq, :pid)" if descending
-                     else "(i.seq, i.item_id) > (:pseq, :pid)")
-            if unread_behind:
-                where = f"({where} OR (i.seq > :upto AND coalesce(a.seq, 0) < i.seq))"
-            sql.append(f" AND {where}")
+            sql.append(" AND (i.seq, i.item_id) < (:pseq, :pid)" if descending
+                       else " AND (i.seq, i.item_id) > (:pseq, :pid)")
+        if floor is not None:
+            # Nothing at or below both the floor and acked_up_to qualifies: the walk in
+            # seq order starts there (items_seq), not at the user's first item.
+            params["floor"], params["low"] = floor, min(floor, upto)
+            sql.append(" AND i.seq > :low AND (i.seq > :floor"
+                       " OR (i.seq > :upto AND coalesce(a.seq, 0) < i.seq))")
         order = "DESC" if descending else "ASC"
         sql.append(f" ORDER BY i.seq {order}, i.item_id {order} LIMIT :limit")
         query = "".join(sql)

@@ -261,6 +261,15 @@ def test_no_unread_item_falls_behind_a_cursor_over_random_histories(duo: Duo) ->
                 listed = {(i.item_id, i.seq) for i in
                           check_inbox(client, after=cursor, limit=200).items}
                 assert unread <= listed, (who, cursor, unread - listed)
+                # Page by page (a cursor continues the listing), the same items, once.
+                paged: list[tuple[str, int]] = []
+                page = check_inbox(client, after=cursor, limit=2)
+                while True:
+                    paged += [(i.item_id, i.seq) for i in page.items]
+                    if page.next_cursor is None:
+                        break
+                    page = check_inbox(client, cursor=page.next_cursor, limit=2)
+                assert sorted(paged) == sorted(listed), (who, cursor)
 
     history()
 
