@@ -859,8 +859,19 @@ def mark_read(client: RelayClient, mark: ReadMark, *, sync_loop: Any | None = No
     item at the seq it had before the read. How many items that was."""
     if not mark.items:
         return 0
-    check_inbox(client, limit=1, ack_items=[{"item_id": i, "seq": s} for i, s in mark.items],
-                sync_loop=sync_loop)
+    mirror = client.mirror
+    idx = index_for(mirror)
+    with idx.session():
+        idx.update()
+        _, _, changed = _acknowledge(mirror, idx, None, None, list(mark.items))
+    loop = sync_loop if sync_loop is not None else client.sync.loop
+    if changed and client.writes == "queue":
+        # Queued like the caller's writes: the sync loop sends it, else the next
+        # delivery does (no fetch here: a read must not change what the caller saw).
+        if loop is not None and hasattr(loop, "kick"):
+            loop.kick()
+    elif changed:
+        _deliver(client, loop)
     return len(mark.items)
 
 
