@@ -65,10 +65,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from gitrelay.relay.render import conversation
 
     client = open_client(args)
-    tid = resolve(client, args.thread)
-    # What reading it marks read is taken first: news arriving meanwhile stays unread.
-    mark = None if args.keep_unread else _unread_on(client, tid)
-    view = reads.thread_to_read(client, tid, policy.Reader.PERSON)
+    view = reads.thread_to_read(client, resolve(client, args.thread), policy.Reader.PERSON)
+    # What showing it marks read, from the same local copy it was read from (this command
+    # fetches no more): nothing is written for a thread that cannot be read.
+    mark = None if args.keep_unread else _unread_on(client, view.thread_id)
     stale_note(client)
     hold = Withholder.for_args(args, client.handle)
     shown = hold.thread(view)
@@ -211,11 +211,12 @@ def _cmd_accept(args: argparse.Namespace) -> int:
 
     client = open_client(args, writes="queue" if args.queue else "wait")
     rules = load_trust(trust_path(args))
-    tid = resolve(client, args.thread)
-    mark = _unread_on(client, tid)  # accepting a thread reads it: its items are marked read
-    accepted = reads.accept(client, tid, rules,
+    accepted = reads.accept(client, resolve(client, args.thread), rules,
                              session_id=args.session or f"cli-{uuid.uuid4().hex[:12]}")
-    result = accepted.result
+    result, tid = accepted.result, accepted.before.thread_id
+    # Accepting a thread reads it: its items are marked read (taken once the accept was
+    # taken, from the copy it was judged on; a refused accept writes nothing).
+    mark = _unread_on(client, tid)
     if mark is not None:
         _mark_read(client, mark)
     if args.json:
