@@ -17,9 +17,7 @@ from gitrelay.cli.common import (
 from gitrelay.cli.withhold import Withholder
 from gitrelay.cli.withhold import add_flag as add_withhold_flag
 from gitrelay.core.threadstate import STATUSES
-from gitrelay.core.vocab import INBOX_PAGE_MAX, TEAMMATES_PAGE, TEAMMATES_PAGE_MAX
-
-CLOSED = ["completed", "cancelled"]
+from gitrelay.core.vocab import INBOX_PAGE_MAX, STALLED, TEAMMATES_PAGE, TEAMMATES_PAGE_MAX
 
 
 def _cmd_inbox(args: argparse.Namespace) -> int:
@@ -36,15 +34,17 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
         cursor = check_inbox(client, limit=1).cursor
         page = check_inbox(client, status=args.status or None, limit=args.limit,
                            unread_only=args.unread, after=cursor, wait_seconds=args.wait)
-        items = page.items
+        # only what arrived: the unread items before the cursor are the default view's
+        items = [i for i in page.items if i.seq > cursor]
     elif statuses is None:
-        # The default: open threads, and news on closed ones (your handoff was completed)
-        # until you have read it. What that leaves out is counted for the first line.
-        page = check_inbox(client, limit=args.limit, unread_only=args.unread)
-        closed = check_inbox(client, status=CLOSED, limit=INBOX_PAGE_MAX).items
-        news = [i for i in closed if i.unread]
-        hidden = len(closed) - len(news)
-        items = sorted(page.items + news, key=lambda i: i.seq, reverse=True)[:args.limit]
+        # The default: the news (gitrelay.inbox.news), check_inbox's default call: what
+        # you have not read, on open and closed threads alike (your handoff was
+        # completed), and the handoffs that stalled. The read items it leaves out are
+        # counted for the first line.
+        page = check_inbox(client, limit=args.limit)
+        items = page.items
+        hidden = sum(not i.unread for i in check_inbox(client, status=list(STATUSES),
+                                                       limit=INBOX_PAGE_MAX).items)
     else:
         page = check_inbox(client, status=statuses, limit=args.limit, unread_only=args.unread)
         items = page.items
@@ -57,7 +57,7 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
     if args.json:
         found = [asdict(i) | {"summary_preview": hold.preview(i)} for i in items]
         out = {"items": found, "next_cursor": page.next_cursor, "cursor": page.cursor,
-               "index_rebuilt": page.index_rebuilt, "hidden_read_closed": hidden}
+               "index_rebuilt": page.index_rebuilt, "hidden_read": hidden}
         if acked is not None:
             out |= {"acknowledged": acked.acknowledged, "delivery": acked.delivery,
                     "ack_results": [asdict(a) for a in acked.ack_results]}
@@ -67,19 +67,21 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
         note("the local inbox index was (re)built from the relay's history")
     if hidden:
         more = "+" if hidden + len(items) >= INBOX_PAGE_MAX else ""
-        print(f"Open threads and unread news; {hidden}{more} read item(s) on completed or "
-              "cancelled threads not shown (`gitrelay inbox --all` lists everything).\n")
+        print(f"Your news (what you have not read, on open and closed threads); "
+              f"{hidden}{more} read item(s) not shown (`gitrelay inbox --all` lists "
+              "everything).\n")
     if not items and args.wait:
         print(f"Nothing new in {args.wait:g} s (cursor {page.cursor}).")
         return EXIT_OK
     if not items:
         which = ("any status" if args.all else ", ".join(statuses) if statuses
-                 else "open threads and unread news")
+                 else "nothing you have not read")
         print(f"Your inbox is empty ({which}{', unread only' if args.unread else ''}).")
         return EXIT_OK
     rows = [[("*" if i.unread else " ") + short_id(i.thread_id), i.kind,
              i.sender.handle, i.status, str(i.unread_messages), when(i.updated_at),
-             one_line(hold.preview(i, short=True))] for i in items]
+             one_line(f"{i.detail}: " if i.kind == STALLED and i.detail else "")
+             + one_line(hold.preview(i, short=True))] for i in items]
     print(table(["  THREAD", "KIND", "FROM", "STATUS", "NEW", "UPDATED", "SUMMARY"], rows,
                 max_widths={2: 30, 6: 70}))
     if page.next_cursor:
@@ -157,8 +159,8 @@ def register(commands: Commands) -> None:
     p = add("inbox", _cmd_inbox, "list what is waiting for you (what check_inbox sees)",
             "gitrelay inbox --all", json_flag=True)
     p.add_argument("--all", action="store_true",
-                   help="every thread; the default lists open threads and unread news on "
-                        "closed ones")
+                   help="every item, read or not; the default lists your news: what you "
+                        "have not read, on open and closed threads, and stalled handoffs")
     p.add_argument("--status", type=statuses_arg, action="extend",
                    help="only these statuses (comma-separated or repeated)")
     p.add_argument("--unread", action="store_true", help="only unread items")

@@ -11,7 +11,7 @@ from typing import Any
 from gitrelay.cli.common import EXIT_OK, Commands, note, open_client, print_json, trust_path
 from gitrelay.cli.wording import next_step_text
 from gitrelay.core.errors import InvalidArgument, NextStep, RelayError, RelayUnavailable
-from gitrelay.core.vocab import DELIVERY_MODES
+from gitrelay.core.vocab import DELIVERY_MODES, STALL_DAYS
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -19,7 +19,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
     path = init_relay(Path(args.path), name=args.name, web_url_template=args.web_url,
                       require_pusher=args.require_pusher,
-                      require_signatures=args.require_signatures)
+                      require_signatures=args.require_signatures,
+                      stall_days=args.stall_days)
     print(f"created relay {path} with the gate installed")
     return EXIT_OK
 
@@ -250,6 +251,9 @@ def register(commands: Commands) -> None:
     p.add_argument("--web-url", help="URL template for inbox_url, with {thread_id} and {path}")
     p.add_argument("--require-pusher", action="store_true",
                    help="refuse pushes the server did not authenticate (`gitrelay docs deploying`)")
+    p.add_argument("--stall-days", type=int, metavar="N",
+                   help=f"days a handoff may stay pending, or accepted with no message, "
+                        f"before it is news to both sides again (default {STALL_DAYS})")
     p.add_argument("--require-signatures", action="store_true",
                    help="refuse operations not signed with the actor's registered SSH key")
     p = add("join", _cmd_join, "make your mirror of a relay and register yourself",

@@ -31,6 +31,7 @@ from gitrelay.core.vocab import INTENTS
 from gitrelay.relay import policy, reads
 
 if TYPE_CHECKING:
+    from gitrelay.inbox.inbox import ReadMark
     from gitrelay.relay.client import RelayClient
     from gitrelay.relay.results import ThreadView, WriteResult
 
@@ -65,6 +66,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
     client = open_client(args)
     view = reads.thread_to_read(client, resolve(client, args.thread), policy.Reader.PERSON)
+    # What showing it marks read, from the same local copy it was read from (this command
+    # fetches no more): nothing is written for a thread that cannot be read.
+    mark = None if args.keep_unread else _unread_on(client, view.thread_id)
     stale_note(client)
     hold = Withholder.for_args(args, client.handle)
     shown = hold.thread(view)
@@ -74,33 +78,37 @@ def _cmd_show(args: argparse.Namespace) -> int:
         judged, acceptable = _trust_note(args, client, view)
         print(conversation(shown, client.handle, hold.profiles(client.thread_profiles(view)),
                            judged, acceptable=acceptable))
-    marked = 0 if args.keep_unread else _mark_read(client, view.thread_id)
+    marked = _mark_read(client, mark) if mark is not None else 0
     if marked and not args.json:
         print("\n(Marked read in your inbox; `--keep-unread` leaves it unread.)")
     return EXIT_OK
 
 
-def _mark_read(client: RelayClient, thread_id: str) -> int:
-    """Acknowledge the reader's unread inbox items on ``thread_id`` (at the seq they were
-    read at: news since keeps them unread); how many."""
-    from gitrelay.core.threadstate import STATUSES
-    from gitrelay.core.vocab import INBOX_PAGE_MAX
-    from gitrelay.inbox.inbox import check_inbox
+def _unread_on(client: RelayClient, thread_id: str) -> ReadMark | None:
+    """The reader's unread items on ``thread_id``, which showing it marks read (docs/inbox.md,
+    "What marks an item read")."""
+    from gitrelay.inbox.inbox import unread_on_thread
 
     try:
-        unread = [i for i in check_inbox(client, status=list(STATUSES), unread_only=True,
-                                         limit=INBOX_PAGE_MAX).items
-                  if i.thread_id == thread_id]
-        if unread:
-            check_inbox(client, limit=1, ack_items=[{"item_id": i.item_id, "seq": i.seq}
-                                                    for i in unread])
+        return unread_on_thread(client, thread_id)
+    except RelayError as exc:
+        note(f"not marked read: {exc.message}")
+        return None
+
+
+def _mark_read(client: RelayClient, mark: ReadMark) -> int:
+    """Acknowledge what ``mark`` holds, each at the seq it had before the thread was
+    shown (news since keeps it unread); how many."""
+    from gitrelay.inbox.inbox import mark_read
+
+    try:
+        return mark_read(client, mark)
     except Forbidden:
         return 0  # a reader with no inbox here (not registered): nothing to mark
     except RelayError as exc:
         # Reading a thread never fails for want of marking it read: it stays unread.
         note(f"not marked read: {exc.message}")
         return 0
-    return len(unread)
 
 
 def _cmd_log(args: argparse.Namespace) -> int:
@@ -206,6 +214,11 @@ def _cmd_accept(args: argparse.Namespace) -> int:
     accepted = reads.accept(client, resolve(client, args.thread), rules,
                              session_id=args.session or f"cli-{uuid.uuid4().hex[:12]}")
     result, tid = accepted.result, accepted.before.thread_id
+    # Accepting a thread reads it: its items are marked read (taken once the accept was
+    # taken, from the copy it was judged on; a refused accept writes nothing).
+    mark = _unread_on(client, tid)
+    if mark is not None:
+        _mark_read(client, mark)
     if args.json:
         print_json(write_json(result, status="accepted", accepted_at=result.doc.get("at")))
         return EXIT_OK

@@ -23,6 +23,7 @@ from gitrelay.core.vocab import (
     OPTIONAL_LIMITS,
     PATH_CHARS,
     SESSION_CHARS,
+    STALL_DAYS_MAX,
     TARGET_FILES_MAX,
     TITLE_CHARS,
     URL_CHARS,
@@ -499,7 +500,8 @@ SHAPES: dict[str, Shape] = {
                             max_items=20),
         "require_pusher": boolean(), "require_signatures": boolean(),
         "created_at": timestamp(),
-    }, {"teammates_layout": enum(*TEAMMATES_LAYOUTS)}),
+    }, {"teammates_layout": enum(*TEAMMATES_LAYOUTS),
+        "stall_days": integer(minimum=1, maximum=STALL_DAYS_MAX)}),
     "profile": Shape({
         "format_version": _version, "kind": const("profile"), "handle": handle(),
         "name": text(max_chars=200), "role": text(max_chars=200),

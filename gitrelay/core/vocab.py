@@ -21,10 +21,15 @@ DELIVERED, QUEUED = "delivered", "queued"
 DELIVERIES = (DELIVERED, QUEUED)
 
 # The kinds of inbox item: a new handoff, a reply, a thread's status moved, a draft
-# to review, an operation of yours the relay refused.
-ASSIGNMENT, REPLY, TASK_UPDATE, PROPOSAL_REVIEW, REFUSED = (
-    "assignment", "reply", "task_update", "proposal_review", "refused")
-INBOX_KINDS = (ASSIGNMENT, REPLY, TASK_UPDATE, PROPOSAL_REVIEW, REFUSED)
+# to review, an operation of yours the relay refused, a handoff that stalled (pending,
+# or accepted with no message since, for the relay's stall_days).
+ASSIGNMENT, REPLY, TASK_UPDATE, PROPOSAL_REVIEW, REFUSED, STALLED = (
+    "assignment", "reply", "task_update", "proposal_review", "refused", "stalled")
+INBOX_KINDS = (ASSIGNMENT, REPLY, TASK_UPDATE, PROPOSAL_REVIEW, REFUSED, STALLED)
+# Days a handoff may stay pending, or accepted with no message, before it is news to
+# both sides again; a relay sets its own in relay.json (stall_days).
+STALL_DAYS = 3
+STALL_DAYS_MAX = 365
 # The first characters of a handoff's summary that its inbox item carries.
 SUMMARY_PREVIEW_CHARS = 240
 # Inbox items acknowledged by one call, at most.

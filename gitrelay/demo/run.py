@@ -291,10 +291,13 @@ class Agent:
         while anyio.current_time() < deadline:
             page = await self.call("check_inbox", {"after": cursor,
                                                    "wait_seconds": INBOX_WAIT}, quiet=True)
+            # What arrived after the cursor: the page also lists again what is still
+            # unread before it (docs/inbox.md), which the story told already.
+            arrived = [i for i in page.get("items", []) if int(i.get("seq", 0)) > cursor]
             cursor = int(page.get("cursor", cursor))
-            for item in page.get("items", []):
+            for item in arrived:
                 seen[str(item.get("item_id"))] = item
-            if any(want(item) for item in page.get("items", [])):
+            if any(want(item) for item in arrived):
                 items = list(seen.values())
                 self.story.step(self.who, "check_inbox", _inbox_gist(items))
                 return cursor

@@ -8,7 +8,8 @@ command line only prints it. The events (docs/agents.md has them per host):
     What is waiting: first the relay is fetched from, within :data:`FETCH_BUDGET`
     seconds, for what arrived while nothing of gitrelay ran (one ``git fetch``; the
     library is loaded to verify and take it only when it brought something), then
-    the unread items this session was never
+    the news (:mod:`gitrelay.inbox.news`: unread items on open and closed threads,
+    stalled handoffs) this session was never
     shown, one line each in check_inbox's words, then ONE fence with what teammates
     wrote (as check_inbox's text has it), as ``additionalContext``; nothing at all
     when nothing is waiting. When the relay does not answer in time, one line says so
@@ -16,7 +17,7 @@ command line only prints it. The events (docs/agents.md has them per host):
     (:mod:`gitrelay.inbox.inboxpeek`), so the hook loads neither pygit2 nor pydantic
     unless something arrived.
 ``stop``
-    Items this session was never shown: block the stop once, with one line
+    News this session was never shown (the same look): block the stop once, with one line
     ("2 new handoffs from bob@acme: call check_inbox"); silent otherwise, and always
     when the host says a stop hook is already active. In a run without a person
     (``claude -p``) it also marks the turn over, which ends the waiter.
@@ -51,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from gitrelay.core import layout
 from gitrelay.core.errors import ConfigError, NextStep, RelayError, RelayUnavailable
 from gitrelay.core.ids import same_handle
-from gitrelay.core.vocab import HOOK_EVENTS, HOOK_WAIT_SECONDS
+from gitrelay.core.vocab import HOOK_EVENTS, HOOK_WAIT_SECONDS, STALLED
 from gitrelay.hosts.session import (
     InProgress,
     SessionState,
@@ -86,7 +87,8 @@ UNATTENDED = ("sdk-cli", "sdk-ts", "sdk-py")
 _NOUNS = {"assignment": ("handoff", "handoffs"), "reply": ("reply", "replies"),
           "task_update": ("update", "updates"),
           "proposal_review": ("draft to review", "drafts to review"),
-          "refused": ("refused operation", "refused operations")}
+          "refused": ("refused operation", "refused operations"),
+          "stalled": ("stalled handoff", "stalled handoffs")}
 
 
 class HookOutcome(NamedTuple):
@@ -150,8 +152,8 @@ class _FullRead(Peek):
             unread_messages=i.unread_messages, sender=i.sender.handle,
             sender_name=i.sender.name, sender_role=i.sender.role,
             summary_preview=i.summary_preview, thread_sender=i.thread_sender,
-            updated_at=i.updated_at)
-            for i in check_inbox(client, unread_only=True, limit=UNREAD_MAX).items]
+            updated_at=i.updated_at, detail=i.detail if i.kind == STALLED else None)
+            for i in check_inbox(client, limit=UNREAD_MAX).items]  # the news
         super().__init__(client.mirror.path, None, items)
         self.client = client
 
@@ -190,6 +192,9 @@ def _headline(items: Iterable[tuple[str, str]]) -> str:
     parts = []
     for (kind, who), n in counts.items():
         one, many = _NOUNS.get(kind, ("item", "items"))
+        if kind == STALLED:
+            parts.append(f"{n} {one if n == 1 else many} with {who}")
+            continue
         parts.append(f"{n} new {one if n == 1 else many} from {who}")
     return ", ".join(parts) + ": call check_inbox"
 
@@ -281,6 +286,8 @@ def _context(handle: str, items: list[UnreadItem],
             seq=item.seq, item_id=item.item_id, thread_id=item.thread_id, kind=item.kind,
             status=item.status, unread=True, unread_messages=item.unread_messages,
             sender=other, updated_at=item.updated_at, preview=preview if own else None)
+        if item.detail:
+            line += f" ({item.detail})"  # a stalled handoff: handles and days only
         values: list[tuple[str, str, object]] = []
         said = people.get(other)
         if withheld(other):
@@ -568,7 +575,7 @@ def _wait_for_news(hook: HookInput, store: SessionStore, watch: _Host, unattende
     client.refresh()
     loop = client.sync.start_loop()
     try:
-        page = check_inbox(client, unread_only=True, limit=UNREAD_MAX, sync_loop=loop)
+        page = check_inbox(client, limit=UNREAD_MAX, sync_loop=loop)  # the news
         cursor, items = page.cursor, page.items
         while True:
             state = store.read(hook.session_id)

@@ -24,6 +24,7 @@ import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitrelay.core import cursors
@@ -45,9 +46,11 @@ from gitrelay.core.vocab import (
     INBOX_PAGE_MAX,
     LEASE_MAX,
     REFUSED,
+    STALLED,
     SUMMARY_PREVIEW_CHARS,
     WAIT_MAX,
 )
+from gitrelay.inbox.inboxpeek import LOCAL_BOOK, read_book
 from gitrelay.inbox.index import (
     Index,
     ItemRow,
@@ -58,6 +61,7 @@ from gitrelay.inbox.index import (
     open_index,
 )
 from gitrelay.inbox.index import reindex as reindex_mirror
+from gitrelay.inbox.news import is_news, stall_text, stalls
 from gitrelay.store.mirror import Mirror, Refused
 from gitrelay.sync.inboxstate import (
     Claim,
@@ -83,7 +87,7 @@ LEASE_SECONDS = 600.0       # a claim's default lease: 10 minutes
 POLL_SECONDS = 0.5          # how often a long-poll without a sync loop fetches
 MAX_ACKED = 5_000           # single acks kept before the cursor is moved up under them
 QUICK_CATCH_UP = 64         # operations an index may lag and still count as nearly current
-REFUSED_BOOK = "gitrelay-inbox-refused.json"
+REFUSED_BOOK = LOCAL_BOOK
 _CURSOR_SALT = b"gitrelay inbox cursor v1\n"
 
 
@@ -152,29 +156,29 @@ def _iso_in(seconds: float) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-# --- refused operations (local to this machine) -----------------------------------------
+# --- items of this machine: refused operations and stalled handoffs ---------------------
 
 
 @dataclass
-class _RefusedItem:
+class _LocalItem:
     item: InboxItem
-    record_ids: list[str]   # every refusal folded into this item, newest last
+    record_ids: list[str]   # every record folded into this item, newest last
 
 
 def _record_id(rec: Refused) -> str:
     return f"{rec.key}|{rec.at}"
 
 
-def _refused_book(mirror: Mirror, records: list[Refused]) -> dict[str, dict[str, Any]]:
-    """The seq and acked flag of every refused record, assigning seqs to new ones.
+def _local_book(mirror: Mirror, record_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The seq and acked flag of every local record, assigning seqs to new ones.
 
-    A refusal gets the seq of the relay when this clone's inbox first saw it.
-    The book is a file of the mirror (not of the index): it is local state
-    that a rebuilt index could not recover.
+    A refusal or a stall gets the seq of the relay when this clone's inbox first saw
+    it. The book is a file of the mirror (not of the index): it is local state that a
+    rebuilt index could not recover.
     """
     path = mirror.path / REFUSED_BOOK
     book = _read_book(path)
-    missing = [r for r in records if _record_id(r) not in book]
+    missing = [r for r in record_ids if r not in book]
     if not missing:
         return book
     with mirror.refs_locked():
@@ -182,9 +186,9 @@ def _refused_book(mirror: Mirror, records: list[Refused]) -> dict[str, dict[str,
         relay = mirror.relay_main() or mirror.main()
         seq = commit_seq(mirror.objects.commit(relay)) if relay else 0
         changed = False
-        for rec in records:
-            if _record_id(rec) not in book:
-                book[_record_id(rec)] = {"seq": max(seq, 1), "acked": False}
+        for rid in record_ids:
+            if rid not in book:
+                book[rid] = {"seq": max(seq, 1), "acked": False}
                 changed = True
         if changed:
             _write_book(path, book)
@@ -192,13 +196,7 @@ def _refused_book(mirror: Mirror, records: list[Refused]) -> dict[str, dict[str,
 
 
 def _read_book(path: os.PathLike[str]) -> dict[str, dict[str, Any]]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (FileNotFoundError, ValueError):
-        return {}
-    records = data.get("records") if isinstance(data, dict) else None
-    return records if isinstance(records, dict) else {}
+    return read_book(Path(path))
 
 
 def _write_book(path: os.PathLike[str], book: dict[str, dict[str, Any]]) -> None:
@@ -208,13 +206,18 @@ def _write_book(path: os.PathLike[str], book: dict[str, dict[str, Any]]) -> None
     os.replace(tmp, path)
 
 
-def _refused_items(mirror: Mirror, idx: Index) -> list[_RefusedItem]:
-    """The user's refused operations as items: one per thread (or operation)."""
+def _local_items(mirror: Mirror, idx: Index, now_us: int | None = None) -> list[_LocalItem]:
+    """The user's refused operations (one item per thread or operation) and stalled
+    handoffs (:func:`gitrelay.inbox.news.stalls`) as items."""
     handle = mirror.handle
     records = [r for r in mirror.refused() if same_handle(r.actor, handle)]
-    if not records:
+    stalled = stalls(handle.casefold(), idx.stall_clocks(handle),
+                     now_us=current_us() if now_us is None else now_us,
+                     days=idx.stall_days())
+    if not records and not stalled:
         return []
-    book = _refused_book(mirror, records)
+    book = _local_book(mirror, [_record_id(r) for r in records]
+                       + [s.record for s in stalled])
     groups: dict[str, list[Refused]] = {}
     for rec in records:
         groups.setdefault(rec.thread_id or rec.key, []).append(rec)
@@ -248,13 +251,34 @@ def _refused_items(mirror: Mirror, idx: Index) -> list[_RefusedItem]:
             updated_at=rec.at, unread=not entry.get("acked", False),
             detail=f"Your {what} was refused by the relay: {rec.name} ({rec.code}), rule "
                    f"{rec.rule}: {rec.message}", thread_sender=author)
-        out.append(_RefusedItem(item, [_record_id(r) for r in recs]))
+        out.append(_LocalItem(item, [_record_id(r) for r in recs]))
+    for stall in stalled:
+        entry = book.get(stall.record, {"seq": 1, "acked": False})
+        facts = idx.thread_facts(stall.thread_id) or {}
+        profile = idx.profile(stall.other)
+        item = InboxItem(
+            item_id=item_id_for(handle, stall.thread_id, STALLED), seq=int(entry["seq"]),
+            kind=STALLED, thread_id=stall.thread_id,
+            sender=Sender(stall.other, profile[0] if profile else stall.other,
+                          profile[1] if profile else ""),
+            summary_preview=stall.summary_preview, status=stall.status, unread_messages=0,
+            created_at=str(facts.get("created_at") or ""),
+            updated_at=_iso_us(stall.since_us), unread=not entry.get("acked", False),
+            detail=stall_text(stall), thread_sender=stall.sender)
+        out.append(_LocalItem(item, [stall.record]))
     return out
 
 
-def _ack_refused(mirror: Mirror, ids: dict[str, int], up_to: int | None) -> None:
-    """Mark refused records acked: those of ``ids`` (item_id -> seq) and all up to ``up_to``."""
-    items = {r.item.item_id: r for r in _refused_items(mirror, index_for(mirror))}
+def _iso_us(us: int) -> str:
+    when = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=us)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _ack_local(mirror: Mirror, ids: dict[str, int], up_to: int | None,
+               records: list[str] | None = None) -> None:
+    """Mark local records acked: those of ``ids`` (item_id -> seq), all up to ``up_to``,
+    and the ``records`` named."""
+    items = {r.item.item_id: r for r in _local_items(mirror, index_for(mirror))}
     path = mirror.path / REFUSED_BOOK
     book = _read_book(path)
     changed = False
@@ -264,7 +288,8 @@ def _ack_refused(mirror: Mirror, ids: dict[str, int], up_to: int | None) -> None
             if entry is None or entry.get("acked"):
                 continue
             by_id = ids.get(ref.item.item_id, 0) >= int(entry["seq"])
-            if by_id or (up_to is not None and int(entry["seq"]) <= up_to):
+            if by_id or (up_to is not None and int(entry["seq"]) <= up_to) \
+                    or rid in (records or ()):
                 entry["acked"] = True
                 changed = True
     if changed:
@@ -283,11 +308,20 @@ class _Query:
     position: tuple[int, str] | None   # exclusive (seq, item_id) to continue after
     after: int | None                  # a seq cursor given with `after`
     limit: int
+    news: bool = False                 # the default call: what is news (inbox.news)
+    floor: int | None = None           # the `after` of the listing a cursor continues
+
+    @property
+    def behind(self) -> int | None:
+        """The seq below which only unread items are listed (an `after` listing's)."""
+        return self.after if self.after is not None else self.floor
 
     def token(self, last: InboxItem) -> str:
-        return cursors.seal("c1", _CURSOR_SALT, {
-            "o": "d" if self.descending else "a", "s": last.seq, "i": last.item_id,
-            "st": self.statuses, "sn": self.since_us, "u": self.unread_only})
+        fields = {"o": "d" if self.descending else "a", "s": last.seq, "i": last.item_id,
+                  "st": self.statuses, "sn": self.since_us, "u": self.unread_only}
+        if self.behind is not None:
+            fields["f"] = self.behind
+        return cursors.seal("c1", _CURSOR_SALT, fields)
 
     def filters(self, item: InboxItem) -> bool:
         """Status (not applied to refused items) and since, for items not in the index."""
@@ -299,6 +333,8 @@ class _Query:
     def includes(self, item: InboxItem) -> bool:
         """The filters and the position, for items that are not in the index."""
         if not self.filters(item) or (self.unread_only and not item.unread):
+            return False
+        if self.news and not is_news(unread=item.unread, kind=item.kind):
             return False
         key = (item.seq, item.item_id)
         if self.position is not None:
@@ -352,16 +388,20 @@ def _parse_query(*, status: list[str] | None, since: str | None, limit: int, aft
     if cursor is not None:
         data = _decode_cursor(cursor)
         cst = data.get("st")
+        floor = data.get("f")
         return _Query(statuses if statuses is not None else cst,
                       since_us if since_us is not None else data.get("sn"),
                       unread_only or bool(data.get("u")), data["o"] == "d",
-                      (int(data["s"]), str(data["i"])), None, limit)
+                      (int(data["s"]), str(data["i"])), None, limit,
+                      floor=floor if isinstance(floor, int) else None)
     if after is not None:
         if isinstance(after, bool) or not isinstance(after, int) or after < 0:
             raise _bad_cursor(f"after must be a seq of 0 or more, not {after!r}")
         return _Query(statuses, since_us, unread_only, False, None, after, limit)
-    return _Query(statuses if statuses is not None else list(DEFAULT_STATUSES), since_us,
-                  unread_only, True, None, None, limit)
+    if statuses is not None:
+        return _Query(statuses, since_us, unread_only, True, None, None, limit)
+    # The default call: the news, newest first (gitrelay.inbox.news).
+    return _Query(None, since_us, True, True, None, None, limit, news=True)
 
 
 # --- check_inbox ------------------------------------------------------------------------
@@ -385,9 +425,12 @@ def check_inbox(client: RelayClient, *, status: list[str] | None = None,
                 sync_loop: Any | None = None) -> InboxPage:
     """The user's inbox items, after applying any acks (reading alone changes nothing).
 
-    With no arguments: items on pending or accepted threads, most recently
-    updated (highest seq) first. With ``after`` or ``cursor``: every item
-    after that point, oldest first. ``sync_loop`` (a running
+    With no ``status``, ``after`` or ``cursor``: the news
+    (:mod:`gitrelay.inbox.news`: every unread item, whatever its thread's status, and
+    the stalled handoffs), most recently updated (highest seq) first. With ``status``
+    alone: the items on threads of those statuses, newest first. With ``after``:
+    every item after that seq and every unread item before it, oldest first; with
+    ``cursor``: the next page of a listing. ``sync_loop`` (a running
     :class:`~gitrelay.sync.loop.SyncLoop`, else ``client.sync.loop`` if set)
     delivers acks and wakes a long-poll. docs/inbox.md has the details.
     """
@@ -427,13 +470,21 @@ def check_inbox(client: RelayClient, *, status: list[str] | None = None,
         delivery = _deliver(client, loop) if changed else _delivery_state(mirror)
     page = _read(mirror, idx, query)
     deadline = time.monotonic() + wait
-    while not page.items and time.monotonic() < deadline:
+    while not _arrived(page, query) and time.monotonic() < deadline:
         _wait_for_news(client, loop, deadline - time.monotonic())
         rebuilt = rebuilt or page.index_rebuilt
         page = _read(mirror, idx, query)
     page.index_rebuilt = page.index_rebuilt or rebuilt
     page.acknowledged, page.ack_results, page.delivery = acknowledged, results, delivery
     return page
+
+
+def _arrived(page: InboxPage, query: _Query) -> bool:
+    """Whether a long-poll has something to answer: an item past ``after`` (the unread
+    items behind it, listed again until read, are not what it waits for), else any."""
+    if query.after is None:
+        return bool(page.items)
+    return any(i.seq > query.after for i in page.items)
 
 
 def index_nearly_current(mirror: Mirror) -> bool:
@@ -504,11 +555,12 @@ def _read_once(mirror: Mirror, idx: Index, query: _Query) -> InboxPage:
         rows = idx.page(handle, upto=state.acked_up_to, statuses=query.statuses,
                         since_us=query.since_us, unread_only=query.unread_only,
                         descending=query.descending,
-                        position=query.position if query.position is not None
-                        else ((query.after, "~") if query.after is not None else None),
-                        limit=query.limit + 1)
-        items = [_item(row, state, now) for row in rows]
-        refused = _refused_items(mirror, idx)
+                        position=query.position, limit=query.limit + 1,
+                        # an unread item never falls behind a cursor given as `after`
+                        floor=query.behind)
+        items = [_item(row, state, now) for row in rows
+                 if not query.news or is_news(unread=row.unread, kind=row.kind)]
+        refused = _local_items(mirror, idx)
         highest = idx.max_item_seq(handle)
     extra: list[InboxItem] = []
     for ref_item in refused:
@@ -527,8 +579,8 @@ def _read_once(mirror: Mirror, idx: Index, query: _Query) -> InboxPage:
     if query.descending:
         cursor = highest
     else:
-        floor = query.after if query.after is not None else (
-            query.position[0] if query.position is not None else 0)
+        floor = max(query.behind or 0,
+                    query.position[0] if query.position is not None else 0)
         cursor = max([floor, *(i.seq for i in items)])
     return InboxPage(extra + items, next_cursor, cursor, index_rebuilt=rebuilt)
 
@@ -571,7 +623,7 @@ def _acknowledge(mirror: Mirror, idx: Index, worker: str | None, ack_up_to: int 
     now = current_us()
     texts = []
     results: list[AckResult] = []
-    refused = {r.item.item_id: r.item for r in _refused_items(mirror, idx)}
+    refused = {r.item.item_id: r.item for r in _local_items(mirror, idx)}
     refused_acks: dict[str, int] = {}
     with mirror.refs_locked():
         ref = local_ref(mirror)
@@ -606,7 +658,7 @@ def _acknowledge(mirror: Mirror, idx: Index, worker: str | None, ack_up_to: int 
             oid = commit_state(mirror, state, parent, subject)
             mirror.store.set_ref(ref, oid, "gitrelay: inbox acks")
         if refused_acks or ack_up_to is not None:
-            _ack_refused(mirror, refused_acks, ack_up_to)
+            _ack_local(mirror, refused_acks, ack_up_to)
     return results, " ".join(texts), changed
 
 
@@ -722,7 +774,7 @@ def claim_inbox_item(client: RelayClient, *, item_id: str, seq: int, worker: str
     now = current_us()
     with idx.session():
         idx.update()
-        refused = {r.item.item_id: r.item for r in _refused_items(mirror, idx)}
+        refused = {r.item.item_id: r.item for r in _local_items(mirror, idx)}
         with mirror.refs_locked():
             ref = local_ref(mirror)
             parent = mirror.store.ref(ref)
@@ -765,6 +817,64 @@ def claim_inbox_item(client: RelayClient, *, item_id: str, seq: int, worker: str
                        delivery=delivery)
 
 
+# --- what marks an item read -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadMark:
+    """The reader's unread items on one thread, taken just before the thread is read:
+    what reading it then marks read (:func:`mark_read`), each at the seq it had, so that
+    news arriving while it was read stays unread."""
+
+    thread_id: str
+    items: tuple[tuple[str, int], ...]
+
+
+def unread_on_thread(client: RelayClient, thread_id: str) -> ReadMark:
+    """The reader's unread items on ``thread_id`` (of every kind, the local ones too),
+    from the index brought up to date; none for a reader who has no inbox here."""
+    mirror = client.mirror
+    if mirror.main() is None or mirror.view().profile(client.handle) is None:
+        return ReadMark(thread_id, ())
+    handle = mirror.handle
+    idx = index_for(mirror)
+    found: list[tuple[str, int]] = []
+    with idx.session():
+        idx.update()
+        ref = mirror.store.ref(local_ref(mirror))
+        state = load_state(mirror, ref)
+        idx.sync_acks(handle, ref, state.acked_up_to, state.acked)
+        for kind in KINDS:
+            row = idx.item(handle, item_id_for(handle, thread_id, kind),
+                           upto=state.acked_up_to)
+            if row is not None and row.unread:
+                found.append((row.item_id, row.seq))
+        found += [(r.item.item_id, r.item.seq) for r in _local_items(mirror, idx)
+                  if r.item.thread_id == thread_id and r.item.unread]
+    return ReadMark(thread_id, tuple(found))
+
+
+def mark_read(client: RelayClient, mark: ReadMark, *, sync_loop: Any | None = None) -> int:
+    """Mark read what ``mark`` holds (the thread was read): one acknowledgement, each
+    item at the seq it had before the read. How many items that was."""
+    if not mark.items:
+        return 0
+    mirror = client.mirror
+    idx = index_for(mirror)
+    with idx.session():
+        idx.update()
+        _, _, changed = _acknowledge(mirror, idx, None, None, list(mark.items))
+    loop = sync_loop if sync_loop is not None else client.sync.loop
+    if changed and client.writes == "queue":
+        # Queued like the caller's writes: the sync loop sends it, else the next
+        # delivery does (no fetch here: a read must not change what the caller saw).
+        if loop is not None and hasattr(loop, "kick"):
+            loop.kick()
+    elif changed:
+        _deliver(client, loop)
+    return len(mark.items)
+
+
 # --- maintenance ----------------------------------------------------------------------------
 
 
@@ -780,5 +890,6 @@ def inbox_state(client: RelayClient) -> InboxState:
 
 
 __all__ = ["DEFAULT_STATUSES", "KINDS", "LEASE_SECONDS", "AckResult", "Claim", "ClaimResult",
-           "InboxItem", "InboxPage", "InboxState", "Sender", "check_inbox", "claim_inbox_item",
-           "inbox_state", "load_state", "merge_inbox_states", "merge_states", "reindex"]
+           "InboxItem", "InboxPage", "InboxState", "ReadMark", "Sender", "check_inbox",
+           "claim_inbox_item", "inbox_state", "load_state", "mark_read", "merge_inbox_states",
+           "merge_states", "reindex", "unread_on_thread"]

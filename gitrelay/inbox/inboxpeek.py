@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from gitrelay.core import layout
-from gitrelay.core.threadstate import ACCEPTED, PENDING
+from gitrelay.core.vocab import STALLED
+from gitrelay.inbox.news import STALL_SELECT, is_news, stall_text, stalls
 
 if TYPE_CHECKING:
     import sqlite3
@@ -39,6 +40,8 @@ __all__ = [
     "INDEX_FILE",
     "INDEX_FORMAT",
     "ITEM_SELECT",
+    "LOCAL_BOOK",
+    "STALL_META",
     "Peek",
     "UnreadItem",
     "peek_unread",
@@ -49,6 +52,10 @@ INDEX_FILE = "gitrelay-index.sqlite3"
 # 2: items carry their thread's open flag (an index of open items); 3: search tables
 INDEX_FORMAT = 3
 READ_TIMEOUT = 1.0                         # seconds to wait for a writer's lock
+STALL_META = "stall_days"                  # the index's copy of relay.json's stall_days
+# The seq and read flag of the items that are not commits of the relay (refused
+# operations, stalled handoffs), kept by this machine in the mirror.
+LOCAL_BOOK = "gitrelay-inbox-refused.json"
 
 ITEM_SELECT = """
     SELECT i.item_id, i.seq, i.kind, i.thread_id, i.at, i.other, p.name, p.role, h.sender,
@@ -71,10 +78,10 @@ ITEM_SELECT = """
     """
 """An item of a user with its thread's facts: the index's rows of ``check_inbox``."""
 
-# check_inbox(unread_only=True)'s default page: open threads, newest first.
-_UNREAD_PAGE = (ITEM_SELECT + " AND i.open = 1 AND t.status IN (:s0, :s1)"
-                " AND i.seq > :upto AND coalesce(a.seq, 0) < i.seq"
-                " ORDER BY i.seq DESC, i.item_id DESC LIMIT :limit")
+# check_inbox's default page, the news (gitrelay.inbox.news): unread items whatever
+# their thread's status, newest first.
+_NEWS_PAGE = (ITEM_SELECT + " AND i.seq > :upto AND coalesce(a.seq, 0) < i.seq"
+              " ORDER BY i.seq DESC, i.item_id DESC LIMIT :limit")
 
 
 def read_ref(git_dir: Path, name: str) -> str | None:
@@ -114,6 +121,7 @@ class UnreadItem(NamedTuple):
     summary_preview: str
     thread_sender: str | None  # who wrote the thread's handoff and summary
     updated_at: str
+    detail: str | None = None  # a stalled handoff's line (news.stall_text)
 
 
 class Peek:
@@ -145,11 +153,26 @@ def _size(path: Path) -> int:
         return 0
 
 
-def peek_unread(mirror: Path, handle: str, *, limit: int = 200) -> Peek | None:
-    """The newest ``limit`` unread items of ``handle`` on open threads, from the index
-    of the local copy at ``mirror``; None when the index cannot say (see the module
-    doc: the caller then reads the full way)."""
+def read_book(path: Path) -> dict[str, dict[str, object]]:
+    """The records of the book of local items (:data:`LOCAL_BOOK`); empty when none."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (FileNotFoundError, ValueError):
+        return {}
+    records = data.get("records") if isinstance(data, dict) else None
+    return records if isinstance(records, dict) else {}
+
+
+def peek_unread(mirror: Path, handle: str, *, limit: int = 200,
+                now_us: int | None = None) -> Peek | None:
+    """The newest ``limit`` items of news (:mod:`gitrelay.inbox.news`) of ``handle``, from
+    the index of the local copy at ``mirror``, stalled handoffs first; None when the index
+    cannot say (see the module doc: the caller then reads the full way)."""
     import sqlite3  # here: the guard imports this module and never reads the index
+    import time
 
     from gitrelay.store import journal
 
@@ -167,24 +190,60 @@ def peek_unread(mirror: Path, handle: str, *, limit: int = 200) -> Peek | None:
         conn = sqlite3.connect(str(path), timeout=READ_TIMEOUT, isolation_level=None)
         conn.execute("BEGIN")  # one snapshot for every read below
         meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN "
-                                 "('format', 'tip', ?)", (f"acks:{user}",)).fetchall())
+                                 "('format', 'tip', ?, ?)",
+                                 (f"acks:{user}", STALL_META)).fetchall())
         acks = meta.get(f"acks:{user}", "")
         oid, _, upto = acks.rpartition(":")
+        days = meta.get(STALL_META, "")
         if (meta.get("format") != str(INDEX_FORMAT) or meta.get("tip") != main
-                or oid != (inbox or "none") or not upto.isdigit()
+                or oid != (inbox or "none") or not upto.isdigit() or not days.isdigit()
                 or conn.execute("SELECT 1 FROM profiles WHERE handle_cf = ?",
                                 (user,)).fetchone() is None):
             conn.close()
             return None
-        rows = conn.execute(_UNREAD_PAGE, {"user": user, "upto": int(upto), "s0": PENDING,
-                                           "s1": ACCEPTED, "limit": limit}).fetchall()
+        rows = conn.execute(_NEWS_PAGE, {"user": user, "upto": int(upto),
+                                         "limit": limit}).fetchall()
+        stalled = stalls(user, conn.execute(STALL_SELECT, {"handle": handle}).fetchall(),
+                         now_us=time.time_ns() // 1000 if now_us is None else now_us,
+                         days=int(days))
+        people = {str(k): (str(n), str(r)) for k, n, r in conn.execute(
+            "SELECT handle_cf, name, role FROM profiles WHERE handle_cf IN "
+            f"({', '.join('?' * len(stalled))})", [s.other.casefold() for s in stalled])}
     except sqlite3.Error:
         if conn is not None:
             conn.close()
         return None
-    items = [UnreadItem(item_id=r[0], seq=int(r[1]), kind=r[2], thread_id=r[3], status=r[9],
-                        unread_messages=int(r[13]), sender=r[5], sender_name=r[6] or r[5],
-                        sender_role=r[7] or "", summary_preview=r[10], thread_sender=r[8],
-                        updated_at=r[4])
-             for r in rows]
-    return Peek(mirror, conn, items)
+    items = []
+    if stalled:
+        from gitrelay.inbox.news import item_id_for
+
+        book = read_book(mirror / LOCAL_BOOK)
+        for stall in stalled:
+            entry = book.get(stall.record)
+            seq = entry.get("seq") if isinstance(entry, dict) else None
+            if not isinstance(entry, dict) or not isinstance(seq, int):
+                conn.close()
+                return None  # never seen here: the full read numbers it
+            if not is_news(unread=not entry.get("acked"), kind=STALLED):
+                continue
+            name, role = people.get(stall.other.casefold(), (stall.other, ""))
+            items.append(UnreadItem(
+                item_id=item_id_for(handle, stall.thread_id, STALLED), seq=seq,
+                kind=STALLED, thread_id=stall.thread_id, status=stall.status,
+                unread_messages=0, sender=stall.other, sender_name=name, sender_role=role,
+                summary_preview=stall.summary_preview, thread_sender=stall.sender,
+                updated_at=_iso(stall.since_us), detail=stall_text(stall)))
+    items += [UnreadItem(item_id=r[0], seq=int(r[1]), kind=r[2], thread_id=r[3], status=r[9],
+                         unread_messages=int(r[13]), sender=r[5], sender_name=r[6] or r[5],
+                         sender_role=r[7] or "", summary_preview=r[10], thread_sender=r[8],
+                         updated_at=r[4])
+              for r in rows if is_news(unread=bool(r[12]), kind=r[2])]
+    return Peek(mirror, conn, items[:limit])
+
+
+def _iso(us: int) -> str:
+    """An ISO 8601 UTC time of microseconds since the epoch (as the operations write it)."""
+    import time
+
+    whole, frac = divmod(int(us), 1_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{frac:06d}Z"

@@ -32,7 +32,6 @@ answered from. docs/inbox.md describes the whole design.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import sqlite3
@@ -61,7 +60,9 @@ from gitrelay.core.vocab import (
 from gitrelay.inbox import searchindex
 from gitrelay.inbox.inboxpeek import INDEX_FILE as INDEX_FILE
 from gitrelay.inbox.inboxpeek import INDEX_FORMAT as INDEX_FORMAT
-from gitrelay.inbox.inboxpeek import ITEM_SELECT
+from gitrelay.inbox.inboxpeek import ITEM_SELECT, STALL_META
+from gitrelay.inbox.news import STALL_SELECT, StallClock, stall_days
+from gitrelay.inbox.news import item_id_for as item_id_for
 from gitrelay.store.mirror import Mirror
 from gitrelay.sync.inboxstate import time_us
 
@@ -109,25 +110,15 @@ CREATE INDEX IF NOT EXISTS items_seq ON items(user_cf, seq, item_id);
 -- the default page (open threads only) without reading the items of closed ones
 CREATE INDEX IF NOT EXISTS items_open ON items(user_cf, open, seq, item_id);
 CREATE UNIQUE INDEX IF NOT EXISTS items_id ON items(user_cf, item_id);
+-- the open threads, whose handoffs may stall (inbox.news): not every thread ever closed
+CREATE INDEX IF NOT EXISTS threads_status ON threads(status);
 CREATE TABLE IF NOT EXISTS acks(
     user_cf TEXT NOT NULL, item_id TEXT NOT NULL, seq INTEGER NOT NULL,
     PRIMARY KEY(user_cf, item_id));
 """
 _TABLES = ("meta", "events", "profiles", "handoffs", "threads", "items", "acks")
 
-_ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 _PAGES_KEPT = 16  # distinct page queries remembered until the database changes
-
-
-def item_id_for(user: str, thread: str, kind: str) -> str:
-    """``ibx_`` + 16 characters: a stable hash of (user, thread, kind), the same on every clone."""
-    digest = hashlib.sha256(f"{user.casefold()}\n{thread}\n{kind}".encode()).digest()
-    number = int.from_bytes(digest[:10], "big")
-    chars = []
-    for _ in range(16):
-        chars.append(_ID_ALPHABET[number & 31])
-        number >>= 5
-    return "ibx_" + "".join(reversed(chars))
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +235,7 @@ class Index:
         # checking in again with nothing new gets the same rows without the query.
         self._pages: dict[tuple[Any, ...], tuple[tuple[int, int, int], list[ItemRow]]] = {}
         self._writes = 0  # commits through this connection, which data_version does not count
+        self._clocks: dict[tuple[str, str], tuple[tuple[int, int, int], list[StallClock]]] = {}
 
     # --- connection ---------------------------------------------------------------
 
@@ -254,6 +246,7 @@ class Index:
             self._conn = None
             self._inode = None
             self._pages.clear()
+            self._clocks.clear()
 
     def _remove_files(self) -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
@@ -385,7 +378,7 @@ class Index:
         tip = self.mirror.main()
         meta = self._meta(conn)
         if (tip is not None and meta.get("tip") == tip and not self._fresh
-                and meta.get("format") == str(INDEX_FORMAT)):
+                and meta.get("format") == str(INDEX_FORMAT) and STALL_META in meta):
             return report
         with self._write(conn):
             meta = self._meta(conn)
@@ -397,6 +390,10 @@ class Index:
                 report.rebuilt, report.reason = True, problem
                 meta = {}
             self._fresh = False
+            if tip is not None and STALL_META not in meta:
+                # relay.json never changes: the hooks read its stall_days from here
+                meta[STALL_META] = str(stall_days(self.mirror.view().config))
+                self._set_meta(conn, None, {STALL_META: meta[STALL_META]})
             if tip is None or meta.get("tip") == tip:
                 self._set_meta(conn, tip, meta)
                 return report
@@ -688,8 +685,11 @@ class Index:
 
     def page(self, user: str, *, upto: int, statuses: Sequence[str] | None = None,
              since_us: int | None = None, unread_only: bool = False, descending: bool = False,
-             position: tuple[int, str] | None = None, limit: int = 50) -> list[ItemRow]:
-        """Up to ``limit`` items of ``user`` after ``position`` in (seq, item_id) order.
+             position: tuple[int, str] | None = None, limit: int = 50,
+             floor: int | None = None) -> list[ItemRow]:
+        """Up to ``limit`` items of ``user`` after ``position`` in (seq, item_id) order;
+        with ``floor`` (an `after` listing's seq), only the items above it and the unread
+        ones at or below it (an unread item never falls behind a cursor: docs/inbox.md).
 
         ``upto`` is the user's acked_up_to; the acks rows must be synced first.
         """
@@ -714,6 +714,12 @@ class Index:
             params["pseq"], params["pid"] = position
             sql.append(" AND (i.seq, i.item_id) < (:pseq, :pid)" if descending
                        else " AND (i.seq, i.item_id) > (:pseq, :pid)")
+        if floor is not None:
+            # Nothing at or below both the floor and acked_up_to qualifies: the walk in
+            # seq order starts there (items_seq), not at the user's first item.
+            params["floor"], params["low"] = floor, min(floor, upto)
+            sql.append(" AND i.seq > :low AND (i.seq > :floor"
+                       " OR (i.seq > :upto AND coalesce(a.seq, 0) < i.seq))")
         order = "DESC" if descending else "ASC"
         sql.append(f" ORDER BY i.seq {order}, i.item_id {order} LIMIT :limit")
         query = "".join(sql)
@@ -761,6 +767,30 @@ class Index:
             return None
         return dict(zip(("sender", "recipient", "status", "summary_preview", "created_at"),
                         row, strict=True))
+
+    def stall_clocks(self, user: str) -> list[StallClock]:
+        """The open threads of ``user`` and when each last moved (:mod:`.news`); kept,
+        like a page, until the database changes (the clock is applied by the caller)."""
+        key = ("stall clocks", user.casefold())
+        with self._lock:
+            conn = self._conn_for_read()
+            version = self._answers_version(conn)
+            cached = self._clocks.get(key)
+            if cached is not None and cached[0] == version:
+                return list(cached[1])
+            rows = [StallClock(*r) for r in conn.execute(STALL_SELECT, {"handle": user})]
+            if len(self._clocks) >= _PAGES_KEPT:
+                self._clocks.clear()
+            self._clocks[key] = (version, rows)
+        return list(rows)
+
+    def stall_days(self) -> int:
+        """The relay's stall_days, as the last update recorded it."""
+        with self._lock:
+            row = self._conn_for_read().execute("SELECT value FROM meta WHERE key = ?",
+                                                (STALL_META,)).fetchone()
+        return int(row[0]) if row is not None and str(row[0]).isdigit() else \
+            stall_days(self.mirror.view().config)
 
     def profile(self, handle: str) -> tuple[str, str] | None:
         with self._lock:

@@ -57,8 +57,9 @@ class ServerState:
     # messages it was shown, so that accept_handoff says only what is new since.
     read_threads: dict[str, frozenset[int]] = field(default_factory=dict)
 
-    def mark_read(self, thread_id: str, sequence_nos: Iterable[int]) -> None:
-        """The model of this session was shown the thread with these messages."""
+    def note_shown(self, thread_id: str, sequence_nos: Iterable[int]) -> None:
+        """The model of this session was shown the thread with these messages (what
+        accept_handoff leaves out after; the inbox's read marks are the relay's)."""
         self.read_threads[thread_id] = self.read_threads.get(thread_id, frozenset()) \
             | frozenset(sequence_nos)
 

@@ -8,12 +8,14 @@ built by :mod:`gitrelay.mcp.present`. docs/tools.md documents every tool.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from pydantic import Field, WithJsonSchema
 
 from gitrelay.core import layout
+from gitrelay.core.errors import RelayError
 from gitrelay.core.vocab import (
     INBOX_PAGE_MAX,
     ITEM_ID_CHARS,
@@ -124,6 +126,23 @@ def read_inbox(st: ServerState, **kwargs: Any) -> inbox.InboxPage:
     return inbox.check_inbox(st.client, sync_loop=st.loop, **kwargs)
 
 
+def read_mark(st: ServerState, ref: str) -> inbox.ReadMark | None:
+    """The caller's unread items on the thread ``ref`` names, taken before it is read
+    (what reading it marks read); None when that cannot be told (the read says why)."""
+    try:
+        return inbox.unread_on_thread(st.client, reads.resolve_thread(st.client, ref))
+    except RelayError:
+        return None
+
+
+def mark_read(st: ServerState, mark: inbox.ReadMark | None) -> None:
+    """Mark ``mark``'s items read; a thread is read all the same when that fails."""
+    if mark is None or not mark.items:
+        return
+    with contextlib.suppress(RelayError):  # they stay unread, and check_inbox lists them
+        inbox.mark_read(st.client, mark, sync_loop=st.loop)
+
+
 def view_out(st: ServerState, ref: str, limit: int = MESSAGE_PAGE,
               before: int | None = None) -> Fenced[ThreadOut]:
     rules = st.trust.current()
@@ -206,7 +225,7 @@ def register(server: Registry) -> None:
     def check_inbox(
         state: ServerState,
         status: Annotated[list[Status] | None, Field(description=(
-            "Default: pending, accepted."))] = None,
+            "Only these; default: any."))] = None,
         since: Annotated[OrNone[str], Field(description=(
             "Only threads updated after this ISO time."))] = None,
         limit: Annotated[int, Field(ge=1, le=INBOX_PAGE_MAX, description="1-200.")] = 50,
@@ -225,8 +244,8 @@ def register(server: Registry) -> None:
             "Long-poll seconds (max 60)."))] = 0,
     ) -> Annotated[Answer, InboxOut]:
         """What teammates sent you. At each check-in pass after = your last cursor (new
-        items, oldest first); without it: your open threads, newest first. Reading consumes
-        nothing; ack once handled."""
+        items and what is unread, oldest first); without it: what you have not read,
+        newest first. Listing consumes nothing; ack once handled."""
         rules = state.trust.current()
         page = read_inbox(state, status=list(status) if status else None, since=since,
                            limit=limit, after=after, cursor=cursor, unread_only=unread_only,
@@ -266,8 +285,10 @@ def register(server: Registry) -> None:
         """Take on a handoff sent to you; returns the thread and your trust_overlay (what
         you may do unasked)."""
         rules = state.trust.current()
+        mark = read_mark(state, thread_id)
         accepted = reads.accept(state.client, thread_id, rules,
                                  session_id=session_id or state.session_id, mode=delivery)
+        mark_read(state, mark)
         view, decision, result = accepted.before, accepted.decision, accepted.result
         after = state.client.thread_after(view, result)
         fenced = present_accept_fenced(
@@ -275,7 +296,7 @@ def register(server: Registry) -> None:
             decision=decision, accepted_at=str(result.doc["at"]), delivery=result.delivery,
             sync_warning=sync_warning(state.client),
             seen=state.read_threads.get(after.thread_id))
-        state.mark_read(after.thread_id, (m.sequence_no for m in fenced.response.messages))
+        state.note_shown(after.thread_id, (m.sequence_no for m in fenced.response.messages))
         return answer_fenced(fenced, structured=state.structured)
 
     @server.tool(READ)
@@ -288,9 +309,12 @@ def register(server: Registry) -> None:
             "messages_before: the older page."))] = None,
     ) -> Annotated[Answer, ThreadOut]:
         """Read a thread without changing it: the handoff, its messages, the result."""
+        # Reading its newest page marks your inbox items on it read (docs/inbox.md).
+        mark = read_mark(state, thread_id) if before is None else None
         fenced = view_out(state, thread_id, limit, before)
         thread = fenced.response    # the handoff is on every page, with these messages
-        state.mark_read(thread.thread_id, (m.sequence_no for m in thread.messages))
+        state.note_shown(thread.thread_id, (m.sequence_no for m in thread.messages))
+        mark_read(state, mark)
         return answer_fenced(fenced, structured=state.structured)
 
     @server.tool(WRITE)

@@ -66,7 +66,11 @@ def install_hook(repo: Path, python: str | None = None) -> Path:
 
 def relay_config(name: str, *, web_url_template: str | None = None,
                  pusher_env: Sequence[str] = PUSHER_ENV_DEFAULT, require_pusher: bool = False,
-                 require_signatures: bool = False) -> dict[str, object]:
+                 require_signatures: bool = False,
+                 stall_days: int | None = None) -> dict[str, object]:
+    # stall_days is written only when chosen: at its default, clients from before it
+    # existed still read the relay (they refuse a relay.json field they do not know).
+    stall = {} if stall_days is None else {"stall_days": stall_days}
     return {"format_version": layout.FORMAT_VERSION, "kind": "config", "name": name,
             # An optional limit is left out at its default: clients from before it existed
             # refuse a relay.json field they do not know.
@@ -77,7 +81,7 @@ def relay_config(name: str, *, web_url_template: str | None = None,
             "require_signatures": require_signatures, "created_at": now_iso(),
             # A new relay keeps its teammates in shards (docs/format.md); a relay made
             # before sharding leaves the field out and stays flat.
-            "teammates_layout": layout.TEAMMATES_SHARDED}
+            "teammates_layout": layout.TEAMMATES_SHARDED, **stall}
 
 
 # Loose objects after which a push makes git pack them (in the background).
@@ -86,7 +90,8 @@ RELAY_GC_AUTO = 1000
 
 def init_relay(path: Path, *, name: str | None = None, web_url_template: str | None = None,
                require_pusher: bool = False, require_signatures: bool = False,
-               pusher_env: Sequence[str] | None = None, hook: bool = True) -> Path:
+               pusher_env: Sequence[str] | None = None, hook: bool = True,
+               stall_days: int | None = None) -> Path:
     """Create a bare relay at ``path`` with the gate and a first commit.
 
     ``pusher_env``: the variables that carry the authenticated pusher on this
@@ -111,7 +116,8 @@ def init_relay(path: Path, *, name: str | None = None, web_url_template: str | N
     cfg["gc.auto"] = RELAY_GC_AUTO
     doc = relay_config(name or path.stem, web_url_template=web_url_template,
                        pusher_env=PUSHER_ENV_DEFAULT if pusher_env is None else pusher_env,
-                       require_pusher=require_pusher, require_signatures=require_signatures)
+                       require_pusher=require_pusher, require_signatures=require_signatures,
+                       stall_days=stall_days)
     schema.validate("config", doc)
     tree = store.single_file_tree(layout.CONFIG_PATH, schema.dumps(doc))
     message = (f"init relay {doc['name']}\n\n{layout.TRAILER_OP}: {layout.OP_INIT}\n"

@@ -7,6 +7,7 @@ through :mod:`gitrelay.web.text` first; the templates escape it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from gitrelay.core.errors import InvalidArgument, RelayError
 from gitrelay.core.ids import handle_key, same_handle
 from gitrelay.core.threadstate import ACCEPTED, PENDING, STATUSES
 from gitrelay.core.vocab import INTENTS
-from gitrelay.inbox.inbox import check_inbox
+from gitrelay.inbox.inbox import ReadMark, check_inbox, mark_read, unread_on_thread
 from gitrelay.relay import policy, reads
 from gitrelay.relay.render import when
 from gitrelay.trust.trust import TrustRules, evaluate, load_trust
@@ -58,7 +59,7 @@ SCAN_MAX = 1000
 
 @dataclass
 class InboxFilters:
-    status: str = ""        # "", "all" or one status ("": pending and accepted)
+    status: str = ""        # "", "all", "open" or one status ("": the news, inbox.news)
     intent: str = ""
     sender: str = ""
     unread: bool = False
@@ -67,8 +68,8 @@ class InboxFilters:
     @classmethod
     def parse(cls, query: Mapping[str, str]) -> InboxFilters:
         status = query.get("status", "")
-        if status not in ("", "all", *STATUSES):
-            raise InvalidArgument(f"status must be one of all, {', '.join(STATUSES)}",
+        if status not in ("", "all", "open", *STATUSES):
+            raise InvalidArgument(f"status must be one of all, open, {', '.join(STATUSES)}",
                                   field="status")
         intent = query.get("intent", "")
         if intent not in ("", *INTENTS):
@@ -81,6 +82,9 @@ class InboxFilters:
     def statuses(self) -> list[str] | None:
         if self.status == "all":
             return list(STATUSES)
+        if self.status == "open":
+            return [PENDING, ACCEPTED]
+        # "": check_inbox's default call, the news (what is not read yet, any status)
         return [self.status] if self.status else None
 
     def query(self) -> dict[str, str]:
@@ -238,9 +242,20 @@ def _name(profiles: Mapping[str, Mapping[str, Any]], handle: str) -> str:
 
 def thread(client: RelayClient, ref: str, rules: TrustRules, *, show_blocked: bool = False
            ) -> ThreadData:
-    """A thread as a person reads it (any thread of the relay, as ``gitrelay show``)."""
-    view = reads.thread_to_read(client, ref, policy.Reader.PERSON)
-    return thread_data(client, view, rules, Withheld(client.handle, rules, show=show_blocked))
+    """A thread as a person reads it (any thread of the relay, as ``gitrelay show``);
+    reading it marks the reader's inbox items on it read, as ``gitrelay show`` does
+    (docs/inbox.md, "What marks an item read")."""
+    tid = reads.resolve_thread(client, ref)
+    try:
+        mark: ReadMark | None = unread_on_thread(client, tid)
+    except RelayError:
+        mark = None  # the page is shown all the same; its items stay unread
+    view = reads.thread_to_read(client, tid, policy.Reader.PERSON)
+    data = thread_data(client, view, rules, Withheld(client.handle, rules, show=show_blocked))
+    if mark is not None:
+        with contextlib.suppress(RelayError):
+            mark_read(client, mark)
+    return data
 
 
 def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,

@@ -537,7 +537,8 @@ def test_a_proposed_action_without_a_diff_gets_a_draft_from_the_command_line(peo
     (msg,) = view["messages"]
     assert msg["type"] == "draft" and msg["suggested_diff"] == diff
     assert msg["body"] == "300 ms as proposed"
-    kinds = [i["kind"] for i in alice("inbox", "--json").json["items"]  # type: ignore[index]
+    # (show marked the thread read, so the default inbox, the news, leaves it out)
+    kinds = [i["kind"] for i in alice("inbox", "--all", "--json").json["items"]  # type: ignore[index]
              if i["thread_id"] == tid]
     assert "proposal_review" in kinds
     one_error_line(bob("draft", tid[:6], "-", stdin=""), "invalid_argument", -32602)
@@ -752,7 +753,9 @@ def test_invisible_tag_characters_are_shown_escaped_in_show_inbox_and_log(people
     assert sent.code == 0, sent.err
     tid = sent.json["thread_id"]  # type: ignore[index]
     alice("reply", tid[:6], f"body {TAGGED}")
-    for run in (bob("show", tid[:6]), bob("inbox"), bob("log"), bob("log", tid[:6])):
+    # (show marks the thread read, so the inbox's default view, the news, leaves it out:
+    # --all lists it.)
+    for run in (bob("show", tid[:6]), bob("inbox", "--all"), bob("log"), bob("log", tid[:6])):
         assert run.code == 0, run.err
         assert not any(0xE0000 <= ord(c) <= 0xE007F for c in run.out), run.out
         assert "\\U000e0072" in run.out  # the escaped "r"
@@ -1184,7 +1187,8 @@ def test_the_default_inbox_shows_news_on_threads_you_started_until_you_read_them
 
     run = alice("inbox")
     first = run.out.splitlines()[0]
-    assert first.startswith("Open threads and unread news; ") and "not shown" in first, run.out
+    assert first.startswith("Your news (what you have not read, on open and closed "
+                            "threads); ") and "not shown" in first, run.out
     assert "`gitrelay inbox --all`" in first
     assert done[:10] not in run.out
     assert done[:10] in alice("inbox", "--all").out
@@ -1211,6 +1215,27 @@ def test_show_marks_the_thread_read_and_keep_unread_keeps_it(people):
 
 
 @pytest.mark.slow
+def test_accept_marks_the_thread_read_and_the_default_inbox_is_the_news(people):
+    """`gitrelay accept` reads the thread it shows: its items are marked read, as `show`
+    marks them; the default inbox then leaves them out and counts them."""
+    bob = people["bob"]
+    pending = IDS["04-ci-typecheck"]           # alice → bob, pending, unread for bob
+
+    def news() -> set[str]:
+        listed = bob("inbox", "--json").json
+        assert isinstance(listed, dict)
+        return {i["thread_id"] for i in listed["items"]}
+
+    assert pending in news()
+    run = bob("accept", pending[:6])
+    assert run.code == 0, run.err
+    assert pending not in news()
+    listed = bob("inbox", "--all", "--json").json
+    assert isinstance(listed, dict)
+    assert not next(i for i in listed["items"] if i["thread_id"] == pending)["unread"]
+
+
+@pytest.mark.slow
 def test_the_cli_withholds_a_blocked_senders_words_unless_asked(people):
     """Bob's trust file blocks carol: show, inbox and log keep her words from him as his
     agent's answers do; --show-blocked shows them on purpose."""
@@ -1219,8 +1244,9 @@ def test_the_cli_withholds_a_blocked_senders_words_unless_asked(people):
     words = spec["summary"]
     tid = IDS["06-regenerated-fixtures"]
     notice = "[withheld: carol@acme is blocked"
-    for argv in (("show", tid[:6]), ("inbox",), ("log",), ("show", tid[:6], "--json"),
-                 ("log", "--json"), ("inbox", "--json")):
+    # (--all: the first show marks the thread read, and the default inbox is the news)
+    for argv in (("show", tid[:6]), ("inbox", "--all"), ("log",), ("show", tid[:6], "--json"),
+                 ("log", "--json"), ("inbox", "--all", "--json")):
         run = bob(*argv)
         assert run.code == 0, (argv, run.err)
         assert words[:40] not in run.out, argv
@@ -1228,7 +1254,7 @@ def test_the_cli_withholds_a_blocked_senders_words_unless_asked(people):
         assert notice in run.out, argv
     assert "Carol Diaz" not in bob("show", tid[:6]).out
     assert "--show-blocked shows it" in bob("show", tid[:6]).out
-    for argv in (("show", tid[:6]), ("inbox",), ("log",)):
+    for argv in (("show", tid[:6]), ("inbox", "--all"), ("log",)):
         run = bob(*argv, "--show-blocked")
         assert words[:40] in run.out and notice not in run.out, argv
     # Her own words are never withheld from carol, nor alice's from bob.

@@ -727,3 +727,63 @@ def test_over_ssh_a_handoff_sent_while_nothing_ran_is_in_the_start_context(
         context = json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
         assert tid in context and "did not answer" not in context, context
         print(f"session-start over ssh with a fetch: {took * 1000:.0f} ms")
+
+
+@pytest.mark.slow
+def test_the_sender_is_told_once_per_item_at_the_start_at_a_stop_and_by_the_waiter(
+        relay: Path, bob: Bob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bob sent the work. A completion (on a thread now closed) is told once per session
+    by Codex's stop nudge, again at the next session's start while it is unread, and an
+    accept that lands while Claude Code's waiter waits wakes the session; check_inbox
+    keeps listing what was told until it is read."""
+    from gitrelay.inbox.inbox import check_inbox
+
+    monkeypatch.setenv("GITRELAY_HOME", str(bob.home))
+    mine = RelayClient(str(relay), "bob@acme", writes="wait")
+    first = mine.handoff(to="alice@acme", intent="inform", summary="Paginate /users").thread_id
+    second = mine.handoff(to="alice@acme", intent="inform", summary="Paginate /teams").thread_id
+    assert first and second
+
+    def hook(host: str, event: str, payload: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([GITRELAY, "hook", event, "--host", host],
+                              input=json.dumps(payload), capture_output=True, text=True,
+                              env=bob.env, timeout=60, check=False)
+
+    assert hook("codex", "session-start", bob.event("SessionStart", "x1")).stdout == ""
+    theirs = alice(relay, tmp_path)
+    theirs.refresh(max_age=0)
+    theirs.accept(first, session_id="s")
+    theirs.complete(first, result_summary="Done: cursors.")
+    monkeypatch.setenv("GITRELAY_HOME", str(bob.home))
+    mine.refresh(max_age=0)  # what bob's gitrelay mcp (its sync loop) fetches meanwhile
+    stop = bob.event("Stop", "x1", stop_hook_active=False)
+    told = hook("codex", "stop", stop)
+    assert json.loads(told.stdout) == {
+        "decision": "block", "reason": "1 new update from alice@acme: call check_inbox"}
+    assert hook("codex", "stop", stop).stdout == ""  # told once in this session
+    assert [(i.thread_id, i.status) for i in check_inbox(mine).items] == \
+        [(first, "completed")]  # still news until read
+    start = json.loads(hook("codex", "session-start", bob.event("SessionStart", "x2")).stdout)
+    context = start["hookSpecificOutput"]["additionalContext"]
+    assert first in context and "task_update completed" in context
+
+    # Claude Code's waiter, in a session already told of the completion.
+    assert hook("claude", "session-start", bob.event("SessionStart", "c1")).stdout
+    given = bob.user_home / "waiter-input.json"
+    given.write_text(json.dumps(bob.event("Stop", "c1", stop_hook_active=False)))
+    with open(given, encoding="utf-8") as stdin:
+        waiter = subprocess.Popen(
+            [GITRELAY, "hook", "wait", "--host", "claude", "--timeout", "60"], stdin=stdin,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=bob.env)
+    try:
+        held_by_other(SessionStore("claude", bob.home / "sessions"), "c1", waiter)
+        theirs = alice(relay, tmp_path)
+        theirs.refresh(max_age=0)
+        theirs.accept(second, session_id="s")
+        _, err = waiter.communicate(timeout=60)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.wait()
+    assert waiter.returncode == 2, err
+    assert err == "1 new update from alice@acme: call check_inbox\n"

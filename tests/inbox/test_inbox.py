@@ -136,7 +136,11 @@ def test_task_updates_and_proposal_reviews_go_to_the_other_participant(people):
     assert review.seq < update.seq and review.unread_messages == 1
     cancelled = only(check_inbox(carol, after=0), "task_update", other)
     assert cancelled.status == "cancelled" and cancelled.sender.handle == "bob@acme"
-    # With no arguments only pending and accepted threads show (seed 000).
+    # With no arguments: the news, closed threads included (the sender hears of the
+    # completion), until it is read.
+    assert {(i.kind, i.thread_id) for i in check_inbox(bob).items} == \
+        {("task_update", tid), ("proposal_review", tid)}
+    check_inbox(bob, ack_up_to=update.seq)
     assert check_inbox(bob).items == []
     assert {i.status for i in check_inbox(carol, status=["cancelled"]).items} == {"cancelled"}
 
@@ -189,14 +193,18 @@ def test_ack_up_to_marks_everything_up_to_that_seq(people):
         [("First", False), ("Second", False), ("Third", True)]
     newer = check_inbox(alice, after=cursor)
     assert [i.thread_id for i in newer.items] == [third] and newer.cursor > cursor
-    nothing = check_inbox(alice, after=newer.cursor)
-    assert nothing.items == [] and nothing.cursor == newer.cursor
+    # An unread item never falls behind a cursor: listed again until it is read.
+    again = check_inbox(alice, after=newer.cursor)
+    assert [i.thread_id for i in again.items] == [third] and again.cursor == newer.cursor
     state = inbox.inbox_state(alice)
     assert state.acked_up_to == cursor and state.acked == {}
     # The state is on the relay, in alice's own ref.
     store = alice.mirror.store
     assert store.ref(layout.inbox_ref("alice@acme")) == \
         store.ref(f"{RELAY_USERS}alice@acme/inbox")
+    check_inbox(alice, ack_up_to=newer.cursor)
+    nothing = check_inbox(alice, after=newer.cursor)
+    assert nothing.items == [] and nothing.cursor == newer.cursor
     assert first != third
 
 
@@ -302,7 +310,11 @@ def test_since_and_status_filters(people):
     new = handoff(bob, "alice@acme", "New")
 
     assert [i.thread_id for i in check_inbox(alice, since=cut).items] == [new]
-    assert {i.thread_id for i in check_inbox(alice).items} == {old, new}
+    # No arguments: the news, whatever the status: alice never read the completed
+    # thread's handoff (accepting it through the library marks nothing read).
+    assert {i.thread_id for i in check_inbox(alice).items} == {old, new, done}
+    assert {i.thread_id for i in check_inbox(alice, status=["pending", "accepted"]).items} \
+        == {old, new}
     assert [i.thread_id for i in check_inbox(alice, status=["completed"]).items] == [done]
     # With a cursor, every status comes (a completion is news), unless filtered.
     assert {i.thread_id for i in check_inbox(alice, after=0).items} == {old, done, new}

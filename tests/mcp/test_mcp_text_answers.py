@@ -185,7 +185,9 @@ def test_every_tool_answers_text_alone_with_teammate_text_only_in_its_fence(
         page = text_only(await bob("check_inbox", {}), fenced=True)
         seen["check_inbox"] = page
         rows = inbox_rows(page)
-        assert len(rows) == 2 and page.count(tid) == 1
+        # the news: two pending handoffs, and the withdrawn one's handoff and cancel
+        # (news to bob on its closed thread until he reads it)
+        assert len(rows) == 4 and page.count(tid) == 1 and page.count(dropped) == 2
         item_id, seq = rows[0]
         seen["claim_inbox_item"] = text_only(await bob("claim_inbox_item", {
             "item_id": item_id, "seq": seq, "worker": "w1"}), fenced=False)

@@ -1455,11 +1455,13 @@ def test_check_inbox_asked_again_is_the_same_page_under_a_new_fence_until_it_cha
             assert [fenced_body(i["summary_preview"], token_of(i)) for i in grown["items"]] \
                 == ["Bump the SDK", "Rotate the API keys"]
             await ok(b, "check_inbox", {"ack_up_to": grown["cursor"]})
-            acked = await ok(b, "check_inbox")
+            # (read now, so no longer news: the default call has nothing; by status they are)
+            assert (await ok(b, "check_inbox"))["items"] == []
+            acked = await ok(b, "check_inbox", {"status": ["pending"]})
             assert [i["unread"] for i in acked["items"]] == [False, False]
             assert not same_page(grown, acked)
             bob.trust(TRUST_ALL + "blocked: [alice@acme]\n")
-            hidden = await ok(b, "check_inbox")
+            hidden = await ok(b, "check_inbox", {"status": ["pending"]})
             assert "Rotate" not in json.dumps(hidden) and "Alice Martin" not in json.dumps(hidden)
 
     run(body)
@@ -1992,5 +1994,39 @@ def test_a_waited_message_answers_the_number_it_landed_at_after_a_replay(
             seen = await ok(a, "view_thread", {"thread_id": tid})
             assert [(m["sequence_no"], m["body"]) for m in seen["messages"]] == [
                 (1, "alice first"), (2, "bob, replayed")]
+
+    run(body)
+
+
+@pytest.mark.slow
+def test_view_thread_and_accept_handoff_mark_the_threads_items_read(
+        agent: AgentFactory) -> None:
+    """Reading a thread's newest page marks the reader's items on it read (an older page
+    does not); accepting it does too; news that lands after stays unread
+    (docs/inbox.md, "What marks an item read")."""
+    alice = agent("alice@acme", isolated=True)
+    bob = agent("bob@acme", isolated=True)
+
+    async def body() -> None:
+        async with Client(in_process(alice.server())) as a, Client(in_process(bob.server())) as b:
+            first = (await ok(a, "handoff_to_teammate", handoff_args()))["thread_id"]
+            second = (await ok(a, "handoff_to_teammate", handoff_args(
+                summary="The /teams endpoint too.")))["thread_id"]
+            news = await ok(b, "check_inbox")
+            assert {i["thread_id"] for i in news["items"]} == {first, second}
+            await ok(b, "view_thread", {"thread_id": first, "before": 1})
+            assert len((await ok(b, "check_inbox"))["items"]) == 2  # an older page: unread
+            await ok(b, "view_thread", {"thread_id": first})
+            assert [i["thread_id"] for i in (await ok(b, "check_inbox"))["items"]] == [second]
+            await ok(b, "accept_handoff", {"thread_id": second})
+            assert (await ok(b, "check_inbox"))["items"] == []
+            # alice hears of the accept until she reads the thread; then a reply is news.
+            got = await ok(a, "check_inbox")
+            assert [(i["thread_id"], i["kind"]) for i in got["items"]] == \
+                [(second, "task_update")]
+            await ok(a, "view_thread", {"thread_id": second})
+            assert (await ok(a, "check_inbox"))["items"] == []
+            await ok(b, "send_message", {"thread_id": second, "body": "On it."})
+            assert [i["kind"] for i in (await ok(a, "check_inbox"))["items"]] == ["reply"]
 
     run(body)

@@ -310,3 +310,19 @@ def test_an_inbox_row_is_the_items_words_with_a_basic_time() -> None:
     assert row == f"7 ibx_0000000000000007 {TID} reply accepted read+2 alice@acme 20260501T091432Z"
     assert inbox_rows(f"check_inbox 1 items cursor=7\nitems: ...\n{row}\n") == \
         [("ibx_0000000000000007", 7)]
+
+
+def test_a_stalled_item_says_what_happened_in_its_row_outside_the_fence() -> None:
+    """A stall's detail is gitrelay's words (handles and days), not a teammate's: it is in
+    the item's row, and in the structured detail as it is."""
+    said = "alice@acme has not accepted this handoff for 4 days"
+    stalled = InboxItem(item_id="ibx_s", seq=3, kind="stalled", thread_id=TID,
+                        sender=Sender("alice@acme", "Alice Martin", "backend"),
+                        summary_preview="Paginate /users", status="pending",
+                        unread_messages=0, created_at=AT, updated_at=AT, unread=True,
+                        detail=said, thread_sender="bob@acme")
+    page = present_inbox_fenced(InboxPage([stalled], None, 3), caller="bob@acme",
+                                rules=RULES)
+    row = next(line for line in page.text.splitlines() if line.startswith("3 ibx_s "))
+    assert row.endswith(f"({said})") and said in outside_answer_fence(page.text, page.token)
+    assert page.response.items[0].detail == said

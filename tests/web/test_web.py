@@ -535,3 +535,27 @@ def test_a_blocked_senders_words_are_withheld_unless_asked_and_a_bad_trust_file_
                 assert page.status == 400 and "config_error" in page.body, (how, path)
                 assert "cannot read trust file" in page.body, (how, path)
                 assert "Carol" not in page.body.replace("carol@acme", ""), (how, path)
+
+
+# --- news and reading ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_default_inbox_is_the_news_and_the_thread_page_marks_it_read(
+        pair: tuple[RelayClient, RelayClient, str], relay: Path, tmp_path: Path) -> None:
+    """The default inbox lists what bob has not read (check_inbox's default call); showing
+    the thread marks its items read, as `gitrelay show` and view_thread do."""
+    from gitrelay.inbox.inbox import check_inbox
+
+    _, bob, tid = pair
+    bob.refresh(max_age=0)
+    with web_view(relay, BOB, _home(tmp_path, "bob")) as view:
+        view.login()
+        inbox = view.request("GET", "/inbox").body
+        assert f"/threads/{tid}" in inbox and 'id="empty"' not in inbox
+        assert [i.thread_id for i in check_inbox(bob).items] == [tid]
+        view.request("GET", f"/threads/{tid}")
+        assert check_inbox(bob).items == []
+        assert 'id="empty"' in view.request("GET", "/inbox").body
+        # Read, not gone: the open threads still list it.
+        assert f"/threads/{tid}" in view.request("GET", "/inbox?status=open").body
