@@ -649,9 +649,6 @@ def test_round_trip_the_receiver_is_told_of_the_handoff_at_his_start(
     assert RT_SUMMARY in [v.value for v in read_text(shown[0]).values]
 
 
-@pytest.mark.xfail(reason="needs wt-trust: `gitrelay trust add X --write PATH` lets writes under "
-                          "PATH through whatever the defaults' require_approval says (issue 44)",
-                   strict=False)
 def test_round_trip_trust_add_write_lets_a_write_under_the_path_through(
         round_trip: RoundTrip) -> None:
     rt = round_trip
@@ -667,9 +664,6 @@ def test_round_trip_a_write_outside_the_trusted_path_is_not_done(round_trip: Rou
     assert "gitrelay" in refusal, refusal
 
 
-@pytest.mark.xfail(reason="needs wt-trust: a refusal is one line for the model: what, why "
-                          "(the auto_write_paths), and to stop and ask its user (issue 44)",
-                   strict=False)
 def test_round_trip_a_refusal_is_worded_for_the_model(round_trip: RoundTrip) -> None:
     rt = round_trip
     refusal = tool_results(rt.work)[calls_by_name(rt.work)[4][0]]
@@ -706,9 +700,6 @@ def test_round_trip_the_sender_is_told_once_at_her_next_start(round_trip: RoundT
     assert rows and all("bob@acme" in row for row in rows), rows
 
 
-@pytest.mark.xfail(reason="needs wt-news: a completion that lands mid-session is announced "
-                          "to the sender once (Claude Code's waiter, Codex's stop nudge)",
-                   strict=False)
 def test_round_trip_the_sender_is_told_of_the_completion_mid_session_once(
         round_trip: RoundTrip) -> None:
     rt = round_trip
@@ -716,9 +707,6 @@ def test_round_trip_the_sender_is_told_of_the_completion_mid_session_once(
     assert len(about) == 1, (nudges(rt.back), debug(rt.back))
 
 
-@pytest.mark.xfail(reason="needs wt-news: a handoff completed and still unread is news to its "
-                          "sender at her next start, though the thread is closed (issue 44)",
-                   strict=False)
 def test_round_trip_a_completion_still_unread_is_in_the_senders_next_start(
         round_trip: RoundTrip) -> None:
     rt = round_trip
