@@ -38,7 +38,7 @@ from gitrelay.core import layout
 from gitrelay.core.errors import RelayError, RelayUnavailable
 from gitrelay.store.mirror import RELAY_USERS, Mirror
 from gitrelay.sync.push import Syncer
-from gitrelay.sync.seat import TAKE_OVER_SECONDS, Passes, Seat
+from gitrelay.sync.seat import TAKE_OVER_SECONDS, WATCH_TIMEOUT_SECONDS, Passes, Seat
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,8 @@ class SyncLoop:
             return self
         self._heard = self.seat.passes()
         self._done_started_at = self._heard.started_at
-        self._seat_observer = self.seat.watch(self._on_asked, self._on_published)
+        self._seat_observer = self.seat.watch(self._on_asked, self._on_published,
+                                             self._on_vacant)
         self._thread = threading.Thread(target=self._run, name="gitrelay-sync", daemon=True)
         self._thread.start()
         return self
@@ -216,6 +217,11 @@ class SyncLoop:
         if self.leading:
             self._kick.set()
 
+    def _on_vacant(self) -> None:
+        """The holder closed its ``holder`` file: it left or died; try the seat now."""
+        if not self.leading:
+            self._kick.set()
+
     def _on_published(self) -> None:
         if self.leading:
             return
@@ -256,8 +262,8 @@ class SyncLoop:
                 self._kick.clear()
                 if self._stop.is_set():
                     return
-                # Asked for a pass: the holder runs it (kick() asked it), or it is gone
-                # and the seat is ours.
+                # Asked for a pass, or the holder closed its ``holder`` file: the holder
+                # runs the pass (kick() asked it), or it is gone and the seat is ours.
                 if not self.seat.take():
                     continue
                 self._kick.set()  # the seat was free: run the pass asked for at once
@@ -362,7 +368,7 @@ def _watch_refs(relay_dir: Path, callback: Any) -> Any:
     # Only changes: every fetch reads the relay's refs, and reacting to the reads
     # (opened, closed without a write) would make each fetch wake the next one.
     changes = [FileClosedEvent, FileCreatedEvent, FileDeletedEvent, FileMovedEvent]
-    observer = Observer(timeout=5.0)
+    observer = Observer(timeout=WATCH_TIMEOUT_SECONDS)
     observer.daemon = True
     observer.schedule(Handler(), str(relay_dir / "refs"), recursive=True, event_filter=changes)
     observer.schedule(Handler(), str(relay_dir), recursive=False, event_filter=changes)

@@ -21,7 +21,7 @@ import random
 import re
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,6 +109,8 @@ class Syncer:
             return self._fetch()
 
     def _fetch(self) -> SyncReport:
+        if self._copy_from_local_relay():
+            return self._take_fetched()
         code, _, err = self._git("fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
                                  "--prune", self.url, *layout.FETCH_REFSPECS)
         if code != 0:
@@ -155,6 +157,35 @@ class Syncer:
             if name == layout.MAIN_REF or name.startswith(layout.USERS_REF_PREFIX):
                 refs[name] = oid
         return refs
+
+    def _copy_from_local_relay(self) -> bool:
+        """For a relay on a local path that this copy fetched before: what ``git fetch``
+        would bring, copied in process (the new objects read from the relay, the
+        quarantine refs set and pruned), without starting git (about 36 ms of CPU a
+        fetch). False when git should fetch instead: a first fetch (one pack is
+        cheaper than objects one by one), or anything the relay's objects or refs
+        make unreadable here (git then says why)."""
+        relay = self._local_relay()
+        if relay is None or self.mirror.relay_main() is None:
+            return False
+        store = self.mirror.store
+        try:
+            main = relay.ref(layout.MAIN_REF)
+            if main is None:
+                return False
+            wanted = {FETCHED_USERS + name[len(layout.USERS_REF_PREFIX):]: oid
+                      for name, oid in relay.refs(layout.USERS_REF_PREFIX).items()}
+            wanted[FETCHED_MAIN] = main
+            copy_objects(relay.repo, store.repo, wanted.values())
+            for name, oid in wanted.items():
+                if store.ref(name) != oid:
+                    store.set_ref(name, oid, "gitrelay: fetch from a local relay")
+            for name in store.refs(FETCHED_USERS):
+                if name not in wanted:
+                    store.delete_ref(name)
+        except (pygit2.GitError, KeyError, ValueError, OSError):
+            return False
+        return True
 
     def _local_relay(self) -> Store | None:
         if self._relay_store is None and _is_local_path(self.url):
@@ -402,6 +433,41 @@ class Syncer:
         raise RelayUnavailable(f"cannot push to {self.url}: {reason}", relay=self.url,
                                next_step=NextStep.FIX_SSH if ssh else NextStep.SYNC_AGAIN,
                                queued=True, **ssh)
+
+
+def copy_objects(source: pygit2.Repository, target: pygit2.Repository,
+                 tips: Iterable[str]) -> int:
+    """Copy into ``target`` every object reachable from ``tips`` that it lacks; how
+    many were copied. An object is written only after everything it names: a copy
+    cut short leaves no object whose history is missing, so the walk can stop at
+    any object ``target`` already holds."""
+    read, write, held = source.odb.read, target.odb.write, target.odb
+    copied: set[str] = set()
+    written = 0
+    stack: list[tuple[str, bool]] = [(tip, False) for tip in tips]
+    while stack:
+        oid, named_written = stack.pop()
+        if oid in copied:
+            continue
+        if named_written:
+            kind, data = read(oid)
+            write(kind, data)
+            copied.add(oid)
+            written += 1
+            continue
+        if oid in held:
+            copied.add(oid)  # not copied, but nothing to do for it either
+            continue
+        obj = source[oid]
+        stack.append((oid, True))
+        if isinstance(obj, pygit2.Commit):
+            named = [obj.tree_id, *obj.parent_ids]
+        elif isinstance(obj, pygit2.Tree):
+            named = [entry.id for entry in obj if entry.type_str != "commit"]
+        else:
+            named = []
+        stack.extend((str(n), False) for n in named)
+    return written
 
 
 def _kept_up_to(last: str | None) -> str:

@@ -12,14 +12,23 @@ watch (watchdog) the two files it shares in that folder:
 - ``kick``, which the others write to ask the holder for a pass now (a write was
   queued, a reader wants fresh data).
 
-A process that waits tries the seat every ``TAKE_OVER_SECONDS`` and whenever the holder
-does not answer a request: when the holder dies, one of the waiting processes takes the
-seat and carries on from the copy. The outbox is the copy's journal, so nothing queued
+- ``holder``, which the holder keeps open for writing as long as it holds the seat and
+  nobody else ever opens for writing: the system closes it when the holder leaves,
+  exits or is killed, and that close is the others' signal that the seat is free.
+
+A process that waits tries the seat when the ``holder`` file is closed, whenever the
+holder does not answer a request, and otherwise only every ``TAKE_OVER_SECONDS`` (in
+case a close went unseen: a file system without change events, a holder killed between
+taking the seat and opening the file). When the holder dies, one of the waiting
+processes takes the seat and carries on from the copy. Trying the seat opens its lock
+file for writing, which wakes every watcher: waiting processes that tried it every few
+seconds kept each other awake. The outbox is the copy's journal, so nothing queued
 is lost with the process that queued it or with the holder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -34,9 +43,13 @@ LOOP_DIR = "gitrelay-loop"
 SEAT_FILE = "seat.lock"
 PASSES_FILE = "passes.json"
 KICK_FILE = "kick"
+HOLDER_FILE = "holder"
 # How often a process without the seat tries to take it when it asks nothing of the
-# holder (a try costs 0.1 to 0.2 ms of CPU; a process that asks for a pass tries at once).
-TAKE_OVER_SECONDS = 5.0
+# holder and saw no ``holder`` close (a try costs 0.1 to 0.2 ms of CPU and wakes every
+# watcher of the folder; a process that asks for a pass tries at once).
+TAKE_OVER_SECONDS = 120.0
+# The watchdog threads wake this often with nothing to do (stop() wakes them at once).
+WATCH_TIMEOUT_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,8 @@ class Seat:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.passes_path = self.dir / PASSES_FILE
         self.kick_path = self.dir / KICK_FILE
+        self.holder_path = self.dir / HOLDER_FILE
+        self._holder_fd: int | None = None
         # The store's one lock module, held by the process rather than a thread: the
         # loop's thread takes it and whichever thread stops the loop leaves it.
         self._lock = FileMutex(self.dir / SEAT_FILE, per_thread=False)
@@ -82,9 +97,23 @@ class Seat:
 
     def take(self) -> bool:
         """Take the seat if nobody holds it; True when this object holds it."""
-        return self._lock.is_held or self._lock.try_acquire()
+        if self._lock.is_held:
+            return True
+        if not self._lock.try_acquire():
+            return False
+        try:
+            self._holder_fd = os.open(self.holder_path,
+                                      os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.write(self._holder_fd, f"{os.getpid()}\n".encode())
+        except OSError:  # the others then notice a departure by their slow retries only
+            self._holder_fd = None
+        return True
 
     def leave(self) -> None:
+        if self._holder_fd is not None:
+            fd, self._holder_fd = self._holder_fd, None
+            with contextlib.suppress(OSError):
+                os.close(fd)
         if self._lock.is_held:
             self._lock.release()
 
@@ -118,9 +147,11 @@ class Seat:
         except (OSError, ValueError):
             return Passes()
 
-    def watch(self, on_kick: Callable[[], None], on_passes: Callable[[], None]) -> Any:
+    def watch(self, on_kick: Callable[[], None], on_passes: Callable[[], None],
+              on_vacant: Callable[[], None] | None = None) -> Any:
         """Call ``on_kick`` when someone asks for a pass, ``on_passes`` when the holder
-        published one; the watchdog observer is returned (``stop()`` it)."""
+        published one, ``on_vacant`` when the holder left (or died); the watchdog
+        observer is returned (``stop()`` it)."""
         from watchdog.events import (
             FileClosedEvent,
             FileMovedEvent,
@@ -130,15 +161,19 @@ class Seat:
         from watchdog.observers import Observer
 
         kick, published = str(self.kick_path), str(self.passes_path)
+        holder = str(self.holder_path)
 
         class Handler(FileSystemEventHandler):
             def on_any_event(self, event: FileSystemEvent) -> None:
                 if event.event_type == "closed" and str(event.src_path) == kick:
                     on_kick()
+                elif (event.event_type == "closed" and str(event.src_path) == holder
+                      and on_vacant is not None):
+                    on_vacant()
                 elif event.event_type == "moved" and str(event.dest_path) == published:
                     on_passes()
 
-        observer = Observer(timeout=5.0)
+        observer = Observer(timeout=WATCH_TIMEOUT_SECONDS)
         observer.daemon = True
         # Only writes that close a file and renames: each reader's open and close
         # would otherwise wake every watcher.

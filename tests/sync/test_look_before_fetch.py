@@ -76,3 +76,59 @@ def test_a_look_at_a_relay_on_a_local_path_starts_no_process(team, monkeypatch):
 
     monkeypatch.setattr(subprocess, "run", no_process)
     assert alice.sync.syncer.fetch_if_moved() is False
+
+
+def test_news_from_a_relay_on_a_local_path_is_fetched_without_starting_git(team, monkeypatch):
+    """The objects a teammate pushed are copied in process and verified as a fetch's are."""
+    alice = team["alice"]
+    sent = team["bob"].handoff(to="alice@acme", intent="inform", summary="news", mode="wait")
+    import subprocess
+
+    def no_process(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError(f"a process was started: {args}")
+
+    monkeypatch.setattr(subprocess, "run", no_process)
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    assert alice.sync.syncer.fetch_if_moved() is True
+    assert alice.mirror.view().thread(sent.thread_id) is not None
+    assert alice.sync.mirror.relay_main() == team["bob"].sync.mirror.relay_main()
+
+
+def test_copied_objects_are_written_after_everything_they_name(team, tmp_path):
+    """A copy cut short leaves no object whose history is missing."""
+    import pygit2
+
+    from gitrelay.sync.push import copy_objects
+
+    source = team["alice"].sync.mirror.store.repo
+    tip = team["alice"].sync.mirror.relay_main()
+    target = pygit2.init_repository(str(tmp_path / "copy.git"), bare=True)
+    order: list[str] = []
+    write = target.odb.write
+
+    class Recording:
+        def __init__(self, odb: pygit2.Odb) -> None:
+            self.odb = odb
+
+        def write(self, kind, data):  # type: ignore[no-untyped-def]
+            oid = write(kind, data)
+            order.append(str(oid))
+            return oid
+
+        def __contains__(self, oid: str) -> bool:
+            return oid in self.odb
+
+    class Target:
+        odb = Recording(target.odb)
+
+    assert copy_objects(source, Target(), [tip]) == len(order) > 0  # type: ignore[arg-type]
+    position = {oid: i for i, oid in enumerate(order)}
+    for oid in order:
+        obj = source[oid]
+        if isinstance(obj, pygit2.Commit):
+            named = [obj.tree_id, *obj.parent_ids]
+        elif isinstance(obj, pygit2.Tree):
+            named = [e.id for e in obj]
+        else:
+            named = []
+        assert all(position[str(n)] < position[oid] for n in named)

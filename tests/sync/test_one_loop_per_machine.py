@@ -215,3 +215,26 @@ def test_a_process_without_a_loop_has_the_machines_loop_fetch_for_it(
     alice.sync.refresh(max_age=0)
     assert sent.thread_id is not None
     assert alice.mirror.view().thread(sent.thread_id) is not None
+
+
+def test_the_holder_leaving_wakes_the_watchers_and_failed_tries_do_not(tmp_path):
+    """The watchers hear that the seat is free from the ``holder`` file's close (the
+    system closes it when the holder dies too), not by trying the seat every few
+    seconds; a try that fails touches no file they react to."""
+    import threading
+
+    vacant = threading.Event()
+    watcher = Seat(tmp_path)
+    observer = watcher.watch(lambda: None, lambda: None, vacant.set)
+    try:
+        holder = Seat(tmp_path)
+        assert holder.take()
+        assert holder.holder_path.read_text().strip() == str(os.getpid())
+        assert not watcher.take()
+        assert not vacant.wait(0.5)
+        holder.leave()
+        wait_until(vacant.is_set, "the watcher hearing that the holder left")
+        assert watcher.take()
+        watcher.leave()
+    finally:
+        observer.stop()
