@@ -108,7 +108,7 @@ def build_relay(root: Path, items: int, log: Log) -> tuple[Path, Path, Any, Path
     and his trust file. Its teammates are flat, so that the servers of the older trees
     measured beside this one (BEFORE_REF, SDK_SERVED_REF) read it too."""
     from bench.registry_bench import make_relay
-    from gitrelay.relay import setup
+    from gitrelay.relay import joining
 
     relay = root / "relay.git"
     make_relay(relay, name="acme", sharded=False)
@@ -116,7 +116,7 @@ def build_relay(root: Path, items: int, log: Log) -> tuple[Path, Path, Any, Path
     people = {"alice@acme": ("Alice Martin", "backend"), "bob@acme": ("Bob Chen", "frontend")}
     for handle, home in homes.items():
         with gitrelay_home(home):
-            setup.join(str(relay), handle, name=people[handle][0], role=people[handle][1],
+            joining.join(str(relay), handle, name=people[handle][0], role=people[handle][1],
                        save=False)
     alice = client_for(relay, homes["alice@acme"], "alice@acme", writes="queue")
     started = time.perf_counter()
@@ -135,7 +135,7 @@ def build_relay(root: Path, items: int, log: Log) -> tuple[Path, Path, Any, Path
 
 
 def _server(bob: Any, trust: Path, *, structured: bool) -> Any:
-    from gitrelay.mcp.server import build_server
+    from gitrelay.mcp.agentserver import build_server
     from gitrelay.mcp.state import ServerState
     from gitrelay.trust.trust import TrustStore
 

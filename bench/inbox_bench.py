@@ -44,7 +44,7 @@ from gitrelay.core.ops import Op
 from gitrelay.inbox.inbox import check_inbox
 from gitrelay.inbox.index import INDEX_FILE, index_for
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.setup import init_relay, profile_doc, relay_config
+from gitrelay.relay.joining import init_relay, profile_doc, relay_config
 from gitrelay.store.config import mirror_path
 from gitrelay.store.gitstore import Store
 from gitrelay.store.mirror import RELAY_MAIN
@@ -264,8 +264,8 @@ def mcp_timer(client: RelayClient, reps: int) -> dict[str, Any] | None:
         import anyio
         from mcp import Client
 
+        from gitrelay.mcp.agentserver import build_server
         from gitrelay.mcp.inprocess import in_process
-        from gitrelay.mcp.server import build_server
         from gitrelay.mcp.state import ServerState
         from gitrelay.trust.trust import TrustStore
     except ImportError as exc:

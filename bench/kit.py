@@ -371,13 +371,13 @@ def trust_file(home: Path, handles: list[str]) -> Path:
 
 
 def mcp_server(client: Any, trust: Path, *, loop: bool) -> Any:
-    """The real MCP server of :mod:`gitrelay.mcp.server` over ``client``.
+    """The real MCP server of :mod:`gitrelay.mcp.agentserver` over ``client``.
 
     ``server.bench_times[tool]`` collects the server-side time of each call
     (the tool, its argument and result models), without the client's part
     (the SDK client validates every result against the tool's output schema).
     """
-    from gitrelay.mcp.server import build_server
+    from gitrelay.mcp.agentserver import build_server
     from gitrelay.mcp.state import ServerState
     from gitrelay.sync.loop import FRESH_WHILE_RUNNING
     from gitrelay.trust.trust import TrustStore

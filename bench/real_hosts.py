@@ -117,16 +117,16 @@ class _Team:
     """A relay, bob's desk with gitrelay set up for a host, and a handoff from alice."""
 
     def __init__(self, root: Path) -> None:
-        from gitrelay.relay import setup
+        from gitrelay.relay import joining
         from gitrelay.relay.client import RelayClient
         from tests.hostkit import Desk
 
-        relay = setup.init_relay(root / "relay.git", name="acme")
+        relay = joining.init_relay(root / "relay.git", name="acme")
         self.desk = Desk(root, relay)
         with kit.gitrelay_home(self.desk.gitrelay_home):
-            setup.join(str(relay), "bob@acme", name="Bob Chen", role="frontend")
+            joining.join(str(relay), "bob@acme", name="Bob Chen", role="frontend")
         with kit.gitrelay_home(root / "alice"):
-            setup.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
+            joining.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
             alice = RelayClient(str(relay), "alice@acme", writes="wait")
             self.thread = alice.handoff(to="bob@acme", intent="inform",
                                         summary=SUMMARY).thread_id

@@ -40,7 +40,7 @@ from typing import Any
 from gitrelay.core import layout, schema
 from gitrelay.core.ops import Op
 from gitrelay.core.vocab import DEFAULT_LIMITS
-from gitrelay.relay.setup import hook_script, install_hook, relay_config
+from gitrelay.relay.joining import hook_script, install_hook, relay_config
 
 FULL_REGISTRATIONS = 4000
 QUICK_REGISTRATIONS = 300
@@ -176,7 +176,7 @@ def measure_push(root: Path, n: int, *, sharded: bool = True) -> tuple[float, in
 def measure_reader(root: Path, n: int, *, sharded: bool = True) -> dict[str, float]:
     """A reader's first calls after ``n`` registrations landed on a hook-less relay."""
     from gitrelay.inbox.inbox import check_inbox
-    from gitrelay.relay import setup
+    from gitrelay.relay import joining
     from gitrelay.relay.client import RelayClient
 
     relay = root / "reader-relay.git"
@@ -184,7 +184,7 @@ def measure_reader(root: Path, n: int, *, sharded: bool = True) -> dict[str, flo
     try:
         os.environ["GITRELAY_HOME"] = str(root / "bob-home")
         make_relay(relay, hook=False, sharded=sharded)
-        setup.join(str(relay), "bob@acme", name="Bob Chen", role="frontend", save=False)
+        joining.join(str(relay), "bob@acme", name="Bob Chen", role="frontend", save=False)
         bob = RelayClient(str(relay), "bob@acme", writes="wait")
         bob.refresh(max_age=0)
         check_inbox(bob)

@@ -9,7 +9,7 @@ exactly as the client would (``schema.dumps``, ``ops.Op.message`` for the
 commit message and its trailers, ``Gitrelay-Seq`` counting from the root),
 and streams the commits to ``git fast-import``, which keeps the tree in
 memory and writes one pack. The gate is then installed with
-:func:`gitrelay.relay.setup.install_hook`, so every later push is checked as on a
+:func:`gitrelay.relay.joining.install_hook`, so every later push is checked as on a
 real relay.
 
 Why fast-import and not pygit2: pygit2 writes every object as a loose file;
@@ -50,7 +50,7 @@ from gitrelay.core import layout, schema
 from gitrelay.core.archive import ARCHIVE_MAX_THREADS
 from gitrelay.core.ids import thread_id_for
 from gitrelay.core.ops import Op
-from gitrelay.relay.setup import install_hook, relay_config
+from gitrelay.relay.joining import install_hook, relay_config
 
 # Bump when the generated history changes, so stale cache entries are not reused.
 GENERATOR_VERSION = 6  # 6: teammates in shards

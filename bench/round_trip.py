@@ -94,10 +94,10 @@ def play(root: Path, log: Log = print) -> dict[str, dict[str, str]]:
     from mcp import Client
 
     from bench.registry_bench import make_relay
+    from gitrelay.mcp.agentserver import build_server
     from gitrelay.mcp.inprocess import in_process
-    from gitrelay.mcp.server import build_server
     from gitrelay.mcp.state import ServerState
-    from gitrelay.relay import setup
+    from gitrelay.relay import joining
     from gitrelay.store.config import UserConfig, save_user_config
     from gitrelay.trust.trust import TrustStore
 
@@ -107,7 +107,7 @@ def play(root: Path, log: Log = print) -> dict[str, dict[str, str]]:
     trusts = {}
     for handle, home in homes.items():
         with gitrelay_home(home):
-            setup.join(str(relay), handle, name=PEOPLE[handle][0], role=PEOPLE[handle][1],
+            joining.join(str(relay), handle, name=PEOPLE[handle][0], role=PEOPLE[handle][1],
                        save=False)
             save_user_config(UserConfig(relay=str(relay), handle=handle, writes="wait"))
         other = next(h for h in PEOPLE if h != handle)

@@ -701,11 +701,11 @@ def bench_writers(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any])
 
 def _run_writers(ws: Workspace, sizes: Sizes, mode: str, total: int, log: Log
                  ) -> dict[str, Any]:
-    from gitrelay.relay import setup
+    from gitrelay.relay import joining
 
     base = ws.fresh(f"writers-{mode}")
     relay = base / "relay.git"
-    setup.init_relay(relay, name="writers", hook=(mode != "raw"))
+    joining.init_relay(relay, name="writers", hook=(mode != "raw"))
     if mode == "raw":
         install_noop_hook(relay)
     shared_threads: list[str] = []
@@ -713,7 +713,7 @@ def _run_writers(ws: Workspace, sizes: Sizes, mode: str, total: int, log: Log
     if mode != "raw":
         for h in handles:
             with gitrelay_home(base / f"setup-{h.split('@')[0]}"):
-                setup.join(str(relay), h, name=h.split("@")[0].title(), role="engineer",
+                joining.join(str(relay), h, name=h.split("@")[0].title(), role="engineer",
                            save=False)
         seeder = client_for(relay, base / "setup-alice", "alice@acme", writes="wait")
         for i in range(sizes.shared_threads):
@@ -835,12 +835,12 @@ def _json_per_message(info: relaygen.Generated) -> float:
 
 JOIN_SCRIPT = """
 import json, os, sys, time
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.inbox.inbox import check_inbox
 relay, handle = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter()
-setup.join(relay, handle, name="Mike Rowe", role="backend", save=False)
+joining.join(relay, handle, name="Mike Rowe", role="backend", save=False)
 t1 = time.perf_counter()
 client = RelayClient(relay, handle)
 page = check_inbox(client)

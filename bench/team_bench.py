@@ -62,13 +62,13 @@ def measure(ws: kit.Workspace, people: int, sessions: int, seconds: float,
         require_binaries(["sshd", "ssh", "ssh-keygen", "git"])
     except BaseException as exc:  # a missing sshd skips (pytest's Skipped is a BaseException)
         return [kit.unavailable("team", "team simulation", f"no local sshd: {exc}")]
-    from gitrelay.relay import setup
+    from gitrelay.relay import joining
     from gitrelay.relay.client import RelayClient
 
     names = [f"t{i:03d}" for i in range(people)]
     root = ws.fresh("team")
     with ssh_git_server(root / "served", users=names) as server:
-        setup.init_relay(server.root / "relay.git", name="acme")
+        joining.init_relay(server.root / "relay.git", name="acme")
         url = server.url("relay.git", names[0])
         clients: dict[str, list[Any]] = {}
         started = time.monotonic()
@@ -76,7 +76,7 @@ def measure(ws: kit.Workspace, people: int, sessions: int, seconds: float,
             env = {"GIT_SSH_COMMAND": server.client_env(name)["GIT_SSH_COMMAND"]}
             home = root / f"home-{name}"
             with kit.gitrelay_home(home):
-                setup.join(url, f"{name}@acme", name=name.title(), role="engineer",
+                joining.join(url, f"{name}@acme", name=name.title(), role="engineer",
                            usernames=[name], save=False, env=env)
                 clients[name] = [RelayClient(url, f"{name}@acme", writes="queue", env=env)
                                  for _ in range(sessions)]

@@ -49,7 +49,7 @@ def _wait_for_start() -> float:
 def run_gitrelay(cfg: dict[str, Any]) -> dict[str, Any]:
     os.environ["GITRELAY_HOME"] = cfg["home"]
     from gitrelay.core.errors import RelayError
-    from gitrelay.relay import setup
+    from gitrelay.relay import joining
     from gitrelay.relay.client import QUEUED, RelayClient
 
     mode = cfg["mode"]
@@ -57,7 +57,7 @@ def run_gitrelay(cfg: dict[str, Any]) -> dict[str, Any]:
     client = RelayClient(cfg["relay"], cfg["handle"], writes=mode)
     client.refresh(max_age=0)
     if client.mirror.view().profile(cfg["handle"]) is None:  # pragma: no cover - set up by suite
-        setup.join(cfg["relay"], cfg["handle"], name="Writer", role="engineer", save=False)
+        joining.join(cfg["relay"], cfg["handle"], name="Writer", role="engineer", save=False)
     loop = client.sync.start_loop(watch=False) if mode == "queue" else None
     ops: list[list[str]] = []
     latencies: list[float] = []

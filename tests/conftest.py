@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from tests import relaykit
 from tests.kit import set_hermetic
@@ -28,7 +28,7 @@ def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 @pytest.fixture
 def relay(tmp_path: Path) -> Path:
     """A fresh bare relay with the gate installed."""
-    return setup.init_relay(tmp_path / "relay.git", name="acme")
+    return joining.init_relay(tmp_path / "relay.git", name="acme")
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +50,7 @@ def make_client(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         home_dir = tmp_path / (home or handle.split("@")[0])
         monkeypatch.setenv("GITRELAY_HOME", str(home_dir))
         name, role = TEAM.get(handle, (handle.split("@")[0].title(), "engineer"))
-        setup.join(str(relay), handle, name=name, role=role, save=False)
+        joining.join(str(relay), handle, name=name, role=role, save=False)
         client = RelayClient(str(relay), handle, writes=writes)
         made[f"{handle}:{home}"] = client
         return client

@@ -11,7 +11,7 @@ import pytest
 
 from gitrelay.core import layout
 from gitrelay.core.signing import signer_for
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from tests.kit import git, push
 from tests.relaykit import join_each
@@ -45,7 +45,7 @@ class OpenRelay:
 
 def make_open_relay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
                 keys: dict[str, Path] | None = None) -> OpenRelay:
-    relay = setup.init_relay(tmp_path / "relay.git", name="acme", hook=False,
+    relay = joining.init_relay(tmp_path / "relay.git", name="acme", hook=False,
                              require_signatures=keys is not None)
 
     def reader(handle: str) -> RelayClient:

@@ -34,12 +34,12 @@ import pytest
 
 from gitrelay.core import layout
 from gitrelay.hosts.hostfiles import PROGRAMS
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 
 T = TypeVar("T")
 
 # Who pushes, as the gate reads it off a host's environment: never leaked into a test's git.
-PUSHER_VARS = frozenset((*setup.PUSHER_ENV_DEFAULT, "GITRELAY_PUSHER"))
+PUSHER_VARS = frozenset((*joining.PUSHER_ENV_DEFAULT, "GITRELAY_PUSHER"))
 PLACES = frozenset({"GITRELAY_HOME", "GITRELAY_TRUST"})
 LEAKY_PREFIXES = ("GIT_", "CLAUDE", "CODEX_", "CURSOR_")
 HOST_PLACES = frozenset({"APPDATA"})  # where Cursor keeps its data on Windows: "installed"

@@ -29,7 +29,7 @@ from gitrelay.core.ids import thread_id_for
 from gitrelay.core.objects import MODE_BLOB, MODE_TREE, Commit, Objects
 from gitrelay.core.view import RelayView, thread_files
 from gitrelay.gate.gate import REFUSAL_PREFIX
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from tests.forging import STAMP, WHEN, Forge, inbox_doc, keygen, public_key
 from tests.kit import git, git_env, refs_of
 
@@ -184,10 +184,10 @@ class Bench:
         root.mkdir(parents=True, exist_ok=True)
         relay = root / "relay.git"
         if config is None:
-            setup.init_relay(relay, name="acme")
+            joining.init_relay(relay, name="acme")
         else:
-            setup.init_relay(relay, name="acme", hook=False)
-            doc = dict(setup.relay_config("acme"), created_at=STAMP, **config)
+            joining.init_relay(relay, name="acme", hook=False)
+            doc = dict(joining.relay_config("acme"), created_at=STAMP, **config)
             if doc["teammates_layout"] is None:  # a relay made before sharding: flat
                 del doc["teammates_layout"]
             forge = Forge(relay)
@@ -195,7 +195,7 @@ class Bench:
             root_commit = forge.commit(tree, [], commit_message("init", "gitrelay", 0),
                                        author="gitrelay")
             git("update-ref", MAIN, root_commit, git_dir=relay)
-            setup.install_hook(relay)
+            joining.install_hook(relay)
         # `gitrelay init` has git check every pushed object (receive.fsckObjects), which
         # refuses malformed trees and commits before the gate runs; hosts without it
         # exist, so these relays leave every refusal to the gate.
@@ -884,7 +884,7 @@ def join_each(relay: Path, tmp_path: Path, monkeypatch: Any,
     for handle in handles:
         monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / handle.split("@")[0]))
         key = str(signing_keys[handle]) if signing_keys else None
-        setup.join(str(relay), handle, name=handle[:3].title(), role="engineer", save=False,
+        joining.join(str(relay), handle, name=handle[:3].title(), role="engineer", save=False,
                    signing_key=key)
         clients[handle] = RelayClient(str(relay), handle, writes="wait",
                                       signer=signer_for(key) if key else None)

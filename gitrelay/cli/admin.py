@@ -92,7 +92,7 @@ def _cmd_archive(args: argparse.Namespace) -> int:
 def _ago(stamp: float | None) -> str:
     if not stamp:
         return "never"
-    from gitrelay.relay.render import when
+    from gitrelay.core.readable import when
 
     seconds = max(time.time() - float(stamp), 0)
     if seconds < 90:
@@ -107,8 +107,9 @@ def _ago(stamp: float | None) -> str:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
+    from gitrelay.cli.render import history_line
+    from gitrelay.core.readable import one_line, when
     from gitrelay.relay.history import queued
-    from gitrelay.relay.render import history_line, one_line, when
 
     client = open_client(args, fetch=False)
     if args.pin:
@@ -176,7 +177,7 @@ def _print_pin(client: RelayClient, as_json: bool) -> int:
     if pin is None:
         raise ConfigError("your mirror holds no copy of the relay yet, so there is nothing to "
                           "pin", next_step=NextStep.JOIN)
-    from gitrelay.relay.setup import join_command
+    from gitrelay.relay.joining import join_command
 
     view = client.mirror.view()
     # A relay whose server names its pushers needs the newcomer's server username too.
@@ -221,7 +222,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     import dataclasses
 
     from gitrelay.cli.doctor import diagnose
-    from gitrelay.relay.render import one_line, pad
+    from gitrelay.core.readable import one_line, pad
 
     checks = diagnose(lambda: open_client(args, fetch=False), trust_path(args),
                       flags=bool(getattr(args, "relay", None) or getattr(args, "handle", None)))

@@ -36,7 +36,7 @@ def note(text: str) -> None:
 
 
 def print_json(value: Any) -> None:
-    from gitrelay.relay.render import to_json
+    from gitrelay.core.readable import to_json
 
     print(to_json(value))
 
@@ -60,7 +60,7 @@ def open_client(args: argparse.Namespace, *, writes: str | None = None,
 def stale_note(client: RelayClient) -> None:
     """Say so when a read answered from the local copy because the relay was unreachable."""
     if client.sync.last_error is not None:
-        from gitrelay.relay.render import when
+        from gitrelay.core.readable import when
 
         last = client.mirror.sync_state().get("last_fetch")
         stamp = when(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(last)))) \
@@ -84,7 +84,7 @@ def resolve(client: RelayClient, ref: str) -> str:
     try:
         return resolve_thread(client, ref)
     except AmbiguousId as exc:
-        from gitrelay.relay.render import one_line
+        from gitrelay.core.readable import one_line
 
         view = client.mirror.view()
         details = []
@@ -109,7 +109,7 @@ def delivery_text(result: WriteResult) -> str:
     if result.delivery == "delivered":
         return "delivered to the relay"
     if result.unreachable:
-        from gitrelay.relay.render import one_line
+        from gitrelay.core.readable import one_line
 
         return (f"the relay is unreachable ({one_line(result.unreachable, 200)}), so it is "
                 "queued in your outbox; it is delivered once the relay answers again, by "

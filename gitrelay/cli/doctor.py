@@ -26,7 +26,7 @@ from gitrelay.hosts.settings import env_inside_repository, gitrelay_executable, 
 from gitrelay.inbox.inbox import check_inbox
 from gitrelay.relay.client import RelayClient
 from gitrelay.relay.history import queued
-from gitrelay.relay.setup import RELAY_GC_AUTO
+from gitrelay.relay.joining import RELAY_GC_AUTO
 from gitrelay.store.config import config_path, load_user_config
 from gitrelay.trust.trust import TrustRules, load_trust
 from gitrelay.trust.trustedit import judge_all
@@ -83,7 +83,7 @@ def gate_checks(relay_url: str) -> list[Check]:
                       f"runs no hooks (GitHub.com), run `gitrelay verify {relay_url}` "
                       "regularly")]
     hook = path / "hooks" / "pre-receive"
-    reinstall = (f"{sys.executable} -c \"from pathlib import Path; from gitrelay.relay.setup "
+    reinstall = (f"{sys.executable} -c \"from pathlib import Path; from gitrelay.relay.joining "
                  f"import install_hook; install_hook(Path('{path}'))\"")
     if not hook.exists():
         return [Check("gate", "problem", f"{hook} is missing: pushes are not checked",

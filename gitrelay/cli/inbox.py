@@ -23,8 +23,8 @@ from gitrelay.core.vocab import INBOX_PAGE_MAX, STALLED, TEAMMATES_PAGE, TEAMMAT
 def _cmd_inbox(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
+    from gitrelay.core.readable import one_line, short_id, table, when
     from gitrelay.inbox.inbox import check_inbox
-    from gitrelay.relay.render import one_line, short_id, table, when
 
     client = open_client(args)
     statuses = list(STATUSES) if args.all else (args.status or None)
@@ -97,7 +97,7 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
 
 def _cmd_teammates(args: argparse.Namespace) -> int:
     from gitrelay.core.ids import same_handle
-    from gitrelay.relay.render import table
+    from gitrelay.core.readable import table
 
     client = open_client(args)
     page = client.teammates_page(limit=args.limit, cursor=args.cursor)
@@ -121,7 +121,7 @@ def _cmd_teammates(args: argparse.Namespace) -> int:
 def _cmd_profile(args: argparse.Namespace) -> int:
     from gitrelay.cli.common import delivery_text, write_json
     from gitrelay.core.errors import RecipientNotFound
-    from gitrelay.relay.render import one_line
+    from gitrelay.core.readable import one_line
 
     changing = args.name is not None or args.role is not None or args.username is not None
     client = open_client(args, writes="queue" if args.queue else "wait")

@@ -1,11 +1,11 @@
 """The ``gitrelay`` command line: a person's view of the relay.
 
-Thin: each command module (one per group: :mod:`~gitrelay.cli.setup`,
+Thin: each command module (one per group: :mod:`~gitrelay.cli.onboard`,
 :mod:`~gitrelay.cli.inbox`, :mod:`~gitrelay.cli.threads`, :mod:`~gitrelay.cli.trust`,
-:mod:`~gitrelay.cli.admin`, :mod:`~gitrelay.cli.hosts`,
+:mod:`~gitrelay.cli.admin`, :mod:`~gitrelay.cli.setup`,
 :mod:`~gitrelay.cli.web`, :mod:`~gitrelay.cli.docs`) registers its commands on the
 parser built here; a command calls the library and prints with
-:mod:`gitrelay.relay.render`. Errors are one line (``gitrelay: <name> (<code>): message``)
+:mod:`gitrelay.cli.render`. Errors are one line (``gitrelay: <name> (<code>): message``)
 and an exit code; never a traceback.
 """
 
@@ -38,7 +38,7 @@ def __getattr__(name: str) -> int:
 
 # The groups of commands (modules of this package), in the order `gitrelay --help` lists
 # them. Imported when a parser is built: a host's `gitrelay hook` loads only its own.
-GROUPS = ("setup", "inbox", "search", "threads", "trust", "admin", "hosts", "web", "docs")
+GROUPS = ("onboard", "inbox", "search", "threads", "trust", "admin", "setup", "web", "docs")
 
 
 def build_parser(groups: Sequence[str] = GROUPS) -> argparse.ArgumentParser:
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if given[:1] == ["hook"]:
         # A plain hook command (what `gitrelay setup` writes) is read without argparse;
         # anything else (--help, a mistake) goes to its group's parser below.
-        from gitrelay.cli.hosts import hook_command
+        from gitrelay.cli.setup import hook_command
 
         answered = hook_command(given[1:])
         if answered is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from gitrelay.relay.render import one_line
+from gitrelay.core.readable import one_line
 
 
 class Progress:

@@ -13,9 +13,9 @@ def _cmd_search(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from gitrelay.cli.common import trust_path
+    from gitrelay.core.readable import one_line, short_id, table, when
     from gitrelay.inbox.search import search_threads
     from gitrelay.relay.policy import Reader
-    from gitrelay.relay.render import one_line, short_id, table, when
     from gitrelay.trust.trust import load_trust
 
     query = " ".join(args.query)

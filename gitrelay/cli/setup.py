@@ -1,295 +1,191 @@
-"""Setting up: ``init``, ``join``, ``whoami``, ``mcp`` and ``demo``."""
+"""``gitrelay setup`` and ``gitrelay hook``: the coding hosts' side of the command line.
+
+Thin: :mod:`gitrelay.hosts.settings` computes the settings, :mod:`gitrelay.hosts.hookrun`
+answers the hooks; this module parses, prints and sets the exit code.
+"""
 
 from __future__ import annotations
 
-import argparse
-import logging
+import os
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
-from gitrelay.cli.common import EXIT_OK, Commands, note, open_client, print_json, trust_path
-from gitrelay.cli.wording import next_step_text
-from gitrelay.core.errors import InvalidArgument, NextStep, RelayError, RelayUnavailable
-from gitrelay.core.vocab import DELIVERY_MODES, STALL_DAYS
+from gitrelay.core.vocab import HOOK_EVENTS, HOOK_WAIT_SECONDS, HOSTS
 
+if TYPE_CHECKING:
+    import argparse
 
-def _cmd_init(args: argparse.Namespace) -> int:
-    from gitrelay.relay.setup import init_relay
+    from gitrelay.cli.common import Commands
+    from gitrelay.hosts.hostfiles import Scope
 
-    path = init_relay(Path(args.path), name=args.name, web_url_template=args.web_url,
-                      require_pusher=args.require_pusher,
-                      require_signatures=args.require_signatures,
-                      stall_days=args.stall_days)
-    print(f"created relay {path} with the gate installed")
-    return EXIT_OK
+__all__ = ["register"]
+
+EVENTS = HOOK_EVENTS
+WAIT_DEFAULT = HOOK_WAIT_SECONDS
 
 
-def _cmd_join(args: argparse.Namespace) -> int:
-    from gitrelay.cli.progress import Progress
-    from gitrelay.relay.setup import join
+def _cmd_setup(args: argparse.Namespace) -> int:
+    from gitrelay.core.errors import InvalidArgument
+    from gitrelay.hosts.settings import HOSTS as ALL
+    from gitrelay.hosts.settings import (
+        apply,
+        diff_text,
+        gitrelay_executable,
+        installed_hosts,
+        plan,
+        scopes_here,
+    )
 
-    progress = Progress()
-    unpinned: list[str] = []  # the teammates to ask for a pin, when none was given
-    pinned: list[str] = []
+    if args.host and args.all:
+        raise InvalidArgument(f"give a host ({args.host}) or --all, not both", field="--all")
+    scope: Scope = "project" if args.project else "user"
+    # Without a host: every host on this machine; --remove, every host gitrelay is in.
+    hosts = [args.host] if args.host else list(ALL) if args.remove else installed_hosts()
+    if not hosts:
+        raise InvalidArgument(
+            "found no coding host on this machine to set up (looked for claude, codex and "
+            "cursor-agent on your PATH and their folders in your home); name the host to set "
+            "it up anyway: `gitrelay setup claude` (or codex, cursor)", field="host")
+    if args.project and not args.remove:
+        mixed = [h for h in hosts if "project" not in scopes_here(h)]
+        if mixed:
+            raise InvalidArgument(
+                f"in this folder ({os.getcwd()}) the project's files of {', '.join(mixed)} "
+                f"are your own settings: run `gitrelay setup {mixed[0]}` for your own, or "
+                "run --project from the project's folder", field="--project")
+    exe = gitrelay_executable()
+    if args.replace and not args.project:
+        raise InvalidArgument("--replace is for a project's files: add --project",
+                              field="--replace")
+    plans = {host: plan(host, scope, exe, remove=args.remove, outside=args.outside,
+                        replace=args.replace)
+             for host in hosts}  # every file checked before any is written
+    if args.dry_run:
+        text = "".join(diff_text(changes) for changes in plans.values())
+        print(text or "gitrelay: nothing to change", end="" if text else "\n")
+        for changes in plans.values():
+            for change in changes:
+                for line in change.notes:
+                    print(f"gitrelay: {line}", file=sys.stderr)
+        return 0
+    if not args.host and args.remove and not any(c.changed for cs in plans.values()
+                                                 for c in cs):
+        print("gitrelay: gitrelay is not set up in any host's "
+              f"{'project' if args.project else 'user'} settings: nothing to remove")
+        return 0
+    wired: list[str] = []
+    for host, changes in plans.items():
+        for path, saved in apply(changes):
+            gone = not path.exists()
+            verb = "deleted" if gone else "removed gitrelay from" if args.remove else "wrote"
+            print(f"{host}: {verb} {path}" + (f" (backup: {saved})" if saved else ""))
+        for change in changes:
+            for line in change.notes:
+                print(f"gitrelay: {host}: {line}", file=sys.stderr)
+        if not any(c.changed for c in changes):
+            if args.host or not args.remove:
+                print(f"{host}: already {'without gitrelay' if args.remove else 'set up'} ("
+                      f"{', '.join(str(c.path) for c in changes) or 'nothing to remove'})")
+        elif not args.remove:
+            wired.append(host)
+    if wired:
+        print(f"Next: restart {', '.join(wired)} to load gitrelay (docs/agents.md says what "
+              "it gets).")
+        if "codex" in wired:
+            print("Codex runs new hooks only once you trust them: open /hooks in Codex.")
+        print("Check it all with `gitrelay doctor`.")
+    return 0
 
-    def confirm() -> None:
-        progress.done()
-        _confirm_switch(args.handle, args.force)
 
-    def ask_pin(teammates: list[str]) -> str | None:
-        progress.done()
-        unpinned[:] = teammates
-        pin = _ask_pin(teammates) if teammates else None
-        pinned.extend([pin] if pin else [])
-        return pin
+def _cmd_hook(args: argparse.Namespace) -> int:
+    return _run_hook(args.event, args.host, args.outside, args.timeout)
 
+
+def _run_hook(event: str, host: str, outside: Literal["ask", "deny"], timeout: float) -> int:
     try:
-        cfg = join(args.relay, args.handle, name=args.name, role=args.role, email=args.email,
-                   usernames=args.username or [], signing_key=args.signing_key,
-                   progress=lambda text: progress.update(f"joining as {args.handle}: {text}"),
-                   expect_tip=args.expect_tip, before_write=confirm, ask_pin=ask_pin,
-                   new=args.new)
-        # The index now rather than in the agent's first check_inbox: on a long
-        # history it takes seconds, which a tool call should not wait for.
-        progress.update("indexing your inbox from the relay's history…")
-        index_problem = _index_inbox(cfg.relay, cfg.handle)
-    finally:
-        progress.done()
-    print(f"joined {cfg.relay} as {cfg.handle}")
-    unused = [f"--{flag} {given!r}" for flag, given, kept in
-              (("name", args.name, cfg.name), ("role", args.role, cfg.role),
-               ("email", args.email, cfg.email)) if given is not None and given != kept]
-    if unused:
-        # Joining again (another machine, a lost config): the registered profile stands.
-        import shlex
+        from gitrelay.hosts.hookrun import run_hook
 
-        fix = " ".join(f"--{flag} {shlex.quote(given)}" for flag, given, kept in
-                       (("name", args.name, cfg.name), ("role", args.role, cfg.role))
-                       if given is not None and given != kept)
-        note(f"{cfg.handle} was registered already, as {cfg.name} ({cfg.role}), so "
-             f"{', '.join(unused)} {'was' if len(unused) == 1 else 'were'} not used"
-             + (f"; `gitrelay profile {fix}` changes it" if fix else ""))
-    if index_problem is not None:
-        note(f"your inbox index was not built ({index_problem}); `gitrelay inbox` builds it")
-    if unpinned and not pinned:
-        note("you joined without a pin, so the relay's history was taken as the server gave "
-             f"it. {_pin_advice(unpinned)} Then check: `gitrelay verify --expect-tip <the "
-             "commit id in that line>`.")
-    _print_next_steps(args, cfg.relay, cfg.handle)
-    return EXIT_OK
+        text = sys.stdin.buffer.read().decode("utf-8", "replace")
+        outcome = run_hook(host, event, text, outside=outside, timeout=timeout)
+    except BaseException as exc:  # never a traceback into the host's turn
+        if isinstance(exc, KeyboardInterrupt):
+            return 130
+        why = f"{type(exc).__name__}: {exc}"
+        print(f"gitrelay hook {event}: {why}", file=sys.stderr)
+        return 2 if event == "pre-tool-use" else 1  # the guard fails closed
+    if outcome.stdout:
+        sys.stdout.write(outcome.stdout + "\n")
+    if outcome.stderr:
+        sys.stderr.write(outcome.stderr)
+    sys.stdout.flush()
+    if event == "wait":
+        # The host reads the waiter's answer when it exits: leave now, not after the sync
+        # loop's threads (a fetch in flight) wind down.
+        sys.stderr.flush()
+        os._exit(outcome.exit_code)
+    return outcome.exit_code
 
 
-def _pin_advice(teammates: list[str]) -> str:
-    who = ", ".join(teammates[:3]) + (" …" if len(teammates) > 3 else "")
-    return (f"Ask a teammate already on it ({who}) to run `gitrelay status --pin` and send "
-            "you the line it prints by a channel outside the relay (chat, a call, in "
-            "person): someone who can rewrite the relay cannot forge that.")
-
-
-def _ask_pin(teammates: list[str]) -> str | None:
-    """On a terminal, the pin a teammate sent (the pasted line or its commit id);
-    None when skipped or not on a terminal."""
-    import shlex
-
-    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+def hook_command(argv: list[str]) -> int | None:
+    """``gitrelay hook EVENT [--host H] [--outside O] [--timeout S]`` read by hand, the
+    way a host's settings (written by ``gitrelay setup``) give it; None for anything
+    else (``--help``, a mistake), which the full parser then reads and explains."""
+    if not argv or argv[0] not in EVENTS:
         return None
-    print(f"gitrelay: to be sure this relay's history is the one your team wrote: "
-          f"{_pin_advice(teammates)}", file=sys.stderr)
-    print("Paste the line here, or press Enter to join without it: ", end="",
-          file=sys.stderr, flush=True)
-    try:
-        answer = input().strip()
-    except EOFError:
-        return None
-    if not answer:
+    flags = {"--host": "claude", "--outside": "ask", "--timeout": str(WAIT_DEFAULT)}
+    rest = argv[1:]
+    while rest:
+        name, _, value = rest[0].partition("=")
+        if name not in flags:
+            return None
+        if not _:
+            if len(rest) < 2:
+                return None
+            value, rest = rest[1], rest[1:]
+        flags[name] = value
+        rest = rest[1:]
+    host, outside = flags["--host"], flags["--outside"]
+    if host not in HOSTS or outside not in ("ask", "deny"):
         return None
     try:
-        words = shlex.split(answer)
+        timeout = float(flags["--timeout"])
     except ValueError:
-        words = answer.split()
-    return words[words.index("--expect-tip") + 1] if "--expect-tip" in words[:-1] \
-        else words[-1]
-
-
-def _print_next_steps(args: argparse.Namespace, relay: str, handle: str) -> None:
-    from gitrelay.cli.firststeps import join_next_steps
-    from gitrelay.relay.client import RelayClient
-
-    try:
-        teammates = [str(p["handle"]) for p in RelayClient(relay, handle).teammates()]
-    except RelayError:
-        teammates = []
-    print("\n".join(join_next_steps(handle, teammates, str(trust_path(args)))))
-
-
-def _confirm_switch(handle: str, force: bool) -> None:
-    """Joining as someone else than the configured handle switches who this machine
-    writes as: asked on a terminal, refused elsewhere, unless ``--force``."""
-    from gitrelay.core.ids import same_handle
-    from gitrelay.store.config import load_user_config
-
-    try:
-        current = load_user_config()
-    except RelayError:
-        return  # a broken config: join writes a good one
-    if current is None or same_handle(current.handle, handle) or force:
-        return
-    what = (f"this machine's config is {current.handle}'s (on {current.relay}); joining as "
-            f"{handle} switches it, and every later command and your agent then write as "
-            f"{handle}")
-    if sys.stdin.isatty() and sys.stderr.isatty():
-        print(f"gitrelay: {what}. Switch to {handle}? [y/N] ", end="", file=sys.stderr,
-              flush=True)
-        if input().strip().lower() in ("y", "yes"):
-            return
-    raise InvalidArgument(f"{what}; nothing was changed",
-                          next_step=NextStep.CONFIRM_SWITCH, field="--as")
-
-
-def _index_inbox(relay: str, handle: str) -> str | None:
-    """Bring the mirror's inbox index up to date; what went wrong, or None."""
-    from gitrelay.inbox.index import index_for
-    from gitrelay.relay.client import RelayClient
-
-    try:
-        index_for(RelayClient(relay, handle).mirror).update()
-    except RelayError as exc:
-        return exc.message
-    return None
-
-
-
-def _cmd_mcp(args: argparse.Namespace) -> int:
-    # Answers initialize while the server loads (gitrelay.mcp.stdio): import nothing more.
-    from gitrelay.mcp.stdio import serve
-
-    # The server's log (warnings and failures) goes to stderr, which hosts keep as the
-    # server's log; stdout is the protocol's.
-    logging.basicConfig(level=logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    serve(relay=getattr(args, "relay", None), handle=getattr(args, "handle", None),
-          trust=args.trust, writes=args.writes, structured=args.structured)
-    return EXIT_OK
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    if args.example_relay:
-        return _build_example_relay(Path(args.example_relay).expanduser())
-    from gitrelay.demo.run import run_demo
-
-    return run_demo(keep=args.keep)
-
-
-def _build_example_relay(path: Path) -> int:
-    """The relay docs/cli.md's examples use, from the example data shipped in the package."""
-    import tempfile
-
-    from gitrelay.demo.example import build_example, load_example
-
-    if path.exists() and any(path.iterdir()):
-        raise InvalidArgument(f"{path} exists and is not empty", field="--example-relay",
-                              next_step=NextStep.NEW_DIRECTORY)
-    example = load_example()
-    with tempfile.TemporaryDirectory(prefix="gitrelay-example-") as loader:
-        build_example(path, example, home=Path(loader))
-    print(f"built the example relay {path}: {len(example.teammates)} teammates, "
-          f"{len(example.threads)} threads, every operation checked by the gate")
-    print(f"Bob's trust file for docs/cli.md's examples: {example.trust_path}")
-    return EXIT_OK
-
-
-
-def _cmd_whoami(args: argparse.Namespace) -> int:
-    from gitrelay.relay.render import one_line
-    from gitrelay.store.config import config_path, load_user_config
-
-    client = open_client(args, fetch=False)
-    cfg = load_user_config()
-    profile: dict[str, Any] | None = None
-    reach = "reachable"
-    try:
-        profile = client.teammate(client.handle)
-    except RelayUnavailable as exc:
-        reach = f"unreachable: {exc.message}"
-    if client.sync.last_error is not None:
-        reach = f"unreachable: {client.sync.last_error.message} (using your local copy)"
-    info = {
-        "handle": client.handle, "registered": profile is not None,
-        "name": profile["name"] if profile else (cfg.name if cfg else None),
-        "role": profile["role"] if profile else (cfg.role if cfg else None),
-        "email": profile.get("email") if profile else (cfg.email if cfg else None),
-        "relay": client.relay_url, "relay_status": reach, "mirror": str(client.mirror.path),
-        "config": str(config_path()) if cfg else None, "trust_file": str(trust_path(args)),
-        "writes": client.writes,
-    }
-    if args.json:
-        print_json(info)
-        return EXIT_OK
-    name = f"{one_line(info['name'])} ({one_line(info['role'])})" if info["name"] else ""
-    print(f"{client.handle}  {name}".rstrip())
-    if profile is None and reach == "reachable":
-        print("  not registered on this relay: run `gitrelay join RELAY --as "
-              f"{client.handle} --name NAME --role ROLE`")
-    print(f"  relay   {client.relay_url} ({reach})")
-    if client.sync.last_error is not None:
-        print(f"  fix     {next_step_text(client.sync.last_error)}")
-    print(f"  mirror  {client.mirror.path}")
-    print(f"  config  {info['config'] or 'none (flags or the embedded default relay)'}")
-    print(f"  trust   {info['trust_file']}")
-    print(f"  writes  {client.writes}")
-    return EXIT_OK
-
+        return None
+    return _run_hook(argv[0], host, "deny" if outside == "deny" else "ask", timeout)
 
 
 def register(commands: Commands) -> None:
+    """Add ``setup`` and ``hook`` to the command line."""
     add = commands.add
-    p = add("init", _cmd_init, "create a relay (a bare repo with the gate installed)",
-            "gitrelay init ~/relays/acme.git --name acme", identity=False)
-    p.add_argument("path")
-    p.add_argument("--name")
-    p.add_argument("--web-url", help="URL template for inbox_url, with {thread_id} and {path}")
-    p.add_argument("--require-pusher", action="store_true",
-                   help="refuse pushes the server did not authenticate (`gitrelay docs deploying`)")
-    p.add_argument("--stall-days", type=int, metavar="N",
-                   help=f"days a handoff may stay pending, or accepted with no message, "
-                        f"before it is news to both sides again (default {STALL_DAYS})")
-    p.add_argument("--require-signatures", action="store_true",
-                   help="refuse operations not signed with the actor's registered SSH key")
-    p = add("join", _cmd_join, "make your mirror of a relay and register yourself",
-            'gitrelay join ssh://git.acme.dev/relay.git --as bob@acme --name "Bob Chen" '
-            "--role frontend", identity=False)
-    p.add_argument("relay")
-    p.add_argument("--as", dest="handle", required=True, metavar="HANDLE")
-    p.add_argument("--name", required=True)
-    p.add_argument("--role", required=True)
-    p.add_argument("--email")
-    p.add_argument("--username", action="append", help="your username on the git server")
-    p.add_argument("--signing-key", help="SSH private key (or .pub with ssh-agent) to sign with")
-    p.add_argument("--new", action="store_true",
-                   help="register this handle even though it is one typo from a registered one")
-    p.add_argument("--expect-tip", metavar="COMMIT",
-                   help="the full id of a commit the relay's main must contain: the line a "
-                        "teammate's `gitrelay status --pin` prints, sent to you by chat or in "
-                        "person")
-    p.add_argument("--force", action="store_true",
-                   help="switch this machine's config to --as without asking")
-    add("whoami", _cmd_whoami, "who you are, on which relay, with which files",
-        "gitrelay whoami", json_flag=True).add_argument(
-        "--trust", help="report this trust file instead of the default")
-    p = add("mcp", _cmd_mcp, "run the MCP server on stdio (what your agent starts)",
-            "claude mcp add gitrelay -- gitrelay mcp")
-    p.add_argument("--trust", help="trust file (default: $GITRELAY_TRUST or "
-                                   "~/.agentrelay/trust.yaml)")
-    p.add_argument("--writes", choices=DELIVERY_MODES)
-    p.add_argument("--structured", action="store_true",
-                   help="also give every answer as structured content, with output schemas "
-                        "(for programmatic clients; coding hosts then show the model that "
-                        "instead of the text)")
-    p = add("demo", _cmd_demo, "show the whole product on a throw-away relay in seconds",
-            "gitrelay demo\ngitrelay demo --example-relay ~/relays/acme.git", identity=False)
-    p.add_argument("--keep", action="store_true",
-                   help="keep the throw-away relay and print where it is")
-    p.add_argument("--example-relay", metavar="PATH",
-                   help="instead, build the example relay that docs/cli.md's examples use "
-                        "at PATH (a new directory)")
+    p = add("setup", _cmd_setup, "connect a coding host to gitrelay: its MCP server entry "
+            "and, where the host has them, the hooks that show the inbox, nudge, wake and "
+            "guard (`gitrelay docs agents`)",
+            "gitrelay setup\ngitrelay setup claude\ngitrelay setup codex --project --dry-run\n"
+            "gitrelay setup cursor --remove", identity=False)
+    p.add_argument("host", choices=HOSTS, nargs="?",
+                   help="one host; without it (or with --all), every host installed here")
+    p.add_argument("--all", action="store_true",
+                   help="every coding host installed on this machine (the default)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true",
+                       help="in your own settings, for every project (the default)")
+    where.add_argument("--project", action="store_true",
+                       help="in this project's settings only")
+    p.add_argument("--dry-run", action="store_true", help="show the change; write nothing")
+    p.add_argument("--remove", action="store_true", help="take exactly gitrelay's parts out")
+    p.add_argument("--replace", action="store_true",
+                   help="with --project: write the standard entry in place of a gitrelay "
+                        "server entry the team committed that is not the one setup writes")
+    p.add_argument("--outside", choices=["ask", "deny"], default="ask",
+                   help="what the guard answers for a write outside the accepted handoff's "
+                        "auto_write_paths (default ask)")
+    p = add("hook", _cmd_hook, "what a coding host runs at points of its session, with its "
+            "JSON on stdin (written by `gitrelay setup`)",
+            "echo '{\"session_id\": \"s1\", \"cwd\": \".\", \"hook_event_name\": "
+            "\"SessionStart\"}' | gitrelay hook session-start", identity=False)
+    p.add_argument("event", choices=EVENTS)
+    p.add_argument("--host", choices=HOSTS, default="claude")
+    p.add_argument("--outside", choices=["ask", "deny"], default="ask",
+                   help="pre-tool-use: the answer for a write outside auto_write_paths")
+    p.add_argument("--timeout", type=float, default=WAIT_DEFAULT, metavar="SECONDS",
+                   help="wait: how long to wait for a new item before leaving quietly")

@@ -62,7 +62,7 @@ def _trust_note(args: argparse.Namespace, client: RelayClient, view: ThreadView
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from gitrelay.relay.render import conversation
+    from gitrelay.cli.render import conversation
 
     client = open_client(args)
     view = reads.thread_to_read(client, resolve(client, args.thread), policy.Reader.PERSON)
@@ -112,8 +112,8 @@ def _mark_read(client: RelayClient, mark: ReadMark) -> int:
 
 
 def _cmd_log(args: argparse.Namespace) -> int:
+    from gitrelay.cli.render import history_line
     from gitrelay.relay.history import history
-    from gitrelay.relay.render import history_line
 
     client = open_client(args)
     tid = resolve(client, args.thread) if args.thread else None
@@ -135,7 +135,7 @@ def _cmd_log(args: argparse.Namespace) -> int:
 
 
 def _cmd_send(args: argparse.Namespace) -> int:
-    from gitrelay.relay.render import short_id
+    from gitrelay.core.readable import short_id
 
     summary = text_arg(args.summary, "--summary")
     question = text_arg(args.question, "--question") if args.question else None
@@ -206,7 +206,7 @@ def _cmd_draft(args: argparse.Namespace) -> int:
 def _cmd_accept(args: argparse.Namespace) -> int:
     import uuid
 
-    from gitrelay.relay.render import conversation
+    from gitrelay.cli.render import conversation
     from gitrelay.trust.trust import load_trust
 
     client = open_client(args, writes="queue" if args.queue else "wait")

@@ -103,7 +103,7 @@ def _check_registered(args: argparse.Namespace, handle: str) -> None:
 
 
 def _show_trust(args: argparse.Namespace, path: Path) -> int:
-    from gitrelay.relay.render import table
+    from gitrelay.core.readable import table
     from gitrelay.trust.trust import load_trust
     from gitrelay.trust.trustedit import judge_all
 

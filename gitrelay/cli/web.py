@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def _cmd_web(args: argparse.Namespace) -> int:
-    from gitrelay.web.server import loopback_host, serve
+    from gitrelay.web.serve import loopback_host, serve
 
     host = loopback_host(args.host) if args.host is not None else None
     client = open_client(args, writes="wait")

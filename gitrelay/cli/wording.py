@@ -27,7 +27,7 @@ def _thread(err: RelayError) -> str:
 
 def _join(err: RelayError) -> str:
     """The ``gitrelay join`` line a join refusal's ``join`` data names."""
-    from gitrelay.relay.setup import join_command
+    from gitrelay.relay.joining import join_command
 
     given = err.data.get("join")
     values = dict(given) if isinstance(given, dict) else {}
@@ -45,7 +45,7 @@ _HANDLE_TAKEN = ("If you did not register it, someone else took your handle: do 
 
 
 def _join_with_username(err: RelayError) -> str:
-    from gitrelay.relay.setup import YOUR_SERVER_USERNAME
+    from gitrelay.relay.joining import YOUR_SERVER_USERNAME
 
     pusher = err.data.get("pusher")
     if pusher:
@@ -107,7 +107,7 @@ def _longer_id(err: RelayError) -> str:
     matching = err.data.get("matching") or []
     if not matching:
         return "Give more characters of the id."
-    from gitrelay.relay.render import short_id
+    from gitrelay.core.readable import short_id
 
     return f"Give more characters of the id, e.g. `{short_id(str(matching[0]))}`."
 

@@ -30,7 +30,7 @@ from gitrelay.core.errors import ConfigError, InvalidArgument, NextStep
 from gitrelay.core.ids import check_handle, is_key, thread_id_for
 from gitrelay.core.threadstate import STATUSES
 from gitrelay.relay.client import RelayClient
-from gitrelay.relay.setup import init_relay, join
+from gitrelay.relay.joining import init_relay, join
 
 EXAMPLE_ENV = "GITRELAY_EXAMPLE"
 STEP_KINDS = ("accept", "message", "draft", "complete", "cancel")

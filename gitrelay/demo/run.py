@@ -15,7 +15,7 @@ got it) in a file whose path the story ends with. Everything it starts is
 stopped before it returns; the temporary relay is removed unless ``keep``.
 
 This module is an MCP *client* (the only one in the package); the server is
-:mod:`gitrelay.mcp.server`, reached only through real processes.
+:mod:`gitrelay.mcp.agentserver`, reached only through real processes.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ import mcp
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from gitrelay.core.errors import RelayError
+from gitrelay.core.readable import clean, clip, one_line, short_id
 from gitrelay.demo.example import Example, load_example
-from gitrelay.relay.render import clean, clip, one_line, short_id
-from gitrelay.relay.setup import ensure_default_relay, join
+from gitrelay.relay.joining import ensure_default_relay, join
 from gitrelay.store.config import default_relay_path
 
 ALICE, BOB, CAROL = "alice@acme", "bob@acme", "carol@acme"

@@ -3,7 +3,7 @@ capabilities and instructions.
 
 Nothing here needs the relay, the trust file or a tool, so :mod:`gitrelay.mcp.stdio`
 answers ``initialize`` from this module alone while the rest of the server is still
-loading; :mod:`gitrelay.mcp.server` answers it the same way once it is up. It imports
+loading; :mod:`gitrelay.mcp.agentserver` answers it the same way once it is up. It imports
 only the wire (:mod:`gitrelay.mcp.protocol`) and the package's version.
 """
 

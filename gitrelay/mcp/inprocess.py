@@ -1,7 +1,7 @@
 """The server in-process, for a Python program that talks MCP through the SDK's client.
 
 ``mcp.Client(in_process(build_server(opener)))`` connects the SDK's client to a
-:class:`~gitrelay.mcp.server.RelayMCPServer` in the same process, over the same
+:class:`~gitrelay.mcp.agentserver.RelayMCPServer` in the same process, over the same
 messages ``gitrelay mcp`` reads and writes on stdio; the tests and the benchmarks
 use it. This is the one module of the server side that imports the SDK (its message
 types), and only programs that use the SDK's client import it.
@@ -19,7 +19,7 @@ import anyio.to_thread
 import mcp.types as types
 from mcp.shared.message import SessionMessage
 
-from gitrelay.mcp.server import RelayMCPServer
+from gitrelay.mcp.agentserver import RelayMCPServer
 
 __all__ = ["in_process"]
 

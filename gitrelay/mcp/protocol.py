@@ -20,7 +20,7 @@ answered with the JSON-RPC error it calls for, and the next line is read.
 
 This module knows the wire and nothing of tools: :class:`Connection` takes one
 decoded message at a time and routes each request to the handler
-:mod:`gitrelay.mcp.server` names for it, on the reading thread or, when the route
+:mod:`gitrelay.mcp.agentserver` names for it, on the reading thread or, when the route
 says the call may wait (a fetch, the gate, a long-poll), on a thread of its own
 so that the next requests are read meanwhile. :func:`serve_lines` is the stdio
 loop around it.

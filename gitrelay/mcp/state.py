@@ -19,8 +19,8 @@ from typing import Any
 from gitrelay.inbox import inbox
 from gitrelay.mcp.answers import AnswerMemo
 from gitrelay.relay.client import RelayClient
+from gitrelay.relay.joining import ensure_default_relay, join
 from gitrelay.relay.results import WriteResult
-from gitrelay.relay.setup import ensure_default_relay, join
 from gitrelay.store.config import default_relay_path, load_user_config
 from gitrelay.sync.loop import SyncLoop
 from gitrelay.trust.trust import TrustStore

@@ -6,9 +6,9 @@ server only so long (docs/agents.md, "When the tools arrive"). Loading the serve
 most of a start: pydantic, pygit2, the tools' models, the relay client, the trust
 file and the sync loop. So :func:`serve` answers ``initialize`` and ``ping`` from
 :mod:`gitrelay.mcp.handshake` on the reading thread, at once, while a thread of its
-own loads :mod:`gitrelay.mcp.server` and opens the session. Any other request waits
+own loads :mod:`gitrelay.mcp.agentserver` and opens the session. Any other request waits
 for that, then goes to the session's own routing (:meth:`Session.route
-<gitrelay.mcp.server.Session.route>`), in the order the requests came.
+<gitrelay.mcp.agentserver.Session.route>`), in the order the requests came.
 
 When the relay cannot be reached through the saved config (no identity, say), the
 server still answers the handshake and lists its tools, so that a host which waits for
@@ -34,7 +34,7 @@ from gitrelay.mcp.handshake import (
 from gitrelay.mcp.protocol import Connection, Handler, serve_lines
 
 if TYPE_CHECKING:
-    from gitrelay.mcp.server import Session
+    from gitrelay.mcp.agentserver import Session
 
 __all__ = ["Loaded", "serve", "serve_loading"]
 
@@ -120,7 +120,7 @@ def serve(relay: str | None, handle: str | None, trust: str | None, writes: str 
 
     def load(send: Send) -> Loaded:
         from gitrelay.core.errors import RelayError
-        from gitrelay.mcp.server import build_server
+        from gitrelay.mcp.agentserver import build_server
         from gitrelay.mcp.state import ServerOptions, open_state
 
         options = ServerOptions(relay=relay, handle=handle, trust=trust, writes=writes)

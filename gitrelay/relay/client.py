@@ -60,6 +60,7 @@ from gitrelay.core.vocab import (
     TEAMMATES_PAGE,
     TEAMMATES_PAGE_MAX,
 )
+from gitrelay.relay.joining import ensure_default_relay
 from gitrelay.relay.policy import (
     check_new_handoff,
     handoff_key,
@@ -69,7 +70,6 @@ from gitrelay.relay.policy import (
     written_from_arguments,
 )
 from gitrelay.relay.results import TeammatesPage, ThreadView, WriteResult
-from gitrelay.relay.setup import ensure_default_relay
 from gitrelay.store.config import UserConfig, default_relay_path, load_user_config
 from gitrelay.store.mirror import op_key
 from gitrelay.sync.control import FRESH_SECONDS, SyncControl

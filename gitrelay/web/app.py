@@ -43,10 +43,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gitrelay.core.errors import InvalidArgument, RelayError
+from gitrelay.core.readable import short_id
 from gitrelay.core.threadstate import STATUSES
 from gitrelay.core.vocab import INTENTS
 from gitrelay.relay import reads
-from gitrelay.relay.render import short_id
 from gitrelay.web import pages, peer
 from gitrelay.web.activity import ActivityCache, chart, duration
 from gitrelay.web.signin import SignIn, new_secret

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from gitrelay.core.errors import InvalidArgument, RelayError
 from gitrelay.core.ids import handle_key, same_handle
+from gitrelay.core.readable import when
 from gitrelay.core.threadstate import ACCEPTED, PENDING, STATUSES
 from gitrelay.core.vocab import INTENTS
 from gitrelay.inbox.inbox import ReadMark, check_inbox, mark_read, unread_on_thread
 from gitrelay.relay import policy, reads
-from gitrelay.relay.render import when
 from gitrelay.trust.trust import TrustRules, evaluate, load_trust
 from gitrelay.web.text import artifact_view, diff_lines, page_line, shown
 

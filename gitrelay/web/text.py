@@ -62,7 +62,7 @@ def shown(value: object) -> str:
 def page_line(value: object, limit: int | None = None) -> str:
     """:func:`shown` on one line (newlines and tabs as spaces), cut at ``limit`` characters.
 
-    A page's line, not a terminal's (:func:`gitrelay.relay.render.one_line`): it shows
+    A page's line, not a terminal's (:func:`gitrelay.cli.render.one_line`): it shows
     the wider set of hiding characters :func:`shown` does, and leaves spacing and
     widths to the browser's layout."""
     text = re.sub(r"[\t\n\r\x0b\x0c]+", " ", value if isinstance(value, str) else str(value))

@@ -34,9 +34,9 @@ from gitrelay.cli.main import (
 )
 from gitrelay.cli.progress import Progress
 from gitrelay.core.ids import thread_id_for
+from gitrelay.core.readable import clean, one_line
 from gitrelay.demo.example import build_example, load_example
-from gitrelay.relay import setup
-from gitrelay.relay.render import clean, one_line
+from gitrelay.relay import joining
 from tests.kit import UNREADABLE, git, git_out, log_subjects, make_unreadable, set_hermetic
 
 EXAMPLE = load_example()
@@ -213,7 +213,7 @@ def test_a_new_relay_has_gits_guards_and_packs_pushed_objects_early(tmp_path, mo
 
     assert setting("receive.denyNonFastForwards") == "true"
     assert setting("receive.denyDeletes") == "true"
-    assert setting("gc.auto") == str(setup.RELAY_GC_AUTO) == "1000"
+    assert setting("gc.auto") == str(joining.RELAY_GC_AUTO) == "1000"
 
 
 def test_joining_again_keeps_the_registered_profile_and_says_what_was_not_used(
@@ -1033,7 +1033,7 @@ def test_doctor_says_how_to_check_a_remote_relay():
 def test_doctor_names_a_hook_installed_under_the_gates_old_name(tmp_path, monkeypatch):
     from gitrelay.cli.doctor import gate_checks
 
-    relay = setup.init_relay(tmp_path / "relay.git", name="acme")
+    relay = joining.init_relay(tmp_path / "relay.git", name="acme")
     hook = relay / "hooks" / "pre-receive"
     hook.write_text(hook.read_text().replace("gitrelay.gate.gate", "gitrelay.hook.gate"))
     (check,) = gate_checks(str(relay))
@@ -1050,10 +1050,10 @@ def test_doctor_names_a_hook_installed_under_the_gates_old_name(tmp_path, monkey
     pushed = git("push", "-q", "origin", "HEAD:main", cwd=work, check=False)
     assert pushed.returncode != 0 and b"[trailers]" in pushed.stderr, pushed.stderr
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice-home"))
-    setup.join(str(relay), "alice@acme", name="Alice Martin", role="backend", save=False)
+    joining.join(str(relay), "alice@acme", name="Alice Martin", role="backend", save=False)
     listed = git_out(relay, "ls-tree", "-r", "--name-only", "main")
     assert "alice@acme" in listed  # her registration went through the old hook
-    setup.install_hook(relay)
+    joining.install_hook(relay)
     assert gate_checks(str(relay))[0].level == "ok"
 
 

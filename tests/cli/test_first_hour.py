@@ -137,9 +137,9 @@ def test_a_repository_that_is_not_a_relay_says_so_in_plain_words(tmp_path, monke
 def test_doctors_ssh_fix_reads_as_one_sentence(tmp_path, monkeypatch, capsys) -> None:
     """The fix doctor prints for an ssh failure is ssh's fix then "until then…", without
     a full stop in between (it read "….; until then")."""
-    from gitrelay.relay import setup
+    from gitrelay.relay import joining
 
-    relay = setup.init_relay(tmp_path / "relay.git", name="acme")
+    relay = joining.init_relay(tmp_path / "relay.git", name="acme")
     url = f"ssh://git@127.0.0.1:2222{relay}"
     # ssh to this machine, as the git account would run it: the remote command, here.
     local = tmp_path / "ssh-here"

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from gitrelay.core.errors import RelayError
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs" / "deploying.md"
@@ -57,7 +57,7 @@ def account(tmp_path: Path) -> Path:
     script, _ = recipe()
     (commands / "gitrelay-as").write_text(script)
     (commands / "gitrelay-as").chmod(0o755)
-    setup.init_relay(home / "acme-relay.git", name="acme", require_pusher=True)
+    joining.init_relay(home / "acme-relay.git", name="acme", require_pusher=True)
     fake = tmp_path / "bin" / "ssh-as-sshd"
     fake.parent.mkdir()
     fake.write_text(FAKE_SSH)
@@ -84,7 +84,7 @@ def test_the_docs_recipe_names_the_pusher_through_git_shell(
     for user in ("alice", "bob"):
         monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / f"home-{user}"))
         env = ssh_env(account, forced[user])
-        setup.join(url(account), f"{user}@acme", name=user.title(), role="engineer",
+        joining.join(url(account), f"{user}@acme", name=user.title(), role="engineer",
                    usernames=[user], env=env, save=False)
         clients[user] = RelayClient(url(account), f"{user}@acme", writes="wait", env=env)
     sent = clients["alice"].handoff(to="bob@acme", intent="inform", summary="Hello over ssh")
@@ -93,7 +93,7 @@ def test_the_docs_recipe_names_the_pusher_through_git_shell(
     # bob's key, alice's name: the gate sees bob (GITRELAY_SSH_USER from the script).
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "home-bob-as-alice"))
     with pytest.raises(RelayError) as err:
-        setup.join(url(account), "carol@acme", name="Carol", role="engineer",
+        joining.join(url(account), "carol@acme", name="Carol", role="engineer",
                    usernames=["alice"], env=ssh_env(account, forced["bob"]), save=False)
     assert err.value.data.get("rule") in ("pusher", "registration")
 

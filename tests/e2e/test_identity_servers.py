@@ -22,7 +22,7 @@ import pytest
 from gitrelay.cli.wording import next_step_text as person_wording
 from gitrelay.core import layout
 from gitrelay.core.errors import RelayError
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.mirror import Mirror
 from tests.forging import forge, forge_inbox, handoff_op, inbox_doc, profile_op
@@ -53,7 +53,7 @@ class ServedRelay:
         handle = handle or f"{user}@acme"
         self.monkeypatch.setenv("GITRELAY_HOME", str(self.tmp / f"home-{user}"))
         name, role = NAMES[user]
-        setup.join(self.url(user), handle, name=name, role=role, usernames=[user],
+        joining.join(self.url(user), handle, name=name, role=role, usernames=[user],
                    env=self.env(user), save=False)
         return self.client(user, handle)
 
@@ -73,7 +73,7 @@ class ServedRelay:
 @pytest.fixture
 def served(git_server: GitServer, tmp_path: Path,
            monkeypatch: pytest.MonkeyPatch) -> ServedRelay:
-    path = setup.init_relay(git_server.root / "relay.git", name="acme", require_pusher=True)
+    path = joining.init_relay(git_server.root / "relay.git", name="acme", require_pusher=True)
     return ServedRelay(git_server, path, tmp_path, monkeypatch)
 
 
@@ -192,7 +192,7 @@ def test_alice_cannot_register_a_teammate_as_someone_else(served: ServedRelay,
     # Through the client, as a new user would: alice's credentials, dana's handle.
     served.monkeypatch.setenv("GITRELAY_HOME", str(served.tmp / "home-dana"))
     with pytest.raises(RelayError) as err:
-        setup.join(served.url("alice"), "dana@acme", name="Dana Kim", role="design",
+        joining.join(served.url("alice"), "dana@acme", name="Dana Kim", role="design",
                    usernames=["dana"], env=served.env("alice"), save=False)
     assert err.value.data["rule"] == "pusher"
     assert err.value.message.endswith("dana@acme's server usernames are ['dana']")
@@ -254,7 +254,7 @@ def test_a_registration_claims_only_the_pushers_own_username(served: ServedRelay
     assert served.ref() == before
     # The real dana joins, as a new user would, with her own username.
     served.monkeypatch.setenv("GITRELAY_HOME", str(served.tmp / "home-dana"))
-    setup.join(served.url("dana"), "dana@acme", name="Dana Kim", role="design",
+    joining.join(served.url("dana"), "dana@acme", name="Dana Kim", role="design",
                usernames=["dana"], env=served.env("dana"), save=False)
     bob.refresh(max_age=0)
     assert bob.teammate("dana@acme")["usernames"] == ["dana"]  # type: ignore[index]
@@ -265,7 +265,7 @@ def test_a_push_without_an_authenticated_pusher_is_refused(served: ServedRelay,
                                                            bob: RelayClient) -> None:
     """A local-path push to the same bare repository: the hook runs, nobody vouches."""
     env = served.env("alice")
-    for name in setup.PUSHER_ENV_DEFAULT:
+    for name in joining.PUSHER_ENV_DEFAULT:
         env.pop(name, None)
     before = served.ref()
     genuine = forge(alice.mirror, handoff_op("alice@acme", "bob@acme", "rotate the API keys"))
@@ -290,13 +290,13 @@ def test_joining_as_a_handle_someone_else_registered_is_refused(served: ServedRe
     for user in ("mallory", "dana"):
         served.server.add_user(user)
     served.monkeypatch.setenv("GITRELAY_HOME", str(served.tmp / "home-mallory"))
-    setup.join(served.url("mallory"), "dana@acme", name="Dana Kim", role="design",
+    joining.join(served.url("mallory"), "dana@acme", name="Dana Kim", role="design",
                usernames=["mallory"], env=served.env("mallory"), save=False)
     squatted = served.ref()
 
     served.monkeypatch.setenv("GITRELAY_HOME", str(served.tmp / "home-dana"))
     with pytest.raises(RelayError) as err:
-        setup.join(served.url("dana"), "dana@acme", name="Dana Kim", role="design",
+        joining.join(served.url("dana"), "dana@acme", name="Dana Kim", role="design",
                    usernames=["dana"], env=served.env("dana"), save=False)
 
     assert err.value.name == "forbidden"
@@ -314,7 +314,7 @@ def test_a_join_without_username_says_which_one_to_add_and_leaves_nothing_refuse
     served.server.add_user("carol")
     served.monkeypatch.setenv("GITRELAY_HOME", str(served.tmp / "home-carol"))
     with pytest.raises(RelayError) as err:
-        setup.join(served.url("carol"), "carol@acme", name="Carol Diaz", role="platform",
+        joining.join(served.url("carol"), "carol@acme", name="Carol Diaz", role="platform",
                    env=served.env("carol"), save=False)
 
     assert err.value.data["rule"] == "pusher"

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from gitrelay.mcp.provenance import CLOSE_PREFIX
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from tests.answerkit import read_text
 from tests.hostkit import (
@@ -66,10 +66,10 @@ class Team:
     def __init__(self, root: Path, relay: Path, *, home: Path | None = None) -> None:
         self.desk = Desk(root, relay, gitrelay_home=home)
         with gitrelay_home(self.desk.gitrelay_home):
-            setup.join(str(relay), "bob@acme", name="Bob Chen", role="frontend")
+            joining.join(str(relay), "bob@acme", name="Bob Chen", role="frontend")
         self.alice_home = root / "alice-gitrelay"
         with gitrelay_home(self.alice_home):
-            setup.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
+            joining.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
         self.relay = relay
 
     def handoff(self, summary: str = SUMMARY, *, message: bool = True) -> str:
@@ -110,7 +110,7 @@ def check_in(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     root = tmp_path_factory.mktemp(f"check-in-{host}")
     with pytest.MonkeyPatch.context() as mp:
         set_hermetic(mp)
-        team = Team(root, setup.init_relay(root / "relay.git", name="acme"))
+        team = Team(root, joining.init_relay(root / "relay.git", name="acme"))
         tid = team.handoff()
         team.fetched()
         run = run_host(host, team.desk, [
@@ -540,14 +540,14 @@ def round_trip(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     root = tmp_path_factory.mktemp(f"round-trip-{sender}-{receiver}")
     with pytest.MonkeyPatch.context() as mp:
         set_hermetic(mp)
-        relay = setup.init_relay(root / "relay.git", name="acme")
+        relay = joining.init_relay(root / "relay.git", name="acme")
         alice = Desk(root, relay, trust=ALICE_TRUST, who="alice")
         bob = Desk(root, relay, trust=BOB_TRUST)
         bob.setup_args = ("--outside", "deny")  # a write the rules do not allow: refused
         for desk, handle, name, role in ((alice, "alice@acme", "Alice Martin", "backend"),
                                          (bob, "bob@acme", "Bob Chen", "frontend")):
             with gitrelay_home(desk.gitrelay_home):
-                setup.join(str(relay), handle, name=name, role=role)
+                joining.join(str(relay), handle, name=name, role=role)
         bob.gitrelay("trust", "add", "alice@acme", "--auto-test", "--write", TRUSTED_PATH)
         common = {"linger": 4.0, "leftover_wait": 3.0}
         handoff = run_host(sender, alice, [

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from gitrelay.cli.main import main as cli_main
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.store.config import mirror_path
 from gitrelay.store.mirror import Mirror
 from tests.servers.ssh import SshGitServer
@@ -57,7 +57,7 @@ def closed_port() -> int:
 def test_an_unknown_host_key_is_named_with_the_fix_in_join_whoami_status_and_doctor(
         ssh_server: SshGitServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    setup.init_relay(ssh_server.root / "relay.git", name="acme")
+    joining.init_relay(ssh_server.root / "relay.git", name="acme")
     url = ssh_server.url("relay.git", "alice")
     empty = tmp_path / "known_hosts"
     empty.write_text("")
@@ -115,7 +115,7 @@ def test_having_no_ssh_key_reads_apart_from_having_the_wrong_one(
     account_ssh = Path(os.path.expanduser(f"~{getpass.getuser()}")) / ".ssh"
     if any(account_ssh.glob("id_*")):
         pytest.skip(f"this account has ssh keys in {account_ssh}, which ssh would offer")
-    setup.init_relay(ssh_server.root / "relay.git", name="acme")
+    joining.init_relay(ssh_server.root / "relay.git", name="acme")
     url = ssh_server.url("relay.git", "alice")
     argv = shlex.split(ssh_command(ssh_server, "alice", None))
     i = argv.index("-i")

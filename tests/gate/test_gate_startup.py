@@ -56,7 +56,7 @@ def test_importing_the_gate_loads_none_of_the_slow_modules() -> None:
 
 
 def test_the_installed_hook_starts_the_interpreter_isolated_and_without_site() -> None:
-    from gitrelay.relay.setup import hook_script
+    from gitrelay.relay.joining import hook_script
 
     first = hook_script("/usr/bin/python3").splitlines()[0]
     assert first == "#!/usr/bin/python3 -IS"

@@ -77,7 +77,7 @@ def test_a_relay_made_before_the_limit_gets_the_default(tmp_path: Path) -> None:
 
 
 def test_a_new_relay_leaves_the_limit_out_and_a_relay_json_may_set_it() -> None:
-    from gitrelay.relay.setup import relay_config
+    from gitrelay.relay.joining import relay_config
 
     # Left out at its default, so that clients from before the limit still read the relay.
     config: dict[str, Any] = relay_config("acme")
@@ -308,14 +308,14 @@ def test_a_reader_checks_indexes_and_lists_a_thousand_new_registrations_in_one_p
     parses about those alone: a bound that does not grow with the registry."""
     from bench.registry_bench import add_registrations, make_relay
     from gitrelay.inbox.inbox import check_inbox
-    from gitrelay.relay import setup
+    from gitrelay.relay import joining
     from gitrelay.relay.client import RelayClient
 
     count = 1000
     relay = tmp_path / "relay.git"
     make_relay(relay, hook=False, sharded=sharded)
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "bob"))
-    setup.join(str(relay), "bob@acme", name="Bob Chen", role="frontend", save=False)
+    joining.join(str(relay), "bob@acme", name="Bob Chen", role="frontend", save=False)
     check_inbox(RelayClient(str(relay), "bob@acme", writes="wait"))  # the index, built
     from tests.kit import ref_of
 

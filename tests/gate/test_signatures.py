@@ -21,7 +21,7 @@ from gitrelay.core.objects import parse_commit
 from gitrelay.core.ops import Op
 from gitrelay.core.signing import signer_for
 from gitrelay.inbox import inbox
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from tests.forging import (
     forge,
@@ -62,11 +62,11 @@ class SignedRelay:
 
 @pytest.fixture
 def signed(tmp_path: Path, keys: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> SignedRelay:
-    relay = setup.init_relay(tmp_path / "relay.git", name="acme", require_signatures=True)
+    relay = joining.init_relay(tmp_path / "relay.git", name="acme", require_signatures=True)
 
     def join(handle: str, key: Path | None) -> RelayClient:
         monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / handle.split("@")[0]))
-        setup.join(str(relay), handle, name=handle.split("@")[0].title(), role="engineer",
+        joining.join(str(relay), handle, name=handle.split("@")[0].title(), role="engineer",
                    signing_key=str(key) if key else None, save=False)
         return RelayClient(str(relay), handle, writes="wait",
                            signer=signer_for(str(key)) if key else None)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gitrelay.core import layout
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.sync.verify import verify_relay
 from tests.forging import forge, message_op, with_deep_tree, with_header_line
@@ -42,7 +42,7 @@ class Team:
 
 def _team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, hook: bool,
           fsck: bool) -> Team:
-    relay = setup.init_relay(tmp_path / "relay.git", name="acme", hook=hook)
+    relay = joining.init_relay(tmp_path / "relay.git", name="acme", hook=hook)
     if not fsck:  # a host that takes whatever git can store
         git("config", "receive.fsckObjects", "false", git_dir=relay)
     clients = join_each(relay, tmp_path, monkeypatch)

@@ -20,7 +20,7 @@ from mcp.client.stdio import stdio_client
 
 from gitrelay.hosts.session import SessionStore
 from gitrelay.mcp.provenance import FencedValue
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.trust.fencetext import inbox_rows
 from tests.answerkit import read_answer, read_text
@@ -99,9 +99,9 @@ def decision(proc: subprocess.CompletedProcess[str]) -> str | None:
 def bob(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Bob:
     machine = Bob(tmp_path, relay)
     monkeypatch.setenv("GITRELAY_HOME", str(machine.home))
-    setup.join(str(relay), "bob@acme", name="Bob Chen", role="frontend")
+    joining.join(str(relay), "bob@acme", name="Bob Chen", role="frontend")
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice-gitrelay"))
-    setup.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
+    joining.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
     return machine
 
 
@@ -685,7 +685,7 @@ def test_a_hook_loads_only_what_its_event_needs(bob: Bob, event: str) -> None:
     assert out.returncode == 0, out.stderr
     loaded = set(out.stderr.split())
     heavy = {"argparse", "pygit2", "pydantic", "yaml", "mcp", "watchdog",
-             "gitrelay.cli.common", "gitrelay.cli.setup", "gitrelay.relay.client",
+             "gitrelay.cli.common", "gitrelay.cli.onboard", "gitrelay.relay.client",
              "gitrelay.store.mirror"}
     if event != "pre-tool-use":
         heavy.add("gitrelay.hosts.guard")
@@ -702,13 +702,13 @@ def test_over_ssh_a_handoff_sent_while_nothing_ran_is_in_the_start_context(
     from tests.servers.ssh import ssh_git_server
 
     with ssh_git_server(tmp_path / "sshd") as server:
-        setup.init_relay(server.root / "relay.git", name="acme")
+        joining.init_relay(server.root / "relay.git", name="acme")
         url = server.url("relay.git", "bob")
         homes = {who: tmp_path / f"{who}-gitrelay" for who in ("alice", "bob")}
         for who, (name, role) in {"alice": ("Alice Martin", "backend"),
                                   "bob": ("Bob Chen", "frontend")}.items():
             monkeypatch.setenv("GITRELAY_HOME", str(homes[who]))
-            setup.join(url, f"{who}@acme", name=name, role=role, usernames=[who],
+            joining.join(url, f"{who}@acme", name=name, role=role, usernames=[who],
                        env={"GIT_SSH_COMMAND": server.client_env(who)["GIT_SSH_COMMAND"]})
         monkeypatch.setenv("GITRELAY_HOME", str(homes["alice"]))
         monkeypatch.setenv("GIT_SSH_COMMAND", server.client_env("alice")["GIT_SSH_COMMAND"])

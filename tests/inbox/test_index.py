@@ -27,7 +27,7 @@ from gitrelay.core.errors import RelayError
 from gitrelay.inbox import inbox
 from gitrelay.inbox.inbox import InboxItem, InboxPage, check_inbox
 from gitrelay.inbox.index import INDEX_FILE, INDEX_FORMAT, ListedFiles, index_for, item_id_for
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 
 ALL = ["pending", "accepted", "completed", "cancelled"]
@@ -435,11 +435,11 @@ step = st.one_of(
 
 
 def new_team(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[RelayClient]:
-    relay = setup.init_relay(root / "relay.git", name="acme")
+    relay = joining.init_relay(root / "relay.git", name="acme")
     clients = []
     for handle in HANDLES:
         monkeypatch.setenv("GITRELAY_HOME", str(root / handle.split("@")[0]))
-        setup.join(str(relay), handle, name=handle.split("@")[0].title(), role="dev",
+        joining.join(str(relay), handle, name=handle.split("@")[0].title(), role="dev",
                    save=False)
         client = RelayClient(str(relay), handle, writes="queue")
         client.sync.fresh_seconds = 1e9  # only the steps fetch

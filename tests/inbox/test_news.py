@@ -24,7 +24,7 @@ from gitrelay.core.vocab import STALLED
 from gitrelay.inbox.inbox import check_inbox, mark_read, unread_on_thread
 from gitrelay.inbox.inboxpeek import peek_unread
 from gitrelay.inbox.news import DAY_US, StallClock, stall_days, stall_text, stalls
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.sync.inboxstate import current_us
 
@@ -92,7 +92,7 @@ class Duo:
         for who, (name, role) in {"alice": ("Alice Martin", "backend"),
                                   "bob": ("Bob Chen", "frontend")}.items():
             self.be(who)
-            setup.join(str(relay), f"{who}@acme", name=name, role=role)
+            joining.join(str(relay), f"{who}@acme", name=name, role=role)
             client = RelayClient.from_config(writes="wait")
             client.sync.fresh_seconds = 0
             self.clients[who] = client
@@ -351,8 +351,8 @@ def test_a_relays_stall_days_is_read_from_relay_json(tmp_path: Path,
     from gitrelay.inbox.index import index_for
 
     with pytest.raises(RelayError):
-        schema.validate("config", setup.relay_config("acme", stall_days=0))
-    relay = setup.init_relay(tmp_path / "relay.git", name="acme", stall_days=1)
+        schema.validate("config", joining.relay_config("acme", stall_days=0))
+    relay = joining.init_relay(tmp_path / "relay.git", name="acme", stall_days=1)
     pair = Duo(relay, tmp_path, monkeypatch)
     alice, bob = pair["alice"], pair["bob"]
     tid = alice.handoff(to="bob@acme", intent="inform", summary="Paginate /users").thread_id

@@ -29,11 +29,11 @@ from gitrelay.core.errors import InvalidArgument
 from gitrelay.inbox.index import index_for
 from gitrelay.inbox.searchindex import snippet
 from gitrelay.inbox.searchquery import Term, parse, path_glob
+from gitrelay.mcp.agentserver import build_server
 from gitrelay.mcp.inprocess import in_process
 from gitrelay.mcp.provenance import OPEN_PREFIX, outside_answer_fence, parse_answer_fence
-from gitrelay.mcp.server import build_server
 from gitrelay.mcp.state import ServerState
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.trust.trust import TrustStore
 from tests.kit import set_hermetic
@@ -64,11 +64,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     ids: dict[str, str] = {}
     with pytest.MonkeyPatch.context() as mp:
         set_hermetic(mp, base)
-        relay = setup.init_relay(base / "relay.git", name="acme")
+        relay = joining.init_relay(base / "relay.git", name="acme")
         clients = {}
         for handle, (name, role) in TEAM.items():
             mp.setenv("GITRELAY_HOME", str(homes[handle]))
-            setup.join(str(relay), handle, name=name, role=role, save=False)
+            joining.join(str(relay), handle, name=name, role=role, save=False)
             clients[handle.split("@")[0]] = RelayClient(str(relay), handle, writes="wait")
             trusts[handle].write_text(BOB_TRUST if handle == "bob@acme" else TRUST)
         alice, bob, mallory = (clients[n] for n in ("alice", "bob", "mallory"))
@@ -464,7 +464,7 @@ def test_a_rolled_back_operation_leaves_the_search_index(world: World, tmp_path:
     shutil.copytree(world.relay, relay, symlinks=True)
     home = tmp_path / "alice"
     monkeypatch.setenv("GITRELAY_HOME", str(home))
-    setup.join(str(relay), "dora@acme", name="Dora", role="qa", save=False)
+    joining.join(str(relay), "dora@acme", name="Dora", role="qa", save=False)
     dora = RelayClient(str(relay), "dora@acme", writes="queue")
     dora.sync.fresh_seconds = 1e9
     queued = dora.handoff(to="bob@acme", summary="Platypus migration notes.", intent="inform")
@@ -475,7 +475,7 @@ def test_a_rolled_back_operation_leaves_the_search_index(world: World, tmp_path:
                         "'platypus'").fetchone()[0] == 1
     # Someone else's handoff lands first: the queued one is replayed on top of it.
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "erin"))
-    setup.join(str(relay), "erin@acme", name="Erin", role="qa", save=False)
+    joining.join(str(relay), "erin@acme", name="Erin", role="qa", save=False)
     erin = RelayClient(str(relay), "erin@acme", writes="wait")
     erin.handoff(to="bob@acme", summary="Echidna rollout.", intent="inform")
     monkeypatch.setenv("GITRELAY_HOME", str(home))
@@ -554,11 +554,11 @@ def test_every_payload_of_the_injection_corpus_stays_inside_the_fence(
     gitrelay's own lines, and the fence parses with its token nowhere else."""
     from tests.payloadkit import TEXT_PAYLOADS
 
-    relay = setup.init_relay(tmp_path / "relay.git", name="acme")
+    relay = joining.init_relay(tmp_path / "relay.git", name="acme")
     clients = {}
     for handle in ("alice@acme", "bob@acme"):
         monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / handle.split("@")[0]))
-        setup.join(str(relay), handle, name=TEAM[handle][0], role=TEAM[handle][1],
+        joining.join(str(relay), handle, name=TEAM[handle][0], role=TEAM[handle][1],
                    save=False)
         clients[handle] = RelayClient(str(relay), handle, writes="queue")
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))

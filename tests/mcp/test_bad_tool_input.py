@@ -30,10 +30,10 @@ import pytest
 from mcp import Client
 
 from gitrelay.core.schema import DEFAULT_LIMITS
+from gitrelay.mcp.agentserver import build_server
 from gitrelay.mcp.inprocess import in_process
-from gitrelay.mcp.server import build_server
 from gitrelay.mcp.state import ServerState
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
 from gitrelay.trust.trust import TrustStore
@@ -127,12 +127,12 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
     base = tmp_path_factory.mktemp("bad-input")
     with pytest.MonkeyPatch.context() as mp:
         set_hermetic(mp, base, trust=base / "trust.yaml")
-        relay = setup.init_relay(base / "relay.git", name="acme")
+        relay = joining.init_relay(base / "relay.git", name="acme")
         homes, clients = {}, {}
         for handle, (name, role) in PEOPLE.items():
             home = base / handle.split("@")[0]
             mp.setenv("GITRELAY_HOME", str(home))
-            setup.join(str(relay), handle, name=name, role=role)  # saves the CLI config
+            joining.join(str(relay), handle, name=name, role=role)  # saves the CLI config
             homes[handle] = home
             clients[handle] = RelayClient(str(relay), handle, writes="wait", fresh_seconds=0)
         trust_path = base / "trust.yaml"

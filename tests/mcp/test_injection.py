@@ -51,6 +51,7 @@ import pytest
 from mcp import Client
 
 from gitrelay.core.ops import Op
+from gitrelay.mcp.agentserver import build_server
 from gitrelay.mcp.inprocess import in_process
 from gitrelay.mcp.present import INBOX_PREVIEW_CHARS
 from gitrelay.mcp.provenance import (
@@ -60,9 +61,8 @@ from gitrelay.mcp.provenance import (
     outside_answer_fence,
     parse_answer_fence,
 )
-from gitrelay.mcp.server import build_server
 from gitrelay.mcp.state import ServerState
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.config import mirror_path
 from gitrelay.store.mirror import Mirror
@@ -560,7 +560,7 @@ class World:
 def _client(mp: pytest.MonkeyPatch, relay: Path, home: Path, handle: str, name: str,
             role: str) -> RelayClient:
     mp.setenv("GITRELAY_HOME", str(home))
-    setup.join(str(relay), handle, name=name, role=role, save=False)
+    joining.join(str(relay), handle, name=name, role=role, save=False)
     return RelayClient(str(relay), handle, writes="queue")
 
 
@@ -607,7 +607,7 @@ def register_vendors(relay: Path, home: Path, mp: pytest.MonkeyPatch,
         prof = Profile(handle, joined(batch, NAME_CAP), joined(role_batch, NAME_CAP),
                        tuple(p.name for p in batch), tuple(p.name for p in role_batch))
         people[handle.casefold()] = prof
-        mirror.append(Op("profile", setup.profile_doc(handle, prof.name, prof.role),
+        mirror.append(Op("profile", joining.profile_doc(handle, prof.name, prof.role),
                          handle=handle))
         handles.append(handle)
     assert not syncer.deliver().refused
@@ -616,7 +616,7 @@ def register_vendors(relay: Path, home: Path, mp: pytest.MonkeyPatch,
 
 
 def build_world(base: Path, mp: pytest.MonkeyPatch) -> World:
-    relay = setup.init_relay(base / "relay.git", name="acme")
+    relay = joining.init_relay(base / "relay.git", name="acme")
     alice = _client(mp, relay, base / "alice", ALICE, *PEOPLE[ALICE])
     bob = _client(mp, relay, base / "bob", BOB, *PEOPLE[BOB])
     people = {h.casefold(): Profile(h, *PEOPLE[h]) for h in PEOPLE}

@@ -74,7 +74,7 @@ def test_serving_mcp_loads_no_module_of_the_sdk() -> None:
     tool registered (the SDK alone took longer to import than all of it)."""
     probe = ("import sys\n"
              "from gitrelay.cli import main\n"
-             "from gitrelay.mcp.server import build_server\n"
+             "from gitrelay.mcp.agentserver import build_server\n"
              "build_server(lambda: None)\n"
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')))\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,

@@ -21,9 +21,9 @@ from typing import IO, Any
 import pytest
 
 from gitrelay.core.errors import ConfigError
+from gitrelay.mcp.agentserver import build_server
 from gitrelay.mcp.handshake import INSTRUCTIONS
 from gitrelay.mcp.protocol import LATEST_HANDSHAKE_VERSION as LATEST_VERSION
-from gitrelay.mcp.server import build_server
 from gitrelay.mcp.stdio import Loaded, Send, serve_loading
 from tests.kit import hermetic_env
 
@@ -152,7 +152,7 @@ def test_gitrelay_mcp_answers_initialize_before_it_has_loaded_the_server(
         "protocol.encode = spying\n"
         "class Hold:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'gitrelay.mcp.server' and not answered.wait(60):\n"
+        "        if name == 'gitrelay.mcp.agentserver' and not answered.wait(60):\n"
         "            sys.stderr.write('LOADED BEFORE ANSWERING\\n')\n"
         "        return None\n"
         "sys.meta_path.insert(0, Hold())\n"

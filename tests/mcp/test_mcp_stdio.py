@@ -17,7 +17,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from gitrelay.core import layout
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from tests.answerkit import in_fence, read_answer
 from tests.kit import await_until, git, hermetic_env, log_subjects
@@ -95,9 +95,9 @@ def two_homes(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> H
     without one (his server gets --relay/--as/--trust)."""
     alice_home, bob_home = tmp_path / "alice", tmp_path / "bob"
     monkeypatch.setenv("GITRELAY_HOME", str(alice_home))
-    setup.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
+    joining.join(str(relay), "alice@acme", name="Alice Martin", role="backend")
     monkeypatch.setenv("GITRELAY_HOME", str(bob_home))
-    setup.join(str(relay), "bob@acme", name="Bob Chen", role="frontend", save=False)
+    joining.join(str(relay), "bob@acme", name="Bob Chen", role="frontend", save=False)
     alice_trust, bob_trust = tmp_path / "alice-trust.yaml", tmp_path / "bob-trust.yaml"
     alice_trust.write_text(TRUST.format(who="bob@acme"))
     bob_trust.write_text(TRUST.format(who="alice@acme"))
@@ -291,7 +291,7 @@ def test_join_and_list_teammates_through_mcp_on_either_teammates_layout(
     before sharding): the profiles lie at the relay's own paths, the pages list everyone
     once, in order, and a handoff reaches a teammate found in the registry."""
     if sharded:
-        relay = setup.init_relay(tmp_path / "relay.git", name="acme")
+        relay = joining.init_relay(tmp_path / "relay.git", name="acme")
     else:
         relay = Bench.create(tmp_path / "flat", config={"teammates_layout": None}).relay
     homes = {h: tmp_path / h.split("@")[0] for h in PEOPLE}

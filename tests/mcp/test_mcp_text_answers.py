@@ -28,11 +28,11 @@ from mcp import Client
 from gitrelay.core.errors import FormatError, GateRefused, RelayUnavailable, ThreadNotFound
 from gitrelay.hosts.hookrun import run_hook
 from gitrelay.hosts.session import SessionStore
+from gitrelay.mcp.agentserver import build_server
 from gitrelay.mcp.inprocess import in_process
-from gitrelay.mcp.server import build_server
 from gitrelay.mcp.state import ServerState
 from gitrelay.mcp.wording import QUOTES_THE_RELAY, tool_error_text
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.trust.fencetext import (
     ATTRIBUTES,
@@ -115,7 +115,7 @@ def pair(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[s
         user = handle.split("@")[0]
         monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / user))
         mark = MARK if user == "alice" else BOB_MARK
-        setup.join(str(relay), handle, name=f"{user.title()} {mark}",
+        joining.join(str(relay), handle, name=f"{user.title()} {mark}",
                    role=f"{mark} engineer", save=False)
         trust = tmp_path / f"trust-{user}.yaml"
         trust.write_text(TRUST)

@@ -32,6 +32,7 @@ from gitrelay.core.errors import (
 )
 from gitrelay.inbox import inbox
 from gitrelay.inbox.inbox import InboxItem, InboxPage, Sender
+from gitrelay.mcp.agentserver import RelayMCPServer, build_server
 from gitrelay.mcp.inprocess import in_process
 from gitrelay.mcp.present import present_inbox, present_inbox_fenced
 from gitrelay.mcp.provenance import (
@@ -40,7 +41,6 @@ from gitrelay.mcp.provenance import (
     outside_answer_fence,
     parse_answer_fence,
 )
-from gitrelay.mcp.server import RelayMCPServer, build_server
 from gitrelay.mcp.state import HeldKicks, ServerOptions, ServerState, open_state
 from gitrelay.mcp.tool_models import (
     AcceptOut,
@@ -54,7 +54,7 @@ from gitrelay.mcp.tool_models import (
     TeammatesOut,
     ThreadOut,
 )
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.sync.loop import SyncLoop
 from gitrelay.trust.trust import TrustStore, load_trust
@@ -120,7 +120,7 @@ def join(relay: Path, home: Path, handle: str) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GITRELAY_HOME", str(home))
         name, role, email = TEAM[handle]
-        setup.join(str(relay), handle, name=name, role=role, email=email, save=False)
+        joining.join(str(relay), handle, name=name, role=role, email=email, save=False)
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +129,7 @@ def team_relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
     base = tmp_path_factory.mktemp("team")
     with pytest.MonkeyPatch.context() as mp:
         set_hermetic(mp, base)
-        relay = setup.init_relay(base / "relay.git", name="acme")
+        relay = joining.init_relay(base / "relay.git", name="acme")
         for handle in TEAM:
             join(relay, base / handle.split("@")[0], handle)
     yield relay, base
@@ -568,7 +568,7 @@ def test_a_cancelled_handoff_shows_the_reason_and_cannot_be_accepted(agent: Agen
 
 @pytest.mark.slow
 def test_inbox_url_follows_the_relays_web_url_template(agent: AgentFactory, tmp_path: Path) -> None:
-    hosted = setup.init_relay(
+    hosted = joining.init_relay(
         tmp_path / "hosted.git", name="acme",
         web_url_template="https://git.acme.dev/team/relay/src/branch/main/{path}#{thread_id}")
     agent("bob@acme", relay_path=hosted)
@@ -1787,7 +1787,7 @@ def test_without_any_identity_the_server_says_how_to_get_one(
 def test_the_user_config_written_by_join_is_used(
         relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "erin"))
-    setup.join(str(relay), "erin@acme", name="Erin", role="qa")
+    joining.join(str(relay), "erin@acme", name="Erin", role="qa")
     state = open_state(ServerOptions(background=False))
     try:
         assert state.client.handle == "erin@acme" and state.client.relay_url == str(relay)
@@ -1888,11 +1888,11 @@ def test_a_relay_invalid_under_a_hookless_host_is_said_stale_with_its_words_fenc
     from tests.kit import push
 
     set_hermetic(monkeypatch, tmp_path)
-    relay = setup.init_relay(tmp_path / "relay.git", name="acme", hook=False)
+    relay = joining.init_relay(tmp_path / "relay.git", name="acme", hook=False)
     clients = {}
     for handle, name in (("alice@acme", "Alice Martin"), ("bob@acme", "Bob Chen")):
         monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / handle.split("@")[0]))
-        setup.join(str(relay), handle, name=name, role="backend", save=False)
+        joining.join(str(relay), handle, name=name, role="backend", save=False)
         clients[handle] = RelayClient(str(relay), handle, writes="wait")
     alice, bob = clients["alice@acme"], clients["bob@acme"]
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))

@@ -25,7 +25,7 @@ import pytest
 
 from bench import relaygen
 from bench.ts_host import HostUnavailable, TsClient, ensure_sdk
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from tests.answerkit import in_fence, read_answer
 from tests.kit import hermetic_env, wait_until
 from tests.mcpkit import ARTIFACTS, TRUST
@@ -94,7 +94,7 @@ def servers(relay: Path, tmp_path: Path, sdk_dir: Path, monkeypatch: pytest.Monk
                                     ("bob@acme", "Bob Chen", "alice@acme")):
             home = tmp_path / handle.split("@")[0]
             monkeypatch.setenv("GITRELAY_HOME", str(home))
-            setup.join(str(relay), handle, name=name, role="backend", save=False)
+            joining.join(str(relay), handle, name=name, role="backend", save=False)
             trust = tmp_path / f"{handle}-trust.yaml"
             trust.write_text(TRUST.format(who=other))
             # --structured: the client checks each typed answer against its output
@@ -163,7 +163,7 @@ def test_a_typescript_host_gets_the_default_answers_as_text_alone(
         relay: Path, tmp_path: Path, sdk_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "carol"
     monkeypatch.setenv("GITRELAY_HOME", str(home))
-    setup.join(str(relay), "carol@acme", name="Carol Diaz", role="platform", save=False)
+    joining.join(str(relay), "carol@acme", name="Carol Diaz", role="platform", save=False)
     with (tmp_path / "carol.log").open("w") as log, \
             ts_server(sdk_dir, home, log, "--relay", str(relay), "--as", "carol@acme",
                       "--writes", "wait") as carol:

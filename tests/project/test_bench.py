@@ -19,7 +19,7 @@ from gitrelay.core.gitcli import CatFile
 from gitrelay.core.objects import ZERO_OID, Objects
 from gitrelay.core.ops import Op
 from gitrelay.gate.gate import check_updates
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
 from tests.kit import git_out, push, set_hermetic
@@ -65,7 +65,7 @@ def test_a_new_user_joins_a_generated_relay_and_writes_through_its_gate(generate
                                                                         monkeypatch):
     relay = relaygen.clone_relay(generated.path, tmp_path / "copy.git")
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "mike"))
-    setup.join(str(relay), "mike@acme", name="Mike Rowe", role="backend", save=False)
+    joining.join(str(relay), "mike@acme", name="Mike Rowe", role="backend", save=False)
     mike = RelayClient(str(relay), "mike@acme", writes="wait")
     sent = mike.handoff(to="bob@acme", intent="inform", summary="hello from the new one")
     assert sent.delivery == "delivered"
@@ -95,7 +95,7 @@ def test_a_join_says_what_it_does_and_how_much_history_it_checks(generated, tmp_
     commits = int(git_out(relay, "rev-list", "--count", "main"))
     said: list[str] = []
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "mike"))
-    setup.join(str(relay), "mike@acme", name="Mike Rowe", role="backend", save=False,
+    joining.join(str(relay), "mike@acme", name="Mike Rowe", role="backend", save=False,
                progress=said.append)
     assert said == [f"fetching {relay}…",
                     f"checking {commits:,} operations from the relay against the gate's "
@@ -103,7 +103,7 @@ def test_a_join_says_what_it_does_and_how_much_history_it_checks(generated, tmp_
                     "registering mike@acme on the relay…"]
     said.clear()
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "mike-laptop"))
-    setup.join(str(relay), "mike@acme", name="Mike Rowe", role="backend", save=False,
+    joining.join(str(relay), "mike@acme", name="Mike Rowe", role="backend", save=False,
                progress=said.append)
     assert said == [f"fetching {relay}…",
                     f"checking {commits + 1:,} operations from the relay against the gate's "
@@ -114,7 +114,7 @@ def test_the_copy_of_a_relay_is_independent_of_its_source(generated, tmp_path, m
     before = git_out(generated.path, "rev-parse", "main")
     relay = relaygen.clone_relay(generated.path, tmp_path / "copy.git")
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))
-    setup.join(str(relay), "mallory@acme", name="Mal", role="qa", save=False)
+    joining.join(str(relay), "mallory@acme", name="Mal", role="qa", save=False)
     assert git_out(relay, "rev-parse", "main") != before
     assert git_out(generated.path, "rev-parse", "main") == before
 
@@ -128,9 +128,9 @@ def test_the_sample_threads_are_the_recipients_threads(generated):
 
 def test_the_writers_check_finds_lost_and_duplicated_operations(relay, tmp_path, monkeypatch):
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))
-    setup.join(str(relay), "alice@acme", name="Alice", role="backend", save=False)
+    joining.join(str(relay), "alice@acme", name="Alice", role="backend", save=False)
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "bob"))
-    setup.join(str(relay), "bob@acme", name="Bob", role="frontend", save=False)
+    joining.join(str(relay), "bob@acme", name="Bob", role="frontend", save=False)
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))
     alice = RelayClient(str(relay), "alice@acme", writes="wait")
     thread = alice.handoff(to="bob@acme", intent="inform", summary="one")

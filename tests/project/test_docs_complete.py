@@ -199,7 +199,7 @@ def test_every_command_has_an_example_that_runs_or_says_why_not():
 
 
 def test_every_mcp_tool_is_documented_in_docs_tools_md():
-    from gitrelay.mcp.server import build_server
+    from gitrelay.mcp.agentserver import build_server
 
     tools = [t["name"] for t in build_server(lambda: None).list_tools()]  # type: ignore[arg-type,return-value]
     assert len(tools) >= 9

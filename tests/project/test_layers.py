@@ -397,3 +397,24 @@ def test_policy_decides_over_data_and_fetches_nothing():
                      and node.func.attr in {"refresh", "fetch", "deliver", "write", "accept",
                                             "handoff", "send_message"}})
     assert acting == [], acting
+
+
+# A module name two layers share, and why: the front end's side of one concept.
+SHARED_NAMES = {
+    "inbox.py": {"cli", "inbox"},      # `gitrelay inbox` over the inbox
+    "search.py": {"cli", "inbox"},     # `gitrelay search` over search_threads
+    "trust.py": {"cli", "trust"},      # `gitrelay trust` over the trust file
+    "wording.py": {"cli", "mcp"},      # one error worded for a person, and for an agent
+    "gate.py": {"gate", "hook"},       # the gate and its former name's alias
+}
+
+
+def test_no_two_layers_hold_modules_of_one_name_for_different_things():
+    layers_of: dict[str, set[str]] = {}
+    for path in PKG.rglob("*.py"):
+        if path.name in ("__init__.py", "__main__.py") or "docs" in path.parts:
+            continue
+        layers_of.setdefault(path.name, set()).add(path.relative_to(PKG).parts[0])
+    shared = {name: layers for name, layers in layers_of.items() if len(layers) > 1}
+    assert shared == SHARED_NAMES, ("a module name in two layers sends a reader to the wrong "
+                                    f"file: {shared}")

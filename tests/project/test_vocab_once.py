@@ -53,10 +53,10 @@ def test_no_module_spells_out_an_enumeration_or_a_limit_again():
 
 
 def test_one_line_is_one_function():
-    """A person's one-line text is :func:`gitrelay.relay.render.one_line`; the refusal's
+    """A person's one-line text is :func:`gitrelay.core.readable.one_line`; the refusal's
     line (``core.terminal.message_line``) and a page's (``web.text.page_line``) do other
     things and say so by name."""
     defined = [f"{path.relative_to(PKG)}" for path in sorted(PKG.rglob("*.py"))
                for node in ast.walk(ast.parse(path.read_text()))
                if isinstance(node, ast.FunctionDef) and node.name.strip("_") == "one_line"]
-    assert defined == ["relay/render.py"], defined
+    assert defined == ["core/readable.py"], defined

@@ -16,7 +16,7 @@ import pytest
 from gitrelay.cli.main import main as cli_main
 from gitrelay.cli.wording import next_step_text as person_wording
 from gitrelay.core.errors import ConfigError, Forbidden, InvalidArgument
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.config import load_user_config
 from tests.forging import forge, keygen, profile_op, public_key
@@ -25,9 +25,9 @@ from tests.kit import push
 
 @pytest.fixture
 def hookless(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    relay = setup.init_relay(tmp_path / "relay.git", name="acme", hook=False)
+    relay = joining.init_relay(tmp_path / "relay.git", name="acme", hook=False)
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "mallory"))
-    setup.join(str(relay), "mallory@acme", name="Mal Lory", role="intern", save=False)
+    joining.join(str(relay), "mallory@acme", name="Mal Lory", role="intern", save=False)
     return relay
 
 
@@ -43,9 +43,9 @@ def squat(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **fields
 
 
 def dana_joins(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-               **kwargs: object) -> setup.UserConfig:
+               **kwargs: object) -> joining.UserConfig:
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "dana"))
-    return setup.join(str(relay), "dana@acme", name="Dana Kim", role="design",
+    return joining.join(str(relay), "dana@acme", name="Dana Kim", role="design",
                       **kwargs)  # type: ignore[arg-type]
 
 
@@ -108,10 +108,10 @@ def test_a_profile_without_a_key_is_not_taken_over_by_a_joiner_with_one(
 def checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A relay whose gate learns the pusher from REMOTE_USER (a local push hands the
     hook the pusher's environment, as a web server would set it), alice on it."""
-    relay = setup.init_relay(tmp_path / "relay.git", name="acme", require_pusher=True,
+    relay = joining.init_relay(tmp_path / "relay.git", name="acme", require_pusher=True,
                              pusher_env=["REMOTE_USER"])
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice"))
-    setup.join(str(relay), "alice@acme", name="Alice Martin", role="backend",
+    joining.join(str(relay), "alice@acme", name="Alice Martin", role="backend",
                usernames=["alice"], env={"REMOTE_USER": "alice"}, save=False)
     return relay
 
@@ -147,7 +147,7 @@ def test_joining_again_without_usernames_is_told_the_exact_command(
         checked: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "alice-laptop"))
     with pytest.raises(Forbidden) as err:
-        setup.join(str(checked), "alice@acme", name="Alice Martin", role="backend")
+        joining.join(str(checked), "alice@acme", name="Alice Martin", role="backend")
     assert (f"run `gitrelay join {checked} --as alice@acme --name 'Alice Martin' --role "
             "backend --username alice`") in person_wording(err.value)
 
@@ -163,7 +163,7 @@ def test_every_join_refusal_names_a_command_that_works(
             "--signing-key ~/.ssh/id_ed25519`") in person_wording(err.value)
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "dana"))
     with pytest.raises(InvalidArgument, match="already registered") as bad:
-        setup.join(str(hookless), "DANA@acme", name="Dana Kim", role="design")
+        joining.join(str(hookless), "DANA@acme", name="Dana Kim", role="design")
     assert f"`gitrelay join {hookless} --as dana@acme --name" in person_wording(bad.value)
 
 
@@ -174,13 +174,13 @@ def test_a_username_someone_holds_is_refused_before_anything_is_registered_and_s
         hookless: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # carol mistyped her handle once: carl@acme holds her server username.
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol-typo"))
-    setup.join(str(hookless), "carl@acme", name="Carol Diaz", role="qa", usernames=["carol"])
+    joining.join(str(hookless), "carl@acme", name="Carol Diaz", role="qa", usernames=["carol"])
     pin = RelayClient(str(hookless), "carl@acme").mirror.relay_main()
     assert pin is not None
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol"))
 
     with pytest.raises(Forbidden) as err:
-        setup.join(str(hookless), "carol@acme", name="Carol Diaz", role="qa",
+        joining.join(str(hookless), "carol@acme", name="Carol Diaz", role="qa",
                    usernames=["carol"], expect_tip=pin, new=True)
 
     assert err.value.data["owner"] == "carl@acme"
@@ -200,29 +200,29 @@ def test_a_username_someone_holds_is_refused_before_anything_is_registered_and_s
 def test_a_handle_one_typo_from_a_registered_one_asks_and_new_insists(
         hookless: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol"))
-    setup.join(str(hookless), "carol@acme", name="Carol Diaz", role="qa", save=False)
+    joining.join(str(hookless), "carol@acme", name="Carol Diaz", role="qa", save=False)
 
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carl"))
     with pytest.raises(InvalidArgument) as err:
-        setup.join(str(hookless), "carl@acme", name="Carl Berg", role="ops")
+        joining.join(str(hookless), "carl@acme", name="Carl Berg", role="ops")
     assert err.value.data["did_you_mean"] == "carol@acme"
     said = person_wording(err.value)
     assert f"run `gitrelay join {hookless} --as carol@acme --name 'Carl Berg'" in said
     assert "--new" in said
     assert load_user_config() is None
 
-    cfg = setup.join(str(hookless), "carl@acme", name="Carl Berg", role="ops", new=True)
+    cfg = joining.join(str(hookless), "carl@acme", name="Carl Berg", role="ops", new=True)
     assert cfg.handle == "carl@acme"
     # A new teammate whose name is merely short and unlike any joins unasked.
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "dan"))
-    assert setup.join(str(hookless), "dan@acme", name="Dan", role="ops").handle == "dan@acme"
+    assert joining.join(str(hookless), "dan@acme", name="Dan", role="ops").handle == "dan@acme"
 
 
 def test_the_cli_join_refusal_of_a_near_handle_is_one_usage_line(
         hookless: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol"))
-    setup.join(str(hookless), "carol@acme", name="Carol Diaz", role="qa", save=False)
+    joining.join(str(hookless), "carol@acme", name="Carol Diaz", role="qa", save=False)
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carl"))
     code = cli_main(["join", str(hookless), "--as", "carl@acme", "--name", "Carl", "--role",
                      "ops"])

@@ -39,7 +39,7 @@ from hypothesis.stateful import (
 
 from gitrelay.core.errors import RelayError
 from gitrelay.inbox.inbox import check_inbox
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 
 pytestmark = pytest.mark.slow  # a hypothesis state machine of three teammates through the gate
@@ -321,10 +321,10 @@ class Teammates(RuleBasedStateMachine):
 @pytest.fixture
 def template(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A relay with the three teammates registered, copied for every example."""
-    relay = setup.init_relay(tmp_path / "template.git", name="acme")
+    relay = joining.init_relay(tmp_path / "template.git", name="acme")
     for handle, (name, role) in NAMES.items():
         monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "joining" / handle.split("@")[0]))
-        setup.join(str(relay), handle, name=name, role=role, save=False)
+        joining.join(str(relay), handle, name=name, role=role, save=False)
     return relay
 
 

@@ -18,7 +18,7 @@ import pytest
 from gitrelay.core import layout
 from gitrelay.core.errors import RelayError
 from gitrelay.inbox.inbox import check_inbox
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.sync.verify import verify_relay
 from tests.kit import git
@@ -30,7 +30,7 @@ def relay(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     """A fresh relay with the gate: as `gitrelay init` makes it today (sharded), or as it
     made it before sharding (relay.json without teammates_layout: flat)."""
     if request.param == "sharded":
-        return setup.init_relay(tmp_path / "relay.git", name="acme")
+        return joining.init_relay(tmp_path / "relay.git", name="acme")
     return Bench.create(tmp_path / "flat", config={"teammates_layout": None}).relay
 
 

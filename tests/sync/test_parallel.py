@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gitrelay.core.objects import Commit
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.store.gitstore import Store
 from gitrelay.sync import parallel
 from tests.forging import forge, message_op, transition_op
@@ -26,7 +26,7 @@ from tests.relaykit import join_each
 @pytest.fixture
 def history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[Commit]]:
     """A gate-less relay: a dozen genuine operations, a forged accept, then more."""
-    relay = setup.init_relay(tmp_path / "relay.git", name="acme", hook=False)
+    relay = joining.init_relay(tmp_path / "relay.git", name="acme", hook=False)
     clients = join_each(relay, tmp_path, monkeypatch)
     alice, bob = clients["alice@acme"], clients["bob@acme"]
     alice.refresh(max_age=0)

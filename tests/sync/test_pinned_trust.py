@@ -16,7 +16,7 @@ import pytest
 from gitrelay.cli.main import main as cli_main
 from gitrelay.cli.wording import next_step_text as person_wording
 from gitrelay.core.errors import InvalidArgument, RelayUnavailable
-from gitrelay.relay import setup
+from gitrelay.relay import joining
 from gitrelay.store.config import mirror_path
 from gitrelay.sync.verify import verify_relay
 from tests.forging import forge, handoff_op, profile_op
@@ -90,7 +90,7 @@ def test_a_new_joiner_with_a_pin_refuses_the_rewritten_relay(
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol"))
 
     with pytest.raises(RelayUnavailable) as err:
-        setup.join(str(r.path), "carol@acme", name="Carol Diaz", role="platform",
+        joining.join(str(r.path), "carol@acme", name="Carol Diaz", role="platform",
                    expect_tip=genuine)
 
     assert "is not the relay you pinned" in err.value.message
@@ -106,12 +106,12 @@ def test_a_joiner_with_a_pin_on_the_genuine_relay_joins(
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol"))
     parent = r.alice.mirror.objects.commit(r.valid).parents[0]
 
-    cfg = setup.join(str(r.path), "carol@acme", name="Carol Diaz", role="platform",
+    cfg = joining.join(str(r.path), "carol@acme", name="Carol Diaz", role="platform",
                      expect_tip=parent, save=False)
 
     assert cfg.handle == "carol@acme"
     with pytest.raises(InvalidArgument, match="is not a full commit id"):
-        setup.join(str(r.path), "carol@acme", name="Carol Diaz", role="platform",
+        joining.join(str(r.path), "carol@acme", name="Carol Diaz", role="platform",
                    expect_tip="main~3")
 
 
@@ -125,7 +125,7 @@ def test_only_a_full_commit_id_pins(rewritten: tuple[OpenRelay, str], tmp_path: 
     assert "gitrelay status --pin" in person_wording(err.value)
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "carol"))
     with pytest.raises(InvalidArgument, match="not a full commit id"):
-        setup.join(str(r.path), "carol@acme", name="Carol Diaz", role="platform",
+        joining.join(str(r.path), "carol@acme", name="Carol Diaz", role="platform",
                    expect_tip=pin)
     assert not mirror_path(str(r.path)).exists()
     assert verify_relay(str(r.path), expect_tip=genuine.upper()).problems[0].rule == "pin"

@@ -122,7 +122,7 @@ def test_without_an_argument_the_configured_relay_is_checked(bench: Bench) -> No
 def test_without_an_argument_or_a_config_the_default_relay_is_checked_if_it_exists() -> None:
     with pytest.raises(ConfigError):
         verify_relay(None)
-    from gitrelay.relay.setup import init_relay
+    from gitrelay.relay.joining import init_relay
 
     init_relay(default_relay_path(), name="local")
     assert verify_relay(None).relay == str(default_relay_path())

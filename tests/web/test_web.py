@@ -21,14 +21,14 @@ from mcp import Client
 
 from gitrelay.core.errors import InvalidArgument
 from gitrelay.core.terminal import UNSAFE
+from gitrelay.mcp.agentserver import build_server
 from gitrelay.mcp.inprocess import in_process
-from gitrelay.mcp.server import build_server
 from gitrelay.mcp.state import ServerOptions, open_state
 from gitrelay.relay.client import RelayClient
 from gitrelay.web import port as web_port
 from gitrelay.web.activity import Operation, summarize
 from gitrelay.web.app import CSP
-from gitrelay.web.server import bind, serve
+from gitrelay.web.serve import bind, serve
 from gitrelay.web.text import diff_lines, safe_href, shown
 from tests.kit import make_unreadable
 from tests.webkit import WebView, web_view
