@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitrelay.core.ids import handle_key, same_handle
 from gitrelay.core.readable import SHORT_ID, clean, indent, one_line, pad, short_id, when
+from gitrelay.core.threadstate import ACCEPTED, PENDING
 
 if TYPE_CHECKING:
     from gitrelay.relay.history import HistoryEntry
@@ -148,7 +149,7 @@ def conversation(view: ThreadView, me: str,
         lines.append("")
         for _, _, block in sorted(events, key=lambda e: (e[0], e[1])):
             lines += block
-    if view.status in ("pending", "accepted"):
+    if view.status in (PENDING, ACCEPTED):
         lines.append("")
         lines.append("Next: " + _next_step(view, mine, acceptable))
     return "\n".join(lines)
@@ -157,11 +158,11 @@ def conversation(view: ThreadView, me: str,
 def _next_step(view: ThreadView, mine: bool, acceptable: bool) -> str:
     sid = short_id(view.thread_id)
     if mine:
-        if view.status == "pending":
+        if view.status == PENDING:
             return (f"wait for {view.recipient} to accept, `gitrelay reply {sid} TEXT`, "
                     f"or `gitrelay cancel {sid}`")
         return f"`gitrelay reply {sid} TEXT` while {view.recipient} works on it"
-    if view.status == "pending":
+    if view.status == PENDING:
         if not acceptable:
             return (f"nothing until your trust file lets you accept from {view.sender} "
                     f"(`gitrelay reply {sid} TEXT` answers without accepting)")

@@ -27,6 +27,7 @@ from gitrelay.cli.common import (
 from gitrelay.cli.withhold import Withholder
 from gitrelay.cli.withhold import add_flag as add_withhold_flag
 from gitrelay.core.errors import Forbidden, InvalidArgument, RelayError
+from gitrelay.core.threadstate import ACCEPTED, CANCELLED, COMPLETED, PENDING
 from gitrelay.core.vocab import INTENTS
 from gitrelay.relay import policy, reads
 
@@ -160,7 +161,7 @@ def _cmd_send(args: argparse.Namespace) -> int:
                             question=question, proposed_action=action,
                             metadata=metadata or None, idempotency_key=args.key)
     if args.json:
-        print_json(write_json(result, recipient=args.to, status="pending"))
+        print_json(write_json(result, recipient=args.to, status=PENDING))
         return EXIT_OK
     tid = result.thread_id or ""
     again = " (the same handoff was already sent with this key)" if result.repeated else ""
@@ -220,7 +221,7 @@ def _cmd_accept(args: argparse.Namespace) -> int:
     if mark is not None:
         _mark_read(client, mark)
     if args.json:
-        print_json(write_json(result, status="accepted", accepted_at=result.doc.get("at")))
+        print_json(write_json(result, status=ACCEPTED, accepted_at=result.doc.get("at")))
         return EXIT_OK
     print(f"accepted {tid} from {accepted.before.sender}: {delivery_text(result)}\n")
     view = client.thread(tid)
@@ -238,7 +239,7 @@ def _cmd_complete(args: argparse.Namespace) -> int:
     result = client.complete(resolve(client, args.thread), result_summary=summary,
                              artifacts=arts)
     if args.json:
-        print_json(write_json(result, status="completed", completed_at=result.doc.get("at")))
+        print_json(write_json(result, status=COMPLETED, completed_at=result.doc.get("at")))
         return EXIT_OK
     print(f"completed {result.thread_id}: {delivery_text(result)}")
     return EXIT_OK
@@ -248,7 +249,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
     client = open_client(args, writes="queue" if args.queue else "wait")
     result = client.cancel(resolve(client, args.thread), reason=args.reason)
     if args.json:
-        print_json(write_json(result, status="cancelled", cancelled_at=result.doc.get("at")))
+        print_json(write_json(result, status=CANCELLED, cancelled_at=result.doc.get("at")))
         return EXIT_OK
     print(f"cancelled {result.thread_id}: {delivery_text(result)}")
     return EXIT_OK

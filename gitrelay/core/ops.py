@@ -20,6 +20,7 @@ from typing import Any
 from gitrelay.core import layout, schema
 from gitrelay.core.errors import ThreadNotFound
 from gitrelay.core.terminal import char_class
+from gitrelay.core.threadstate import CANCELLED, COMPLETED
 from gitrelay.core.view import RelayView, thread_files
 
 SUBJECT_MAX = 72
@@ -186,7 +187,7 @@ def closed_threads(view: RelayView, closed_before: float) -> list[tuple[str, str
                     continue
                 tid, directory = e.name, e.oid
                 names = {x.name: x for x in objs.tree(directory)}
-                for kind, status in (("complete", "completed"), ("cancel", "cancelled")):
+                for kind, status in (("complete", COMPLETED), ("cancel", CANCELLED)):
                     closing = names.get(layout.TRANSITION_FILES[kind])
                     if closing is None:
                         continue

@@ -10,7 +10,7 @@ Standard library only: the gate imports this module.
 from __future__ import annotations
 
 from gitrelay.core import layout
-from gitrelay.core.errors import NextStep
+from gitrelay.core.errors import NextStep, RelayError
 from gitrelay.core.errors import error_for_rule as refuse
 from gitrelay.core.ids import same_handle, thread_id_for
 
@@ -170,3 +170,24 @@ def check_transition(state: ThreadState, kind: str, actor: str, *, commit_label:
                      f"{state.status}, and {kind} needs {required}", commit=commit,
                      field="thread_id", status=state.status)
 
+
+# What a participant may do to a thread: reply (a message), or one of the transitions.
+ACTIONS = ("message", "accept", "complete", "cancel")
+
+
+def actions_open_to(state: ThreadState, actor: str) -> frozenset[str]:
+    """Which of :data:`ACTIONS` ``actor`` may take on the thread now, by the rules the gate
+    applies (:func:`check_transition`; a message: a participant, the thread open). The
+    front ends offer these and no others; whether the trust file lets an accept through
+    is the caller's to add (``relay.policy``)."""
+    allowed = set()
+    if (same_handle(actor, state.sender) or same_handle(actor, state.recipient)) \
+            and state.status not in TERMINAL:
+        allowed.add("message")
+    for kind in ("accept", "complete", "cancel"):
+        try:
+            check_transition(state, kind, actor, commit_label=kind)
+        except RelayError:
+            continue
+        allowed.add(kind)
+    return frozenset(allowed)

@@ -40,6 +40,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from gitrelay.core.errors import RelayError
 from gitrelay.core.readable import clean, clip, one_line, short_id
+from gitrelay.core.threadstate import ACCEPTED, COMPLETED
 from gitrelay.demo.example import Example, load_example
 from gitrelay.relay.joining import ensure_default_relay, join
 from gitrelay.store.config import default_relay_path
@@ -427,7 +428,7 @@ class Day:
         bob_cursor = await bob.wait_for(bob_cursor, lambda i: i["thread_id"] == tid,
                                         "alice's handoff")
         accepted = await bob.call("accept_handoff", {"thread_id": tid})
-        _expect(accepted.get("status") == "accepted", "the handoff was not accepted")
+        _expect(accepted.get("status") == ACCEPTED, "the handoff was not accepted")
         s.say("What bob's agent read: gitrelay's own lines, then alice's words inside a fence "
               "whose")
         s.say("random token no sender can predict, marked as data, not instructions:")
@@ -451,7 +452,7 @@ class Day:
             "thread_id": tid, "result_summary": done["result_summary"],
             "artifacts": [a for a in done["artifacts"] if a["type"] == "link"]})
         alice_cursor = await alice.wait_for(
-            alice_cursor, lambda i: i["thread_id"] == tid and i["status"] == "completed",
+            alice_cursor, lambda i: i["thread_id"] == tid and i["status"] == COMPLETED,
             "bob's completion")
 
         s.section(5, "carol, blocked in bob's trust file, sends work from the command line")

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from gitrelay.core import layout
 from gitrelay.core.errors import ConfigError, NextStep, RelayError, RelayUnavailable
 from gitrelay.core.ids import same_handle
+from gitrelay.core.threadstate import ACCEPTED, TERMINAL
 from gitrelay.core.vocab import HOOK_EVENTS, HOOK_WAIT_SECONDS, STALLED
 from gitrelay.hosts.session import (
     InProgress,
@@ -322,7 +323,7 @@ def _context(handle: str, items: list[UnreadItem],
 def _prune_closed(inbox: Peek, state: SessionState) -> None:
     """Forget handoffs of this session that are closed in the local copy."""
     for entry in list(state.in_progress):
-        if inbox.thread_status(entry.thread_id) in ("completed", "cancelled"):
+        if inbox.thread_status(entry.thread_id) in TERMINAL:
             state.finish(entry.thread_id)
 
 
@@ -689,9 +690,9 @@ def _post_tool_use(host: str, hook: HookInput, store: SessionStore,
 
     tid = resolve_thread_id(ref, client.view)
     view = client.thread(tid)
-    if name != "accept_handoff" or view.status != "accepted":
+    if name != "accept_handoff" or view.status != ACCEPTED:
         with store.update(hook.session_id) as state:
-            if view.status != "accepted":
+            if view.status != ACCEPTED:
                 state.finish(tid)
         return HookOutcome()
     from gitrelay.relay.policy import held_overlay

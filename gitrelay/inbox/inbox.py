@@ -39,7 +39,7 @@ from gitrelay.core.errors import (
 )
 from gitrelay.core.ids import check_worker, same_handle
 from gitrelay.core.ops import now_iso
-from gitrelay.core.threadstate import STATUSES
+from gitrelay.core.threadstate import ACCEPTED, CANCELLED, PENDING, STATUSES
 from gitrelay.core.vocab import (
     ACK_ITEMS_MAX,
     INBOX_KINDS,
@@ -81,7 +81,7 @@ if TYPE_CHECKING:
     from gitrelay.relay.client import RelayClient
 
 KINDS = INBOX_KINDS
-DEFAULT_STATUSES = ("pending", "accepted")
+DEFAULT_STATUSES = (PENDING, ACCEPTED)
 LIMIT_MAX = INBOX_PAGE_MAX
 LEASE_SECONDS = 600.0       # a claim's default lease: 10 minutes
 POLL_SECONDS = 0.5          # how often a long-poll without a sync loop fetches
@@ -237,7 +237,7 @@ def _local_items(mirror: Mirror, idx: Index, now_us: int | None = None) -> list[
         else:
             other = str(doc.get("recipient") or handle)
             # A handoff that never reached the relay: its thread does not exist.
-            status = "cancelled"
+            status = CANCELLED
             preview = str(doc.get("summary") or doc.get("body") or "")[:SUMMARY_PREVIEW_CHARS]
             created = str(doc.get("created_at") or rec.at)
         profile = idx.profile(other)

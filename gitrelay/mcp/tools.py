@@ -16,6 +16,7 @@ from pydantic import Field, WithJsonSchema
 
 from gitrelay.core import layout
 from gitrelay.core.errors import RelayError
+from gitrelay.core.threadstate import CANCELLED, COMPLETED, PENDING
 from gitrelay.core.vocab import (
     INBOX_PAGE_MAX,
     ITEM_ID_CHARS,
@@ -205,7 +206,7 @@ def register(server: Registry) -> None:
             metadata=metadata, idempotency_key=idempotency_key, mode=delivery)
         doc = result.doc
         tid = str(doc["thread_id"])
-        out = HandoffOut(thread_id=tid, status="pending", recipient=str(doc["recipient"]),
+        out = HandoffOut(thread_id=tid, status=PENDING, recipient=str(doc["recipient"]),
                          created_at=str(doc["created_at"]),
                          inbox_url=_inbox_url(state.client, tid),
                          idempotency_key=str(doc["idempotency_key"]),
@@ -345,7 +346,7 @@ def register(server: Registry) -> None:
             tid, result_summary=result_summary,
             artifacts=[a.model_dump(exclude_none=True) for a in artifacts or []],
             mode=delivery)
-        return CompleteOut(thread_id=tid, status="completed",
+        return CompleteOut(thread_id=tid, status=COMPLETED,
                            completed_at=str(result.doc["at"]), delivery=result.delivery)
 
     @server.tool(ToolHints(read_only=False, destructive=True, idempotent=False,
@@ -359,7 +360,7 @@ def register(server: Registry) -> None:
         """Withdraw a handoff you sent, before it is accepted."""
         tid = reads.resolve_thread(state.client, thread_id)
         result = state.client.cancel(tid, reason=reason, mode=delivery)
-        return CancelOut(thread_id=tid, status="cancelled",
+        return CancelOut(thread_id=tid, status=CANCELLED,
                          cancelled_at=str(result.doc["at"]), delivery=result.delivery)
 
     @server.tool(READ)

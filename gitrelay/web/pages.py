@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gitrelay.core.errors import InvalidArgument, RelayError
 from gitrelay.core.ids import handle_key, same_handle
 from gitrelay.core.readable import when
-from gitrelay.core.threadstate import ACCEPTED, PENDING, STATUSES
+from gitrelay.core.threadstate import ACCEPTED, PENDING, STATUSES, actions_open_to
 from gitrelay.core.vocab import INTENTS
 from gitrelay.inbox.inbox import ReadMark, check_inbox, mark_read, unread_on_thread
 from gitrelay.relay import policy, reads
@@ -330,10 +330,10 @@ def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
             acceptable = judged[1] is None   # the decision the accept itself makes
     except RelayError as exc:
         note = f"cannot judge {view.sender}: {exc.message}"
-    can_accept = acceptable and view.status == PENDING
+    open_to_me = actions_open_to(view, me)   # the state machine's, as the gate applies it
+    can_accept = acceptable and "accept" in open_to_me
     overlay = policy.held_overlay(me, view, rules) if can_accept else None
     me_sender, me_recipient = same_handle(me, view.sender), same_handle(me, view.recipient)
-    open_ = view.status in (PENDING, ACCEPTED)
     return ThreadData(
         thread_id=view.thread_id, status=view.status, sender=page_line(view.sender, 80),
         recipient=page_line(view.recipient, 80), sender_name=_name(profiles, view.sender),
@@ -345,9 +345,8 @@ def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
         refused=[page_line(f"your {r.kind} at {when(r.at)}: {r.name} ({r.code}): {r.message}",
                           400) for r in view.refused],
         me_sender=me_sender, me_recipient=me_recipient,
-        can_reply=open_ and (me_sender or me_recipient),
-        can_cancel=me_sender and view.status == PENDING,
-        can_complete=me_recipient and view.status == ACCEPTED, withheld=hidden,
+        can_reply="message" in open_to_me, can_cancel="cancel" in open_to_me,
+        can_complete="complete" in open_to_me, withheld=hidden,
         can_accept=can_accept, accept_overlay=None if overlay is None else {
             "auto_read": bool(overlay.get("auto_read")),
             "auto_test": bool(overlay.get("auto_test")),

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from gitrelay.cli import render
 from gitrelay.core.ids import handle_key, same_handle
-from gitrelay.relay import policy, render
+from gitrelay.relay import policy
 from gitrelay.trust.trust import TrustRules
 from gitrelay.trust.trustkeys import blocking_key
 

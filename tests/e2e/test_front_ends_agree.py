@@ -29,7 +29,7 @@ from gitrelay.core import layout, schema
 from gitrelay.core.errors import NEXT_STEPS, NotAParticipant, RelayError
 from gitrelay.core.vocab import DEFAULT_LIMITS
 from gitrelay.mcp.wording import next_step_text as for_agents
-from gitrelay.relay import policy, reads, setup
+from gitrelay.relay import joining, policy, reads
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
 from tests.kit import hermetic_env, set_hermetic
@@ -151,7 +151,7 @@ class Answer:
 
 def _relay(base: Path, mp: pytest.MonkeyPatch) -> Relay:
     set_hermetic(mp, base / "home")
-    path = setup.init_relay(base / "relay.git", name="acme")
+    path = joining.init_relay(base / "relay.git", name="acme")
     _limit_texts(path, 300)
     homes, trusts, clients = {}, {}, {}
     for handle, (name, role) in TEAM.items():
@@ -160,7 +160,7 @@ def _relay(base: Path, mp: pytest.MonkeyPatch) -> Relay:
         trusts[handle] = base / f"{who}-trust.yaml"
         trusts[handle].write_text(BOB_TRUST if handle == BOB else ALICE_TRUST)
         mp.setenv("GITRELAY_HOME", str(homes[handle]))
-        setup.join(str(path), handle, name=name, role=role)
+        joining.join(str(path), handle, name=name, role=role)
         clients[handle] = RelayClient(str(path), handle, writes="wait", fresh_seconds=0)
     ids: dict[str, str] = {}
 
@@ -185,7 +185,7 @@ def _limit_texts(relay: Path, chars: int) -> None:
     """Give the new relay its own max_text_chars in relay.json, as an admin creating
     it for a small team would: its first commit, written again with that limit."""
     store = Store(relay)
-    doc = setup.relay_config("acme")
+    doc = joining.relay_config("acme")
     doc["limits"] = dict(DEFAULT_LIMITS, max_text_chars=chars)
     tree = store.single_file_tree(layout.CONFIG_PATH, schema.dumps(doc))
     message = (f"init relay acme\n\n{layout.TRAILER_OP}: {layout.OP_INIT}\n"

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from gitrelay.hosts.guard import auto_writable, ignores_case
+from gitrelay.hosts.guard import ignores_case
+from gitrelay.trust.permission import auto_writable
 from gitrelay.trust.trust import TrustOverlay, path_auto_writable
 from gitrelay.trust.trustkeys import normalize_repo_path, windows_reading
 
