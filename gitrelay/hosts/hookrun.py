@@ -380,20 +380,10 @@ def _git_fetch(mirror: Path, url: str, deadline: float) -> None:
     """``git fetch`` of the relay into the mirror's quarantine refs, the fetch the sync
     layer runs, under the mirror's sync lock; both waited for until ``deadline`` at the
     latest (RelayUnavailable past it, or when the fetch fails)."""
-    from gitrelay.core.gitcli import git_failure, hermetic_env, run_git
-    from gitrelay.store.locks import FileMutex, LockTimeout
+    from gitrelay.core.gitcli import git_failure, hermetic_env
+    from gitrelay.sync.gitfetch import fetch_before
 
-    lock = FileMutex(mirror / layout.SYNC_LOCK_FILE)
-    try:
-        lock.acquire(timeout=max(deadline - time.monotonic(), 0.0))
-    except LockTimeout:
-        raise RelayUnavailable("another fetch of the relay took longer") from None
-    try:
-        proc = run_git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--prune",
-                        url, *layout.FETCH_REFSPECS], git_dir=mirror, env=hermetic_env(),
-                       timeout=max(deadline - time.monotonic(), 0.05))
-    finally:
-        lock.release()
+    proc = fetch_before(mirror, url, deadline, hermetic_env())
     if proc.returncode != 0:
         reason, _ = git_failure(proc.stderr.decode(errors="replace"))
         raise RelayUnavailable(f"cannot fetch from {url}: {reason}")

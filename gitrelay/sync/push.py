@@ -51,6 +51,7 @@ from gitrelay.store.mirror import (
     Mirror,
     Refused,
 )
+from gitrelay.sync.gitfetch import fetch_argv
 from gitrelay.sync.parallel import first_invalid
 
 MAX_ATTEMPTS = 30
@@ -111,8 +112,7 @@ class Syncer:
     def _fetch(self) -> SyncReport:
         if self._copy_from_local_relay():
             return self._take_fetched()
-        code, _, err = self._git("fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
-                                 "--prune", self.url, *layout.FETCH_REFSPECS)
+        code, _, err = self._git(*fetch_argv(self.url))
         if code != 0:
             reason, ssh = git_failure(err, self.url)
             self.mirror.update_sync_state(last_error=reason, last_error_at=time.time())

@@ -132,3 +132,34 @@ def test_copied_objects_are_written_after_everything_they_name(team, tmp_path):
         else:
             named = []
         assert all(position[str(n)] < position[oid] for n in named)
+
+
+def test_the_hooks_fetch_is_the_sync_layers_and_takes_the_copys_sync_lock(team):
+    """The session-start hook's fetch (no pygit2) and the Syncer's are one git command,
+    run under the copy's sync lock: a fetch held by another process past the deadline is
+    relay_unavailable, and once free the same call brings the teammate's handoff in."""
+    import time
+
+    from gitrelay.core import layout
+    from gitrelay.core.errors import RelayUnavailable
+    from gitrelay.core.gitcli import hermetic_env
+    from gitrelay.store.locks import FileMutex
+    from gitrelay.sync.gitfetch import fetch_argv, fetch_before
+    from tests.kit import ref_of
+
+    alice, bob = team["alice"], team["bob"]
+    copy = alice.mirror.path
+    bob.handoff(to="alice@acme", intent="inform", summary="news", mode="wait")
+    held = FileMutex(copy / layout.SYNC_LOCK_FILE)
+    held.acquire()
+    try:
+        with pytest.raises(RelayUnavailable, match="another fetch"):
+            fetch_before(copy, alice.relay_url, time.monotonic() + 0.2, hermetic_env())
+    finally:
+        held.release()
+    before = ref_of(copy, layout.FETCHED_MAIN)
+    done = fetch_before(copy, alice.relay_url, time.monotonic() + 60, hermetic_env())
+    assert done.returncode == 0, done.stderr
+    assert ref_of(copy, layout.FETCHED_MAIN) != before
+    assert fetch_argv(alice.relay_url)[-len(layout.FETCH_REFSPECS):] == \
+        list(layout.FETCH_REFSPECS)
