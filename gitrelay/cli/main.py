@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gitrelay.core.errors import RelayError
 
     # `gitrelay hook` and `gitrelay mcp`, which hosts start, load only their own group.
-    groups = {"hook": ("hosts",), "mcp": ("setup",)}.get(given[0] if given else "", GROUPS)
+    groups = {"hook": ("setup",), "mcp": ("onboard",)}.get(given[0] if given else "", GROUPS)
     args = build_parser(groups).parse_args(given)
     try:
         code: int = args.func(args)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from gitrelay.core.ids import same_handle
 from gitrelay.core.threadstate import ACCEPTED, PENDING
 from gitrelay.core.vocab import STALL_DAYS, STALLED
 
@@ -150,8 +151,8 @@ def stalls(handle_cf: str, rows: Iterable[StallClock | tuple[Any, ...]], *, now_
         waited = (now_us - int(since_us or 0)) // DAY_US
         if waited < days:
             continue
-        mine = clock.sender.casefold() == handle_cf
-        if not mine and clock.recipient.casefold() != handle_cf:
+        mine = same_handle(clock.sender, handle_cf)
+        if not mine and not same_handle(clock.recipient, handle_cf):
             continue
         out.append(Stall(clock.thread_id, clock.sender, clock.recipient, clock.status,
                          clock.summary_preview, int(since_seq), int(since_us), int(waited),
