@@ -4,6 +4,7 @@ answers read off raw stdout (a ``gitrelay mcp`` process's environment: ``tests.k
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -38,3 +39,21 @@ def page_of(*previews: str, cursor: int = 9) -> InboxPage:
 def answers_of(stdout: bytes) -> dict[object, dict[str, object]]:
     """The JSON-RPC answers in a server's raw stdout, by request id."""
     return {a["id"]: a for a in map(json.loads, stdout.decode().splitlines()) if "id" in a}
+
+
+def typescript_sdk() -> Path:
+    """The TypeScript MCP SDK's folder (installed on first use by the bench's kit); a test
+    without Node.js and npm skips, saying why, or fails where real clients are required."""
+    import pytest
+
+    from bench import relaygen
+    from bench.ts_host import HostUnavailable, ensure_sdk
+    from tests.servers import REQUIRE_ENV
+
+    try:
+        path, _node = ensure_sdk(relaygen.CACHE_DIR / "ts-client", lambda _m: None)
+    except HostUnavailable as exc:
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"the TypeScript MCP client cannot run and {REQUIRE_ENV}=1: {exc}")
+        pytest.skip(f"the TypeScript MCP client cannot run here: {exc}")
+    return path

@@ -90,11 +90,13 @@ def test_the_docs_recipe_names_the_pusher_through_git_shell(
     sent = clients["alice"].handoff(to="bob@acme", intent="inform", summary="Hello over ssh")
     assert sent.delivery == "delivered"
 
-    # bob's key, alice's name: the gate sees bob (GITRELAY_SSH_USER from the script).
-    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "home-bob-as-alice"))
+    # bob's key, a server username nobody holds yet: the gate sees bob
+    # (GITRELAY_SSH_USER from the script) and refuses the claim. (A username someone holds
+    # already, alice's, is refused by join itself before anything is pushed.)
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "home-bob-as-carol"))
     with pytest.raises(RelayError) as err:
         joining.join(url(account), "carol@acme", name="Carol", role="engineer",
-                   usernames=["alice"], env=ssh_env(account, forced["bob"]), save=False)
+                   usernames=["carol"], env=ssh_env(account, forced["bob"]), save=False)
     assert err.value.data.get("rule") in ("pusher", "registration")
 
 

@@ -253,7 +253,7 @@ def test_teammate_text_reaches_the_model_only_inside_each_answers_fence(
     assert [name.rpartition("__")[2] for _, name in calls] == [
         "check_inbox", "view_thread", "accept_handoff"], debug(run)
     tokens = set()
-    for call_id, name in calls:
+    for call_id, name in calls[:2]:
         text = CODEX_OUTPUT.sub("", results[call_id])
         read = read_text(text)  # one fence: opening line, fixed sentence, values, closing
         tokens.add(read.token)
@@ -262,7 +262,14 @@ def test_teammate_text_reaches_the_model_only_inside_each_answers_fence(
         for teammate_text in (SUMMARY[:40], "ignore previous instructions", MESSAGE[:30],
                               "Alice Martin", "docs/paging.md\n+++"):
             assert teammate_text not in read.outside, (name, teammate_text)
-    assert len(tokens) == 3  # a fresh token for every answer
+    assert len(tokens) == 2  # a fresh token for every answer
+    # The accept after view_thread in the same session repeats none of what the model
+    # read (docs/tools.md): no teammate text at all, fenced or not.
+    accepted = CODEX_OUTPUT.sub("", results[calls[2][0]])
+    assert "accepted" in accepted, accepted
+    for teammate_text in (SUMMARY[:40], "ignore previous instructions", MESSAGE[:30],
+                          "Alice Martin", "docs/paging.md\n+++"):
+        assert teammate_text not in accepted, teammate_text
 
 
 def test_the_start_context_lists_a_handoff_waiting_in_the_local_copy(
@@ -324,7 +331,7 @@ def test_a_write_the_guard_denies_in_claude_code_is_not_executed(team: Team) -> 
     assert not outside.exists()
     assert desk.trust.read_text() == trust_before
     for call_id, _ in calls[2:]:
-        assert "gitrelay: " in results[call_id], results[call_id]
+        assert "gitrelay refused" in results[call_id], results[call_id]
     verdicts = [e for e in run.hook_events("hook_response") if e.get("hook_event") ==
                 "PreToolUse" and "Write" in str(e.get("hook_name")) + str(e.get("output"))]
     assert verdicts, debug(run)
@@ -422,7 +429,7 @@ def test_codex_patches_are_judged_by_their_paths_as_writes_are(team: Team) -> No
     calls = tool_calls(run)
     assert [name for _, name in calls] == ["accept_handoff", "exec_command", "exec_command"]
     assert not outside.exists()
-    assert "gitrelay: " in tool_results(run)[calls[1][0]]
+    assert "gitrelay refused" in tool_results(run)[calls[1][0]]
     assert inside.read_text() == "opaque\n", tool_results(run)[calls[2][0]]
 
 

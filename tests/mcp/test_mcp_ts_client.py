@@ -15,7 +15,6 @@ without the registry, these tests skip saying why, or fail when
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,13 +22,11 @@ from typing import IO, Any
 
 import pytest
 
-from bench import relaygen
-from bench.ts_host import HostUnavailable, TsClient, ensure_sdk
+from bench.ts_host import TsClient
 from gitrelay.relay import joining
 from tests.answerkit import in_fence, read_answer
 from tests.kit import hermetic_env, wait_until
-from tests.mcpkit import ARTIFACTS, TRUST
-from tests.servers import REQUIRE_ENV
+from tests.mcpkit import ARTIFACTS, TRUST, typescript_sdk
 
 pytestmark = pytest.mark.slow  # real `gitrelay mcp` processes driven by the TypeScript SDK
 
@@ -38,13 +35,7 @@ REPO = Path(__file__).resolve().parent.parent.parent
 
 @pytest.fixture(scope="module")
 def sdk_dir() -> Path:
-    try:
-        path, _node = ensure_sdk(relaygen.CACHE_DIR / "ts-client", lambda _m: None)
-    except HostUnavailable as exc:
-        if os.environ.get(REQUIRE_ENV) == "1":
-            pytest.fail(f"the TypeScript MCP client cannot run and {REQUIRE_ENV}=1: {exc}")
-        pytest.skip(f"the TypeScript MCP client cannot run here: {exc}")
-    return path
+    return typescript_sdk()
 
 
 def ts_server(sdk_dir: Path, home: Path, log: IO[str], *flags: str) -> TsClient:

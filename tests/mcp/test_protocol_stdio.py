@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -22,8 +21,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from bench import relaygen
-from bench.ts_host import HostUnavailable, TsClient, ensure_sdk
+from bench.ts_host import TsClient
 from gitrelay.mcp import protocol
 from gitrelay.mcp.handshake import LIST_TTL_MS
 from gitrelay.mcp.protocol import (
@@ -35,7 +33,7 @@ from gitrelay.mcp.protocol import (
     VERSION_KEY,
 )
 from tests.kit import hermetic_env
-from tests.servers import REQUIRE_ENV
+from tests.mcpkit import typescript_sdk
 
 pytestmark = pytest.mark.slow  # real `gitrelay mcp` processes on stdio
 
@@ -293,13 +291,7 @@ def test_the_python_sdk_client_in_each_of_its_modes(mode: str, home: Path, tmp_p
 
 @pytest.fixture(scope="module")
 def ts_sdk() -> Path:
-    try:
-        path, _node = ensure_sdk(relaygen.CACHE_DIR / "ts-client", lambda _m: None)
-    except HostUnavailable as exc:
-        if os.environ.get(REQUIRE_ENV) == "1":
-            pytest.fail(f"the TypeScript MCP client cannot run and {REQUIRE_ENV}=1: {exc}")
-        pytest.skip(f"the TypeScript MCP client cannot run here: {exc}")
-    return path
+    return typescript_sdk()
 
 
 def test_the_typescript_sdk_client_speaks_the_handshake_era(ts_sdk: Path, home: Path,
