@@ -434,7 +434,8 @@ def test_setup_knows_its_own_toml_entry_in_every_spelling(home: Path, text: str)
     assert "of your own" not in out.stderr
     config = tomllib.loads(path.read_text())
     assert config["mcp_servers"]["gitrelay"] == {
-        "command": GITRELAY, "args": ["mcp"], "env_vars": ["GITRELAY_HOME", "GITRELAY_TRUST"]}
+        "command": GITRELAY, "args": ["mcp"], "env_vars": ["GITRELAY_HOME", "GITRELAY_TRUST"],
+        "required": True, "startup_timeout_sec": 30, "tool_timeout_sec": 120}
     assert {k: v for k, v in config.items() if k != "mcp_servers"} == {
         k: v for k, v in before.items() if k != "mcp_servers"}
     assert OLD not in path.read_text()
