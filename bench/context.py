@@ -329,7 +329,9 @@ def measure_stdio(root: Path, relay: Path, home: Path, trust: Path, log: Log, *,
             for i in range(reps + 1):
                 for n in SIZES:
                     for (t, c), call in calls.items():
-                        took, items = await call({"limit": n})
+                        # after 0: the first n items, read or not, from every tree (the
+                        # default call lists the news, and measuring reads marks some)
+                        took, items = await call({"limit": n, "after": 0})
                         if items != n:
                             raise RuntimeError(f"check_inbox on stdio ({t}, {c}): "
                                                f"{items} items, not {n}")
@@ -337,7 +339,8 @@ def measure_stdio(root: Path, relay: Path, home: Path, trust: Path, log: Log, *,
                             out[f"{n}:{t}:{c}"].append(took)
             for t in trees:  # what each tree's answer weighs, as the Python client got it
                 for n in SIZES:
-                    res = await sessions[t].call_tool("check_inbox", {"limit": n})
+                    res = await sessions[t].call_tool("check_inbox",
+                                                      {"limit": n, "after": 0})
                     structured = res.structured_content
                     out[f"bytes:{n}:{t}"] = (
                         sum(_size(getattr(c, "text", "")) for c in res.content),

@@ -120,6 +120,13 @@ def _one_edit_apart(a: str, b: str) -> bool:
     return short[i:] == long[i + 1:]
 
 
+def _digits_apart(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ only in their digits."""
+    def letters(text: str) -> str:
+        return "".join(ch for ch in text if not ch.isdigit())
+    return a != b and letters(a) == letters(b) and any(ch.isdigit() for ch in a + b)
+
+
 def typo_of(typed: str, handles: Iterable[str]) -> str | None:
     """The registered handle that ``typed`` is most likely a typo of: one edit from it in
     the name on the same team (``carl@acme`` for ``carol@acme``; names of four letters or
@@ -129,6 +136,8 @@ def typo_of(typed: str, handles: Iterable[str]) -> str | None:
     name, _, team = typed.casefold().partition("@")
     for handle in handles:
         other, _, other_team = handle.casefold().partition("@")
+        if _digits_apart(name, other):
+            continue  # numbered accounts (ci1, ci2; t000, t001), not a typo
         if team == other_team and max(len(name), len(other)) >= 4 \
                 and _one_edit_apart(name, other):
             return handle

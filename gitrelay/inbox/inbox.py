@@ -552,8 +552,10 @@ def _read_once(mirror: Mirror, idx: Index, query: _Query) -> InboxPage:
         ref = mirror.store.ref(local_ref(mirror))
         state = load_state(mirror, ref)
         idx.sync_acks(handle, ref, state.acked_up_to, state.acked)
+        # The news is the unread items (news.is_news): asked of the index itself, so that
+        # a page holds `limit` of them rather than what is left of `limit` rows.
         rows = idx.page(handle, upto=state.acked_up_to, statuses=query.statuses,
-                        since_us=query.since_us, unread_only=query.unread_only,
+                        since_us=query.since_us, unread_only=query.unread_only or query.news,
                         descending=query.descending,
                         position=query.position, limit=query.limit + 1,
                         # an unread item never falls behind a cursor given as `after`

@@ -376,3 +376,19 @@ def test_gitrelay_init_takes_stall_days_and_leaves_it_out_by_default(tmp_path: P
             assert main(["init", str(tmp_path / name), *extra]) == 0
         config = json.loads(git_out(tmp_path / name, "show", "main:relay.json"))
         assert config.get("stall_days") == (5 if extra else None)
+
+
+def test_a_page_of_news_holds_limit_items_when_read_ones_lie_between(team):
+    """Read items between unread ones do not shorten a page of news: the page is asked
+    of the index as unread items, not cut to `limit` rows and then filtered."""
+    from gitrelay.inbox import inbox
+
+    alice, bob = team["alice"], team["bob"]
+    sent = [alice.handoff(to="bob@acme", intent="inform", summary=f"handoff {i}",
+                          mode="wait").thread_id for i in range(5)]
+    bob.refresh(max_age=0)
+    for tid in (sent[1], sent[3]):  # read, as view_thread marks them
+        inbox.mark_read(bob, inbox.unread_on_thread(bob, tid))
+    page = inbox.check_inbox(bob, limit=3)
+    shown = [i.thread_id for i in page.items]
+    assert sorted(shown) == sorted([sent[0], sent[2], sent[4]]), shown

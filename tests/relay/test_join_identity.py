@@ -213,6 +213,12 @@ def test_a_handle_one_typo_from_a_registered_one_asks_and_new_insists(
 
     cfg = joining.join(str(hookless), "carl@acme", name="Carl Berg", role="ops", new=True)
     assert cfg.handle == "carl@acme"
+    # Numbered accounts are not typos of each other.
+    monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "ci2"))
+    setup_done = joining.join(str(hookless), "ci1@acme", name="CI one", role="bot", save=False)
+    assert setup_done.handle == "ci1@acme"
+    assert joining.join(str(hookless), "ci2@acme", name="CI two", role="bot",
+                        save=False).handle == "ci2@acme"
     # A new teammate whose name is merely short and unlike any joins unasked.
     monkeypatch.setenv("GITRELAY_HOME", str(tmp_path / "dan"))
     assert joining.join(str(hookless), "dan@acme", name="Dan", role="ops").handle == "dan@acme"
