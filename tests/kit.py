@@ -50,6 +50,7 @@ IDENTITY = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.invalid
 # --- the hermetic environment ---------------------------------------------------------------
 
 HOST_PROGRAMS = frozenset(p for programs in PROGRAMS.values() for p in programs)
+_CLEAN: set[str] = set()        # a PATH folder without a host program, as first read
 _SHADOWS: dict[str, str] = {}   # a PATH folder holding a host program -> its copy without
 
 
@@ -74,7 +75,7 @@ def hostless_path(path: str | None = None) -> str:
     path = os.environ.get("PATH", os.defpath) if path is None else path
     out = []
     for folder in path.split(os.pathsep):
-        if folder in _SHADOWS or not folder:
+        if folder in _SHADOWS or folder in _CLEAN or not folder:
             out.append(_SHADOWS.get(folder, folder))
             continue
         try:
@@ -83,6 +84,7 @@ def hostless_path(path: str | None = None) -> str:
             out.append(folder)
             continue
         if not any(_is_host_program(n) for n in names):
+            _CLEAN.add(folder)  # read once: every test's environment asks again
             out.append(folder)
             continue
         shadow = _shadow_root() / str(len(_SHADOWS))
