@@ -10,7 +10,7 @@
 #    tests/e2e/test_real_hosts.py and `python -m bench` run them (docs/testing-servers.md).
 set -euo pipefail
 
-# Keep in step with tests/hostkit.py (CLAUDE_VERSION, CODEX_VERSION).
+# Keep in step with tests/kit/hosts.py (CLAUDE_VERSION, CODEX_VERSION).
 CLAUDE_CODE="@anthropic-ai/claude-code@2.1.197"
 CODEX="@openai/codex@0.171.0"
 

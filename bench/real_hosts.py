@@ -1,7 +1,7 @@
 """What the model receives, from real host runs: start-up, tool definitions, hook times.
 
 Claude Code and Codex (installed by ``.ci/install-node.sh``) run headless against the
-scripted model server of :mod:`tests.hostkit`, in a fresh home set up by the real
+scripted model server of :mod:`tests.kit.hosts`, in a fresh home set up by the real
 ``gitrelay setup`` each time (a cold start: nothing of gitrelay running), with one
 handoff from alice waiting in bob's local copy. The script: ``check_inbox``, then done.
 Each Claude Code run also writes its debug log (``--debug-file``), which is where it
@@ -119,7 +119,7 @@ class _Team:
     def __init__(self, root: Path) -> None:
         from gitrelay.relay import joining
         from gitrelay.relay.client import RelayClient
-        from tests.hostkit import Desk
+        from tests.kit import Desk
 
         relay = joining.init_relay(root / "relay.git", name="acme")
         self.desk = Desk(root, relay)
@@ -149,7 +149,7 @@ def _result_text(body: dict[str, Any]) -> str:
 
 def bench_model(ws: kit.Workspace, sizes: kit.Sizes, log: kit.Log,
                 shared: dict[str, Any]) -> list[kit.Figure]:
-    from tests.hostkit import call, host_binary, run_host, say, tool_definitions
+    from tests.kit import call, host_binary, run_host, say, tool_definitions
 
     quick = sizes is kit.QUICK
     claude_runs, codex_runs = (3, 1) if quick else (20, 20)

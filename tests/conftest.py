@@ -9,9 +9,7 @@ import pytest
 
 from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
-from tests import relaykit
-from tests.kit import set_hermetic
-from tests.relaykit import RelayTemplates
+from tests.kit import TEAM, RelayTemplates, set_hermetic
 
 pytest_plugins = ["tests.servers.conftest_plugin"]
 
@@ -37,9 +35,6 @@ def relays(tmp_path_factory: pytest.TempPathFactory) -> RelayTemplates:
     return RelayTemplates(tmp_path_factory.mktemp("relay-templates"))
 
 
-TEAM = {handle: (name, role) for handle, (name, role, _) in relaykit.TEAM.items()}
-
-
 @pytest.fixture
 def make_client(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                 ) -> Iterator[Callable[..., RelayClient]]:
@@ -49,7 +44,7 @@ def make_client(relay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     def make(handle: str, *, writes: str = "wait", home: str | None = None) -> RelayClient:
         home_dir = tmp_path / (home or handle.split("@")[0])
         monkeypatch.setenv("GITRELAY_HOME", str(home_dir))
-        name, role = TEAM.get(handle, (handle.split("@")[0].title(), "engineer"))
+        name, role, _ = TEAM.get(handle, (handle.split("@")[0].title(), "engineer", ""))
         joining.join(str(relay), handle, name=name, role=role, save=False)
         client = RelayClient(str(relay), handle, writes=writes)
         made[f"{handle}:{home}"] = client

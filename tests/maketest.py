@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = ("lint", "typecheck", "tests", "bench")
 REAL_HOSTS_SKIPPED = "real-host test skipped"
-"""How a real-host test's skip reason begins (tests/hostkit.py's ``need_host``)."""
+"""How a real-host test's skip reason begins (tests/kit/hosts.py's ``need_host``)."""
 RUN_REAL_HOSTS = ".ci/install-node.sh && make test"
 WHAT_FAILED = {"lint": "lint failed", "typecheck": "type check failed",
                "tests": "the tests did not run to the end", "bench": "quick benchmark failed"}

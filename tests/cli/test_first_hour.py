@@ -187,10 +187,10 @@ def test_make_test_ends_with_one_verdict_line(tmp_path) -> None:
 @pytest.mark.slow
 def test_the_verdict_says_how_many_real_host_tests_were_skipped_and_what_runs_them(
         tmp_path) -> None:
-    """Without the hosts in .hosts/, the real-host tests skip (tests/hostkit.py), and the
+    """Without the hosts in .hosts/, the real-host tests skip (tests/kit/hosts.py), and the
     verdict line counts them and gives the one command that runs them."""
     (tmp_path / "test_hosts.py").write_text(
-        "from tests.hostkit import need_host\n\n"
+        "from tests.kit import need_host\n\n"
         "def test_with_claude():\n    need_host('claude')\n\n"
         "def test_with_codex():\n    need_host('codex')\n\n"
         "def test_plain():\n    pass\n")

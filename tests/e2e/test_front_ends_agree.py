@@ -32,8 +32,7 @@ from gitrelay.mcp.wording import next_step_text as for_agents
 from gitrelay.relay import joining, policy, reads
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
-from tests.kit import hermetic_env, set_hermetic
-from tests.relaykit import Bench
+from tests.kit import Bench, hermetic_env, set_hermetic
 
 pytestmark = pytest.mark.slow  # each decision through the CLI, the MCP server and the hooks
 

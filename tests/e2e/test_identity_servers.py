@@ -25,8 +25,7 @@ from gitrelay.core.errors import RelayError
 from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.mirror import Mirror
-from tests.forging import forge, forge_inbox, handoff_op, inbox_doc, profile_op
-from tests.kit import git, push, ref_of
+from tests.kit import forge, forge_inbox, git, handoff_op, inbox_doc, profile_op, push, ref_of
 from tests.servers import GitServer
 
 pytestmark = pytest.mark.servers

@@ -2,7 +2,7 @@
 
 Claude Code (``claude -p``) and Codex (``codex exec``), installed from npm by
 ``.ci/install-node.sh``, run headless in bob's hermetic home, set up by the real
-``gitrelay setup claude|codex``, against the scripted model of :mod:`tests.hostkit`.
+``gitrelay setup claude|codex``, against the scripted model of :mod:`tests.kit.hosts`.
 Every request the host sent is logged: it is exactly what a model would have read.
 Without the hosts these tests skip and say why (fail under GITRELAY_REQUIRE_HOSTS=1).
 """
@@ -23,8 +23,7 @@ import pytest
 from gitrelay.mcp.provenance import CLOSE_PREFIX
 from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
-from tests.answerkit import read_text
-from tests.hostkit import (
+from tests.kit import (
     PADDING_COMMAND,
     Desk,
     HostRun,
@@ -32,12 +31,13 @@ from tests.hostkit import (
     ModelServer,
     Turn,
     call,
+    read_text,
     run_host,
     say,
+    set_hermetic,
     tool_definitions,
     tool_names,
 )
-from tests.kit import set_hermetic
 
 pytestmark = pytest.mark.slow  # real Claude Code and Codex runs
 
@@ -231,7 +231,7 @@ def test_the_tool_definitions_as_the_host_sends_them_cost_at_most_1500_tokens(
         check_in: CheckIn) -> None:
     # Issue 36's budget, counted on what the host really sends: Claude Code one definition
     # per tool, Codex a namespace that also carries the server's instructions.
-    from tests.answerkit import TOOL_DEFINITION_TOKENS, tokens
+    from tests.kit import TOOL_DEFINITION_TOKENS, tokens
 
     sent = json.dumps(tool_definitions(check_in.run.first_with_tools.body),
                       separators=(",", ":"))

@@ -22,7 +22,7 @@ from gitrelay.core.errors import RelayError
 from gitrelay.core.rules import check_commit
 from gitrelay.core.signing import verify_commit_signature
 from gitrelay.sync.verify import verify_relay
-from tests.relaykit import (
+from tests.kit import (
     Bench,
     Built,
     CaseBuilder,

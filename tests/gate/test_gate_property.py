@@ -37,7 +37,7 @@ from gitrelay.core.ops import Op
 from gitrelay.core.rules import check_commit, check_inbox_commit
 from gitrelay.store.mirror import Mirror
 from gitrelay.sync.verify import verify_relay
-from tests.relaykit import (
+from tests.kit import (
     ALICE,
     BOB,
     CAROL,

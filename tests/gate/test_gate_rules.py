@@ -1,6 +1,6 @@
 """Every gate rule: a push breaking it is refused naming it; the nearest legal push passes.
 
-GIVEN a relay with the gate installed (the standard relay of tests/relaykit.py)
+GIVEN a relay with the gate installed (the standard relay of tests/kit/relays.py)
 WHEN a teammate pushes with `git push`
 THEN a push that breaks the rule is refused with ``[rule]`` in git's stderr and
 the relay's refs are exactly as before (``git for-each-ref``), and a push that
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gitrelay.core import layout, schema
-from tests.relaykit import (
+from tests.kit import (
     ALICE,
     BOB,
     CAROL,

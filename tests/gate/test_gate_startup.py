@@ -23,8 +23,7 @@ from gitrelay.core.gitcli import SKIP_CHUNK, CatFile
 from gitrelay.core.objects import ZERO_OID, Objects, UnreadBlob
 from gitrelay.core.schema import SchemaError
 from gitrelay.gate import gate
-from tests.kit import git_env
-from tests.relaykit import ALICE, BOB, MAIN, Bench, message_doc, standard_bench
+from tests.kit import ALICE, BOB, MAIN, Bench, git_env, message_doc, standard_bench
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_MAX = schema.DEFAULT_LIMITS["max_file_bytes"]

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.relaykit import ALICE, DAVE, Bench, standard_bench
+from tests.kit import ALICE, DAVE, Bench, standard_bench
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SHIM = ROOT / "hooks" / "pre-receive"

@@ -23,7 +23,7 @@ from gitrelay.core.gitcli import CatFile
 from gitrelay.core.objects import BIG_TREE, Objects
 from gitrelay.core.vocab import DEFAULT_LIMITS, OPTIONAL_LIMITS
 from gitrelay.gate.gate import check_updates
-from tests.relaykit import MAIN, Bench
+from tests.kit import MAIN, Bench
 
 LIMIT_FIELD = "max_registrations_per_push"
 

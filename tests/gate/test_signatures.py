@@ -23,18 +23,21 @@ from gitrelay.core.signing import signer_for
 from gitrelay.inbox import inbox
 from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
-from tests.forging import (
+from tests.kit import (
     forge,
     forge_file,
     forge_inbox,
+    git,
+    git_out,
     handoff_op,
     keygen,
     profile_op,
     public_key,
+    push,
+    ref_of,
     tamper,
     transition_op,
 )
-from tests.kit import git, git_out, push, ref_of
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import pytest
 from gitrelay.core import layout, schema
 from gitrelay.core.ids import handle_digest
 from gitrelay.relay.joining import relay_config
-from tests.relaykit import ALICE, BOB, MAIN, Bench, profile_doc, profile_update_doc
+from tests.kit import ALICE, BOB, MAIN, Bench, profile_doc, profile_update_doc
 
 FLAT = {"teammates_layout": None}
 

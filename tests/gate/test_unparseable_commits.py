@@ -20,9 +20,17 @@ from gitrelay.core import layout
 from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.sync.verify import verify_relay
-from tests.forging import forge, message_op, with_deep_tree, with_header_line
-from tests.kit import git, git_out, push, ref_of
-from tests.relaykit import join_each
+from tests.kit import (
+    forge,
+    git,
+    git_out,
+    join_each,
+    message_op,
+    push,
+    ref_of,
+    with_deep_tree,
+    with_header_line,
+)
 
 
 @dataclass

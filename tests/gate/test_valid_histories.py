@@ -18,12 +18,12 @@ import yaml
 from gitrelay.core import layout
 from gitrelay.relay.client import RelayClient
 from gitrelay.sync.verify import verify_relay
-from tests.kit import git
-from tests.relaykit import (
+from tests.kit import (
     ALICE,
     MAIN,
     Bench,
     CaseBuilder,
+    git,
 )
 
 DATA = Path(__file__).parent.parent / "data" / "bad_pushes"

@@ -23,8 +23,7 @@ from gitrelay.mcp.provenance import FencedValue
 from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.trust.fencetext import inbox_rows
-from tests.answerkit import read_answer, read_text
-from tests.kit import hermetic_env, make_unreadable, wait_until
+from tests.kit import hermetic_env, make_unreadable, read_answer, read_text, wait_until
 
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
 BOB_TRUST = ("version: 1\nteammates:\n  alice@acme: {auto_write_paths: [docs/], "

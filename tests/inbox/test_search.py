@@ -552,7 +552,7 @@ def test_every_payload_of_the_injection_corpus_stays_inside_the_fence(
     """Each hostile text of tests/data/injection_payloads.json as a summary alice sends
     bob, found by a word of its own: outside the fence, bob's agent reads only
     gitrelay's own lines, and the fence parses with its token nowhere else."""
-    from tests.payloadkit import TEXT_PAYLOADS
+    from tests.kit import TEXT_PAYLOADS
 
     relay = joining.init_relay(tmp_path / "relay.git", name="acme")
     clients = {}

@@ -9,8 +9,7 @@ from gitrelay.inbox.inbox import InboxPage
 from gitrelay.mcp.answers import MEMO_SIZE, Answer, AnswerMemo, answer_fenced
 from gitrelay.mcp.present import Fenced, present_inbox_fenced
 from gitrelay.trust.trust import TrustRules
-from tests.answerkit import read_answer
-from tests.mcpkit import RULES, page_of
+from tests.kit import RULES, page_of, read_answer
 
 
 class Presenter:

@@ -37,8 +37,7 @@ from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
 from gitrelay.trust.trust import TrustStore
-from tests.answerkit import in_fence, read_answer
-from tests.kit import git_out, set_hermetic
+from tests.kit import git_out, in_fence, read_answer, set_hermetic
 
 ALICE, BOB, CAROL = "alice@acme", "bob@acme", "carol@acme"
 PEOPLE = {ALICE: ("Alice Martin", "backend"), BOB: ("Bob Chen", "frontend"),

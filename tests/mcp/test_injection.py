@@ -68,8 +68,7 @@ from gitrelay.store.config import mirror_path
 from gitrelay.store.mirror import Mirror
 from gitrelay.sync.push import Syncer
 from gitrelay.trust.trust import TrustStore
-from tests.kit import set_hermetic
-from tests.payloadkit import CORPUS, NAME_PAYLOADS, PAYLOADS, TEXT_PAYLOADS, Payload
+from tests.kit import CORPUS, NAME_PAYLOADS, PAYLOADS, TEXT_PAYLOADS, Payload, set_hermetic
 
 pytestmark = pytest.mark.slow  # every payload in every field: one large relay built for the module
 

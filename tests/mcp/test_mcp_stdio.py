@@ -19,10 +19,18 @@ from mcp.client.stdio import stdio_client
 from gitrelay.core import layout
 from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
-from tests.answerkit import in_fence, read_answer
-from tests.kit import await_until, git, hermetic_env, log_subjects
-from tests.mcpkit import ARTIFACTS, REPO, TRUST
-from tests.relaykit import Bench
+from tests.kit import (
+    ARTIFACTS,
+    ROOT,
+    TRUST,
+    Bench,
+    await_until,
+    git,
+    hermetic_env,
+    in_fence,
+    log_subjects,
+    read_answer,
+)
 
 pytestmark = pytest.mark.slow  # real `gitrelay mcp` processes on stdio
 
@@ -33,7 +41,7 @@ def mcp_command(home: Path, *flags: str, **env: str) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable,
                                  args=["-m", "gitrelay", "mcp", "--structured", *flags],
                                  env=hermetic_env(home.parent / "home", gitrelay_home=home,
-                                                  **env), cwd=str(REPO))
+                                                  **env), cwd=str(ROOT))
 
 
 @asynccontextmanager
@@ -245,7 +253,7 @@ def test_a_server_without_an_identity_exits_saying_what_to_do(tmp_path: Path) ->
     home = tmp_path / "nobody"
     proc = subprocess.run([sys.executable, "-m", "gitrelay", "mcp"],
                           env=hermetic_env(home.parent / "home", gitrelay_home=home),
-                          cwd=REPO, capture_output=True, text=True, timeout=60,
+                          cwd=ROOT, capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 1
     assert proc.stdout == ""  # stdout is the protocol channel: nothing else goes there
@@ -279,7 +287,7 @@ PEOPLE = ("carol@acme", "alice@acme", "bob@acme")
 def _join(relay: Path, home: Path, handle: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "gitrelay", "join", str(relay), "--as", handle,
                            "--name", handle.split("@")[0].title(), "--role", "engineer"],
-                          env=hermetic_env(home.parent / "home", gitrelay_home=home), cwd=REPO,
+                          env=hermetic_env(home.parent / "home", gitrelay_home=home), cwd=ROOT,
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
 

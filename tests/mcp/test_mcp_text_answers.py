@@ -45,9 +45,16 @@ from gitrelay.trust.fencetext import (
     parse_answer_fence,
 )
 from gitrelay.trust.trust import TrustStore
-from tests.answerkit import INBOX_50_TOKENS, INBOX_200_TOKENS, TOOL_DEFINITION_TOKENS, tokens
-from tests.kit import hermetic_env, set_hermetic
-from tests.mcpkit import ARTIFACTS, REPO
+from tests.kit import (
+    ARTIFACTS,
+    INBOX_50_TOKENS,
+    INBOX_200_TOKENS,
+    ROOT,
+    TOOL_DEFINITION_TOKENS,
+    hermetic_env,
+    set_hermetic,
+    tokens,
+)
 
 MARK = "ALICE-WROTE"
 """In every text alice writes here (her name, role, summaries...): bob's answers must never
@@ -346,7 +353,7 @@ def test_on_stdio_the_default_answer_has_no_structured_content_on_the_wire(
     env = hermetic_env(home.parent / "home", gitrelay_home=home)
     subprocess.run([sys.executable, "-m", "gitrelay", "join", str(relay), "--as",
                     "carol@acme", "--name", "Carol Diaz", "--role", "platform"],
-                   env=env, check=True, capture_output=True, cwd=REPO)
+                   env=env, check=True, capture_output=True, cwd=ROOT)
     requests = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
@@ -358,7 +365,7 @@ def test_on_stdio_the_default_answer_has_no_structured_content_on_the_wire(
     for flags, typed in (([], False), (["--structured"], True)):
         proc = subprocess.Popen([sys.executable, "-m", "gitrelay", "mcp", *flags], env=env,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, cwd=REPO)
+                                stderr=subprocess.PIPE, text=True, cwd=ROOT)
         assert proc.stdin is not None and proc.stdout is not None
         answers: dict[int, Any] = {}
         try:

@@ -58,8 +58,17 @@ from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.sync.loop import SyncLoop
 from gitrelay.trust.trust import TrustStore, load_trust
-from tests.answerkit import SEEN, TEXTS, in_fence, read_answer, read_text
-from tests.kit import await_until, log_subjects, make_unreadable, set_hermetic
+from tests.kit import (
+    SEEN,
+    TEXTS,
+    await_until,
+    in_fence,
+    log_subjects,
+    make_unreadable,
+    read_answer,
+    read_text,
+    set_hermetic,
+)
 
 DATA = Path(__file__).parent.parent / "data"
 TEAM: dict[str, tuple[str, str, str | None]] = {
@@ -1884,8 +1893,7 @@ def test_a_relay_invalid_under_a_hookless_host_is_said_stale_with_its_words_fenc
     so: check_inbox and view_thread carry sync_warning, its text (which may quote the
     key) only inside the answer's fence, under 'by relay'."""
     from gitrelay.core import layout, schema
-    from tests.forging import forge_file, message_op
-    from tests.kit import push
+    from tests.kit import forge_file, message_op, push
 
     set_hermetic(monkeypatch, tmp_path)
     relay = joining.init_relay(tmp_path / "relay.git", name="acme", hook=False)

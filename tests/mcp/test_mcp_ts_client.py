@@ -24,9 +24,15 @@ import pytest
 
 from bench.ts_host import TsClient
 from gitrelay.relay import joining
-from tests.answerkit import in_fence, read_answer
-from tests.kit import hermetic_env, wait_until
-from tests.mcpkit import ARTIFACTS, TRUST, typescript_sdk
+from tests.kit import (
+    ARTIFACTS,
+    TRUST,
+    hermetic_env,
+    in_fence,
+    read_answer,
+    typescript_sdk,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow  # real `gitrelay mcp` processes driven by the TypeScript SDK
 

@@ -35,7 +35,7 @@ from gitrelay.mcp.provenance import (
 )
 from gitrelay.relay.results import ThreadView
 from gitrelay.trust.trust import evaluate, load_trust
-from tests.answerkit import markers, read_answer
+from tests.kit import markers, read_answer
 
 RULES = load_trust(Path("/nonexistent/trust.yaml"))
 AT = "2026-05-01T09:14:32Z"

@@ -32,8 +32,7 @@ from gitrelay.mcp.protocol import (
     UNSUPPORTED_PROTOCOL_VERSION,
     VERSION_KEY,
 )
-from tests.kit import hermetic_env
-from tests.mcpkit import typescript_sdk
+from tests.kit import hermetic_env, typescript_sdk
 
 pytestmark = pytest.mark.slow  # real `gitrelay mcp` processes on stdio
 

@@ -1,11 +1,14 @@
 """The test suite's own layout: test modules live in tests/<folder>/, one folder per layer
 of gitrelay/ (plus e2e/ for whole-product and real-host runs and project/ for checks of the
-repository itself); they share helpers through the support modules at the top of tests/
-(kit.py, relaykit.py, forging.py, mcpkit.py, servers/, conftest.py) and never import
-one another, so a test file can be moved, split or deleted on its own.
+repository itself); they share helpers through one kit, the package tests/kit/ (imported
+from its front door, ``tests.kit``), with the real git servers in tests/servers/ and the
+fixtures in tests/conftest.py, and never import one another, so a test file can be moved,
+split or deleted on its own. Besides conftest.py, the top of tests/ holds only the
+runners (scripts, not helpers).
 
-tests/kit.py holds each shared concept once: the hermetic environment, running git, and
-waiting for something (``wait_until``); the checks below find a copy of any of them."""
+The kit holds each shared concept once: the hermetic environment (tests/kit/hermetic.py),
+running git (tests/kit/gitrun.py), and waiting for something (``wait_until``,
+tests/kit/waiting.py); the checks below find a copy of any of them."""
 
 from __future__ import annotations
 
@@ -22,7 +25,14 @@ TESTS = Path(__file__).resolve().parent.parent
 LAYERS = ("core", "gate", "store", "sync", "trust", "relay", "inbox", "hosts", "web", "mcp",
           "demo", "cli")
 FOLDERS = frozenset(LAYERS) | {"e2e", "project"}
-SUPPORT_DIRS = frozenset({"data", "servers", "__pycache__"})
+SUPPORT_DIRS = frozenset({"data", "kit", "servers", "__pycache__"})
+KIT = TESTS / "kit"
+# The scripts at the top of tests/: run, never imported for helpers (``make test``'s runner
+# and the reliability report).
+RUNNERS = frozenset({"maketest.py", "report_reliability.py"})
+# The suite's own modules a module may import: the kit, the servers and the runners (the
+# kit reads how a real-host skip is worded off ``make test``'s runner).
+IMPORTABLE = ("tests.kit", "tests.servers", "tests.maketest")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -50,18 +60,77 @@ def test_no_module_of_the_suite_imports_a_test_module():
     assert not offenders, f"import shared helpers from a support module instead: {offenders}"
 
 
-# A line may do by hand what tests/kit.py does when it says why, with one of these.
+def test_the_helpers_are_one_kit():
+    top = sorted(p.name for p in TESTS.glob("*.py"))
+    assert top == sorted({"conftest.py", *RUNNERS}), (
+        f"put a shared helper in the kit (tests/kit/), not at the top of tests/: {top}")
+    for runner in RUNNERS:
+        assert 'if __name__ == "__main__":' in (TESTS / runner).read_text(), runner
+    assert (KIT / "__init__.py").is_file()
+
+
+def kit_modules() -> list[str]:
+    return sorted(p.stem for p in KIT.glob("*.py") if p.stem != "__init__")
+
+
+def offered_by(text: str) -> list[str]:
+    """The names a module lists in its ``__all__``."""
+    return [item.value for node in ast.parse(text).body if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            for item in ast.walk(node.value) if isinstance(item, ast.Constant)]
+
+
+def test_the_kit_offers_each_name_once_through_its_front_door():
+    front = (KIT / "__init__.py").read_text()
+    offered: dict[str, list[str]] = {}
+    for name in kit_modules():
+        assert f"from tests.kit.{name} import *" in front, f"tests/kit/__init__.py: {name}"
+        listed = offered_by((KIT / f"{name}.py").read_text())
+        assert listed, f"tests/kit/{name}.py lists what it offers in __all__"
+        for exported in listed:
+            offered.setdefault(exported, []).append(name)
+    twice = {n: mods for n, mods in offered.items() if len(mods) > 1}
+    assert not twice, f"a name the kit offers twice: {twice}"
+
+
+def own_imports(path: Path) -> list[str]:
+    """The suite's own modules ``path`` imports that it may not: any but the kit, the
+    servers and the runners (test modules have their own check); in the kit, its front
+    door too (a kit module imports its neighbours)."""
+    return sorted(n for n in imported_modules(path) if n.startswith("tests.")
+                  and not is_test_module(n)
+                  and (not any(n == m or n.startswith(m + ".") for m in IMPORTABLE)
+                       or (path.parent == KIT and n == "tests.kit")))
+
+
+def test_the_suite_imports_only_the_kit_the_servers_and_the_runners():
+    offenders = {str(p.relative_to(TESTS)): hits for p in sorted(TESTS.rglob("*.py"))
+                 if (hits := own_imports(p))}
+    assert not offenders, f"import helpers from tests.kit: {offenders}"
+
+
+def test_the_kit_checks_catch_a_helper_outside_it_or_offered_twice(tmp_path):
+    assert offered_by('__all__ = ["Bench", "git"]\nx = 1\n') == ["Bench", "git"]
+    assert offered_by("def f():\n    __all__ = ['x']\n") == []
+    probe = tmp_path / "test_probe.py"
+    probe.write_text("from tests.relaykit import Bench\nfrom tests import hostkit\n"
+                     "from tests.kit import git\nfrom tests.kit.relays import Bench\n"
+                     "import tests.servers\nfrom tests.maketest import REAL_HOSTS_SKIPPED\n")
+    assert own_imports(probe) == ["tests.hostkit", "tests.relaykit"]
+
+
+# A line may do by hand what the kit does when it says why, with one of these.
 RAW_GIT = "# raw git:"          # the test is about the raw call itself
 OWN_LOOP = "# polls itself:"    # the loop's end is not a failure (a run's limit, a retry)
 # Modules that write git's variables for a process other than a test's: the server's own.
 SERVER_SIDE = {"servers/http.py": "the environment nginx gives git http-backend"}
 
 
-def support_and_tests() -> dict[str, str]:
-    """Every module of the suite but tests/kit.py (and this one, which names what it
-    looks for), by path under tests/."""
+def support_and_tests(home: str) -> dict[str, str]:
+    """Every module of the suite but the kit's ``home`` of a concept (and this one, which
+    names what it looks for), by path under tests/."""
     return {str(p.relative_to(TESTS)): p.read_text() for p in sorted(TESTS.rglob("*.py"))
-            if p not in (TESTS / "kit.py", Path(__file__).resolve())}
+            if p not in (KIT / home, Path(__file__).resolve())}
 
 
 def defined(text: str, names: set[str]) -> list[str]:
@@ -96,13 +165,13 @@ def polling_loops(text: str) -> list[int]:
 
 
 def hermetic_settings(text: str) -> list[int]:
-    """Lines that set git's hermetic variables: what ``kit.hermetic_vars`` does."""
+    """Lines that set git's hermetic variables: what ``tests.kit.hermetic_vars`` does."""
     return [n for n, line in enumerate(text.splitlines(), 1)
             if "GIT_CONFIG_GLOBAL" in line or "GIT_CONFIG_NOSYSTEM" in line]
 
 
 def test_git_is_run_through_one_helper():
-    modules = support_and_tests()
+    modules = support_and_tests("gitrun.py")
     defining = sorted(path for path, text in modules.items() if defined(text, {"git"}))
     assert defining == [], f"use tests.kit.git: {defining}"
     by_hand = {path: lines for path, text in modules.items() if (lines := raw_git_calls(text))}
@@ -111,13 +180,13 @@ def test_git_is_run_through_one_helper():
 
 
 def test_the_hermetic_environment_is_built_in_one_place():
-    built = {path: lines for path, text in support_and_tests().items()
+    built = {path: lines for path, text in support_and_tests("hermetic.py").items()
              if path not in SERVER_SIDE and (lines := hermetic_settings(text))}
     assert not built, f"use tests.kit.hermetic_env or set_hermetic: {built}"
 
 
 def test_waiting_goes_through_wait_until():
-    modules = support_and_tests()
+    modules = support_and_tests("waiting.py")
     defining = {path: names for path, text in modules.items()
                 if (names := defined(text, {"wait_until", "await_until"}))}
     assert not defining, f"use tests.kit.wait_until: {defining}"

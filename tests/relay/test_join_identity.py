@@ -19,8 +19,7 @@ from gitrelay.core.errors import ConfigError, Forbidden, InvalidArgument
 from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.config import load_user_config
-from tests.forging import forge, keygen, profile_op, public_key
-from tests.kit import push
+from tests.kit import forge, keygen, profile_op, public_key, push
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 gate checks like any other, and threads keep the names they were written under.
 
 Gate tests push real commits with ``git push`` to relays with the gate installed
-(tests/relaykit.py); the refused forms are also in tests/data/bad_pushes/cases.yaml.
+(tests/kit/relays.py); the refused forms are also in tests/data/bad_pushes/cases.yaml.
 The command-line tests run ``gitrelay`` in-process against a real relay with its gate.
 """
 
@@ -18,9 +18,17 @@ import pytest
 from gitrelay.cli.main import EXIT_OK, EXIT_USAGE, main
 from gitrelay.core import layout
 from gitrelay.relay.client import RelayClient
-from tests.forging import STAMP, public_key
-from tests.kit import git, git_out
-from tests.relaykit import ALICE, BOB, MAIN, RelayTemplates, profile_update_doc
+from tests.kit import (
+    ALICE,
+    BOB,
+    MAIN,
+    STAMP,
+    RelayTemplates,
+    git,
+    git_out,
+    profile_update_doc,
+    public_key,
+)
 
 # --- the gate -------------------------------------------------------------------------------
 

@@ -21,8 +21,7 @@ from gitrelay.inbox.inbox import check_inbox
 from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.sync.verify import verify_relay
-from tests.kit import git
-from tests.relaykit import Bench
+from tests.kit import Bench, git
 
 
 @pytest.fixture(params=["sharded", "flat"])

@@ -18,9 +18,7 @@ from gitrelay.core.objects import Commit
 from gitrelay.relay import joining
 from gitrelay.store.gitstore import Store
 from gitrelay.sync import parallel
-from tests.forging import forge, message_op, transition_op
-from tests.kit import push
-from tests.relaykit import join_each
+from tests.kit import forge, join_each, message_op, push, transition_op
 
 
 @pytest.fixture

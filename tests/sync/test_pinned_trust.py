@@ -19,8 +19,7 @@ from gitrelay.core.errors import InvalidArgument, RelayUnavailable
 from gitrelay.relay import joining
 from gitrelay.store.config import mirror_path
 from gitrelay.sync.verify import verify_relay
-from tests.forging import forge, handoff_op, profile_op
-from tests.hookless import OpenRelay, make_open_relay
+from tests.kit import OpenRelay, forge, handoff_op, make_open_relay, profile_op
 
 
 @pytest.fixture

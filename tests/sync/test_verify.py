@@ -21,8 +21,7 @@ from gitrelay.core.errors import ConfigError, InvalidArgument, RelayUnavailable
 from gitrelay.store.config import UserConfig, default_relay_path, save_user_config
 from gitrelay.sync import verify
 from gitrelay.sync.verify import verify_relay
-from tests.kit import git
-from tests.relaykit import ALICE, BOB, CAROL, MAIN, Bench, inbox_doc, message_doc, standard_bench
+from tests.kit import ALICE, BOB, CAROL, MAIN, Bench, git, inbox_doc, message_doc, standard_bench
 
 
 @pytest.fixture(scope="module")

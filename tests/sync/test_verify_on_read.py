@@ -21,19 +21,21 @@ from gitrelay.core import layout, schema
 from gitrelay.core.errors import RelayUnavailable
 from gitrelay.core.signing import signer_for
 from gitrelay.relay.client import RelayClient
-from tests.forging import (
+from tests.kit import (
+    OpenRelay,
     forge,
     forge_file,
     forge_inbox,
+    git,
     handoff_op,
     inbox_doc,
     keygen,
+    make_open_relay,
     message_op,
     profile_op,
+    ref_of,
     transition_op,
 )
-from tests.hookless import OpenRelay, make_open_relay
-from tests.kit import git, ref_of
 
 
 @pytest.fixture(autouse=True, params=["one process", "three processes"])

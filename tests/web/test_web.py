@@ -1,6 +1,6 @@
 """``gitrelay web`` over HTTP: the token, the headers, the writes, and inbox_url.
 
-Each test runs the real command (tests/webkit.py) against a real relay whose
+Each test runs the real command (tests/kit/web.py) against a real relay whose
 gate checks every push; the browser's side is tests/web/test_web_browser.py.
 """
 
@@ -30,8 +30,7 @@ from gitrelay.web.activity import Operation, summarize
 from gitrelay.web.app import CSP
 from gitrelay.web.serve import bind, serve
 from gitrelay.web.text import diff_lines, safe_href, shown
-from tests.kit import make_unreadable
-from tests.webkit import WebView, web_view
+from tests.kit import WebView, make_unreadable, web_view
 
 ALICE, BOB = "alice@acme", "bob@acme"
 

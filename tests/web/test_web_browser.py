@@ -26,8 +26,7 @@ import pytest
 from gitrelay.core.terminal import UNSAFE
 from gitrelay.relay.client import RelayClient
 from gitrelay.web.text import shown
-from tests.kit import wait_until
-from tests.webkit import WebView, as_nobody, nobody_python, start_as_nobody, web_view
+from tests.kit import WebView, as_nobody, nobody_python, start_as_nobody, wait_until, web_view
 
 pytestmark = pytest.mark.slow  # a real browser
 

@@ -29,8 +29,7 @@ from pathlib import Path
 import pytest
 
 from gitrelay.relay.client import RelayClient
-from tests.kit import wait_until
-from tests.webkit import NOBODY, as_nobody, nobody_python, web_view
+from tests.kit import NOBODY, as_nobody, nobody_python, wait_until, web_view
 
 pytestmark = pytest.mark.slow  # real processes, a real browser, another user
 

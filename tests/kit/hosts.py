@@ -36,10 +36,15 @@ from typing import Any
 
 import pytest
 
-from tests.kit import git, hermetic_env
+from tests.kit.gitrun import git
+from tests.kit.hermetic import ROOT, hermetic_env
 from tests.maketest import REAL_HOSTS_SKIPPED
 
-ROOT = Path(__file__).resolve().parent.parent
+__all__ = ["ALICE_TRUSTED", "CLAUDE_TOOL_PREFIX", "CLAUDE_VERSION", "CODEX_VERSION",
+           "PADDING_COMMAND", "Desk", "HostRun", "Logged", "ModelServer", "Turn", "call",
+           "gitrelay_processes", "host_binary", "hosts_dir", "need_host", "run_host", "say",
+           "tool_definitions", "tool_names"]
+
 GITRELAY = str(Path(sys.executable).parent / "gitrelay")
 
 # The versions .ci/install-node.sh installs (keep the two in step).

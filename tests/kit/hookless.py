@@ -13,8 +13,8 @@ from gitrelay.core import layout
 from gitrelay.core.signing import signer_for
 from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
-from tests.kit import git, push
-from tests.relaykit import join_each
+from tests.kit.gitrun import git, push
+from tests.kit.relays import join_each
 
 __all__ = ["OpenRelay", "make_open_relay"]
 

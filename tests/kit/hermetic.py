@@ -1,42 +1,33 @@
-"""What every layer's tests share: the hermetic environment, git, and waiting.
+"""The hermetic environment every test runs in, and a trust file that cannot be read.
 
-- :func:`hermetic_vars` builds the hermetic environment (the one place it is written):
-  no user or system git config, no terminal prompts, a fixed identity for git, a
-  ``PATH`` without the coding hosts this machine has installed (:func:`hostless_path`),
-  and the home, gitrelay home and trust file a test names. :func:`hermetic_env` is a child
-  process's whole environment with it; :func:`set_hermetic` puts it into this process
-  (``tests/conftest.py``'s autouse ``hermetic_git`` does so for every test, module- and
-  session-scoped fixtures do so themselves, as they are built before it runs).
-- :func:`git` runs the git command line in that environment. Pushes go through it (or
-  :func:`push`) to local bare repositories, so the relay's hooks run as on a host.
-- :func:`wait_until` (and :func:`await_until` in async tests) waits for something another
-  process or thread does, with a deadline and a message saying what never happened.
-
-The relay fixtures (``relay``, ``relays``, ``make_client``, ``team``, ``people``) are in
-``tests/conftest.py``.
+:func:`hermetic_vars` builds the hermetic environment (the one place it is written): no
+user or system git config, no terminal prompts, a fixed identity for git, a ``PATH``
+without the coding hosts this machine has installed (:func:`hostless_path`), and the
+home, gitrelay home and trust file a test names. :func:`hermetic_env` is a child
+process's whole environment with it; :func:`set_hermetic` puts it into this process
+(``tests/conftest.py``'s autouse ``hermetic_git`` does so for every test, module- and
+session-scoped fixtures do so themselves, as they are built before it runs).
 """
 
 from __future__ import annotations
 
 import atexit
-import inspect
 import os
 import shutil
-import subprocess
 import tempfile
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TypeVar, cast
 
-import anyio
 import pytest
 
-from gitrelay.core import layout
 from gitrelay.hosts.hostfiles import PROGRAMS
 from gitrelay.relay import joining
 
-T = TypeVar("T")
+__all__ = ["ROOT", "UNREADABLE", "hermetic_env", "hermetic_vars", "hostless_path", "leaks",
+           "make_unreadable", "set_hermetic"]
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The checkout the tests run from (where a child ``gitrelay`` process starts)."""
 
 # Who pushes, as the gate reads it off a host's environment: never leaked into a test's git.
 PUSHER_VARS = frozenset((*joining.PUSHER_ENV_DEFAULT, "GITRELAY_PUSHER"))
@@ -180,103 +171,3 @@ def make_unreadable(path: Path, how: str) -> None:
         path.chmod(0)
     else:
         raise AssertionError(f"unknown way {how!r}")
-
-
-# --- git ------------------------------------------------------------------------------------
-
-
-def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment :func:`git` runs in: :func:`hermetic_env` in the C locale (git's
-    messages as the tests read them), plus ``extra``."""
-    env = hermetic_env(LC_ALL="C")
-    env.update(extra or {})
-    return env
-
-
-def git(*args: str, git_dir: Path | None = None, env: Mapping[str, str] | None = None,
-        check: bool = True, input: bytes | None = None, cwd: Path | None = None
-        ) -> subprocess.CompletedProcess[bytes]:
-    """``git [--git-dir DIR] ARGS`` in ``env`` (default :func:`git_env`); a failure (when
-    ``check``) raises with git's stderr."""
-    cmd = ["git"] + (["--git-dir", str(git_dir)] if git_dir is not None else []) + list(args)
-    proc = subprocess.run(cmd, capture_output=True, env=dict(env or git_env()), input=input,
-                          check=False, timeout=60, cwd=cwd)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}): "
-                             f"{proc.stderr.decode(errors='replace')}")
-    return proc
-
-
-def git_out(repo: Path, *args: str) -> str:
-    """What ``git --git-dir REPO ARGS`` prints (it must succeed)."""
-    return git(*args, git_dir=repo).stdout.decode()
-
-
-def log_subjects(repo: Path, *args: str, ref: str = "main") -> list[str]:
-    """The subjects of ``ref``'s commits in ``repo``, newest first (``git log ARGS``)."""
-    return git_out(repo, "log", "--format=%s", *args, ref).splitlines()
-
-
-def refs_of(repo: Path) -> dict[str, str]:
-    """Every ref of ``repo`` and its target, as ``git for-each-ref`` lists them."""
-    out = git_out(repo, "for-each-ref", "--format=%(refname) %(objectname)")
-    return dict(line.split(" ", 1) for line in out.splitlines())
-
-
-def ref_of(repo: Path, ref: str = layout.MAIN_REF) -> str | None:
-    """The commit ``ref`` points at in ``repo``, or None if there is no such ref."""
-    proc = git("rev-parse", "--verify", "--quiet", ref, git_dir=repo, check=False)
-    return proc.stdout.decode().strip() or None
-
-
-def has_object(repo: Path, oid: str) -> bool:
-    """Whether ``repo`` holds the object ``oid``."""
-    return git("cat-file", "-e", oid, git_dir=repo, check=False).returncode == 0
-
-
-def push(git_dir: Path, url: str, oid: str, ref: str = layout.MAIN_REF, *,
-         env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``git push`` of one commit to ``ref`` through the git CLI (the relay's hooks run),
-    as the owner of ``env`` would (default :func:`git_env`); it may fail."""
-    return subprocess.run(["git", "--git-dir", str(git_dir), "push", "--porcelain", url,
-                           f"{oid}:{ref}"], capture_output=True, text=True, timeout=60,
-                          env=dict(env or git_env()), check=False)
-
-
-# --- waiting --------------------------------------------------------------------------------
-
-
-def wait_until(check: Callable[[], T], what: str | Callable[[], str], timeout: float = 30.0,
-               every: float = 0.02) -> T:
-    """The first true value of ``check()``, asked every ``every`` seconds; an assertion
-    saying ``what`` did not happen (a callable: what it says then) when there is none
-    within ``timeout`` seconds. The timeout only ends a wait that would hang: timings
-    never make a test fail."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, _never(what, timeout)
-        time.sleep(every)
-
-
-async def await_until(check: Callable[[], Awaitable[T] | T], what: str | Callable[[], str],
-                      timeout: float = 30.0, every: float = 0.05) -> T:
-    """:func:`wait_until` in an async test, sleeping on the event loop: the first true
-    value of ``check()`` (awaited when it is a coroutine). A check that hangs ends at the
-    timeout too."""
-    try:
-        with anyio.fail_after(timeout):
-            while True:
-                got = check()
-                value = cast(T, await got if inspect.isawaitable(got) else got)
-                if value:
-                    return value
-                await anyio.sleep(every)
-    except TimeoutError:
-        raise AssertionError(_never(what, timeout)) from None
-
-
-def _never(what: str | Callable[[], str], timeout: float) -> str:
-    return f"{what if isinstance(what, str) else what()}: not within {timeout:g} s"

@@ -24,6 +24,9 @@ from gitrelay.mcp.provenance import (
     parse_answer_fence,
 )
 
+__all__ = ["INBOX_50_TOKENS", "INBOX_200_TOKENS", "SEEN", "TEXTS", "TOOL_DEFINITION_TOKENS",
+           "Read", "in_fence", "markers", "read_answer", "read_text", "tokens"]
+
 # Fences (and whole texts) of the answers read so far, by token: a test asks whether a
 # value is in one.
 SEEN: dict[str, list[FencedValue]] = {}

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).parent / "data" / "injection_payloads.json"
+__all__ = ["CORPUS", "NAME_PAYLOADS", "PAYLOADS", "TEXT_PAYLOADS", "Payload"]
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "injection_payloads.json"
 CORPUS: list[dict[str, Any]] = json.loads(DATA.read_text())["payloads"]
 # Long payloads are cut to this many characters in the big text fields, so that a
 # handoff carrying one in ten fields stays under the relay's file size limit.

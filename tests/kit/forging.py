@@ -4,14 +4,14 @@ Two levels, one kit. :func:`forge` and friends write an operation's file on a
 client's mirror with the usual message and trailers but no client-side checks:
 any author, any signer, any parent (the identity, signature and verify-on-read
 tests). :class:`Forge` writes raw git objects with no validation of names,
-modes or order at all (the gate tests, through :mod:`tests.relaykit`).
-Pushing goes through :mod:`tests.kit`.
+modes or order at all (the gate tests, through :mod:`tests.kit.relays`).
+The documents come from :mod:`tests.kit.documents`; pushing goes through
+:mod:`tests.kit.gitrun`.
 """
 
 from __future__ import annotations
 
 import subprocess
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,19 +20,17 @@ import pygit2
 
 from gitrelay.core import layout, schema
 from gitrelay.core.commits import commit_seq
-from gitrelay.core.ids import new_key, thread_id_for
 from gitrelay.core.objects import MODE_BLOB, MODE_TREE, Objects
-from gitrelay.core.ops import Op, now_iso
+from gitrelay.core.ops import Op
 from gitrelay.store.gitstore import Pygit2Source
 from gitrelay.store.mirror import Mirror
-from tests.kit import git
+from tests.kit.documents import WHEN, commit_message, inbox_doc
+from tests.kit.gitrun import git
 
-__all__ = ["Forge", "forge", "forge_file", "forge_inbox", "handoff_op", "inbox_doc", "keygen",
-           "message_op", "profile_op", "public_key", "tamper", "transition_op"]
+__all__ = ["Forge", "forge", "forge_file", "forge_inbox", "keygen", "make_keys",
+           "make_signers", "public_key", "tamper", "with_deep_tree", "with_header_line"]
 
 Signer = Callable[[bytes], str]
-STAMP = "2026-05-01T09:14:32Z"
-WHEN = 1_777_000_000
 
 
 def keygen(path: Path, comment: str) -> Path:
@@ -47,57 +45,19 @@ def public_key(private: Path) -> str:
     return " ".join(private.with_name(private.name + ".pub").read_text().split()[:2])
 
 
-# --- documents, shaped as the client writes them --------------------------------------
+def make_keys(directory: Path, handles: Iterable[str]) -> dict[str, Path]:
+    """An ed25519 key pair per handle (``ssh-keygen``), for signed relays."""
+    return {handle: keygen(directory / handle.split("@")[0], handle) for handle in handles}
 
 
-def handoff_op(sender: str, recipient: str, summary: str, *, intent: str = "inform") -> Op:
-    key = new_key()
-    tid = thread_id_for(sender, key)
-    doc: dict[str, Any] = {
-        "format_version": 1, "kind": "handoff", "thread_id": tid, "sender": sender,
-        "recipient": recipient, "intent": intent, "summary": summary, "artifacts": [],
-        "metadata": {"client_idempotency_key": key}, "idempotency_key": key,
-        "created_at": now_iso(),
-    }
-    return Op("handoff", schema.validate("handoff", doc), tid)
+def make_signers(keys: Mapping[str, Path]) -> dict[str, Signer]:
+    """A signer (``sign(payload)``) per handle, with that handle's key of ``keys``."""
+    from gitrelay.core.signing import sign
 
+    def signer_for(key: Path) -> Signer:
+        return lambda payload: sign(payload, str(key))
 
-def message_op(thread_id: str, sender: str, body: str) -> Op:
-    doc: dict[str, Any] = {
-        "format_version": 1, "kind": "message", "thread_id": thread_id,
-        "id": str(uuid.uuid4()), "sequence_no": 1, "from": sender, "type": "message",
-        "body": body, "idempotency_key": new_key(), "created_at": now_iso(),
-    }
-    return Op("message", schema.validate("message", doc), thread_id)
-
-
-def transition_op(kind: str, thread_id: str, by: str, **fields: Any) -> Op:
-    if kind == "accept":
-        fields.setdefault("accepted_by_session", "session-1")
-    if kind == "complete":
-        fields.setdefault("result_summary", "done")
-        fields.setdefault("artifacts", [])
-    doc = {"format_version": 1, "kind": kind, "thread_id": thread_id, "by": by, **fields,
-           "at": now_iso()}
-    return Op(kind, schema.validate(kind, doc), thread_id)
-
-
-def profile_op(handle: str, *, usernames: list[str] | None = None,
-               keys: list[str] | None = None, name: str = "Dana Kim") -> Op:
-    doc: dict[str, Any] = {
-        "format_version": 1, "kind": "profile", "handle": handle, "name": name,
-        "role": "engineer", "usernames": usernames or [], "registered_at": now_iso(),
-    }
-    if keys:
-        doc["signing_keys"] = keys
-    return Op("profile", schema.validate("profile", doc), handle=handle)
-
-
-def inbox_doc(handle: str, acked_up_to: int = 0, **fields: Any) -> dict[str, Any]:
-    doc = {"format_version": 1, "kind": "inbox", "handle": handle, "acked_up_to": acked_up_to,
-           "acked": [], "claims": [], "updated_at": STAMP}
-    doc.update(fields)
-    return doc
+    return {handle: signer_for(key) for handle, key in keys.items()}
 
 
 # --- commits ---------------------------------------------------------------------------
@@ -126,12 +86,9 @@ def forge_file(mirror: Mirror, path: str, data: bytes, *, actor: str, op: str,
     assert base is not None
     parent = mirror.objects.commit(base)
     tree = mirror.store.tree_with(parent.tree, path, data)
-    lines = [f"{op} by {actor}", "", f"{layout.TRAILER_OP}: {op}"]
-    if thread_id:
-        lines.append(f"{layout.TRAILER_THREAD}: {thread_id}")
-    lines += [f"{layout.TRAILER_ACTOR}: {actor}", f"{layout.TRAILER_SEQ}: {commit_seq(parent) + 1}"]
-    return mirror.store.commit(tree=tree, parents=[base], message="\n".join(lines) + "\n",
-                               author=actor, email=actor, sign=signer)
+    message = commit_message(op, actor, commit_seq(parent) + 1, thread_id)
+    return mirror.store.commit(tree=tree, parents=[base], message=message, author=actor,
+                               email=actor, sign=signer)
 
 
 def forge_inbox(mirror: Mirror, owner: str, *, doc: Mapping[str, Any] | None = None,
@@ -248,7 +205,8 @@ class Forge:
 
     def with_header_line(self, oid: str, line: str, *, before: str = "author") -> str:
         """Commit ``oid`` rewritten with the raw header ``line`` inserted before its first
-        ``before`` header, as ``git hash-object -t commit --literally`` takes it."""
+        ``before`` header, written as it is (as ``git hash-object -t commit --literally``
+        takes it, a header git fsck refuses included)."""
         _, data = self.repo.odb.read(oid)
         head, _, body = bytes(data).partition(b"\n\n")
         lines = head.split(b"\n")
@@ -265,37 +223,17 @@ class Forge:
 
 
 def with_header_line(mirror: Mirror, oid: str, line: str, *, before: str = "author") -> str:
-    """Commit ``oid`` again with the raw header ``line`` inserted before its first
-    ``before`` header, written with ``git hash-object --literally`` (which, unlike the
-    plain command, takes a header git fsck refuses)."""
-    raw = git("cat-file", "commit", oid, git_dir=mirror.path).stdout
-    head, _, body = raw.partition(b"\n\n")
-    lines = head.split(b"\n")
-    at = next(i for i, ln in enumerate(lines) if ln.startswith(before.encode() + b" "))
-    lines.insert(at, line.encode())
-    return git("hash-object", "-t", "commit", "-w", "--literally", "--stdin",
-               git_dir=mirror.path, input=b"\n".join(lines) + b"\n\n" + body
-               ).stdout.decode().strip()
+    """:meth:`Forge.with_header_line` on a client's mirror."""
+    return Forge(mirror.path).with_header_line(oid, line, before=before)
 
 
 def with_deep_tree(mirror: Mirror, oid: str, depth: int) -> str:
-    """Commit ``oid`` again with ``threads/deep/d/d/…/f.json``, ``depth`` directories deep,
-    added to its tree (built inside out with ``git mktree``)."""
-    def out(*args: str, data: bytes = b"") -> str:
-        return git(*args, git_dir=mirror.path, input=data).stdout.decode().strip()
-
-    tree = out("mktree", data=f"100644 blob {out('hash-object', '-w', '--stdin', data=b'{}')}"
-               "\tf.json\n".encode())
-    for _ in range(depth):
-        tree = out("mktree", data=f"040000 tree {tree}\td\n".encode())
-    threads = out("rev-parse", f"{oid}:{layout.THREADS_DIR}")
-    listing = out("cat-file", "-p", threads).encode() + f"\n040000 tree {tree}\tdeep\n".encode()
-    new_threads = out("mktree", data=listing)
-    root = out("cat-file", "-p", f"{oid}^{{tree}}").encode()
-    root = root.replace(f"tree {threads}\t{layout.THREADS_DIR}".encode(),
-                        f"tree {new_threads}\t{layout.THREADS_DIR}".encode())
-    new_root = out("mktree", data=root)
-    commit = mirror.objects.commit(oid)
-    return mirror.store.commit(tree=new_root, parents=commit.parents, message=commit.message,
-                               author=commit.author.partition(" <")[0],
-                               email=commit.author.partition(" <")[0])
+    """Commit ``oid`` again (as its author, on its parents) with
+    ``threads/deep/d/d/…/f.json``, ``depth`` directories deep, added to its tree
+    (:meth:`Forge.nested_tree`)."""
+    raw = Forge(mirror.path)
+    commit = raw.objects.commit(oid)
+    tree = raw.put(commit.tree, [layout.THREADS_DIR, "deep"], MODE_TREE, raw.nested_tree(depth))
+    who = commit.author.partition(" <")[0]
+    return mirror.store.commit(tree=tree, parents=commit.parents, message=commit.message,
+                               author=who, email=who)

@@ -1,5 +1,6 @@
 """What the MCP tests share: sample artifacts and trust, an inbox page built by hand, and
-answers read off raw stdout (a ``gitrelay mcp`` process's environment: ``tests.kit``)."""
+answers read off raw stdout (a ``gitrelay mcp`` process's environment:
+``tests.kit.hermetic``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Any
 from gitrelay.inbox.inbox import InboxItem, InboxPage, Sender
 from gitrelay.trust.trust import load_trust
 
-REPO = Path(__file__).resolve().parent.parent
+__all__ = ["ARTIFACTS", "RULES", "TRUST", "answers_of", "page_of", "typescript_sdk"]
+
 ARTIFACTS: list[dict[str, Any]] = [
     {"type": "file_diff", "path": "src/api/users.ts", "diff": "- return users;\n+ return page;"},
     {"type": "file_ref", "path": "openapi.yaml", "git_sha": "a1b2c3d", "lines": [42, 67]},

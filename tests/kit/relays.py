@@ -16,8 +16,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -30,101 +29,32 @@ from gitrelay.core.objects import MODE_BLOB, MODE_TREE, Commit, Objects
 from gitrelay.core.view import RelayView, thread_files
 from gitrelay.gate.gate import REFUSAL_PREFIX
 from gitrelay.relay import joining
-from tests.forging import STAMP, WHEN, Forge, inbox_doc, keygen, public_key
-from tests.kit import git, git_env, refs_of
+from tests.kit.documents import (
+    ALICE,
+    BOB,
+    CAROL,
+    DAVE,
+    MAIN,
+    STAMP,
+    TEAM,
+    WHEN,
+    commit_message,
+    handoff_doc,
+    inbox_doc,
+    message_doc,
+    profile_doc,
+    profile_update_doc,
+    transition_doc,
+    with_trailers,
+)
+from tests.kit.forging import Forge, make_keys, make_signers, public_key
+from tests.kit.gitrun import git, git_env, refs_of
 
-ALICE, BOB, CAROL, DAVE = "alice@acme", "bob@acme", "carol@acme", "dave@acme"
-TEAM = {ALICE: ("Alice Martin", "backend", "alice"), BOB: ("Bob Chen", "frontend", "bob"),
-        CAROL: ("Carol Diaz", "platform", "carol")}
-MAIN = layout.MAIN_REF
+__all__ = ["SAMPLE_DIFF", "Bench", "Built", "CaseBuilder", "PushResult", "RelayTemplates",
+           "default_path", "join_each", "nested", "op_name", "parse_push", "standard_bench"]
+
 _REFUSAL_RE = re.compile(re.escape(REFUSAL_PREFIX) +
                          r" (\S+?)(?: at ([0-9a-f]{12}))?: \[([\w-]+)\] (.*)$")
-
-
-# --- documents ------------------------------------------------------------------------------
-
-
-def profile_doc(handle: str, **fields: Any) -> dict[str, Any]:
-    name, role, username = TEAM.get(handle, (handle.split("@")[0].title(), "engineer",
-                                             handle.split("@")[0]))
-    doc = {"format_version": 1, "kind": "profile", "handle": handle, "name": name,
-           "role": role, "usernames": [username], "registered_at": STAMP}
-    doc.update(fields)
-    return doc
-
-
-def profile_update_doc(handle: str, **fields: Any) -> dict[str, Any]:
-    """A correction of ``handle``'s profile: a new role, the rest as registered."""
-    registered = profile_doc(handle)
-    doc = {"format_version": 1, "kind": "profile_update", "handle": handle,
-           "name": registered["name"], "role": "staff engineer",
-           "usernames": registered["usernames"], "updated_at": STAMP}
-    doc.update(fields)
-    return doc
-
-
-def handoff_doc(sender: str, recipient: str, key: str, intent: str = "inform",
-                **fields: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "format_version": 1, "kind": "handoff", "thread_id": thread_id_for(sender, key),
-        "sender": sender, "recipient": recipient, "intent": intent,
-        "summary": f"Work handed over under key {key}", "artifacts": [], "metadata": {},
-        "idempotency_key": key, "created_at": STAMP}
-    if intent == "ask_question":
-        doc["question"] = "Does the new endpoint need cursor pagination?"
-    if intent == "propose_action":
-        doc["proposed_action"] = {"description": "Rename the users table",
-                                  "target_files": ["db/schema.sql"],
-                                  "rationale": "Matches the service name"}
-    doc.update(fields)
-    return doc
-
-
-_counter = iter(range(1, 1 << 62))
-
-
-def message_doc(thread_id: str, seq: int, sender: str, **fields: Any) -> dict[str, Any]:
-    n = next(_counter)
-    doc = {"format_version": 1, "kind": "message", "thread_id": thread_id,
-           "id": str(uuid.UUID(int=n)), "sequence_no": seq, "from": sender, "type": "message",
-           "body": f"Message {n} on the thread", "idempotency_key": f"msg-key-{n}",
-           "created_at": STAMP}
-    doc.update(fields)
-    return doc
-
-
-def transition_doc(kind: str, thread_id: str, by: str, **fields: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = {"format_version": 1, "kind": kind, "thread_id": thread_id, "by": by,
-                           "at": STAMP}
-    if kind == "accept":
-        doc["accepted_by_session"] = "session-1"
-    if kind == "complete":
-        doc["result_summary"] = "Done: the change is merged"
-        doc["artifacts"] = []
-    doc.update(fields)
-    return doc
-
-
-def commit_message(op: str, actor: str, seq: int, thread_id: str | None = None,
-                   subject: str | None = None) -> str:
-    lines = [subject or f"{op} by {actor}", "", f"{layout.TRAILER_OP}: {op}"]
-    if thread_id:
-        lines.append(f"{layout.TRAILER_THREAD}: {thread_id}")
-    lines += [f"{layout.TRAILER_ACTOR}: {actor}", f"{layout.TRAILER_SEQ}: {seq}"]
-    return "\n".join(lines) + "\n"
-
-
-def with_trailers(message: str, changes: Mapping[str, str | None]) -> str:
-    """``message`` with trailers replaced (a value), added, or removed (None)."""
-    head, _, trailers = message.rstrip("\n").rpartition("\n\n")
-    pairs = [line.split(": ", 1) for line in trailers.splitlines()]
-    out = {k: v for k, v in pairs}
-    for key, value in changes.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = value
-    return head + "\n\n" + "\n".join(f"{k}: {v}" for k, v in out.items()) + "\n"
 
 
 # --- a relay and its work repo --------------------------------------------------------------
@@ -458,20 +388,6 @@ def default_path(kind: str, doc: Mapping[str, Any], sharded: bool = True) -> str
     if kind == "message":
         return layout.message_path(tid, int(doc["sequence_no"]))
     return layout.transition_path(tid, kind)
-
-
-def make_signers(keys: Mapping[str, Path]) -> dict[str, Any]:
-    from gitrelay.core.signing import sign
-
-    def signer_for(key: Path) -> Any:
-        return lambda payload: sign(payload, str(key))
-
-    return {handle: signer_for(key) for handle, key in keys.items()}
-
-
-def make_keys(directory: Path, handles: Iterable[str]) -> dict[str, Path]:
-    """An ed25519 key pair per handle (``ssh-keygen``), for signed relays."""
-    return {handle: keygen(directory / handle.split("@")[0], handle) for handle in handles}
 
 
 def standard_bench(root: Path, *, config: Mapping[str, Any] | None = None,

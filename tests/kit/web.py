@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlencode
 
+__all__ = ["NOBODY", "Answer", "WebView", "as_nobody", "nobody_python", "start_as_nobody",
+           "web_view"]
+
 URL_LINE = re.compile(r"^gitrelay web: http://(127\.\d{1,3}\.\d{1,3}\.\d{1,3}):(\d+)/$")
 FILE_LINE = re.compile(r"^  sign in: open file://(\S+) in your browser")
 CODE = re.compile(r'name="code" value="([\w-]+)"')
