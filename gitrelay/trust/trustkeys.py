@@ -1,8 +1,9 @@
-"""The trust file's two readings that the hooks need without loading it: a path in
-``auto_write_paths`` and the match of a ``blocked`` handle (whose words are withheld
-is :mod:`gitrelay.trust.withholding`'s rule). Standard library only, so the guard
-and the session-start hook decide exactly as :mod:`gitrelay.trust.trust` does
-without importing YAML or pydantic.
+"""The trust file's two readings that the hooks need without loading it: a path as
+``auto_write_paths`` reads it and the match of a ``blocked`` handle. Standard library
+only, so the guard and the session-start hook decide exactly as
+:mod:`gitrelay.trust.trust` does without importing YAML or pydantic (the rules over
+them are :func:`gitrelay.trust.permission.auto_writable` and
+:mod:`gitrelay.trust.withholding`).
 
 :func:`normalize_repo_path` is the one reading of a repository-relative path, for
 the trust file's entries, the guard's overlay and its protected names alike. It
@@ -18,11 +19,10 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from collections.abc import Iterable
 
 from gitrelay.core.ids import handle_key
 
-__all__ = ["blocking_key", "covered_by", "normalize_repo_path", "windows_reading"]
+__all__ = ["blocking_key", "normalize_repo_path", "windows_reading"]
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 _DRIVE_PREFIX = re.compile(r"^[A-Za-z]:")
@@ -104,23 +104,3 @@ def normalize_repo_path(path: str, *, windows: bool | None = None,
         parts.append(part.casefold() if fold_case else part)
     return "/".join(parts) or None
 
-
-def covered_by(entries: Iterable[str], path: str, *, windows: bool | None = None,
-               fold_case: bool = False) -> bool:
-    """Whether ``auto_write_paths`` ``entries`` cover ``path`` (repository-relative):
-    ``dir/`` covers everything below it, any other entry exactly that file. Both are
-    read by :func:`normalize_repo_path` with the same options; an unsafe path is never
-    covered."""
-    candidate = normalize_repo_path(path, windows=windows, fold_case=fold_case)
-    if candidate is None:
-        return False
-    for entry in entries:
-        is_dir = entry.endswith("/")
-        target = normalize_repo_path(entry[:-1] if is_dir else entry, windows=windows,
-                                     fold_case=fold_case)
-        if target is None:
-            continue
-        if (is_dir and candidate.startswith(target + "/")) or (not is_dir
-                                                                and candidate == target):
-            return True
-    return False
