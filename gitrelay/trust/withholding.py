@@ -86,9 +86,6 @@ def withheld_from(me: str, author: str, blocked: Collection[str] | None) -> bool
 class _Rules(Protocol):
     """What :meth:`Withholding.of` reads of :class:`~gitrelay.trust.trust.TrustRules`."""
 
-    @property
-    def source(self) -> str: ...
-
     def blocking_keys(self) -> frozenset[str]: ...
 
 
@@ -155,11 +152,10 @@ def _withhold(doc: Mapping[str, Any], kind: str, notice: str) -> tuple[dict[str,
 class Withholding:
     """Whose words ``me`` is not shown: those of the handles in ``blocked`` (blocking
     keys; None: every teammate, the trust file being unreadable), unless ``shown``.
-    ``source`` names the trust file, for the notices."""
+    The notices are the front ends' (each names the trust file its own way)."""
 
     me: str
     blocked: frozenset[str] | None
-    source: str = "your trust file"
     shown: bool = False
 
     @classmethod
@@ -168,7 +164,7 @@ class Withholding:
         withheld (a person who asked to see it)."""
         if rules is None or shown:
             return cls(me, frozenset(), shown=True)
-        return cls(me, rules.blocking_keys(), rules.source)
+        return cls(me, rules.blocking_keys())
 
     @classmethod
     def of_keys(cls, me: str, blocked: Collection[str] | None) -> Withholding:
