@@ -55,7 +55,7 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
         {"item_id": i.item_id, "seq": i.seq} for i in items]) \
         if args.ack and items else None
     if args.json:
-        found = [asdict(i) | {"summary_preview": hold.preview(i)} for i in items]
+        found = [hold.item(i) for i in items]
         out = {"items": found, "next_cursor": page.next_cursor, "cursor": page.cursor,
                "index_rebuilt": page.index_rebuilt, "hidden_read": hidden}
         if acked is not None:

@@ -2,15 +2,15 @@
 
 ``show``, ``inbox`` and ``log`` print teammate text. A teammate the reader's trust
 file blocks (docs/trust.md) gets the same treatment there as in the agent's
-answers: their summary, question, artifacts, messages, results and profile are
-replaced by a notice naming the trust file, and ``--show-blocked`` shows them on
-purpose. The reader's own words are never withheld.
+answers: the same fields are withheld, as :mod:`gitrelay.trust.withholding` decides
+for every front end (a text replaced by this module's notice naming the trust file,
+the rest left out), and ``--show-blocked`` shows them on purpose. The reader's own
+words are never withheld.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -33,12 +33,14 @@ def add_flag(parser: argparse.ArgumentParser) -> None:
 
 
 class Withholder:
-    """Replaces the text of the teammates ``rules`` block for ``me``."""
+    """The command line's wording of :class:`~gitrelay.trust.withholding.Withholding`:
+    whose words, which fields and what stands in their place are decided there."""
 
     def __init__(self, me: str, rules: TrustRules | None, *, show: bool = False) -> None:
-        self.me = me
+        from gitrelay.trust.withholding import Withholding
+
         self.rules = rules
-        self.show = show
+        self.decision = Withholding.of(me, rules, shown=show)
 
     @classmethod
     def for_args(cls, args: argparse.Namespace, me: str) -> Withholder:
@@ -51,11 +53,7 @@ class Withholder:
         return cls(me, load_trust(trust_path(args)))
 
     def blocked(self, author: object) -> bool:
-        from gitrelay.relay.policy import withheld_from_agent
-
-        if self.show or self.rules is None or not isinstance(author, str) or not author:
-            return False
-        return withheld_from_agent(self.me, author, self.rules)
+        return self.decision.withheld(author)
 
     def notice(self, author: str) -> str:
         where = self.rules.source if self.rules is not None else "your trust file"
@@ -65,49 +63,35 @@ class Withholder:
     def profiles(self, profiles: Mapping[str, Mapping[str, Any]]
                  ) -> dict[str, Mapping[str, Any]]:
         """Profiles without a blocked teammate's name and role (their own words too)."""
-        return {key: p for key, p in profiles.items() if not self.blocked(p.get("handle"))}
+        return self.decision.profiles(profiles)
 
     def thread(self, view: ThreadView) -> ThreadView:
-        """``view`` with every blocked author's text replaced by the notice."""
-        if self.show or self.rules is None:
+        """``view`` with every blocked author's words replaced
+        (:meth:`~gitrelay.trust.withholding.Withholding.thread`), a text by the notice."""
+        held = self.decision.thread(view, self.notice)
+        if not held.fields:
             return view
-        handoff = view.handoff
-        if self.blocked(view.sender):
-            handoff = self._handoff(copy.deepcopy(handoff))
-        messages = [self._message(m) if self.blocked(m.get("from")) else m
-                    for m in view.messages]
-        complete = view.complete
-        if complete is not None and self.blocked(complete.get("by")):
-            complete = dict(complete, result_summary=self.notice(str(complete["by"])),
-                            artifacts=[])
-        cancel = view.cancel
-        if cancel is not None and cancel.get("reason") and self.blocked(cancel.get("by")):
-            cancel = dict(cancel, reason=self.notice(str(cancel["by"])))
-        return dataclasses.replace(view, handoff=handoff, messages=messages,
-                                   complete=complete, cancel=cancel)
+        return dataclasses.replace(view, handoff=held.handoff, messages=held.messages,
+                                   accept=held.accept, complete=held.complete,
+                                   cancel=held.cancel)
 
-    def _handoff(self, h: dict[str, Any]) -> dict[str, Any]:
-        notice = self.notice(str(h["sender"]))
-        h["summary"] = notice
-        if h.get("question"):
-            h["question"] = notice
-        if h.get("proposed_action"):
-            h["proposed_action"] = {"description": notice, "target_files": [],
-                                    "rationale": notice}
-        h["artifacts"] = []
-        h["metadata"] = {}
-        return h
-
-    def _message(self, m: dict[str, Any]) -> dict[str, Any]:
-        out = {k: v for k, v in m.items() if k not in ("suggested_diff", "payload")}
-        out["body"] = self.notice(str(m["from"]))
+    def item(self, item: InboxItem) -> dict[str, Any]:
+        """An inbox item as ``gitrelay inbox --json`` gives it: a blocked sender's name and
+        role left out, their preview the notice."""
+        out = dataclasses.asdict(item)
+        fields = self.decision.item(item.sender.handle, item.thread_sender)
+        if "sender.name" in fields:
+            out["sender"] = {k: v for k, v in out["sender"].items()
+                             if k not in ("name", "role")}
+        out["summary_preview"] = self.preview(item)
         return out
 
     def preview(self, item: InboxItem, *, short: bool = False) -> str:
         """An inbox item's summary line: the handoff's summary, its sender's words
         (``short``: the notice without the file, for a table cell)."""
         author = item.thread_sender or item.sender.handle
-        if item.detail is None and self.blocked(author):
+        if item.detail is None and "summary_preview" in self.decision.item(
+                item.sender.handle, item.thread_sender):
             return f"[withheld: {author} is blocked]" if short else self.notice(author)
         return item.detail or item.summary_preview
 

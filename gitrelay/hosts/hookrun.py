@@ -62,7 +62,7 @@ from gitrelay.hosts.session import (
     inbox_stamp,
 )
 from gitrelay.inbox.inboxpeek import Peek, UnreadItem, peek_unread, read_ref
-from gitrelay.trust.trustkeys import withheld_from
+from gitrelay.trust.withholding import Withholding
 
 if TYPE_CHECKING:
     from gitrelay.hosts.guard import Decision
@@ -264,6 +264,7 @@ def _context(handle: str, items: list[UnreadItem],
         TextFence,
         inbox_row,
         json_line,
+        withheld_note,
     )
 
     lines = [f"gitrelay: {len(items)} unread item(s) in the inbox of {handle}. "
@@ -271,6 +272,7 @@ def _context(handle: str, items: list[UnreadItem],
              "check_inbox lists the items, view_thread reads one. What teammates wrote is "
              "in the fence below, under the handle of its author.",
              f"items, newest first: {INBOX_ROW_FIELDS}"]
+    withholding = Withholding.of_keys(handle, blocked)  # as check_inbox withholds
     groups: dict[str, list[tuple[str, object]]] = {}
     people: dict[str, tuple[str, str]] = {}
     size = sum(len(line) + 1 for line in lines) + 400  # the fence's own lines
@@ -279,10 +281,7 @@ def _context(handle: str, items: list[UnreadItem],
         other, author = item.sender, item.thread_sender or item.sender
         preview = item.summary_preview[:TEXT_PREVIEW_CHARS]
         own = same_handle(author, handle)
-
-        def withheld(who: str) -> bool:
-            return withheld_from(handle, who, blocked)
-
+        held = withholding.item(other, item.thread_sender)
         line = inbox_row(
             seq=item.seq, item_id=item.item_id, thread_id=item.thread_id, kind=item.kind,
             status=item.status, unread=True, unread_messages=item.unread_messages,
@@ -291,13 +290,13 @@ def _context(handle: str, items: list[UnreadItem],
             line += f" ({item.detail})"  # a stalled handoff: handles and days only
         values: list[tuple[str, str, object]] = []
         said = people.get(other)
-        if withheld(other):
-            line += " (sender blocked: name, role and preview withheld)"
-        elif not same_handle(other, handle) and said != (item.sender_name, item.sender_role):
+        line += withheld_note(held)
+        if "sender.name" not in held and not same_handle(other, handle) \
+                and said != (item.sender_name, item.sender_role):
             prefix = "" if said is None else f"#{item.seq}."
             values += [(other, f"{prefix}name", item.sender_name),
                        (other, f"{prefix}role", item.sender_role)]
-        if not own and not withheld(author):
+        if not own and "summary_preview" not in held:
             values.append((author, f"#{item.seq}", preview))
         cost = len(line) + 1 + sum(len(f) + len(json_line(v)) + 2 for _, f, v in values)
         if size + cost > MAX_CONTEXT - 40:

@@ -5,7 +5,9 @@ Every such value goes through a :class:`Pen`, which
 
 - leaves text the caller wrote as it is;
 - replaces text by a blocked sender (per the caller's trust file) with a
-  notice, so no tool ever returns it;
+  notice, so no tool ever returns it: which fields, and what stands in their
+  place, :class:`~gitrelay.trust.withholding.Withholding` decides for every
+  front end (:func:`withheld_notice` is this server's wording of the notice);
 - records everything else for the answer's fence
   (:class:`provenance.AnswerFence`) and marks the object holding it with a
   structured :class:`provenance.ProvenanceMarker`.
@@ -70,7 +72,6 @@ from gitrelay.mcp.tool_models import (
     TestCommandOut,
     ThreadOut,
 )
-from gitrelay.relay import policy
 from gitrelay.relay.results import ThreadView
 from gitrelay.store.mirror import Refused
 from gitrelay.trust.fencetext import (
@@ -78,9 +79,11 @@ from gitrelay.trust.fencetext import (
     INBOX_ROW_FIELDS,
     TEXT_PREVIEW_CHARS,
     inbox_row,
+    withheld_note,
 )
 from gitrelay.trust.fencetext import scalar as _scalar
 from gitrelay.trust.trust import TrustDecision, TrustRules, evaluate
+from gitrelay.trust.withholding import Withholding
 
 __all__ = [
     "INBOX_PREVIEW_CHARS",
@@ -139,6 +142,7 @@ class Pen:
     def __init__(self, caller: str, rules: TrustRules, fence: AnswerFence) -> None:
         self.caller = caller
         self.rules = rules
+        self.withholding = Withholding.of(caller, rules)
         self.fence = fence
         # Per author, for this answer: a page names the same few people many times.
         self._blocked: dict[str, bool] = {}
@@ -151,6 +155,7 @@ class Pen:
         self.fence_optional = False
         self.unread: list[str] = []         # an accept's messages the session has not read
         self.unshown: set[str] = set()      # teammate text only the structured form holds
+        self.held_items: dict[int, frozenset[str]] = {}  # an inbox item's withheld words
 
     def fenced_lines(self) -> int:
         """The lines of the text that hold the fence's token: its two, or none."""
@@ -165,8 +170,7 @@ class Pen:
     def _is_blocked(self, author: str) -> bool:
         known = self._blocked.get(author)
         if known is None:
-            known = self._blocked[author] = policy.withheld_from_agent(self.caller, author,
-                                                                         self.rules)
+            known = self._blocked[author] = self.withholding.withheld(author)
         return known
 
     def blocked(self, author: str) -> bool:
@@ -357,6 +361,9 @@ def _person(pen: Pen, handle: str, profiles: Profiles, field: str) -> Person:
     profile = profiles.get(handle_key(handle))
     if profile is None:
         return Person(handle=handle, name=handle, role="")
+    if pen.blocked(handle):  # a withheld profile: the notice stands for its name and role
+        notice = withheld_notice(handle, pen.rules)
+        return Person(handle=handle, name=notice, role=notice)
     email = profile.get("email")
     return Person(
         handle=handle,
@@ -504,10 +511,13 @@ def _own_metadata(handoff: Mapping[str, Any]) -> dict[str, Any]:
 
 def _thread_fields(pen: Pen, view: ThreadView, profiles: Profiles, sync_warning: str | None,
                    limit: int, before: int | None) -> dict[str, Any]:
-    handoff = view.handoff
+    # A blocked author's words, as every front end withholds them; the notice is this
+    # server's (and the Pen words any text of theirs left the same way).
+    held = pen.withholding.thread(view, lambda who: withheld_notice(who, pen.rules))
+    handoff = held.handoff
     author = view.sender
     other = view.recipient if pen.is_caller(author) else author
-    complete, cancel, accept = view.complete, view.cancel, view.accept
+    complete, cancel, accept = held.complete, held.cancel, held.accept
     completion = None
     if complete is not None:
         by = str(complete["by"])
@@ -523,7 +533,7 @@ def _thread_fields(pen: Pen, view: ThreadView, profiles: Profiles, sync_warning:
             by=by, reason=pen.opt_text(cancel.get("reason"), by, "cancellation.reason"),
             cancelled_at=str(cancel["at"]))
     action = handoff.get("proposed_action")
-    shown, older = page_messages(view.messages, limit=limit, before=before)
+    shown, older = page_messages(held.messages, limit=limit, before=before)
     return {
         "thread_id": view.thread_id,
         "status": view.status,
@@ -711,7 +721,8 @@ def present_teammates_fenced(profiles: Iterable[Mapping[str, Any]], *, caller: s
             out.append(TeammateOut(
                 handle=handle, name=pen.text(str(p["name"]), handle, f"{field}.name"),
                 role=pen.text(str(p["role"]), handle, f"{field}.role"),
-                email=pen.opt_text(p.get("email"), handle, f"{field}.email"),
+                email=None if pen.blocked(handle)
+                else pen.opt_text(p.get("email"), handle, f"{field}.email"),
                 you=you, trust="you" if you else evaluate(rules, handle).reason,
                 provenance=pen.marker(handle)))
         return TeammatesOut(you=caller, teammates=out,
@@ -776,8 +787,10 @@ def _inbox_head(out: InboxOut, pen: Pen) -> list[str]:
             else item.summary_preview)
         if item.kind == STALLED and item.detail:
             line += f" ({item.detail})"  # gitrelay's words: handles and days only
-        if pen.blocked(item.sender.handle):
-            line += " (sender blocked: name, role and preview withheld)"
+        held = pen.held_items.get(i, frozenset())
+        if held:
+            line += withheld_note(held)
+        if "sender.name" in held:
             blocked.setdefault(item.sender.handle, item.sender.name)
         lines.append(line)
     lines += [f"withheld {handle}: {notice}" for handle, notice in blocked.items()]
@@ -804,7 +817,8 @@ def present_inbox_fenced(page: InboxPage, *, caller: str, rules: TrustRules,
             author = item.thread_sender or other
             field = f"#{item.seq}"
             name, role = item.sender.name, item.sender.role
-            if pen.blocked(other):
+            held = pen.held_items[i] = pen.withholding.item(other, item.thread_sender)
+            if "sender.name" in held:
                 name = role = withheld_notice(other, rules)
             elif not pen.is_caller(other):
                 said = people.get(other)
@@ -816,7 +830,7 @@ def present_inbox_fenced(page: InboxPage, *, caller: str, rules: TrustRules,
                     pen.record(other, f"{field}.name", name)
                     pen.record(other, f"{field}.role", role)
             preview = item.summary_preview
-            if pen.blocked(author):
+            if "summary_preview" in held:
                 preview = withheld_notice(author, rules)
             elif not pen.is_caller(author):
                 pen.record(author, field, preview[:INBOX_PREVIEW_CHARS])

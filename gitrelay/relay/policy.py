@@ -1,8 +1,10 @@
 """Every decision a user of any front end gets, made once, as functions over data.
 
 The MCP server, the ``gitrelay`` command line, the web view and the coding-host
-hooks all decide through these: who may read a thread, whose text an agent never
-reads, how the trust file judges a sender and who may accept a handoff after it,
+hooks all decide through these: who may read a thread, whose words a search leaves
+out (by the rule of :mod:`gitrelay.trust.withholding`, which decides for every front
+end whose words, which fields and what stands in their place), how the trust file
+judges a sender and who may accept a handoff after it,
 what a new handoff must carry for its intent, how an idempotency key given twice is
 reconciled, and a document that breaks the format as a bad argument. Each takes what
 it judges (me, the thread, the rules, the document, the relay's view) and fetches
@@ -36,7 +38,7 @@ from gitrelay.core.schema import SchemaError
 from gitrelay.core.threadstate import check_handoff
 from gitrelay.core.view import RelayView
 from gitrelay.core.vocab import DEFAULT_LIMITS
-from gitrelay.trust.trustkeys import withheld_from
+from gitrelay.trust.withholding import Withholding
 
 if TYPE_CHECKING:
     from gitrelay.relay.results import ThreadView
@@ -44,8 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = ["DRAFT_NOTE", "Reader", "accept_refusal", "archive_batches", "check_accept",
            "check_new_handoff", "check_participant", "handoff_key", "input_error", "limits",
-           "search_scope", "sender_judgement", "unregistered", "withheld_from_agent",
-           "withheld_in_search", "written_from_arguments"]
+           "search_scope", "sender_judgement", "unregistered", "withheld_in_search",
+           "written_from_arguments"]
 
 DRAFT_NOTE = "Drafted a diff for the proposed action."
 """The note of a drafted diff when its author gives none."""
@@ -80,14 +82,9 @@ def withheld_in_search(me: str, author: str, rules: TrustRules) -> bool:
     """Whether a search leaves ``author``'s words out, for either reader: a teammate
     the trust file blocks. A search finds text by its words, so a blocked sender's
     words neither match nor show; a person who wants them asks on purpose
-    (``gitrelay search --show-blocked``, as ``show`` and ``inbox`` take it)."""
-    return withheld_from_agent(me, author, rules)
-
-
-def withheld_from_agent(me: str, author: str, rules: TrustRules) -> bool:
-    """Whether an agent never reads ``author``'s text: a teammate its trust file
-    blocks (never ``me``). A person sees it, marked, and decides."""
-    return withheld_from(me, author, rules.blocking_keys())
+    (``gitrelay search --show-blocked``, as ``show`` and ``inbox`` take it): the
+    rule every front end withholds by (:class:`~gitrelay.trust.withholding.Withholding`)."""
+    return Withholding.of(me, rules).withheld(author)
 
 
 # --- accepting ------------------------------------------------------------------------

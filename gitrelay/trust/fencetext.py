@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from gitrelay.core import terminal
@@ -296,6 +296,16 @@ def inbox_row(*, seq: int, item_id: str, thread_id: str, kind: str, status: str,
     if preview is not None:
         line += f" preview={json_line(preview[:INBOX_PREVIEW_CHARS])}"
     return line
+
+
+def withheld_note(fields: Collection[str]) -> str:
+    """What an inbox row of ``check_inbox``'s text and of the session-start context says
+    of its withheld ``fields`` (:meth:`gitrelay.trust.withholding.Withholding.item`):
+    nothing when none is, else which (the sender's name and role, their preview)."""
+    if "sender.name" not in fields:
+        return " (preview withheld: its author is blocked)" if fields else ""
+    return (" (sender blocked: name, role and preview withheld)"
+            if "summary_preview" in fields else " (sender blocked: name and role withheld)")
 
 
 _ROW = re.compile(r"(\d+) (ibx_[A-Za-z0-9_-]+) \S+ \S+ \S+ (?:unread|read)")

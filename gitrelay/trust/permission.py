@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
-from gitrelay.trust.trustkeys import covered_by
+from gitrelay.trust.trustkeys import normalize_repo_path
 
 __all__ = ["EVERY_TOOL", "PATCH_TOOL", "SHELL_TOOL", "WRITE_TOOLS", "Conflict", "Verdict",
            "auto_test_verdict", "auto_writable", "conflicts", "effective_rule", "tool_verdict",
@@ -72,14 +72,29 @@ def untrusted(overlay: Mapping[str, Any]) -> bool:
     return EVERY_TOOL in _approval(overlay)
 
 
-def auto_writable(entries: Iterable[str], path: str, *, fold_case: bool = False) -> bool:
+def auto_writable(entries: Iterable[str], path: str, *, windows: bool | None = None,
+                  fold_case: bool = False) -> bool:
     """Whether ``path`` (repository-relative) is covered by ``auto_write_paths``
     ``entries``: ``dir/`` covers everything below it, any other entry exactly that
-    file. Both are read as this OS opens a path (:func:`~gitrelay.trust.trustkeys.
-    covered_by`: Windows' aliases included); anything unsafe (absolute, ``..``,
-    ``.git`` or an alias of it) is never covered. Case counts, as in Git, unless
-    ``fold_case`` (the working tree's file system ignores it)."""
-    return covered_by(entries, path, fold_case=fold_case)
+    file. The one path rule, for the guard, ``gitrelay trust`` and the trust file's
+    overlay alike. Both are read by :func:`~gitrelay.trust.trustkeys.normalize_repo_path`
+    as this OS opens a path (``windows``: as Windows does; Windows' aliases included);
+    anything unsafe (absolute, ``..``, ``.git`` or an alias of it) is never covered.
+    Case counts, as in Git, unless ``fold_case`` (the working tree's file system
+    ignores it)."""
+    candidate = normalize_repo_path(path, windows=windows, fold_case=fold_case)
+    if candidate is None:
+        return False
+    for entry in entries:
+        is_dir = entry.endswith("/")
+        target = normalize_repo_path(entry[:-1] if is_dir else entry, windows=windows,
+                                     fold_case=fold_case)
+        if target is None:
+            continue
+        if (is_dir and candidate.startswith(target + "/")) or (not is_dir
+                                                                and candidate == target):
+            return True
+    return False
 
 
 def write_verdict(overlay: Mapping[str, Any], tool: str, paths: Iterable[str | None],

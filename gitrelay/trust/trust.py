@@ -46,7 +46,7 @@ from pydantic import (
 
 from gitrelay.core.errors import ConfigError, NextStep
 from gitrelay.core.ids import handle_key
-from gitrelay.trust.permission import EVERY_TOOL, auto_writable
+from gitrelay.trust.permission import EVERY_TOOL
 from gitrelay.trust.trustfile import TRUST_ENV_VAR, absent, default_trust_path
 from gitrelay.trust.trustkeys import blocking_key, normalize_repo_path
 
@@ -69,7 +69,6 @@ __all__ = [
     "evaluate",
     "load_trust",
     "normalize_repo_path",
-    "path_auto_writable",
     "session_overlay",
 ]
 
@@ -424,16 +423,6 @@ def evaluate(rules: TrustRules, handle: str) -> TrustDecision:
             "add them under 'teammates:' to accept their work"
         ),
     )
-
-
-def path_auto_writable(overlay: TrustOverlay, path: str) -> bool:
-    """True if ``path`` may be written without approval under ``overlay``: the one
-    rule of :func:`gitrelay.trust.permission.auto_writable`, which the guard applies
-    (an entry ending in ``/`` covers everything below that directory, any other entry
-    exactly that file; read as this OS opens a path, Windows' aliases included; anything
-    unsafe never; case-sensitive, like Git: the guard folds case where the working
-    tree's file system ignores it)."""
-    return auto_writable(overlay.auto_write_paths, path)
 
 
 def session_overlay(rules: TrustRules, sender: str) -> dict[str, Any]:

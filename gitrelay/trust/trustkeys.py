@@ -1,7 +1,9 @@
-"""The trust file's two readings that the hooks need without loading it: a path in
-``auto_write_paths`` and the match of a ``blocked`` handle. Standard library only, so
-the guard and the session-start hook decide exactly as :mod:`gitrelay.trust.trust`
-does without importing YAML or pydantic.
+"""The trust file's two readings that the hooks need without loading it: a path as
+``auto_write_paths`` reads it and the match of a ``blocked`` handle. Standard library
+only, so the guard and the session-start hook decide exactly as
+:mod:`gitrelay.trust.trust` does without importing YAML or pydantic (the rules over
+them are :func:`gitrelay.trust.permission.auto_writable` and
+:mod:`gitrelay.trust.withholding`).
 
 :func:`normalize_repo_path` is the one reading of a repository-relative path, for
 the trust file's entries, the guard's overlay and its protected names alike. It
@@ -17,12 +19,10 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from collections.abc import Collection, Iterable
 
-from gitrelay.core.ids import handle_key, same_handle
+from gitrelay.core.ids import handle_key
 
-__all__ = ["blocking_key", "covered_by", "normalize_repo_path", "windows_reading",
-           "withheld_from"]
+__all__ = ["blocking_key", "normalize_repo_path", "windows_reading"]
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 _DRIVE_PREFIX = re.compile(r"^[A-Za-z]:")
@@ -39,17 +39,6 @@ def blocking_key(handle: str) -> str:
     surrounding whitespace do not let a blocked sender slip through.
     """
     return handle_key(unicodedata.normalize("NFKC", handle)).strip()
-
-
-def withheld_from(me: str, author: str, blocked: Collection[str] | None) -> bool:
-    """Whether ``me``'s agent never reads ``author``'s text: a teammate in ``blocked``
-    (the trust file's blocked handles as :func:`blocking_key` forms), or any teammate
-    when ``blocked`` is None (a trust file that cannot be read); never ``me``. The one
-    rule behind :func:`gitrelay.relay.policy.withheld_from_agent` and the hooks' start
-    context, which read the blocked list without loading the trust file."""
-    if same_handle(me, author):
-        return False
-    return blocked is None or blocking_key(author) in blocked
 
 
 def _windows_segment(part: str) -> str:
@@ -115,23 +104,3 @@ def normalize_repo_path(path: str, *, windows: bool | None = None,
         parts.append(part.casefold() if fold_case else part)
     return "/".join(parts) or None
 
-
-def covered_by(entries: Iterable[str], path: str, *, windows: bool | None = None,
-               fold_case: bool = False) -> bool:
-    """Whether ``auto_write_paths`` ``entries`` cover ``path`` (repository-relative):
-    ``dir/`` covers everything below it, any other entry exactly that file. Both are
-    read by :func:`normalize_repo_path` with the same options; an unsafe path is never
-    covered."""
-    candidate = normalize_repo_path(path, windows=windows, fold_case=fold_case)
-    if candidate is None:
-        return False
-    for entry in entries:
-        is_dir = entry.endswith("/")
-        target = normalize_repo_path(entry[:-1] if is_dir else entry, windows=windows,
-                                     fold_case=fold_case)
-        if target is None:
-            continue
-        if (is_dir and candidate.startswith(target + "/")) or (not is_dir
-                                                                and candidate == target):
-            return True
-    return False

@@ -22,6 +22,7 @@ from gitrelay.core.vocab import INTENTS
 from gitrelay.inbox.inbox import ReadMark, check_inbox, mark_read, unread_on_thread
 from gitrelay.relay import policy, reads
 from gitrelay.trust.trust import TrustRules, evaluate, load_trust
+from gitrelay.trust.withholding import Withholding
 from gitrelay.web.text import artifact_view, diff_lines, page_line, shown
 
 if TYPE_CHECKING:
@@ -30,19 +31,17 @@ if TYPE_CHECKING:
     from gitrelay.relay.results import ThreadView
 
 class Withheld:
-    """A blocked sender's words kept off the pages, as ``gitrelay show`` and the agent's
-    answers keep them (docs/trust.md): the trust file's ``blocked`` teammates, never the
-    reader; ``show`` (the page's "show blocked" link) shows them on purpose."""
+    """The web view's wording of :class:`~gitrelay.trust.withholding.Withholding` (whose
+    words, which fields and what stands in their place are decided there), as ``gitrelay
+    show`` and the agent's answers word it (docs/trust.md); ``show`` (the page's "show
+    blocked" link) shows them on purpose."""
 
     def __init__(self, me: str, rules: TrustRules, *, show: bool = False) -> None:
-        self.me = me
         self.rules = rules
-        self.show = show
+        self.decision = Withholding.of(me, rules, shown=show)
 
     def blocked(self, author: object) -> bool:
-        if self.show or not isinstance(author, str) or not author:
-            return False
-        return policy.withheld_from_agent(self.me, author, self.rules)
+        return self.decision.withheld(author)
 
     def notice(self, author: str) -> str:
         return (f"[withheld: {page_line(author, 80)} is blocked in your trust file "
@@ -177,10 +176,11 @@ def inbox(client: RelayClient, filters: InboxFilters, intents: Intents, withheld
 
 def _row(item: InboxItem, intent: str, withheld: Withheld) -> InboxRow:
     author = item.thread_sender or item.sender.handle
-    blocked = item.detail is None and withheld.blocked(author)
+    held = withheld.decision.item(item.sender.handle, item.thread_sender)
+    blocked = item.detail is None and "summary_preview" in held
     return InboxRow(
         thread_id=item.thread_id, kind=item.kind, sender=page_line(item.sender.handle, 80),
-        sender_name="" if withheld.blocked(item.sender.handle) else page_line(item.sender.name, 60),
+        sender_name="" if "sender.name" in held else page_line(item.sender.name, 60),
         intent=intent, status=item.status,
         unread=item.unread, unread_messages=item.unread_messages, updated=when(item.updated_at),
         summary=withheld.notice(author) if blocked
@@ -261,24 +261,13 @@ def thread(client: RelayClient, ref: str, rules: TrustRules, *, show_blocked: bo
 def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
                 withheld: Withheld) -> ThreadData:
     me = client.handle
-    h = view.handoff
-    profiles = {k: p for k, p in client.thread_profiles(view).items()
-                if not withheld.blocked(p.get("handle"))}
-    hidden = False
-    if withheld.blocked(view.sender):
-        notice = withheld.notice(view.sender)
-        h = {**h, "summary": notice, "question": notice if h.get("question") else None,
-             "artifacts": [],
-             "proposed_action": {"description": notice, "target_files": [],
-                                 "rationale": notice} if h.get("proposed_action") else None}
-        hidden = True
+    held = withheld.decision.thread(view, withheld.notice)
+    h = held.handoff
+    profiles = withheld.decision.profiles(client.thread_profiles(view))
+    hidden = bool(held.fields)
     events: list[Event] = []
-    for m in view.messages:
+    for m in held.messages:
         author = str(m.get("from", ""))
-        if withheld.blocked(author):
-            m = {"from": author, "created_at": m.get("created_at", ""), "type": m.get("type"),
-                 "sequence_no": m.get("sequence_no", 0), "body": withheld.notice(author)}
-            hidden = True
         events.append(Event(
             str(m.get("created_at", "")), 1, "draft" if m.get("type") == "draft" else "message",
             page_line(author, 80), same_handle(me, author), int(m.get("sequence_no", 0)),
@@ -290,24 +279,18 @@ def thread_data(client: RelayClient, view: ThreadView, rules: TrustRules,
         by = str(view.accept.get("by", ""))
         events.append(Event(str(view.accept.get("at", "")), 0, "accept", page_line(by, 80),
                             same_handle(me, by)))
-    if view.complete:
-        by = str(view.complete.get("by", ""))
-        blocked = withheld.blocked(by)
-        hidden = hidden or blocked
-        events.append(Event(str(view.complete.get("at", "")), 2, "complete", page_line(by, 80),
+    if held.complete:
+        by = str(held.complete.get("by", ""))
+        events.append(Event(str(held.complete.get("at", "")), 2, "complete", page_line(by, 80),
                             same_handle(me, by),
-                            body=withheld.notice(by) if blocked
-                            else shown(view.complete.get("result_summary", "")).rstrip(),
-                            artifacts=[] if blocked else [
-                                artifact_view(a) for a in view.complete.get("artifacts") or []]))
-    if view.cancel:
-        by = str(view.cancel.get("by", ""))
-        reason = view.cancel.get("reason") or ""
-        blocked = bool(reason) and withheld.blocked(by)
-        hidden = hidden or blocked
-        events.append(Event(str(view.cancel.get("at", "")), 2, "cancel", page_line(by, 80),
+                            body=shown(held.complete.get("result_summary", "")).rstrip(),
+                            artifacts=[artifact_view(a)
+                                       for a in held.complete.get("artifacts") or []]))
+    if held.cancel:
+        by = str(held.cancel.get("by", ""))
+        events.append(Event(str(held.cancel.get("at", "")), 2, "cancel", page_line(by, 80),
                             same_handle(me, by),
-                            body=withheld.notice(by) if blocked else shown(reason).rstrip()))
+                            body=shown(held.cancel.get("reason") or "").rstrip()))
     events.sort(key=lambda e: (e.at, e.order, e.number or 0))
     for e in events:
         e.at = when(e.at)
@@ -379,14 +362,16 @@ def load_rules(path: Path) -> TrustRules:
 
 
 def teammates(client: RelayClient, rules: TrustRules) -> list[Teammate]:
-    """Everyone registered on the relay with the overlay the trust file gives them."""
+    """Everyone registered on the relay with the overlay the trust file gives them (a
+    blocked teammate's name and role withheld, as on every page)."""
     me = client.handle
+    withheld = Withholding.of(me, rules)
     out = []
     for p in client.teammates():
         handle = str(p["handle"])
         decision = evaluate(rules, handle)
         overlay = decision.overlay
-        hide = decision.reason == "blocked"   # their words: name and role too
+        hide = withheld.profile(p) is None   # their words: name and role too
         out.append(Teammate(
             handle=page_line(handle, 80), name="" if hide else page_line(p.get("name", ""), 80),
             role="" if hide else page_line(p.get("role", ""), 80), me=same_handle(me, handle),

@@ -19,6 +19,7 @@ from gitrelay.core.ids import handle_key, same_handle
 from gitrelay.relay import policy
 from gitrelay.trust.trust import TrustRules
 from gitrelay.trust.trustkeys import blocking_key
+from gitrelay.trust.withholding import Withholding
 
 PKG = Path(__file__).resolve().parent.parent.parent / "gitrelay"
 
@@ -53,9 +54,10 @@ def test_the_trust_file_keys_teammates_and_blocks_as_before() -> None:
 
 def test_the_policy_never_withholds_your_own_words() -> None:
     rules = TrustRules.model_validate({"version": 1, "blocked": ["Carol@acme"]})
-    assert policy.withheld_from_agent("alice@acme", "carol@acme", rules)
-    assert not policy.withheld_from_agent("CAROL@acme", "carol@acme", rules)
-    assert not policy.withheld_from_agent("alice@acme", "bob@acme", rules)
+    assert Withholding.of("alice@acme", rules).withheld("carol@acme")
+    assert not Withholding.of("CAROL@acme", rules).withheld("carol@acme")
+    assert not Withholding.of("alice@acme", rules).withheld("bob@acme")
+    assert policy.withheld_in_search("alice@acme", "carol@acme", rules)
 
 
 def test_people_see_a_profile_whatever_the_case_of_the_handle() -> None:
@@ -88,20 +90,22 @@ def test_no_module_compares_handles_its_own_way() -> None:
 
 
 def test_the_agent_the_hooks_and_a_person_withhold_the_same_senders() -> None:
-    """The MCP answers (policy.withheld_from_agent over the loaded trust file) and the
-    hooks' start context (trustkeys.withheld_from over the cached blocked keys) decide
-    through one rule, for every spelling of a handle."""
-    from gitrelay.relay.policy import withheld_from_agent
+    """The front ends that load the trust file (Withholding.of) and the hooks' start
+    context (Withholding.of_keys over the cached blocked keys) decide through one rule,
+    for every spelling of a handle."""
     from gitrelay.trust.trust import TrustRules
-    from gitrelay.trust.trustkeys import withheld_from
+    from gitrelay.trust.withholding import withheld_from
 
     rules = TrustRules.model_validate({"version": 1, "blocked": ["Mallory@External", "eve@x"]})
     keys = rules.blocking_keys()
     for author in ["mallory@external", " MALLORY@external", "ｍａｌｌｏｒｙ@external",
                    "eve@x", "bob@acme", "alice@acme", "ALICE@ACME"]:
-        agent = withheld_from_agent("alice@acme", author, rules)
-        assert agent == withheld_from("alice@acme", author, keys), author
-        assert agent == (author.strip().casefold() not in ("alice@acme", "bob@acme")), author
+        loaded = Withholding.of("alice@acme", rules).withheld(author)
+        assert loaded == Withholding.of_keys("alice@acme", keys).withheld(author), author
+        assert loaded == withheld_from("alice@acme", author, keys), author
+        assert loaded == (author.strip().casefold() not in ("alice@acme", "bob@acme")), author
     # A trust file that cannot be read: every teammate withheld, never yourself.
-    assert withheld_from("alice@acme", "bob@acme", None)
-    assert not withheld_from("alice@acme", "Alice@acme", None)
+    assert Withholding.of_keys("alice@acme", None).withheld("bob@acme")
+    assert not Withholding.of_keys("alice@acme", None).withheld("Alice@acme")
+    # A person who asked to see them: nobody withheld.
+    assert not Withholding.of("alice@acme", rules, shown=True).withheld("eve@x")

@@ -13,7 +13,8 @@ from gitrelay.hosts.guard import PatchFile, decide, parse_codex_patch
 from gitrelay.hosts.hookrun import run_hook
 from gitrelay.hosts.hostfiles import HOSTS, setup_files
 from gitrelay.hosts.session import InProgress, SessionStore
-from gitrelay.trust.trust import TrustOverlay, path_auto_writable
+from gitrelay.trust.permission import auto_writable
+from gitrelay.trust.trust import TrustOverlay
 from tests.kit import make_unreadable
 
 TRUST = "version: 1\nteammates:\n  alice@acme: {auto_write_paths: [docs/], auto_test: true}\n"
@@ -82,10 +83,11 @@ def test_auto_write_paths_win_over_require_approval_for_writes_under_them(
 def test_the_guard_and_the_trust_file_judge_the_same_paths_alike(
         trust: Path, work: Path, path: str) -> None:
     """What the trust file's overlay lets an agent write without asking
-    (``path_auto_writable``) is what the guard lets an Edit of that path do."""
+    (``permission.auto_writable`` of its ``auto_write_paths``) is what the guard lets an
+    Edit of that path do."""
     overlay = dict(OVERLAY, require_approval=[])
     state = state_with(entry(trust, work, overlay=overlay))
-    writable = path_auto_writable(TrustOverlay.model_validate(overlay), path)
+    writable = auto_writable(TrustOverlay.model_validate(overlay).auto_write_paths, path)
     answer = kind(state, "Edit", {"file_path": path}, work)
     assert answer == ("allow" if writable else "ask"), (path, writable, answer)
 

@@ -20,7 +20,7 @@ import pytest
 
 from gitrelay.hosts.guard import ignores_case
 from gitrelay.trust.permission import auto_writable
-from gitrelay.trust.trust import TrustOverlay, path_auto_writable
+from gitrelay.trust.trust import TrustOverlay
 from gitrelay.trust.trustkeys import normalize_repo_path, windows_reading
 
 ALLOWED = ["src/", "docs/guide.md"]
@@ -47,9 +47,7 @@ def test_windows_aliases_refused_and_legal(alias: str, refused: str, legal: str)
 
 
 def auto_writable_on_windows(path: str) -> bool:
-    from gitrelay.trust.trustkeys import covered_by
-
-    return covered_by(ALLOWED, path, windows=True)
+    return auto_writable(ALLOWED, path, windows=True)
 
 
 def test_an_alias_of_git_is_refused_on_every_os() -> None:
@@ -94,8 +92,10 @@ def test_unicode_forms_are_one_name() -> None:
 def test_the_trust_files_reading_is_the_guards(tmp_path: Path) -> None:
     overlay = TrustOverlay(auto_write_paths=ALLOWED)
     for _, refused, legal in PAIRS:
-        assert path_auto_writable(overlay, refused) is auto_writable(ALLOWED, refused)
-        assert path_auto_writable(overlay, legal) is auto_writable(ALLOWED, legal)
+        # The trust file keeps its entries as written: the guard reads them as given.
+        assert auto_writable(overlay.auto_write_paths, refused) is auto_writable(ALLOWED,
+                                                                                 refused)
+        assert auto_writable(overlay.auto_write_paths, legal) is auto_writable(ALLOWED, legal)
 
 
 def test_protected_files_are_compared_as_windows_opens_them() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from gitrelay.core.errors import ConfigError, NextStep, next_step_of
+from gitrelay.trust.permission import auto_writable
 from gitrelay.trust.trust import (
     DEFAULT_REQUIRE_APPROVAL,
     TeammateTrust,
@@ -21,7 +22,6 @@ from gitrelay.trust.trust import (
     evaluate,
     load_trust,
     normalize_repo_path,
-    path_auto_writable,
 )
 from gitrelay.trust.trustfile import absent, stamp
 from tests.kit import UNREADABLE, make_unreadable, wait_until
@@ -431,11 +431,11 @@ OVERLAY = TrustOverlay(auto_write_paths=["docs/", "README.md", "api/v1/spec.yaml
 def test_auto_writable_paths_match_directory_prefixes_and_exact_files_only(
     path: str, writable: bool
 ) -> None:
-    assert path_auto_writable(OVERLAY, path) is writable
+    assert auto_writable(OVERLAY.auto_write_paths, path) is writable
 
 
 def test_no_path_is_auto_writable_without_entries() -> None:
-    assert not path_auto_writable(TrustOverlay(), "docs/guide.md")
+    assert not auto_writable(TrustOverlay().auto_write_paths, "docs/guide.md")
 
 
 @pytest.mark.parametrize(
