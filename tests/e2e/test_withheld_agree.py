@@ -31,9 +31,7 @@ from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.trust.trust import load_trust
 from gitrelay.trust.withholding import Withholding
-from tests.answerkit import read_answer
-from tests.kit import hermetic_env, set_hermetic
-from tests.webkit import web_view
+from tests.kit import hermetic_env, read_answer, set_hermetic, web_view
 
 pytestmark = pytest.mark.slow  # one relay read through four front ends, as processes
 
