@@ -20,10 +20,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitrelay.core.vocab import STALLED
-from gitrelay.inbox.inbox import check_inbox, mark_read, unread_on_thread
+from gitrelay.core.vocab import ASSIGNMENT, CLAIMED, STALLED
+from gitrelay.inbox.inbox import check_inbox, claim_inbox_item, mark_read, unread_on_thread
 from gitrelay.inbox.inboxpeek import peek_unread
-from gitrelay.inbox.news import DAY_US, StallClock, stall_days, stall_text, stalls
+from gitrelay.inbox.news import (
+    DAY_US,
+    StallClock,
+    item_id_for,
+    stall_days,
+    stall_text,
+    stalls,
+)
 from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.sync.inboxstate import current_us
@@ -177,7 +184,8 @@ def front_ends(duo: Duo, who: str, session: str) -> dict[str, set[Key]]:
 
 STEP = st.one_of(
     st.tuples(st.just("handoff"), st.sampled_from(["alice", "bob"]), st.just(0)),
-    st.tuples(st.sampled_from(["message", "accept", "complete", "cancel", "read", "ack"]),
+    st.tuples(st.sampled_from(["message", "accept", "complete", "cancel", "read", "ack",
+                               "claim"]),
               st.sampled_from(["alice", "bob"]), st.integers(0, 3)),
 )
 
@@ -205,6 +213,14 @@ def play(duo: Duo, threads: list[tuple[str, str, str]], step: tuple[str, str, in
     status = client.thread(tid).status
     if op == "read":
         mark_read(client, unread_on_thread(client, tid))
+    elif op == "claim" and who == recipient:
+        # a copy of the recipient takes the handoff (w0 or w1: a second worker takes
+        # over only an expired claim, so it is mostly refused)
+        item = item_id_for(client.handle, tid, ASSIGNMENT)
+        row = next((i for i in check_inbox(client, status=ALL, limit=200).items
+                    if i.item_id == item), None)
+        if row is not None:
+            claim_inbox_item(client, item_id=item, seq=row.seq, worker=f"w{n % 2}")
     elif op == "message" and status in ("pending", "accepted"):
         client.send_message(tid, f"note from {who}")
     elif op == "accept" and status == "pending" and who == recipient:
@@ -392,3 +408,71 @@ def test_a_page_of_news_holds_limit_items_when_read_ones_lie_between(team):
     page = inbox.check_inbox(bob, limit=3)
     shown = [i.thread_id for i in page.items]
     assert sorted(shown) == sorted([sent[0], sent[2], sent[4]]), shown
+
+
+@pytest.mark.slow
+def test_the_sender_hears_that_a_worker_claimed_her_handoff_until_she_reads_it(duo: Duo):
+    """alice hands off to bob; a copy of bob (worker w1) claims it: at her next look
+    every front end shows one `claimed` item, in gitrelay's words, beside bob's accept;
+    once she has read the thread, none does. bob is never told of his own claim, and nothing is committed to main for it."""
+    from gitrelay.hosts import hookrun
+
+    alice, bob = duo["alice"], duo["bob"]
+    tid = alice.handoff(to="bob@acme", intent="inform", summary="Paginate /users").thread_id
+    assert tid is not None
+    bob.refresh(max_age=0)
+    item = item_id_for("bob@acme", tid, ASSIGNMENT)
+    (assignment,) = check_inbox(bob).items
+    claim = claim_inbox_item(bob, item_id=item, seq=assignment.seq, worker="w1")
+    assert claim.claimed and claim.delivery == "delivered"
+    tip = alice.mirror.main()
+    alice.refresh(max_age=0)
+    assert alice.mirror.main() == tip  # a claim moves bob's inbox ref, not main
+    sent = check_inbox(alice, limit=200).items
+    assert [(i.kind, i.thread_id, i.sender.handle, i.detail, i.unread) for i in sent] == \
+        [(CLAIMED, tid, "bob@acme", "bob@acme's worker w1 claimed this handoff", True)]
+    # The hooks' reader, standard library only, says the same.
+    peek = peek_unread(alice.mirror.path, alice.handle)
+    assert peek is not None
+    assert [(i.kind, i.thread_id, i.seq, i.detail) for i in peek.items] == \
+        [(i.kind, i.thread_id, i.seq, i.detail) for i in sent]
+    context = hookrun._context("alice@acme", peek.items)
+    assert "bob@acme's worker w1 claimed this handoff" in context.splitlines()[2]
+    assert hookrun._headline([(CLAIMED, "bob@acme")]) == \
+        "1 handoff claimed by bob@acme: call check_inbox"
+    # Renewing the claim is not news again; bob's own inbox never shows his claim.
+    claim_inbox_item(bob, item_id=item, seq=assignment.seq, worker="w1")
+    assert [i.kind for i in check_inbox(bob, status=ALL, limit=200).items] == [ASSIGNMENT]
+    # bob accepts: the claim is news to alice beside the accept, in every front end.
+    bob.accept(tid, session_id="s")
+    mark_read(bob, unread_on_thread(bob, tid))
+    assert bob.mirror.store.ref("refs/gitrelay/users/bob@acme/inbox") is not None
+    for name, keys in front_ends(duo, "alice", "first").items():
+        assert keys == {(tid, CLAIMED), (tid, "task_update")}, name
+    # Reading the thread marks both read.
+    assert mark_read(alice, unread_on_thread(alice, tid)) == 2
+    for name, keys in front_ends(duo, "alice", "second").items():
+        assert keys == set(), name
+
+
+@pytest.mark.slow
+def test_a_claim_made_and_ended_between_two_looks_is_still_news(duo: Duo):
+    """bob's worker claims, accepts and acknowledges while alice's clone does not look:
+    her next fetch brings a ref where the claim is gone already; the commits in between
+    hold it."""
+    alice, bob = duo["alice"], duo["bob"]
+    tid = alice.handoff(to="bob@acme", intent="inform", summary="Paginate /users").thread_id
+    assert tid is not None
+    assert check_inbox(alice).items == []
+    bob.refresh(max_age=0)
+    (assignment,) = check_inbox(bob).items
+    claim_inbox_item(bob, item_id=assignment.item_id, seq=assignment.seq, worker="ci-7")
+    bob.accept(tid, session_id="s")
+    # The worker acknowledges what it claimed: the claim leaves bob's inbox ref.
+    check_inbox(bob, worker="ci-7",
+                ack_items=[{"item_id": assignment.item_id, "seq": assignment.seq}])
+    (after,) = check_inbox(bob, status=ALL).items
+    assert after.kind == ASSIGNMENT and after.claimed_by is None and not after.unread
+    kinds = {(i.kind, i.detail) for i in check_inbox(alice, limit=200).items}
+    assert kinds == {(CLAIMED, "bob@acme's worker ci-7 claimed this handoff"),
+                     ("task_update", None)}
