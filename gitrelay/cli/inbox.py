@@ -165,7 +165,8 @@ def register(commands: Commands) -> None:
             "gitrelay inbox --all", json_flag=True)
     p.add_argument("--all", action="store_true",
                    help="every item, read or not; the default lists your news: what you "
-                        "have not read, on open and closed threads, and stalled handoffs")
+                        "have not read, on open and closed threads, and stalled and "
+                        "claimed handoffs")
     p.add_argument("--status", type=statuses_arg, action="extend",
                    help="only these statuses (comma-separated or repeated)")
     p.add_argument("--unread", action="store_true", help="only unread items")

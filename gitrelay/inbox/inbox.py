@@ -358,6 +358,10 @@ class _Query:
             return False
         key = (item.seq, item.item_id)
         if self.position is not None:
+            if self.floor is not None and item.seq <= self.floor:
+                # A later page of an `after` listing: such an item was on its first page
+                # (unread, with the items behind the cursor) or is not listed (read).
+                return False
             return key < self.position if self.descending else key > self.position
         if self.after is not None:
             return item.seq > self.after

@@ -264,6 +264,10 @@ class Index:
         # The recipients' inbox refs watched for claims at an indexed tip (the index at
         # one tip always watches the same ones): (tip, handle) -> ref names.
         self._watched: tuple[tuple[str, str], list[str]] | None = None
+        # The tip and the watched refs' files (stat) when they were last found where the
+        # index read them: unchanged, they are not resolved again.
+        self._claims_ok: tuple[str, tuple[Any, ...]] | None = None
+        self._claims: dict[str, tuple[tuple[int, int, int], list[SeenClaim]]] = {}
 
     # --- connection ---------------------------------------------------------------
 
@@ -275,6 +279,8 @@ class Index:
             self._inode = None
             self._pages.clear()
             self._clocks.clear()
+            self._claims.clear()
+            self._claims_ok = None
 
     def _remove_files(self) -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
@@ -467,13 +473,35 @@ class Index:
         return f"{layout.RELAY_USERS}{row[0] if row else recipient}/{layout.INBOX_REF_LEAF}"
 
     def _claims_current(self, conn: sqlite3.Connection, tip: str) -> bool:
-        """Whether every watched inbox ref is where the index last read it: one ref read
-        per recipient of the user's open handoffs (no listing of every teammate's ref)."""
+        """Whether every watched inbox ref is where the index last read it: the recipients
+        of the user's open handoffs only (no listing of every teammate's ref), each
+        resolved again only when its file (or ``packed-refs``) changed since it was
+        last found current."""
+        watched = self._watched_refs(conn, tip)
+        stamp = (tip, self._ref_files(watched))  # before the refs are read
+        if self._claims_ok == stamp:
+            return True
         store = self.mirror.store
         seen = dict(conn.execute("SELECT owner, oid FROM claim_refs").fetchall())
-        watched = self._watched_refs(conn, tip)
-        return len(seen) == len(watched) and all(
+        current = len(seen) == len(watched) and all(
             seen.get(ref) == (store.ref(ref) or "") for ref in watched)
+        if current:
+            self._claims_ok = stamp
+        return current
+
+    def _ref_files(self, refs: list[str]) -> tuple[Any, ...]:
+        """What a stat says of each ref's loose file and of ``packed-refs``: a ref that
+        moved has a new file (git and libgit2 write a ref aside, then rename it)."""
+        out: list[Any] = []
+        top = f"{os.fspath(self.mirror.path)}/"
+        for name in ("packed-refs", *refs):
+            try:
+                st = os.stat(top + name)
+            except OSError:
+                out.append(None)
+                continue
+            out.append((st.st_ino, st.st_mtime_ns))
+        return tuple(out)
 
     def _take_claims(self, conn: sqlite3.Connection, moved_after: int | None) -> None:
         """Record the claims made on the user's handoffs since each watched recipient's
@@ -916,9 +944,18 @@ class Index:
     def claims_seen(self, user: str) -> list[SeenClaim]:
         """The claims seen on the handoffs ``user`` sent (:func:`.news.claimed_handoffs`
         folds them), oldest first."""
+        key = user.casefold()
         with self._lock:
-            return [SeenClaim(*r) for r in self._conn_for_read().execute(
-                CLAIM_SELECT, {"user": user.casefold()})]
+            conn = self._conn_for_read()
+            version = self._answers_version(conn)
+            cached = self._claims.get(key)
+            if cached is not None and cached[0] == version:
+                return list(cached[1])
+            rows = [SeenClaim(*r) for r in conn.execute(CLAIM_SELECT, {"user": key})]
+            if len(self._claims) >= _PAGES_KEPT:
+                self._claims.clear()
+            self._claims[key] = (version, rows)
+        return list(rows)
 
     def stall_days(self) -> int:
         """The relay's stall_days, as the last update recorded it."""

@@ -414,12 +414,16 @@ def test_a_page_of_news_holds_limit_items_when_read_ones_lie_between(team):
 def test_the_sender_hears_that_a_worker_claimed_her_handoff_until_she_reads_it(duo: Duo):
     """alice hands off to bob; a copy of bob (worker w1) claims it: at her next look
     every front end shows one `claimed` item, in gitrelay's words, beside bob's accept;
-    once she has read the thread, none does. bob is never told of his own claim, and nothing is committed to main for it."""
+    once she has read the thread, none does. bob is never told of his own claim, and
+    nothing is committed to main for it."""
     from gitrelay.hosts import hookrun
 
     alice, bob = duo["alice"], duo["bob"]
     tid = alice.handoff(to="bob@acme", intent="inform", summary="Paginate /users").thread_id
     assert tid is not None
+    assert check_inbox(alice).items == []
+    quiet = peek_unread(alice.mirror.path, alice.handle)
+    assert quiet is not None and quiet.items == []
     bob.refresh(max_age=0)
     item = item_id_for("bob@acme", tid, ASSIGNMENT)
     (assignment,) = check_inbox(bob).items
@@ -428,6 +432,8 @@ def test_the_sender_hears_that_a_worker_claimed_her_handoff_until_she_reads_it(d
     tip = alice.mirror.main()
     alice.refresh(max_age=0)
     assert alice.mirror.main() == tip  # a claim moves bob's inbox ref, not main
+    # The hooks' reader sees that bob's ref moved since the index read it: the full read.
+    assert peek_unread(alice.mirror.path, alice.handle) is None
     sent = check_inbox(alice, limit=200).items
     assert [(i.kind, i.thread_id, i.sender.handle, i.detail, i.unread) for i in sent] == \
         [(CLAIMED, tid, "bob@acme", "bob@acme's worker w1 claimed this handoff", True)]
@@ -476,3 +482,35 @@ def test_a_claim_made_and_ended_between_two_looks_is_still_news(duo: Duo):
     kinds = {(i.kind, i.detail) for i in check_inbox(alice, limit=200).items}
     assert kinds == {(CLAIMED, "bob@acme's worker ci-7 claimed this handoff"),
                      ("task_update", None)}
+
+
+@pytest.mark.slow
+def test_pages_after_a_cursor_leave_out_this_machines_items_behind_it(duo: Duo):
+    """A listing `after` a cursor, page by page, holds what it holds in one page: a
+    claim (an item this machine keeps) at or below the cursor is on the first page
+    while unread, with the unread items behind the cursor, and on no later page; once
+    read, on none."""
+    alice, bob = duo["alice"], duo["bob"]
+    sent = [alice.handoff(to="bob@acme", intent="inform", summary=f"Work {n}").thread_id
+            for n in range(4)]
+    bob.refresh(max_age=0)
+    for tid in sent[1:]:
+        bob.send_message(tid, "a question")
+    assignment = next(i for i in check_inbox(bob, limit=200).items if i.thread_id == sent[0])
+    claim_inbox_item(bob, item_id=assignment.item_id, seq=assignment.seq, worker="w1")
+    alice.refresh(max_age=0)
+    cursor = check_inbox(alice, limit=200).cursor
+    for read in (False, True):
+        if read:
+            mark_read(alice, unread_on_thread(alice, sent[0]))
+        listed = [(i.item_id, i.seq) for i in check_inbox(alice, after=cursor, limit=200).items]
+        assert (CLAIMED in {i.kind for i in check_inbox(alice, after=cursor, limit=200).items}
+                ) is not read
+        paged: list[tuple[str, int]] = []
+        page = check_inbox(alice, after=cursor, limit=2)
+        while True:
+            paged += [(i.item_id, i.seq) for i in page.items]
+            if page.next_cursor is None:
+                break
+            page = check_inbox(alice, cursor=page.next_cursor, limit=2)
+        assert sorted(paged) == sorted(listed), read
