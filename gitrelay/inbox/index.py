@@ -509,9 +509,6 @@ class Index:
         and forget the refs no longer watched. ``moved_after``: the seq above which the
         threads that just moved are watched too."""
         handle = self.mirror.handle
-        tip = self.mirror.main()
-        if tip is None:
-            return
         threads: dict[str, dict[str, str]] = {}  # ref -> {assignment item id: thread}
         rows = conn.execute(_MY_OPEN_RECIPIENTS, {"handle": handle}).fetchall()
         if moved_after is not None:
@@ -552,7 +549,9 @@ class Index:
         objs = self.mirror.objects
         out: list[dict[str, Any]] = []
         oid = new
-        while oid is not None and oid != old and len(out) < CLAIM_WALK:
+        for _ in range(CLAIM_WALK):
+            if oid is None or oid == old:
+                break
             try:
                 commit = objs.commit(oid)
                 data = objs.read_path(commit.tree, layout.INBOX_FILE)

@@ -1,6 +1,7 @@
 """What is news (gitrelay.inbox.news), held the same in every front end.
 
-The stall rules are checked on the pure function; the rest on a real relay with the
+The stall rules are checked on the pure function; the rest (claims of a handoff by a
+worker of its recipient among them) on a real relay with the
 gate, alice and bob each with their own GITRELAY_HOME, as the hooks and the CLI find
 them: the six front ends (check_inbox's default call, `gitrelay inbox`, the web
 inbox's default view, the session-start context and the stop nudge, which read the
@@ -514,3 +515,28 @@ def test_pages_after_a_cursor_leave_out_this_machines_items_behind_it(duo: Duo):
                 break
             page = check_inbox(alice, cursor=page.next_cursor, limit=2)
         assert sorted(paged) == sorted(listed), read
+
+
+@pytest.mark.slow
+def test_an_update_reads_the_newest_claim_walk_commits_of_a_recipients_ref(
+        duo: Duo, monkeypatch: pytest.MonkeyPatch):
+    """A clone away for long reads only the newest CLAIM_WALK commits of a recipient's
+    inbox ref: a claim made and ended before them is not seen."""
+    from gitrelay.inbox import index
+
+    alice, bob = duo["alice"], duo["bob"]
+    tid = alice.handoff(to="bob@acme", intent="inform", summary="Paginate /users").thread_id
+    assert tid is not None
+    assert check_inbox(alice).items == []
+    bob.refresh(max_age=0)
+    (assignment,) = check_inbox(bob).items
+    claim_inbox_item(bob, item_id=assignment.item_id, seq=assignment.seq, worker="w1")
+    check_inbox(bob, worker="w1",  # a commit without the claim
+                ack_items=[{"item_id": assignment.item_id, "seq": assignment.seq}])
+    alice.send_message(tid, "one more thing")
+    bob.refresh(max_age=0)
+    check_inbox(bob, ack_up_to=check_inbox(bob).cursor)  # another
+    ref = bob.mirror.store.ref("refs/gitrelay/users/bob@acme/inbox")
+    assert ref is not None and len(bob.mirror.commits_between(None, ref)) == 3
+    monkeypatch.setattr(index, "CLAIM_WALK", 2)
+    assert {i.kind for i in check_inbox(alice, limit=200).items} == set()
