@@ -214,14 +214,16 @@ def play(duo: Duo, threads: list[tuple[str, str, str]], step: tuple[str, str, in
     status = client.thread(tid).status
     if op == "read":
         mark_read(client, unread_on_thread(client, tid))
-    elif op == "claim" and who == recipient:
+    elif op == "claim":
         # a copy of the recipient takes the handoff (w0 or w1: a second worker takes
         # over only an expired claim, so it is mostly refused)
-        item = item_id_for(client.handle, tid, ASSIGNMENT)
-        row = next((i for i in check_inbox(client, status=ALL, limit=200).items
+        taker = duo[recipient]
+        taker.refresh(max_age=0)
+        item = item_id_for(taker.handle, tid, ASSIGNMENT)
+        row = next((i for i in check_inbox(taker, status=ALL, limit=200).items
                     if i.item_id == item), None)
         if row is not None:
-            claim_inbox_item(client, item_id=item, seq=row.seq, worker=f"w{n % 2}")
+            claim_inbox_item(taker, item_id=item, seq=row.seq, worker=f"w{n % 2}")
     elif op == "message" and status in ("pending", "accepted"):
         client.send_message(tid, f"note from {who}")
     elif op == "accept" and status == "pending" and who == recipient:
