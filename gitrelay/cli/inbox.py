@@ -17,7 +17,12 @@ from gitrelay.cli.common import (
 from gitrelay.cli.withhold import Withholder
 from gitrelay.cli.withhold import add_flag as add_withhold_flag
 from gitrelay.core.threadstate import STATUSES
-from gitrelay.core.vocab import INBOX_PAGE_MAX, STALLED, TEAMMATES_PAGE, TEAMMATES_PAGE_MAX
+from gitrelay.core.vocab import (
+    INBOX_PAGE_MAX,
+    OWN_WORDS_KINDS,
+    TEAMMATES_PAGE,
+    TEAMMATES_PAGE_MAX,
+)
 
 
 def _cmd_inbox(args: argparse.Namespace) -> int:
@@ -39,8 +44,8 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
     elif statuses is None:
         # The default: the news (gitrelay.inbox.news), check_inbox's default call: what
         # you have not read, on open and closed threads alike (your handoff was
-        # completed), and the handoffs that stalled. The read items it leaves out are
-        # counted for the first line.
+        # completed), and the handoffs that stalled or were claimed. The read items it
+        # leaves out are counted for the first line.
         page = check_inbox(client, limit=args.limit)
         items = page.items
         hidden = sum(not i.unread for i in check_inbox(client, status=list(STATUSES),
@@ -80,7 +85,7 @@ def _cmd_inbox(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = [[("*" if i.unread else " ") + short_id(i.thread_id), i.kind,
              i.sender.handle, i.status, str(i.unread_messages), when(i.updated_at),
-             one_line(f"{i.detail}: " if i.kind == STALLED and i.detail else "")
+             one_line(f"{i.detail}: " if i.kind in OWN_WORDS_KINDS and i.detail else "")
              + one_line(hold.preview(i, short=True))] for i in items]
     print(table(["  THREAD", "KIND", "FROM", "STATUS", "NEW", "UPDATED", "SUMMARY"], rows,
                 max_widths={2: 30, 6: 70}))
@@ -160,7 +165,8 @@ def register(commands: Commands) -> None:
             "gitrelay inbox --all", json_flag=True)
     p.add_argument("--all", action="store_true",
                    help="every item, read or not; the default lists your news: what you "
-                        "have not read, on open and closed threads, and stalled handoffs")
+                        "have not read, on open and closed threads, and stalled and "
+                        "claimed handoffs")
     p.add_argument("--status", type=statuses_arg, action="extend",
                    help="only these statuses (comma-separated or repeated)")
     p.add_argument("--unread", action="store_true", help="only unread items")

@@ -22,10 +22,14 @@ DELIVERIES = (DELIVERED, QUEUED)
 
 # The kinds of inbox item: a new handoff, a reply, a thread's status moved, a draft
 # to review, an operation of yours the relay refused, a handoff that stalled (pending,
-# or accepted with no message since, for the relay's stall_days).
-ASSIGNMENT, REPLY, TASK_UPDATE, PROPOSAL_REVIEW, REFUSED, STALLED = (
-    "assignment", "reply", "task_update", "proposal_review", "refused", "stalled")
-INBOX_KINDS = (ASSIGNMENT, REPLY, TASK_UPDATE, PROPOSAL_REVIEW, REFUSED, STALLED)
+# or accepted with no message since, for the relay's stall_days), a handoff you sent
+# that a copy (worker) of its recipient claimed.
+ASSIGNMENT, REPLY, TASK_UPDATE, PROPOSAL_REVIEW, REFUSED, STALLED, CLAIMED = (
+    "assignment", "reply", "task_update", "proposal_review", "refused", "stalled", "claimed")
+INBOX_KINDS = (ASSIGNMENT, REPLY, TASK_UPDATE, PROPOSAL_REVIEW, REFUSED, STALLED, CLAIMED)
+# The kinds whose detail is gitrelay's own words (handles, worker names, days), shown
+# outside the fence; a refused item's detail is the relay's, a teammate's their own.
+OWN_WORDS_KINDS = (STALLED, CLAIMED)
 # Days a handoff may stay pending, or accepted with no message, before it is news to
 # both sides again; a relay sets its own in relay.json (stall_days).
 STALL_DAYS = 3

@@ -9,7 +9,7 @@ command line only prints it. The events (docs/agents.md has them per host):
     seconds, for what arrived while nothing of gitrelay ran (one ``git fetch``; the
     library is loaded to verify and take it only when it brought something), then
     the news (:mod:`gitrelay.inbox.news`: unread items on open and closed threads,
-    stalled handoffs) this session was never
+    stalled and claimed handoffs) this session was never
     shown, one line each in check_inbox's words, then ONE fence with what teammates
     wrote (as check_inbox's text has it), as ``additionalContext``; nothing at all
     when nothing is waiting. When the relay does not answer in time, one line says so
@@ -53,7 +53,7 @@ from gitrelay.core import layout
 from gitrelay.core.errors import ConfigError, NextStep, RelayError, RelayUnavailable
 from gitrelay.core.ids import same_handle
 from gitrelay.core.threadstate import ACCEPTED, TERMINAL
-from gitrelay.core.vocab import HOOK_EVENTS, HOOK_WAIT_SECONDS, STALLED
+from gitrelay.core.vocab import CLAIMED, HOOK_EVENTS, HOOK_WAIT_SECONDS, OWN_WORDS_KINDS, STALLED
 from gitrelay.hosts.session import (
     InProgress,
     SessionState,
@@ -89,7 +89,8 @@ _NOUNS = {"assignment": ("handoff", "handoffs"), "reply": ("reply", "replies"),
           "task_update": ("update", "updates"),
           "proposal_review": ("draft to review", "drafts to review"),
           "refused": ("refused operation", "refused operations"),
-          "stalled": ("stalled handoff", "stalled handoffs")}
+          "stalled": ("stalled handoff", "stalled handoffs"),
+          "claimed": ("handoff claimed", "handoffs claimed")}
 
 
 class HookOutcome(NamedTuple):
@@ -153,7 +154,7 @@ class _FullRead(Peek):
             unread_messages=i.unread_messages, sender=i.sender.handle,
             sender_name=i.sender.name, sender_role=i.sender.role,
             summary_preview=i.summary_preview, thread_sender=i.thread_sender,
-            updated_at=i.updated_at, detail=i.detail if i.kind == STALLED else None)
+            updated_at=i.updated_at, detail=i.detail if i.kind in OWN_WORDS_KINDS else None)
             for i in check_inbox(client, limit=UNREAD_MAX).items]  # the news
         super().__init__(client.mirror.path, None, items)
         self.client = client
@@ -195,6 +196,9 @@ def _headline(items: Iterable[tuple[str, str]]) -> str:
         one, many = _NOUNS.get(kind, ("item", "items"))
         if kind == STALLED:
             parts.append(f"{n} {one if n == 1 else many} with {who}")
+            continue
+        if kind == CLAIMED:
+            parts.append(f"{n} {one if n == 1 else many} by {who}")
             continue
         parts.append(f"{n} new {one if n == 1 else many} from {who}")
     return ", ".join(parts) + ": call check_inbox"
@@ -287,7 +291,8 @@ def _context(handle: str, items: list[UnreadItem],
             status=item.status, unread=True, unread_messages=item.unread_messages,
             sender=other, updated_at=item.updated_at, preview=preview if own else None)
         if item.detail:
-            line += f" ({item.detail})"  # a stalled handoff: handles and days only
+            # a stalled or claimed handoff: handles, a worker's name and days only
+            line += f" ({item.detail})"
         values: list[tuple[str, str, object]] = []
         said = people.get(other)
         line += withheld_note(held)

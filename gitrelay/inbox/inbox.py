@@ -3,8 +3,9 @@
 An *item* is one (user, thread, kind) — ``assignment`` (a handoff to me),
 ``reply`` (messages by the other participant), ``task_update`` (accept,
 complete or cancel by the other participant), ``proposal_review`` (a draft on
-a thread I sent) and ``refused`` (my own operation the relay refused; local to
-this machine). Its ``seq`` is the ``Gitrelay-Seq`` of the latest commit on
+a thread I sent), and the items this machine keeps: ``refused`` (my own operation
+the relay refused), ``stalled`` (a handoff that stalled) and ``claimed`` (a worker of
+the recipient claimed a handoff I sent). Its ``seq`` is the ``Gitrelay-Seq`` of the latest commit on
 main that changed it, so it is the same on every clone.
 
 What a user has handled lives on the relay, in the ref
@@ -42,6 +43,7 @@ from gitrelay.core.ops import now_iso
 from gitrelay.core.threadstate import ACCEPTED, CANCELLED, PENDING, STATUSES
 from gitrelay.core.vocab import (
     ACK_ITEMS_MAX,
+    CLAIMED,
     INBOX_KINDS,
     INBOX_PAGE_MAX,
     LEASE_MAX,
@@ -61,7 +63,7 @@ from gitrelay.inbox.index import (
     open_index,
 )
 from gitrelay.inbox.index import reindex as reindex_mirror
-from gitrelay.inbox.news import is_news, stall_text, stalls
+from gitrelay.inbox.news import claimed_handoffs, claimed_text, is_news, stall_text, stalls
 from gitrelay.store.mirror import Mirror, Refused
 from gitrelay.sync.inboxstate import (
     Claim,
@@ -156,7 +158,7 @@ def _iso_in(seconds: float) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-# --- items of this machine: refused operations and stalled handoffs ---------------------
+# --- items of this machine: refused operations, stalled and claimed handoffs -------------
 
 
 @dataclass
@@ -172,7 +174,7 @@ def _record_id(rec: Refused) -> str:
 def _local_book(mirror: Mirror, record_ids: list[str]) -> dict[str, dict[str, Any]]:
     """The seq and acked flag of every local record, assigning seqs to new ones.
 
-    A refusal or a stall gets the seq of the relay when this clone's inbox first saw
+    A refusal, a stall or a claim gets the seq of the relay when this clone's inbox first saw
     it. The book is a file of the mirror (not of the index): it is local state that a
     rebuilt index could not recover.
     """
@@ -207,17 +209,20 @@ def _write_book(path: os.PathLike[str], book: dict[str, dict[str, Any]]) -> None
 
 
 def _local_items(mirror: Mirror, idx: Index, now_us: int | None = None) -> list[_LocalItem]:
-    """The user's refused operations (one item per thread or operation) and stalled
-    handoffs (:func:`gitrelay.inbox.news.stalls`) as items."""
+    """The user's refused operations (one item per thread or operation), stalled
+    handoffs (:func:`gitrelay.inbox.news.stalls`) and claimed ones
+    (:func:`gitrelay.inbox.news.claimed_handoffs`) as items."""
     handle = mirror.handle
     records = [r for r in mirror.refused() if same_handle(r.actor, handle)]
     stalled = stalls(handle.casefold(), idx.stall_clocks(handle),
                      now_us=current_us() if now_us is None else now_us,
                      days=idx.stall_days())
-    if not records and not stalled:
+    claimed = claimed_handoffs(idx.claims_seen(handle))
+    if not records and not stalled and not claimed:
         return []
     book = _local_book(mirror, [_record_id(r) for r in records]
-                       + [s.record for s in stalled])
+                       + [s.record for s in stalled]
+                       + [r for c in claimed for r in c.records])
     groups: dict[str, list[Refused]] = {}
     for rec in records:
         groups.setdefault(rec.thread_id or rec.key, []).append(rec)
@@ -266,6 +271,21 @@ def _local_items(mirror: Mirror, idx: Index, now_us: int | None = None) -> list[
             updated_at=_iso_us(stall.since_us), unread=not entry.get("acked", False),
             detail=stall_text(stall), thread_sender=stall.sender)
         out.append(_LocalItem(item, [stall.record]))
+    for news in claimed:
+        claim = news.latest
+        entry = book.get(claim.record, {"seq": 1, "acked": False})
+        facts = idx.thread_facts(claim.thread_id) or {}
+        profile = idx.profile(claim.recipient)
+        item = InboxItem(
+            item_id=item_id_for(handle, claim.thread_id, CLAIMED), seq=int(entry["seq"]),
+            kind=CLAIMED, thread_id=claim.thread_id,
+            sender=Sender(claim.recipient, profile[0] if profile else claim.recipient,
+                          profile[1] if profile else ""),
+            summary_preview=claim.summary_preview, status=claim.status, unread_messages=0,
+            created_at=str(facts.get("created_at") or ""),
+            updated_at=_iso_us(claim.claimed_us), unread=not entry.get("acked", False),
+            detail=claimed_text(claim), thread_sender=claim.sender)
+        out.append(_LocalItem(item, list(news.records)))
     return out
 
 
@@ -338,6 +358,10 @@ class _Query:
             return False
         key = (item.seq, item.item_id)
         if self.position is not None:
+            if self.floor is not None and item.seq <= self.floor:
+                # A later page of an `after` listing: such an item was on its first page
+                # (unread, with the items behind the cursor) or is not listed (read).
+                return False
             return key < self.position if self.descending else key > self.position
         if self.after is not None:
             return item.seq > self.after

@@ -16,6 +16,8 @@ would. It is current when all of these hold:
   (``refs/gitrelay/users/<handle>/inbox``, the commit id recorded beside the copy);
 - no refused operation is recorded in the mirror (refused items live outside
   the index);
+- every recipient's inbox ref the index watches for claims on the user's handoffs
+  (``claim_refs``) is at the commit it last read;
 - the user's profile is in it (the full read refuses an unregistered handle).
 
 Otherwise :func:`peek_unread` returns None and the caller takes the full read, which
@@ -30,8 +32,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from gitrelay.core import layout
-from gitrelay.core.vocab import STALLED
-from gitrelay.inbox.news import STALL_SELECT, is_news, stall_text, stalls
+from gitrelay.core.vocab import CLAIMED, STALLED
+from gitrelay.inbox.news import (
+    CLAIM_SELECT,
+    STALL_SELECT,
+    claimed_handoffs,
+    claimed_text,
+    is_news,
+    stall_text,
+    stalls,
+)
 
 if TYPE_CHECKING:
     import sqlite3
@@ -49,12 +59,13 @@ __all__ = [
 ]
 
 INDEX_FILE = "gitrelay-index.sqlite3"
-# 2: items carry their thread's open flag (an index of open items); 3: search tables
-INDEX_FORMAT = 3
+# 2: items carry their thread's open flag (an index of open items); 3: search tables;
+# 4: the claims seen on the handoffs the user sent (claims, claim_refs)
+INDEX_FORMAT = 4
 READ_TIMEOUT = 1.0                         # seconds to wait for a writer's lock
 STALL_META = "stall_days"                  # the index's copy of relay.json's stall_days
 # The seq and read flag of the items that are not commits of the relay (refused
-# operations, stalled handoffs), kept by this machine in the mirror.
+# operations, stalled and claimed handoffs), kept by this machine in the mirror.
 LOCAL_BOOK = "gitrelay-inbox-refused.json"
 
 ITEM_SELECT = """
@@ -121,7 +132,8 @@ class UnreadItem(NamedTuple):
     summary_preview: str
     thread_sender: str | None  # who wrote the thread's handoff and summary
     updated_at: str
-    detail: str | None = None  # a stalled handoff's line (news.stall_text)
+    # a stalled or claimed handoff's line (news.stall_text, news.claimed_text)
+    detail: str | None = None
 
 
 class Peek:
@@ -169,7 +181,8 @@ def read_book(path: Path) -> dict[str, dict[str, object]]:
 def peek_unread(mirror: Path, handle: str, *, limit: int = 200,
                 now_us: int | None = None) -> Peek | None:
     """The newest ``limit`` items of news (:mod:`gitrelay.inbox.news`) of ``handle``, from
-    the index of the local copy at ``mirror``, stalled handoffs first; None when the index
+    the index of the local copy at ``mirror``, stalled and claimed handoffs first; None
+    when the index
     cannot say (see the module doc: the caller then reads the full way)."""
     import sqlite3  # here: the guard imports this module and never reads the index
     import time
@@ -201,23 +214,50 @@ def peek_unread(mirror: Path, handle: str, *, limit: int = 200,
                                 (user,)).fetchone() is None):
             conn.close()
             return None
+        if any((read_ref(mirror, ref) or "") != oid for ref, oid in
+               conn.execute("SELECT owner, oid FROM claim_refs").fetchall()):
+            conn.close()
+            return None  # a recipient's inbox ref moved: the full read looks at it
         rows = conn.execute(_NEWS_PAGE, {"user": user, "upto": int(upto),
                                          "limit": limit}).fetchall()
         stalled = stalls(user, conn.execute(STALL_SELECT, {"handle": handle}).fetchall(),
                          now_us=time.time_ns() // 1000 if now_us is None else now_us,
                          days=int(days))
+        claimed = claimed_handoffs(conn.execute(CLAIM_SELECT, {"user": user}).fetchall())
+        others = [s.other.casefold() for s in stalled] + \
+            [c.latest.recipient.casefold() for c in claimed]
         people = {str(k): (str(n), str(r)) for k, n, r in conn.execute(
             "SELECT handle_cf, name, role FROM profiles WHERE handle_cf IN "
-            f"({', '.join('?' * len(stalled))})", [s.other.casefold() for s in stalled])}
+            f"({', '.join('?' * len(others))})", others)}
     except sqlite3.Error:
         if conn is not None:
             conn.close()
         return None
     items = []
-    if stalled:
+    if stalled or claimed:
         from gitrelay.inbox.news import item_id_for
 
         book = read_book(mirror / LOCAL_BOOK)
+        for news in claimed:
+            entries = [book.get(r) for r in news.records]
+            if not all(isinstance(e, dict) and isinstance(e.get("seq"), int)
+                       for e in entries):
+                conn.close()
+                return None  # never seen here: the full read numbers it
+            latest = book[news.latest.record]
+            seq = latest.get("seq")
+            if not isinstance(seq, int) or not is_news(unread=not latest.get("acked"),
+                                                       kind=CLAIMED):
+                continue
+            claim = news.latest
+            name, role = people.get(claim.recipient.casefold(), (claim.recipient, ""))
+            items.append(UnreadItem(
+                item_id=item_id_for(handle, claim.thread_id, CLAIMED), seq=seq,
+                kind=CLAIMED, thread_id=claim.thread_id, status=claim.status,
+                unread_messages=0, sender=claim.recipient, sender_name=name,
+                sender_role=role, summary_preview=claim.summary_preview,
+                thread_sender=claim.sender, updated_at=_iso(claim.claimed_us),
+                detail=claimed_text(claim)))
         for stall in stalled:
             entry = book.get(stall.record)
             seq = entry.get("seq") if isinstance(entry, dict) else None

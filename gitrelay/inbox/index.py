@@ -15,6 +15,9 @@ without walking the history:
 - ``profiles``: display names and roles of teammates;
 - ``acks``: a copy of one user's acknowledged items, taken from their inbox
   ref, so that "unread" can be filtered in SQL;
+- ``claims``: the claims a worker of a recipient made on the handoffs this mirror's
+  user sent, as seen on the recipients' inbox refs (``claim_refs``: the commit of each
+  ref last looked at), for the ``claimed`` news (:mod:`gitrelay.inbox.news`);
 - ``meta``: the index format version and the indexed tip (commit and seq);
 - ``search_text``, ``search_docs``, ``artifact_paths``: the words of every
   summary, question, message, result and artifact path, for search
@@ -61,7 +64,7 @@ from gitrelay.inbox import searchindex
 from gitrelay.inbox.inboxpeek import INDEX_FILE as INDEX_FILE
 from gitrelay.inbox.inboxpeek import INDEX_FORMAT as INDEX_FORMAT
 from gitrelay.inbox.inboxpeek import ITEM_SELECT, STALL_META
-from gitrelay.inbox.news import STALL_SELECT, StallClock, stall_days
+from gitrelay.inbox.news import CLAIM_SELECT, STALL_SELECT, SeenClaim, StallClock, stall_days
 from gitrelay.inbox.news import item_id_for as item_id_for
 from gitrelay.store.mirror import Mirror
 from gitrelay.sync.inboxstate import time_us
@@ -115,8 +118,30 @@ CREATE INDEX IF NOT EXISTS threads_status ON threads(status);
 CREATE TABLE IF NOT EXISTS acks(
     user_cf TEXT NOT NULL, item_id TEXT NOT NULL, seq INTEGER NOT NULL,
     PRIMARY KEY(user_cf, item_id));
+-- claims on the handoffs a user sent, kept once seen (an ack drops them from inbox.json)
+CREATE TABLE IF NOT EXISTS claims(
+    sender_cf TEXT NOT NULL, thread_id TEXT NOT NULL, worker TEXT NOT NULL,
+    recipient TEXT NOT NULL, seq INTEGER NOT NULL, expires_at TEXT NOT NULL,
+    claimed_us INTEGER NOT NULL, PRIMARY KEY(sender_cf, thread_id, worker));
+-- the recipients' inbox refs (refs/relay/users/<owner>/inbox) watched for them: the
+-- commit last read ('' when the ref did not exist)
+CREATE TABLE IF NOT EXISTS claim_refs(owner TEXT PRIMARY KEY, oid TEXT NOT NULL);
 """
-_TABLES = ("meta", "events", "profiles", "handoffs", "threads", "items", "acks")
+_TABLES = ("meta", "events", "profiles", "handoffs", "threads", "items", "acks", "claims",
+           "claim_refs")
+# The most commits of one recipient's inbox ref read at one update: a clone that was
+# away for long reads the newest ones (a claim lives from the claim to its ack).
+CLAIM_WALK = 200
+_MY_OPEN_RECIPIENTS = """
+    SELECT h.thread_id, h.recipient
+      FROM threads t CROSS JOIN handoffs h ON h.thread_id = t.thread_id
+     WHERE t.status IN ('pending', 'accepted') AND h.sender = :handle COLLATE NOCASE
+    """
+_MY_MOVED_RECIPIENTS = """
+    SELECT DISTINCT h.thread_id, h.recipient
+      FROM events e JOIN handoffs h ON h.thread_id = e.thread_id
+     WHERE e.seq > :after AND h.sender = :handle COLLATE NOCASE
+    """
 
 _PAGES_KEPT = 16  # distinct page queries remembered until the database changes
 
@@ -236,6 +261,13 @@ class Index:
         self._pages: dict[tuple[Any, ...], tuple[tuple[int, int, int], list[ItemRow]]] = {}
         self._writes = 0  # commits through this connection, which data_version does not count
         self._clocks: dict[tuple[str, str], tuple[tuple[int, int, int], list[StallClock]]] = {}
+        # The recipients' inbox refs watched for claims at an indexed tip (the index at
+        # one tip always watches the same ones): (tip, handle) -> ref names.
+        self._watched: tuple[tuple[str, str], list[str]] | None = None
+        # The tip and the watched refs' files (stat) when they were last found where the
+        # index read them: unchanged, they are not resolved again.
+        self._claims_ok: tuple[str, tuple[Any, ...]] | None = None
+        self._claims: dict[str, tuple[tuple[int, int, int], list[SeenClaim]]] = {}
 
     # --- connection ---------------------------------------------------------------
 
@@ -247,6 +279,8 @@ class Index:
             self._inode = None
             self._pages.clear()
             self._clocks.clear()
+            self._claims.clear()
+            self._claims_ok = None
 
     def _remove_files(self) -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
@@ -378,7 +412,8 @@ class Index:
         tip = self.mirror.main()
         meta = self._meta(conn)
         if (tip is not None and meta.get("tip") == tip and not self._fresh
-                and meta.get("format") == str(INDEX_FORMAT) and STALL_META in meta):
+                and meta.get("format") == str(INDEX_FORMAT) and STALL_META in meta
+                and self._claims_current(conn, tip)):
             return report
         with self._write(conn):
             meta = self._meta(conn)
@@ -396,6 +431,8 @@ class Index:
                 self._set_meta(conn, None, {STALL_META: meta[STALL_META]})
             if tip is None or meta.get("tip") == tip:
                 self._set_meta(conn, tip, meta)
+                if tip is not None:
+                    self._take_claims(conn, None)
                 return report
             known = int(meta["tip_seq"]) if "tip_seq" in meta else -1
             new, ancestor = self._walk_back(conn, tip, known)
@@ -410,7 +447,126 @@ class Index:
                 listed.close()
             report.applied = len(new)
             self._set_meta(conn, tip, {"tip_seq": str(new[-1][1] if new else ancestor)})
+            # The recipients of threads that moved are looked at too: a claim, then an
+            # accept (its ack drops the claim) and a complete may all have come at once.
+            self._take_claims(conn, ancestor if known >= 0 else None)
         return report
+
+    # --- claims on the handoffs the user sent -------------------------------------
+
+    def _watched_refs(self, conn: sqlite3.Connection, tip: str) -> list[str]:
+        """The inbox refs of the recipients of the user's open handoffs, at ``tip``."""
+        key = (tip, self.mirror.handle)
+        if self._watched is not None and self._watched[0] == key:
+            return self._watched[1]
+        rows = conn.execute(_MY_OPEN_RECIPIENTS, {"handle": self.mirror.handle}).fetchall()
+        refs = sorted({self._owner_ref(conn, r[1]) for r in rows})
+        self._watched = (key, refs)
+        return refs
+
+    @staticmethod
+    def _owner_ref(conn: sqlite3.Connection, recipient: str) -> str:
+        """The relay's inbox ref of ``recipient`` as this mirror keeps it, under the
+        registered spelling of the handle (the ref's name)."""
+        row = conn.execute("SELECT handle FROM profiles WHERE handle_cf = ?",
+                           (recipient.casefold(),)).fetchone()
+        return f"{layout.RELAY_USERS}{row[0] if row else recipient}/{layout.INBOX_REF_LEAF}"
+
+    def _claims_current(self, conn: sqlite3.Connection, tip: str) -> bool:
+        """Whether every watched inbox ref is where the index last read it: the recipients
+        of the user's open handoffs only (no listing of every teammate's ref), each
+        resolved again only when its file (or ``packed-refs``) changed since it was
+        last found current."""
+        watched = self._watched_refs(conn, tip)
+        stamp = (tip, self._ref_files(watched))  # before the refs are read
+        if self._claims_ok == stamp:
+            return True
+        store = self.mirror.store
+        seen = dict(conn.execute("SELECT owner, oid FROM claim_refs").fetchall())
+        current = len(seen) == len(watched) and all(
+            seen.get(ref) == (store.ref(ref) or "") for ref in watched)
+        if current:
+            self._claims_ok = stamp
+        return current
+
+    def _ref_files(self, refs: list[str]) -> tuple[Any, ...]:
+        """What a stat says of each ref's loose file and of ``packed-refs``: a ref that
+        moved has a new file (git and libgit2 write a ref aside, then rename it)."""
+        out: list[Any] = []
+        top = f"{os.fspath(self.mirror.path)}/"
+        for name in ("packed-refs", *refs):
+            try:
+                st = os.stat(top + name)
+            except OSError:
+                out.append(None)
+                continue
+            out.append((st.st_ino, st.st_mtime_ns))
+        return tuple(out)
+
+    def _take_claims(self, conn: sqlite3.Connection, moved_after: int | None) -> None:
+        """Record the claims made on the user's handoffs since each watched recipient's
+        inbox ref was last read (the commits in between, newest :data:`CLAIM_WALK`),
+        and forget the refs no longer watched. ``moved_after``: the seq above which the
+        threads that just moved are watched too."""
+        handle = self.mirror.handle
+        threads: dict[str, dict[str, str]] = {}  # ref -> {assignment item id: thread}
+        rows = conn.execute(_MY_OPEN_RECIPIENTS, {"handle": handle}).fetchall()
+        if moved_after is not None:
+            rows += conn.execute(_MY_MOVED_RECIPIENTS,
+                                 {"handle": handle, "after": moved_after}).fetchall()
+        for tid, recipient in rows:
+            threads.setdefault(self._owner_ref(conn, recipient), {})[
+                item_id_for(recipient, tid, ASSIGNMENT)] = tid
+        seen = dict(conn.execute("SELECT owner, oid FROM claim_refs").fetchall())
+        store = self.mirror.store
+        for ref, wanted in threads.items():
+            now = store.ref(ref) or ""
+            if seen.get(ref) == now:
+                continue
+            for state in self._states_between(seen.get(ref) or None, now or None):
+                for claim in state.get("claims") or ():
+                    tid = wanted.get(str(claim.get("item_id")))
+                    if tid is None:
+                        continue
+                    conn.execute(
+                        "INSERT INTO claims(sender_cf, thread_id, worker, recipient, seq, "
+                        "expires_at, claimed_us) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                        "ON CONFLICT(sender_cf, thread_id, worker) DO UPDATE SET "
+                        "expires_at = excluded.expires_at",
+                        (handle.casefold(), tid, str(claim["worker"]), str(state["handle"]),
+                         int(claim["seq"]), str(claim["expires_at"]),
+                         _us_or_zero(str(state.get("updated_at") or ""))))
+            conn.execute("INSERT OR REPLACE INTO claim_refs(owner, oid) VALUES (?, ?)",
+                         (ref, now))
+        gone = [ref for ref in seen if ref not in threads]
+        conn.executemany("DELETE FROM claim_refs WHERE owner = ?", [(r,) for r in gone])
+
+    def _states_between(self, old: str | None, new: str | None) -> list[dict[str, Any]]:
+        """The inbox states (``inbox.json``) of the commits after ``old`` up to ``new`` on
+        an inbox ref, oldest first: the newest :data:`CLAIM_WALK` of them. Read as the
+        sync verified them (refs/relay/users holds only verified commits); one that
+        holds no claim is not parsed."""
+        objs = self.mirror.objects
+        out: list[dict[str, Any]] = []
+        oid = new
+        for _ in range(CLAIM_WALK):
+            if oid is None or oid == old:
+                break
+            try:
+                commit = objs.commit(oid)
+                data = objs.read_path(commit.tree, layout.INBOX_FILE)
+            except (KeyError, ValueError):
+                break
+            if data is not None and b'"claims": []' not in data:
+                try:
+                    doc = json.loads(data)
+                except ValueError:
+                    doc = None
+                if isinstance(doc, dict):
+                    out.append(doc)
+            oid = commit.parents[0] if commit.parents else None
+        out.reverse()
+        return out
 
     @staticmethod
     def _meta(conn: sqlite3.Connection) -> dict[str, str]:
@@ -784,6 +940,22 @@ class Index:
             self._clocks[key] = (version, rows)
         return list(rows)
 
+    def claims_seen(self, user: str) -> list[SeenClaim]:
+        """The claims seen on the handoffs ``user`` sent (:func:`.news.claimed_handoffs`
+        folds them), oldest first."""
+        key = user.casefold()
+        with self._lock:
+            conn = self._conn_for_read()
+            version = self._answers_version(conn)
+            cached = self._claims.get(key)
+            if cached is not None and cached[0] == version:
+                return list(cached[1])
+            rows = [SeenClaim(*r) for r in conn.execute(CLAIM_SELECT, {"user": key})]
+            if len(self._claims) >= _PAGES_KEPT:
+                self._claims.clear()
+            self._claims[key] = (version, rows)
+        return list(rows)
+
     def stall_days(self) -> int:
         """The relay's stall_days, as the last update recorded it."""
         with self._lock:
@@ -830,6 +1002,13 @@ def is_busy(exc: sqlite3.OperationalError) -> bool:
     """A lock timeout (another process writing), as opposed to damage."""
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+def _us_or_zero(stamp: str) -> int:
+    try:
+        return time_us(stamp)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _blob_at(objs: Objects, tree: str, path: str) -> str | None:

@@ -8,7 +8,9 @@ News is what a teammate has not read yet, whatever the thread's status:
   (``reply``) and drafts (``proposal_review``);
 - on either side: an operation of one's own the relay refused (``refused``), and a
   handoff that has stalled (``stalled``): still pending, or accepted with no message
-  since, for the relay's ``stall_days`` (3 unless ``relay.json`` says otherwise).
+  since, for the relay's ``stall_days`` (3 unless ``relay.json`` says otherwise);
+- as its sender, too: a copy (``worker``) of the recipient claimed the handoff
+  (``claimed``), as seen on the recipient's inbox ref (:func:`claimed_handoffs`).
 
 An item stays news until it is read: acknowledged at its ``seq`` or later, which
 reading its thread does (docs/inbox.md, "What marks an item read"). A closed thread
@@ -19,7 +21,8 @@ The decision is made here once, as plain Python over rows, so that
 coding hosts' hooks, which read the index without pygit2 or pydantic
 (:mod:`gitrelay.inbox.inboxpeek`), reach the same answer: :func:`is_news` for an item
 the index holds, :func:`stalls` for the handoffs that stalled, :data:`STALL_SELECT`
-for the rows :func:`stalls` reads. The standard library only.
+for the rows :func:`stalls` reads, :func:`claimed_handoffs` and :data:`CLAIM_SELECT` for
+the handoffs a worker of their recipient claimed. The standard library only.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import NamedTuple
 
 from gitrelay.core.ids import same_handle
 from gitrelay.core.threadstate import ACCEPTED, PENDING
-from gitrelay.core.vocab import STALL_DAYS, STALLED
+from gitrelay.core.vocab import CLAIMED, STALL_DAYS, STALLED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,10 +39,15 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
+    "CLAIM_SELECT",
     "DAY_US",
     "STALL_SELECT",
+    "ClaimNews",
+    "SeenClaim",
     "Stall",
     "StallClock",
+    "claimed_handoffs",
+    "claimed_text",
     "is_news",
     "item_id_for",
     "stall_days",
@@ -169,3 +177,60 @@ def stall_text(stall: Stall) -> str:
                 else f"you have not accepted this handoff for {n}")
     return (f"{stall.recipient} accepted this handoff {n} ago, with no message since"
             if stall.mine else f"you accepted this handoff {n} ago, with no message since")
+
+
+CLAIM_SELECT = """
+    SELECT c.thread_id, h.sender, c.recipient, t.status, h.summary_preview, c.worker, c.seq,
+           c.claimed_us
+      FROM claims c
+      JOIN handoffs h ON h.thread_id = c.thread_id
+      JOIN threads t ON t.thread_id = c.thread_id
+     WHERE c.sender_cf = :user
+     ORDER BY c.rowid
+    """
+"""The claims the index saw on the handoffs ``:user`` (casefolded) sent, in the order it
+first saw them (:mod:`gitrelay.inbox.index` records them from the recipients' inbox
+refs), as :class:`SeenClaim` reads them: for the full read and the hooks' alike."""
+
+
+class SeenClaim(NamedTuple):
+    """A worker of a handoff's recipient claimed its assignment (a row of CLAIM_SELECT)."""
+
+    thread_id: str
+    sender: str
+    recipient: str
+    status: str
+    summary_preview: str
+    worker: str
+    seq: int               # the seq of the assignment item claimed
+    claimed_us: int        # the time of the first state of the recipient's inbox holding it
+
+    @property
+    def record(self) -> str:
+        """One worker's claim of one handoff: another worker's (a takeover) is another."""
+        return f"{CLAIMED}|{self.thread_id}|{self.worker}"
+
+
+class ClaimNews(NamedTuple):
+    """The claims of one handoff, folded into one item: the newest says it."""
+
+    latest: SeenClaim
+    records: tuple[str, ...]   # every claim of the thread seen here, oldest first
+
+
+def claimed_handoffs(rows: Iterable[SeenClaim | tuple[Any, ...]]) -> list[ClaimNews]:
+    """The handoffs a worker of their recipient claimed, one per thread, from rows of
+    :data:`CLAIM_SELECT` (oldest first). Seen on the recipient's inbox ref: nothing is
+    written for it, and a claim stays news after the recipient's ack dropped it."""
+    threads: dict[str, list[SeenClaim]] = {}
+    for raw in rows:
+        claim = SeenClaim(*raw)
+        threads.setdefault(claim.thread_id, []).append(claim)
+    return [ClaimNews(claims[-1], tuple(c.record for c in claims))
+            for claims in threads.values()]
+
+
+def claimed_text(claim: SeenClaim) -> str:
+    """The claim in a line, for the handoff's sender: handles and the worker's name only
+    (a worker name is 1-64 characters of A-Z a-z 0-9 . _ -)."""
+    return f"{claim.recipient}'s worker {claim.worker} claimed this handoff"

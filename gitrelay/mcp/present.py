@@ -36,7 +36,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from pydantic import BaseModel
 
 from gitrelay.core.ids import handle_key, same_handle
-from gitrelay.core.vocab import STALLED
+from gitrelay.core.vocab import OWN_WORDS_KINDS
 from gitrelay.inbox.inbox import ClaimResult, InboxPage
 from gitrelay.inbox.searchindex import SearchPage
 from gitrelay.mcp.provenance import (
@@ -785,8 +785,9 @@ def _inbox_head(out: InboxOut, pen: Pen) -> list[str]:
             claim_expires_at=item.claim_expires_at,
             preview=None if f"items[{i}].summary_preview" in pen.fields
             else item.summary_preview)
-        if item.kind == STALLED and item.detail:
-            line += f" ({item.detail})"  # gitrelay's words: handles and days only
+        if item.kind in OWN_WORDS_KINDS and item.detail:
+            # gitrelay's words: handles, a worker's name and days only
+            line += f" ({item.detail})"
         held = pen.held_items.get(i, frozenset())
         if held:
             line += withheld_note(held)
@@ -836,7 +837,8 @@ def present_inbox_fenced(page: InboxPage, *, caller: str, rules: TrustRules,
                 pen.record(author, field, preview[:INBOX_PREVIEW_CHARS])
                 pen.fields.add(f"items[{i}].summary_preview")
             detail = item.detail
-            if detail is not None and item.kind != STALLED:  # a stall: gitrelay's words
+            # a stall or a claim: gitrelay's words
+            if detail is not None and item.kind not in OWN_WORDS_KINDS:
                 if item.kind == "refused":
                     detail = pen.relay(detail, f"{field}.detail")
                 else:

@@ -418,8 +418,8 @@ class InboxItemOut(_Out):
     unread_messages: int
     created_at: Timestamp
     updated_at: Timestamp
-    kind: str = Field(description=("assignment, reply, task_update, proposal_review, refused "
-                                   "or stalled."))
+    kind: str = Field(description=("assignment, reply, task_update, proposal_review, refused, "
+                                   "stalled or claimed."))
     item_id: str
     seq: int
     unread: bool

@@ -1,6 +1,7 @@
 """What is news (gitrelay.inbox.news), held the same in every front end.
 
-The stall rules are checked on the pure function; the rest on a real relay with the
+The stall rules are checked on the pure function; the rest (claims of a handoff by a
+worker of its recipient among them) on a real relay with the
 gate, alice and bob each with their own GITRELAY_HOME, as the hooks and the CLI find
 them: the six front ends (check_inbox's default call, `gitrelay inbox`, the web
 inbox's default view, the session-start context and the stop nudge, which read the
@@ -20,10 +21,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitrelay.core.vocab import STALLED
-from gitrelay.inbox.inbox import check_inbox, mark_read, unread_on_thread
+from gitrelay.core.vocab import ASSIGNMENT, CLAIMED, STALLED
+from gitrelay.inbox.inbox import check_inbox, claim_inbox_item, mark_read, unread_on_thread
 from gitrelay.inbox.inboxpeek import peek_unread
-from gitrelay.inbox.news import DAY_US, StallClock, stall_days, stall_text, stalls
+from gitrelay.inbox.news import (
+    DAY_US,
+    StallClock,
+    item_id_for,
+    stall_days,
+    stall_text,
+    stalls,
+)
 from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.sync.inboxstate import current_us
@@ -177,7 +185,8 @@ def front_ends(duo: Duo, who: str, session: str) -> dict[str, set[Key]]:
 
 STEP = st.one_of(
     st.tuples(st.just("handoff"), st.sampled_from(["alice", "bob"]), st.just(0)),
-    st.tuples(st.sampled_from(["message", "accept", "complete", "cancel", "read", "ack"]),
+    st.tuples(st.sampled_from(["message", "accept", "complete", "cancel", "read", "ack",
+                               "claim"]),
               st.sampled_from(["alice", "bob"]), st.integers(0, 3)),
 )
 
@@ -205,6 +214,16 @@ def play(duo: Duo, threads: list[tuple[str, str, str]], step: tuple[str, str, in
     status = client.thread(tid).status
     if op == "read":
         mark_read(client, unread_on_thread(client, tid))
+    elif op == "claim":
+        # a copy of the recipient takes the handoff (w0 or w1: a second worker takes
+        # over only an expired claim, so it is mostly refused)
+        taker = duo[recipient]
+        taker.refresh(max_age=0)
+        item = item_id_for(taker.handle, tid, ASSIGNMENT)
+        row = next((i for i in check_inbox(taker, status=ALL, limit=200).items
+                    if i.item_id == item), None)
+        if row is not None:
+            claim_inbox_item(taker, item_id=item, seq=row.seq, worker=f"w{n % 2}")
     elif op == "message" and status in ("pending", "accepted"):
         client.send_message(tid, f"note from {who}")
     elif op == "accept" and status == "pending" and who == recipient:
@@ -392,3 +411,134 @@ def test_a_page_of_news_holds_limit_items_when_read_ones_lie_between(team):
     page = inbox.check_inbox(bob, limit=3)
     shown = [i.thread_id for i in page.items]
     assert sorted(shown) == sorted([sent[0], sent[2], sent[4]]), shown
+
+
+@pytest.mark.slow
+def test_the_sender_hears_that_a_worker_claimed_her_handoff_until_she_reads_it(duo: Duo):
+    """alice hands off to bob; a copy of bob (worker w1) claims it: at her next look
+    every front end shows one `claimed` item, in gitrelay's words, beside bob's accept;
+    once she has read the thread, none does. bob is never told of his own claim, and
+    nothing is committed to main for it."""
+    from gitrelay.hosts import hookrun
+
+    alice, bob = duo["alice"], duo["bob"]
+    tid = alice.handoff(to="bob@acme", intent="inform", summary="Paginate /users").thread_id
+    assert tid is not None
+    assert check_inbox(alice).items == []
+    quiet = peek_unread(alice.mirror.path, alice.handle)
+    assert quiet is not None and quiet.items == []
+    bob.refresh(max_age=0)
+    item = item_id_for("bob@acme", tid, ASSIGNMENT)
+    (assignment,) = check_inbox(bob).items
+    claim = claim_inbox_item(bob, item_id=item, seq=assignment.seq, worker="w1")
+    assert claim.claimed and claim.delivery == "delivered"
+    tip = alice.mirror.main()
+    alice.refresh(max_age=0)
+    assert alice.mirror.main() == tip  # a claim moves bob's inbox ref, not main
+    # The hooks' reader sees that bob's ref moved since the index read it: the full read.
+    assert peek_unread(alice.mirror.path, alice.handle) is None
+    sent = check_inbox(alice, limit=200).items
+    assert [(i.kind, i.thread_id, i.sender.handle, i.detail, i.unread) for i in sent] == \
+        [(CLAIMED, tid, "bob@acme", "bob@acme's worker w1 claimed this handoff", True)]
+    # The hooks' reader, standard library only, says the same.
+    peek = peek_unread(alice.mirror.path, alice.handle)
+    assert peek is not None
+    assert [(i.kind, i.thread_id, i.seq, i.detail) for i in peek.items] == \
+        [(i.kind, i.thread_id, i.seq, i.detail) for i in sent]
+    context = hookrun._context("alice@acme", peek.items)
+    assert "bob@acme's worker w1 claimed this handoff" in context.splitlines()[2]
+    assert hookrun._headline([(CLAIMED, "bob@acme")]) == \
+        "1 handoff claimed by bob@acme: call check_inbox"
+    # Renewing the claim is not news again; bob's own inbox never shows his claim.
+    claim_inbox_item(bob, item_id=item, seq=assignment.seq, worker="w1")
+    assert [i.kind for i in check_inbox(bob, status=ALL, limit=200).items] == [ASSIGNMENT]
+    # bob accepts: the claim is news to alice beside the accept, in every front end.
+    bob.accept(tid, session_id="s")
+    mark_read(bob, unread_on_thread(bob, tid))
+    assert bob.mirror.store.ref("refs/gitrelay/users/bob@acme/inbox") is not None
+    for name, keys in front_ends(duo, "alice", "first").items():
+        assert keys == {(tid, CLAIMED), (tid, "task_update")}, name
+    # Reading the thread marks both read.
+    assert mark_read(alice, unread_on_thread(alice, tid)) == 2
+    for name, keys in front_ends(duo, "alice", "second").items():
+        assert keys == set(), name
+
+
+@pytest.mark.slow
+def test_a_claim_made_and_ended_between_two_looks_is_still_news(duo: Duo):
+    """bob's worker claims, accepts and acknowledges while alice's clone does not look:
+    her next fetch brings a ref where the claim is gone already; the commits in between
+    hold it."""
+    alice, bob = duo["alice"], duo["bob"]
+    tid = alice.handoff(to="bob@acme", intent="inform", summary="Paginate /users").thread_id
+    assert tid is not None
+    assert check_inbox(alice).items == []
+    bob.refresh(max_age=0)
+    (assignment,) = check_inbox(bob).items
+    claim_inbox_item(bob, item_id=assignment.item_id, seq=assignment.seq, worker="ci-7")
+    bob.accept(tid, session_id="s")
+    # The worker acknowledges what it claimed: the claim leaves bob's inbox ref.
+    check_inbox(bob, worker="ci-7",
+                ack_items=[{"item_id": assignment.item_id, "seq": assignment.seq}])
+    (after,) = check_inbox(bob, status=ALL).items
+    assert after.kind == ASSIGNMENT and after.claimed_by is None and not after.unread
+    kinds = {(i.kind, i.detail) for i in check_inbox(alice, limit=200).items}
+    assert kinds == {(CLAIMED, "bob@acme's worker ci-7 claimed this handoff"),
+                     ("task_update", None)}
+
+
+@pytest.mark.slow
+def test_pages_after_a_cursor_leave_out_this_machines_items_behind_it(duo: Duo):
+    """A listing `after` a cursor, page by page, holds what it holds in one page: a
+    claim (an item this machine keeps) at or below the cursor is on the first page
+    while unread, with the unread items behind the cursor, and on no later page; once
+    read, on none."""
+    alice, bob = duo["alice"], duo["bob"]
+    sent = [alice.handoff(to="bob@acme", intent="inform", summary=f"Work {n}").thread_id
+            for n in range(4)]
+    bob.refresh(max_age=0)
+    for tid in sent[1:]:
+        bob.send_message(tid, "a question")
+    assignment = next(i for i in check_inbox(bob, limit=200).items if i.thread_id == sent[0])
+    claim_inbox_item(bob, item_id=assignment.item_id, seq=assignment.seq, worker="w1")
+    alice.refresh(max_age=0)
+    cursor = check_inbox(alice, limit=200).cursor
+    for read in (False, True):
+        if read:
+            mark_read(alice, unread_on_thread(alice, sent[0]))
+        listed = [(i.item_id, i.seq) for i in check_inbox(alice, after=cursor, limit=200).items]
+        assert (CLAIMED in {i.kind for i in check_inbox(alice, after=cursor, limit=200).items}
+                ) is not read
+        paged: list[tuple[str, int]] = []
+        page = check_inbox(alice, after=cursor, limit=2)
+        while True:
+            paged += [(i.item_id, i.seq) for i in page.items]
+            if page.next_cursor is None:
+                break
+            page = check_inbox(alice, cursor=page.next_cursor, limit=2)
+        assert sorted(paged) == sorted(listed), read
+
+
+@pytest.mark.slow
+def test_an_update_reads_the_newest_claim_walk_commits_of_a_recipients_ref(
+        duo: Duo, monkeypatch: pytest.MonkeyPatch):
+    """A clone away for long reads only the newest CLAIM_WALK commits of a recipient's
+    inbox ref: a claim made and ended before them is not seen."""
+    from gitrelay.inbox import index
+
+    alice, bob = duo["alice"], duo["bob"]
+    tid = alice.handoff(to="bob@acme", intent="inform", summary="Paginate /users").thread_id
+    assert tid is not None
+    assert check_inbox(alice).items == []
+    bob.refresh(max_age=0)
+    (assignment,) = check_inbox(bob).items
+    claim_inbox_item(bob, item_id=assignment.item_id, seq=assignment.seq, worker="w1")
+    check_inbox(bob, worker="w1",  # a commit without the claim
+                ack_items=[{"item_id": assignment.item_id, "seq": assignment.seq}])
+    alice.send_message(tid, "one more thing")
+    bob.refresh(max_age=0)
+    check_inbox(bob, ack_up_to=check_inbox(bob).cursor)  # another
+    ref = bob.mirror.store.ref("refs/gitrelay/users/bob@acme/inbox")
+    assert ref is not None and len(bob.mirror.commits_between(None, ref)) == 3
+    monkeypatch.setattr(index, "CLAIM_WALK", 2)
+    assert {i.kind for i in check_inbox(alice, limit=200).items} == set()

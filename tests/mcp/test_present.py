@@ -326,3 +326,19 @@ def test_a_stalled_item_says_what_happened_in_its_row_outside_the_fence() -> Non
     row = next(line for line in page.text.splitlines() if line.startswith("3 ibx_s "))
     assert row.endswith(f"({said})") and said in outside_answer_fence(page.text, page.token)
     assert page.response.items[0].detail == said
+
+
+def test_a_claimed_item_says_who_claimed_it_in_its_row_outside_the_fence() -> None:
+    """A claim's detail is gitrelay's words (a handle and a worker's name), not a
+    teammate's: it is in the item's row, and in the structured detail as it is."""
+    said = "bob@acme's worker w1 claimed this handoff"
+    claimed = InboxItem(item_id="ibx_c", seq=4, kind="claimed", thread_id=TID,
+                        sender=Sender("bob@acme", "Bob Chen", "frontend"),
+                        summary_preview="Paginate /users", status="pending",
+                        unread_messages=0, created_at=AT, updated_at=AT, unread=True,
+                        detail=said, thread_sender="alice@acme")
+    page = present_inbox_fenced(InboxPage([claimed], None, 4), caller="alice@acme",
+                                rules=RULES)
+    row = next(line for line in page.text.splitlines() if line.startswith("4 ibx_c "))
+    assert row.endswith(f"({said})") and said in outside_answer_fence(page.text, page.token)
+    assert page.response.items[0].detail == said
