@@ -13,9 +13,10 @@ library only.
 
 from __future__ import annotations
 
-from types import MappingProxyType
-
 TYPE_CHECKING = False
+# types.MappingProxyType without importing ``types`` (a part of the gate's start-up): it
+# is defined there the same way.
+MappingProxyType = type(type.__dict__)
 
 # Every refusal line the gate prints starts with this; the pushing client parses it back.
 REFUSAL_PREFIX = "gitrelay: refused"

@@ -7,9 +7,11 @@ validated here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from gitrelay.core.errors import AmbiguousId, InvalidArgument, NextStep, ThreadNotFound
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # collections.abc imports all of collections: a part of the gate's start-up
+    from collections.abc import Iterable
 
 # The checks below are written out by hand instead of with ``re``: importing
 # ``re`` (and ``enum`` with it) is a good part of the gate's start-up time.

@@ -347,6 +347,23 @@ def _inbox_ahead(mirror: Mirror) -> bool:
     return local is not None and local != remote
 
 
+def _names_a_ref(relay_dir: Path, path: str) -> bool:
+    """Whether a change to ``path`` (in the folder of the relay at ``relay_dir``) can be a
+    change of its refs.
+
+    Git writes a ref to ``<ref>.lock`` and renames the lock onto the ref: the rename
+    (or a ref deleted, or ``packed-refs`` replaced) is the change. The lock's creation
+    and close come first and change nothing; waking on them cost every write to the
+    relay two more passes that found nothing new."""
+    path = path.replace("\\", "/")
+    if not path or path.endswith(".lock"):
+        return False
+    root = str(relay_dir).replace("\\", "/").rstrip("/") + "/"
+    if path.startswith(root):  # the relay's own path may hold a folder named refs
+        path = path[len(root) - 1:]
+    return "/refs/" in path or path.endswith("/packed-refs")
+
+
 def _watch_refs(relay_dir: Path, callback: Any) -> Any:
     """Kick the loop when a local relay's refs change."""
     from watchdog.events import (
@@ -361,8 +378,8 @@ def _watch_refs(relay_dir: Path, callback: Any) -> Any:
 
     class Handler(FileSystemEventHandler):
         def on_any_event(self, event: FileSystemEvent) -> None:
-            path = str(event.src_path) + " " + str(getattr(event, "dest_path", ""))
-            if "/refs/" in path or "packed-refs" in path:
+            if any(_names_a_ref(relay_dir, str(p)) for p in (event.src_path,
+                                                             getattr(event, "dest_path", ""))):
                 callback()
 
     # Only changes: every fetch reads the relay's refs, and reacting to the reads

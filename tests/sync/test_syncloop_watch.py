@@ -61,6 +61,53 @@ def test_an_idle_loop_on_a_local_relay_does_not_wake_itself_by_fetching(
     assert before == [], f"the loop's own fetches woke it: {before}"
 
 
+def test_a_ref_update_wakes_the_loop_once_for_the_ref_not_for_its_lock_file(
+        team, relay: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Git writes <ref>.lock, closes it and renames it onto the ref: only the rename is a
+    # change. Waking on the lock's creation and close too ran two more passes per write.
+    kicks: list[str] = []
+    dispatching = threading.local()
+    sentinel_seen = threading.Event()
+
+    def schedule(observer: Any, handler: Any, path: str, **kwargs: Any) -> Any:
+        handle = handler.on_any_event
+
+        def on_any_event(event: Any) -> None:
+            dispatching.event = event
+            try:
+                handle(event)
+            finally:
+                dispatching.event = None
+
+        handler.on_any_event = on_any_event
+        return schedule_as_usual(observer, handler, path, **kwargs)
+
+    def kick(loop: SyncLoop) -> None:
+        event = getattr(dispatching, "event", None)
+        if event is not None:
+            kicks.append(f"{event.event_type} {event.src_path} -> {event.dest_path}")
+            if kicks[-1].endswith("refs/heads/sentinel"):
+                sentinel_seen.set()
+        kick_as_usual(loop)
+
+    schedule_as_usual, kick_as_usual = Observer.schedule, SyncLoop.kick
+    monkeypatch.setattr(Observer, "schedule", schedule)
+    monkeypatch.setattr(SyncLoop, "kick", kick)
+    alice = team["alice"]
+    loop = alice.sync.start_loop()
+    try:
+        assert loop.deliver_pass(30)
+        git("update-ref", "refs/heads/sentinel", "refs/heads/main", git_dir=relay)
+        assert sentinel_seen.wait(30), f"the watcher never saw the ref change: {kicks}"
+    finally:
+        alice.sync.stop_loop(flush=False)
+    sentinel = [k for k in kicks if "sentinel" in k]
+    assert len(sentinel) == 1, sentinel
+    assert sentinel[0].startswith("moved ") and sentinel[0].endswith(
+        "/refs/heads/sentinel.lock -> " + sentinel[0].split(" -> ")[1]), sentinel
+    assert sentinel[0].endswith("/refs/heads/sentinel"), sentinel
+
+
 def test_a_teammates_push_still_wakes_the_loop(team):
     alice, bob = team["alice"], team["bob"]
     loop = bob.sync.start_loop()
