@@ -152,7 +152,7 @@ def bench_model(ws: kit.Workspace, sizes: kit.Sizes, log: kit.Log,
     from tests.kit import call, host_binary, run_host, say, tool_definitions
 
     quick = sizes is kit.QUICK
-    claude_runs, codex_runs = (3, 1) if quick else (20, 20)
+    claude_runs, codex_runs = (1, 1) if quick else (20, 20)
     missing = [h for h in ("claude", "codex") if host_binary(h) is None]
     if missing:
         why = f"{', '.join(missing)} not installed (run .ci/install-node.sh)"

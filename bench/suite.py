@@ -1072,8 +1072,8 @@ def bench_hooks(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -
 def bench_idle(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
     """Idle sessions' CPU (:mod:`bench.idle_bench`): three of one person, 5 minutes."""
     quick = sizes is QUICK
-    return idle_bench.measure(ws, sizes.small_relay, 20.0 if quick else 300.0, log,
-                              warmup=10.0 if quick else idle_bench.WARMUP_S)
+    return idle_bench.measure(ws, sizes.small_relay, 8.0 if quick else 300.0, log,
+                              warmup=4.0 if quick else idle_bench.WARMUP_S)
 
 
 def bench_cost(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
@@ -1084,10 +1084,10 @@ def bench_cost(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) ->
 
 def bench_team(ws: Workspace, sizes: Sizes, log: Log, shared: dict[str, Any]) -> list[Figure]:
     """A team on one relay over a real sshd (:mod:`bench.team_bench`): 50 teammates with
-    two sessions each for 10 minutes, a few handoffs an hour each; --quick: 5 for a
-    minute, at 120 handoffs an hour so that some are delivered."""
+    two sessions each for 10 minutes, a few handoffs an hour each; --quick: 5 for 30
+    seconds, at 360 handoffs an hour so that some are delivered."""
     if sizes is QUICK:
-        return team_bench.measure(ws, 5, 2, 60.0, 120.0, log, settle=20.0)
+        return team_bench.measure(ws, 5, 2, 30.0, 360.0, log, settle=8.0)
     return team_bench.measure(ws, 50, 2, 600.0, 4.0, log)
 
 
