@@ -55,6 +55,10 @@ WATCHED_MAX_INTERVAL = 600.0
 ACTIVITY_FRACTION = 0.25
 # While the loop runs, reads use the local copy if its last look is this fresh.
 FRESH_WHILE_RUNNING = MAX_INTERVAL + 15.0
+# After the seat's holder closed its ``holder`` file, how long a waiting process keeps
+# trying the seat, and how often (the holder's lock may be let go a moment later).
+VACANT_GRACE_SECONDS = 2.0
+VACANT_RETRY_SECONDS = 0.02
 
 
 def local_relay_dir(url: str) -> Path | None:
@@ -84,6 +88,7 @@ class SyncLoop:
         self.seat = Seat(mirror.path)
         self._kick = threading.Event()
         self._stop = threading.Event()
+        self._vacated = float("-inf")  # when the holder last closed its ``holder`` file
         self._changed = threading.Condition()
         self._generation = 0
         self._thread: threading.Thread | None = None
@@ -220,7 +225,19 @@ class SyncLoop:
     def _on_vacant(self) -> None:
         """The holder closed its ``holder`` file: it left or died; try the seat now."""
         if not self.leading:
+            self._vacated = time.monotonic()
             self._kick.set()
+
+    def _take_seat(self) -> bool:
+        """Take the seat; right after the holder closed its ``holder`` file, keep trying
+        for ``VACANT_GRACE_SECONDS``: a dying process closes its files one by one, and the
+        ``holder`` file may close before the seat's lock does."""
+        while not self.seat.take():
+            if self._stop.is_set() or \
+                    time.monotonic() - self._vacated > VACANT_GRACE_SECONDS:
+                return False
+            time.sleep(VACANT_RETRY_SECONDS)
+        return True
 
     def _on_published(self) -> None:
         if self.leading:
@@ -264,7 +281,7 @@ class SyncLoop:
                     return
                 # Asked for a pass, or the holder closed its ``holder`` file: the holder
                 # runs the pass (kick() asked it), or it is gone and the seat is ours.
-                if not self.seat.take():
+                if not self._take_seat():
                     continue
                 self._kick.set()  # the seat was free: run the pass asked for at once
                 try:

@@ -16,7 +16,8 @@ watch (watchdog) the two files it shares in that folder:
   nobody else ever opens for writing: the system closes it when the holder leaves,
   exits or is killed, and that close is the others' signal that the seat is free.
 
-A process that waits tries the seat when the ``holder`` file is closed, whenever the
+A process that waits tries the seat when the ``holder`` file is closed (for a moment:
+a dying process closes its files one by one, the lock's maybe last), whenever the
 holder does not answer a request, and otherwise only every ``TAKE_OVER_SECONDS`` (in
 case a close went unseen: a file system without change events, a holder killed between
 taking the seat and opening the file). When the holder dies, one of the waiting

@@ -45,6 +45,15 @@ for line in sys.stdin:
         print("news" if loop.wait_for_change(60, since=int(arg)) else "none", flush=True)
     elif cmd == "gen":
         print(loop.generation, flush=True)
+    elif cmd == "linger":
+        # A child keeps the seat's lock for ARG seconds after this process dies: the
+        # ``holder`` file closes before the lock is let go, as it can in a dying process.
+        import os, subprocess
+        fds = [int(fd) for fd in os.listdir("/proc/self/fd")
+               if os.path.realpath(f"/proc/self/fd/{fd}").endswith("seat.lock")]
+        subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({arg})"],
+                         pass_fds=fds)
+        print("lingering", flush=True)
     elif cmd == "stop":
         client.sync.stop_loop()
         print("stopped", flush=True)
@@ -131,6 +140,20 @@ def test_three_processes_run_one_loop_and_a_killed_holder_is_replaced(spawn, rel
     people.append(spawn())
     assert people[-1].ask("role") == "watch"
     assert leaders(people) == [second]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="finds the seat's lock "
+                    "descriptor through /proc, which this system does not have")
+def test_a_watcher_takes_the_seat_when_the_lock_is_let_go_after_the_holder_file_closed(spawn):
+    holder = spawn()
+    wait_until(lambda: holder.ask("role") == "lead", "the first process to hold the seat")
+    watcher = spawn()
+    assert watcher.ask("role") == "watch"
+    assert holder.ask("linger 1.5") == "lingering"
+    holder.kill()  # its holder file closes now, the seat's lock 1.5 s later
+    # Well within the 120 s a watcher waits between tries when it hears nothing.
+    wait_until(lambda: watcher.ask("role") == "lead", "the watcher to take the seat",
+               timeout=20.0)
 
 
 def test_a_write_queued_by_a_watching_process_is_delivered_by_the_holder(spawn, relay,
