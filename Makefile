@@ -36,14 +36,16 @@ typecheck: $(STAMP)
 	@echo "== type check: mypy --strict"
 	$(VENV)/bin/mypy
 
-# One line per test file as it runs, then the slowest tests.
+# The tests on every core (at most four, pytest-xdist), then the slowest tests. (make test
+# runs two per core: tests/maketest.py.)
+XDIST := --numprocesses=auto --maxprocesses=4 --dist=worksteal
 unit: $(STAMP)
 	@echo "== tests: every test file, real git servers included where installed"
-	$(VENV)/bin/pytest --durations=10
+	$(VENV)/bin/pytest --durations=10 $(XDIST)
 
 unit-fast: $(STAMP)
 	@echo "== tests: the fast tier (not slow, not servers)"
-	$(VENV)/bin/pytest -m "not slow and not servers" --durations=10
+	$(VENV)/bin/pytest -m "not slow and not servers" --durations=10 $(XDIST)
 
 bench-quick: $(STAMP)
 	@echo "== benchmark: python -m bench --quick"
