@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
-                        help="small relays, few repetitions: checks the suite runs (< 1 min)")
+                        help="small relays, few repetitions: checks the suite runs (about 3 min)")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--only", action="append", metavar="SECTION",
                         help="run only this section (repeatable): writes, stdio, gate, "
