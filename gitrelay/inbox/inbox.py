@@ -258,35 +258,35 @@ def _local_items(mirror: Mirror, idx: Index, now_us: int | None = None) -> list[
                    f"{rec.rule}: {rec.message}", thread_sender=author)
         out.append(_LocalItem(item, [_record_id(r) for r in recs]))
     for stall in stalled:
-        entry = book.get(stall.record, {"seq": 1, "acked": False})
-        facts = idx.thread_facts(stall.thread_id) or {}
-        profile = idx.profile(stall.other)
-        item = InboxItem(
-            item_id=item_id_for(handle, stall.thread_id, STALLED), seq=int(entry["seq"]),
-            kind=STALLED, thread_id=stall.thread_id,
-            sender=Sender(stall.other, profile[0] if profile else stall.other,
-                          profile[1] if profile else ""),
-            summary_preview=stall.summary_preview, status=stall.status, unread_messages=0,
-            created_at=str(facts.get("created_at") or ""),
-            updated_at=_iso_us(stall.since_us), unread=not entry.get("acked", False),
-            detail=stall_text(stall), thread_sender=stall.sender)
-        out.append(_LocalItem(item, [stall.record]))
+        out.append(_computed_item(
+            idx, book, handle, STALLED, stall.thread_id, stall.other, stall.status,
+            stall.summary_preview, stall.since_us, stall_text(stall), stall.sender,
+            [stall.record]))
     for news in claimed:
         claim = news.latest
-        entry = book.get(claim.record, {"seq": 1, "acked": False})
-        facts = idx.thread_facts(claim.thread_id) or {}
-        profile = idx.profile(claim.recipient)
-        item = InboxItem(
-            item_id=item_id_for(handle, claim.thread_id, CLAIMED), seq=int(entry["seq"]),
-            kind=CLAIMED, thread_id=claim.thread_id,
-            sender=Sender(claim.recipient, profile[0] if profile else claim.recipient,
-                          profile[1] if profile else ""),
-            summary_preview=claim.summary_preview, status=claim.status, unread_messages=0,
-            created_at=str(facts.get("created_at") or ""),
-            updated_at=_iso_us(claim.claimed_us), unread=not entry.get("acked", False),
-            detail=claimed_text(claim), thread_sender=claim.sender)
-        out.append(_LocalItem(item, list(news.records)))
+        out.append(_computed_item(
+            idx, book, handle, CLAIMED, claim.thread_id, claim.recipient, claim.status,
+            claim.summary_preview, claim.claimed_us, claimed_text(claim), claim.sender,
+            list(news.records)))
     return out
+
+
+def _computed_item(idx: Index, book: dict[str, dict[str, Any]], handle: str, kind: str,
+                   thread_id: str, other: str, status: str, preview: str, since_us: int,
+                   detail: str, thread_sender: str, records: list[str]) -> _LocalItem:
+    """A stalled or claimed handoff as an item: news computed from the history, read
+    once the newest of its ``records`` is acked in the book."""
+    entry = book.get(records[-1], {"seq": 1, "acked": False})
+    facts = idx.thread_facts(thread_id) or {}
+    profile = idx.profile(other)
+    item = InboxItem(
+        item_id=item_id_for(handle, thread_id, kind), seq=int(entry["seq"]), kind=kind,
+        thread_id=thread_id,
+        sender=Sender(other, profile[0] if profile else other, profile[1] if profile else ""),
+        summary_preview=preview, status=status, unread_messages=0,
+        created_at=str(facts.get("created_at") or ""), updated_at=_iso_us(since_us),
+        unread=not entry.get("acked", False), detail=detail, thread_sender=thread_sender)
+    return _LocalItem(item, records)
 
 
 def _iso_us(us: int) -> str:

@@ -13,50 +13,65 @@ from gitrelay.sync.loop import SyncLoop
 from tests.kit import git
 
 
+class KickRecorder:
+    """Every kick the loop's watcher gives, with the file-system event behind it
+    (``"moved SRC -> DEST"``); ``sentinel_seen`` is set once a change of
+    ``refs/heads/sentinel`` woke it (the watcher delivers events in order, so by then it
+    has delivered every earlier one)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.kicks: list[str] = []
+        self.sentinel_seen = threading.Event()
+        dispatching = threading.local()
+        schedule_as_usual, kick_as_usual = Observer.schedule, SyncLoop.kick
+
+        def schedule(observer: Any, handler: Any, path: str, **kwargs: Any) -> Any:
+            handle = handler.on_any_event
+
+            def on_any_event(event: Any) -> None:
+                dispatching.event = event
+                try:
+                    handle(event)
+                finally:
+                    dispatching.event = None
+
+            handler.on_any_event = on_any_event
+            return schedule_as_usual(observer, handler, path, **kwargs)
+
+        def kick(loop: SyncLoop) -> None:
+            event = getattr(dispatching, "event", None)
+            if event is not None:
+                self.kicks.append(f"{event.event_type} {event.src_path} -> {event.dest_path}")
+                if "refs/heads/sentinel" in self.kicks[-1]:
+                    self.sentinel_seen.set()
+            kick_as_usual(loop)
+
+        monkeypatch.setattr(Observer, "schedule", schedule)
+        monkeypatch.setattr(SyncLoop, "kick", kick)
+
+    def sentinel_after(self, team: Any, relay: Path, passes: int) -> None:
+        """alice's loop runs ``passes`` passes, then the sentinel ref is written on the
+        relay and seen by the watcher."""
+        alice = team["alice"]
+        loop = alice.sync.start_loop()
+        try:
+            for _ in range(passes):
+                assert loop.deliver_pass(30)
+            git("update-ref", "refs/heads/sentinel", "refs/heads/main", git_dir=relay)
+            assert self.sentinel_seen.wait(30), \
+                f"the watcher never saw the ref change: {self.kicks}"
+        finally:
+            alice.sync.stop_loop(flush=False)
+
+
 def test_an_idle_loop_on_a_local_relay_does_not_wake_itself_by_fetching(
         team, relay: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Each fetch reads the relay's refs; if reads woke the loop, every pass would
-    # trigger the next one and an idle server would fetch without pause. Every kick
-    # the watcher gives is recorded with the file-system event behind it; a ref
-    # written after a few passes is the sentinel: the watcher delivers events in
-    # order, so once it has seen that write, it has seen every read of the passes.
-    dispatching = threading.local()
-    kicks: list[str] = []  # the path of the event behind each kick from the watcher
-    sentinel_seen = threading.Event()
-
-    def schedule(observer: Any, handler: Any, path: str, **kwargs: Any) -> Any:
-        handle = handler.on_any_event
-
-        def on_any_event(event: Any) -> None:
-            dispatching.event = event
-            try:
-                handle(event)
-            finally:
-                dispatching.event = None
-
-        handler.on_any_event = on_any_event
-        return schedule_as_usual(observer, handler, path, **kwargs)
-
-    def kick(loop: SyncLoop) -> None:
-        event = getattr(dispatching, "event", None)
-        if event is not None:
-            kicks.append(f"{event.event_type} {event.src_path} {event.dest_path}")
-            if "sentinel" in kicks[-1]:
-                sentinel_seen.set()
-        kick_as_usual(loop)
-
-    schedule_as_usual, kick_as_usual = Observer.schedule, SyncLoop.kick
-    monkeypatch.setattr(Observer, "schedule", schedule)
-    monkeypatch.setattr(SyncLoop, "kick", kick)
-    alice = team["alice"]
-    loop = alice.sync.start_loop()
-    try:
-        for _ in range(3):
-            assert loop.deliver_pass(30)  # a pass on an idle relay: a fetch
-        git("update-ref", "refs/heads/sentinel", "refs/heads/main", git_dir=relay)
-        assert sentinel_seen.wait(30), f"the watcher never saw the ref change: {kicks}"
-    finally:
-        alice.sync.stop_loop(flush=False)
+    # trigger the next one and an idle server would fetch without pause. A ref written
+    # after a few passes is the sentinel: every kick before it came from the passes.
+    recorder = KickRecorder(monkeypatch)
+    recorder.sentinel_after(team, relay, passes=3)
+    kicks = recorder.kicks
     before = kicks[:next(i for i, k in enumerate(kicks) if "sentinel" in k)]
     assert before == [], f"the loop's own fetches woke it: {before}"
 
@@ -65,43 +80,9 @@ def test_a_ref_update_wakes_the_loop_once_for_the_ref_not_for_its_lock_file(
         team, relay: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Git writes <ref>.lock, closes it and renames it onto the ref: only the rename is a
     # change. Waking on the lock's creation and close too ran two more passes per write.
-    kicks: list[str] = []
-    dispatching = threading.local()
-    sentinel_seen = threading.Event()
-
-    def schedule(observer: Any, handler: Any, path: str, **kwargs: Any) -> Any:
-        handle = handler.on_any_event
-
-        def on_any_event(event: Any) -> None:
-            dispatching.event = event
-            try:
-                handle(event)
-            finally:
-                dispatching.event = None
-
-        handler.on_any_event = on_any_event
-        return schedule_as_usual(observer, handler, path, **kwargs)
-
-    def kick(loop: SyncLoop) -> None:
-        event = getattr(dispatching, "event", None)
-        if event is not None:
-            kicks.append(f"{event.event_type} {event.src_path} -> {event.dest_path}")
-            if kicks[-1].endswith("refs/heads/sentinel"):
-                sentinel_seen.set()
-        kick_as_usual(loop)
-
-    schedule_as_usual, kick_as_usual = Observer.schedule, SyncLoop.kick
-    monkeypatch.setattr(Observer, "schedule", schedule)
-    monkeypatch.setattr(SyncLoop, "kick", kick)
-    alice = team["alice"]
-    loop = alice.sync.start_loop()
-    try:
-        assert loop.deliver_pass(30)
-        git("update-ref", "refs/heads/sentinel", "refs/heads/main", git_dir=relay)
-        assert sentinel_seen.wait(30), f"the watcher never saw the ref change: {kicks}"
-    finally:
-        alice.sync.stop_loop(flush=False)
-    sentinel = [k for k in kicks if "sentinel" in k]
+    recorder = KickRecorder(monkeypatch)
+    recorder.sentinel_after(team, relay, passes=1)
+    sentinel = [k for k in recorder.kicks if "sentinel" in k]
     assert len(sentinel) == 1, sentinel
     assert sentinel[0].startswith("moved ") and sentinel[0].endswith(
         "/refs/heads/sentinel.lock -> " + sentinel[0].split(" -> ")[1]), sentinel
