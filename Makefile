@@ -1,6 +1,6 @@
 # gitrelay: the two quick-start commands are `make demo` and `make test`.
 # `make check` is the fast tier for editing: lint, type check, and every layer's tests not
-# marked slow or servers (under 2 minutes on two idle cores).
+# marked slow or servers (about 2 minutes on two idle cores).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -36,8 +36,9 @@ typecheck: $(STAMP)
 	@echo "== type check: mypy --strict"
 	$(VENV)/bin/mypy
 
-# The tests on every core (at most four, pytest-xdist), then the slowest tests. (make test
-# runs two per core: tests/maketest.py.)
+# The tests on every core, at most four (pytest-xdist), then the slowest tests. (make test
+# runs two per core, as the whole suite mostly waits on git, servers and hosts: the fast
+# tier does not, and ran no faster so: tests/maketest.py.)
 XDIST := --numprocesses=auto --maxprocesses=4 --dist=worksteal
 unit: $(STAMP)
 	@echo "== tests: every test file, real git servers included where installed"
