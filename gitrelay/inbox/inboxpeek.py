@@ -181,9 +181,8 @@ def read_book(path: Path) -> dict[str, dict[str, object]]:
 def peek_unread(mirror: Path, handle: str, *, limit: int = 200,
                 now_us: int | None = None) -> Peek | None:
     """The newest ``limit`` items of news (:mod:`gitrelay.inbox.news`) of ``handle``, from
-    the index of the local copy at ``mirror``, stalled and claimed handoffs first; None
-    when the index
-    cannot say (see the module doc: the caller then reads the full way)."""
+    the index of the local copy at ``mirror``, claimed and stalled handoffs first; None
+    when the index cannot say (see the module doc: the caller then reads the full way)."""
     import sqlite3  # here: the guard imports this module and never reads the index
     import time
 
@@ -238,41 +237,29 @@ def peek_unread(mirror: Path, handle: str, *, limit: int = 200,
         from gitrelay.inbox.news import item_id_for
 
         book = read_book(mirror / LOCAL_BOOK)
-        for news in claimed:
-            entries = [book.get(r) for r in news.records]
-            if not all(isinstance(e, dict) and isinstance(e.get("seq"), int)
-                       for e in entries):
+        # (kind, its book records oldest first, thread, other participant, status,
+        # preview, the thread's sender, since when, gitrelay's line)
+        computed = [(CLAIMED, n.records, c.thread_id, c.recipient, c.status,
+                     c.summary_preview, c.sender, c.claimed_us, claimed_text(c))
+                    for n in claimed for c in (n.latest,)]
+        computed += [(STALLED, (t.record,), t.thread_id, t.other, t.status,
+                      t.summary_preview, t.sender, t.since_us, stall_text(t))
+                     for t in stalled]
+        for kind, records, tid, other, status, preview, author, since_us, detail in computed:
+            seqs = [q for r in records
+                    if isinstance(e := book.get(r), dict) and isinstance(q := e.get("seq"), int)]
+            if len(seqs) < len(records):
                 conn.close()
                 return None  # never seen here: the full read numbers it
-            latest = book[news.latest.record]
-            seq = latest.get("seq")
-            if not isinstance(seq, int) or not is_news(unread=not latest.get("acked"),
-                                                       kind=CLAIMED):
+            # the newest record speaks for the item
+            if not is_news(unread=not book[records[-1]].get("acked"), kind=kind):
                 continue
-            claim = news.latest
-            name, role = people.get(claim.recipient.casefold(), (claim.recipient, ""))
+            name, role = people.get(other.casefold(), (other, ""))
             items.append(UnreadItem(
-                item_id=item_id_for(handle, claim.thread_id, CLAIMED), seq=seq,
-                kind=CLAIMED, thread_id=claim.thread_id, status=claim.status,
-                unread_messages=0, sender=claim.recipient, sender_name=name,
-                sender_role=role, summary_preview=claim.summary_preview,
-                thread_sender=claim.sender, updated_at=_iso(claim.claimed_us),
-                detail=claimed_text(claim)))
-        for stall in stalled:
-            entry = book.get(stall.record)
-            seq = entry.get("seq") if isinstance(entry, dict) else None
-            if not isinstance(entry, dict) or not isinstance(seq, int):
-                conn.close()
-                return None  # never seen here: the full read numbers it
-            if not is_news(unread=not entry.get("acked"), kind=STALLED):
-                continue
-            name, role = people.get(stall.other.casefold(), (stall.other, ""))
-            items.append(UnreadItem(
-                item_id=item_id_for(handle, stall.thread_id, STALLED), seq=seq,
-                kind=STALLED, thread_id=stall.thread_id, status=stall.status,
-                unread_messages=0, sender=stall.other, sender_name=name, sender_role=role,
-                summary_preview=stall.summary_preview, thread_sender=stall.sender,
-                updated_at=_iso(stall.since_us), detail=stall_text(stall)))
+                item_id=item_id_for(handle, tid, kind), seq=seqs[-1], kind=kind,
+                thread_id=tid, status=status, unread_messages=0, sender=other,
+                sender_name=name, sender_role=role, summary_preview=preview,
+                thread_sender=author, updated_at=_iso(since_us), detail=detail))
     items += [UnreadItem(item_id=r[0], seq=int(r[1]), kind=r[2], thread_id=r[3], status=r[9],
                          unread_messages=int(r[13]), sender=r[5], sender_name=r[6] or r[5],
                          sender_role=r[7] or "", summary_preview=r[10], thread_sender=r[8],

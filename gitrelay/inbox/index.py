@@ -40,10 +40,10 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gitrelay.core import layout
 from gitrelay.core.commits import commit_seq
@@ -71,6 +71,8 @@ from gitrelay.sync.inboxstate import time_us
 
 if TYPE_CHECKING:
     import subprocess
+
+T = TypeVar("T")
 
 BUSY_SECONDS = 120.0  # how long to wait for another process writing the index
 # From this many new commits, the files they added are listed by one `git log --raw`.
@@ -260,14 +262,15 @@ class Index:
         # checking in again with nothing new gets the same rows without the query.
         self._pages: dict[tuple[Any, ...], tuple[tuple[int, int, int], list[ItemRow]]] = {}
         self._writes = 0  # commits through this connection, which data_version does not count
-        self._clocks: dict[tuple[str, str], tuple[tuple[int, int, int], list[StallClock]]] = {}
+        # Rows of the news' own selects (stall clocks, claims seen) per (select, user),
+        # kept like pages until the database changes.
+        self._kept: dict[tuple[str, str], tuple[tuple[int, int, int], list[Any]]] = {}
         # The recipients' inbox refs watched for claims at an indexed tip (the index at
         # one tip always watches the same ones): (tip, handle) -> ref names.
         self._watched: tuple[tuple[str, str], list[str]] | None = None
         # The tip and the watched refs' files (stat) when they were last found where the
         # index read them: unchanged, they are not resolved again.
         self._claims_ok: tuple[str, tuple[Any, ...]] | None = None
-        self._claims: dict[str, tuple[tuple[int, int, int], list[SeenClaim]]] = {}
 
     # --- connection ---------------------------------------------------------------
 
@@ -278,8 +281,7 @@ class Index:
             self._conn = None
             self._inode = None
             self._pages.clear()
-            self._clocks.clear()
-            self._claims.clear()
+            self._kept.clear()
             self._claims_ok = None
 
     def _remove_files(self) -> None:
@@ -927,33 +929,28 @@ class Index:
     def stall_clocks(self, user: str) -> list[StallClock]:
         """The open threads of ``user`` and when each last moved (:mod:`.news`); kept,
         like a page, until the database changes (the clock is applied by the caller)."""
-        key = ("stall clocks", user.casefold())
-        with self._lock:
-            conn = self._conn_for_read()
-            version = self._answers_version(conn)
-            cached = self._clocks.get(key)
-            if cached is not None and cached[0] == version:
-                return list(cached[1])
-            rows = [StallClock(*r) for r in conn.execute(STALL_SELECT, {"handle": user})]
-            if len(self._clocks) >= _PAGES_KEPT:
-                self._clocks.clear()
-            self._clocks[key] = (version, rows)
-        return list(rows)
+        return self._kept_rows(STALL_SELECT, {"handle": user}, user, StallClock)
 
     def claims_seen(self, user: str) -> list[SeenClaim]:
         """The claims seen on the handoffs ``user`` sent (:func:`.news.claimed_handoffs`
         folds them), oldest first."""
-        key = user.casefold()
+        return self._kept_rows(CLAIM_SELECT, {"user": user.casefold()}, user, SeenClaim)
+
+    def _kept_rows(self, select: str, params: dict[str, str], user: str,
+                   row: Callable[..., T]) -> list[T]:
+        """The rows of ``select`` for ``user``, each made a ``row``; kept, like a page,
+        until the database changes."""
+        key = (select, user.casefold())
         with self._lock:
             conn = self._conn_for_read()
             version = self._answers_version(conn)
-            cached = self._claims.get(key)
+            cached = self._kept.get(key)
             if cached is not None and cached[0] == version:
                 return list(cached[1])
-            rows = [SeenClaim(*r) for r in conn.execute(CLAIM_SELECT, {"user": key})]
-            if len(self._claims) >= _PAGES_KEPT:
-                self._claims.clear()
-            self._claims[key] = (version, rows)
+            rows = [row(*r) for r in conn.execute(select, params)]
+            if len(self._kept) >= _PAGES_KEPT:
+                self._kept.clear()
+            self._kept[key] = (version, rows)
         return list(rows)
 
     def stall_days(self) -> int:
