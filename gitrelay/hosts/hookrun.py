@@ -385,9 +385,11 @@ def _git_fetch(mirror: Path, url: str, deadline: float) -> None:
     layer runs, under the mirror's sync lock; both waited for until ``deadline`` at the
     latest (RelayUnavailable past it, or when the fetch fails)."""
     from gitrelay.core.gitcli import git_failure, hermetic_env
+    from gitrelay.core.sshcmd import relay_ssh_env
+    from gitrelay.store.config import home
     from gitrelay.sync.gitfetch import fetch_before
 
-    proc = fetch_before(mirror, url, deadline, hermetic_env())
+    proc = fetch_before(mirror, url, deadline, relay_ssh_env(url, hermetic_env(), home(), mirror))
     if proc.returncode != 0:
         reason, _ = git_failure(proc.stderr.decode(errors="replace"))
         raise RelayUnavailable(f"cannot fetch from {url}: {reason}")

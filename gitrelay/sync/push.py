@@ -41,7 +41,9 @@ from gitrelay.core.gitcli import git_failure, hermetic_env, run_git
 from gitrelay.core.objects import ZERO_OID, first_parent_chain
 from gitrelay.core.ops import now_iso
 from gitrelay.core.rules import check_inbox_commit
+from gitrelay.core.sshcmd import relay_ssh_env
 from gitrelay.core.view import RelayView
+from gitrelay.store import config
 from gitrelay.store.gitstore import Store
 from gitrelay.store.mirror import (
     FETCHED_MAIN,
@@ -93,7 +95,7 @@ class Syncer:
         """``progress``, if given, hears what a long fetch is doing, for a person to read."""
         self.mirror = mirror
         self.url = url
-        self.env = hermetic_env(env)
+        self.env = relay_ssh_env(url, hermetic_env(env), config.home(), mirror.path)
         self.inbox_merger = inbox_merger
         self.progress = progress
         self._relay_store: Store | None = None  # a relay on a local path, opened once
@@ -483,8 +485,8 @@ def probe(url: str, env: dict[str, str] | None = None) -> None:
     Run before a first fetch creates the local mirror, so that a mistyped or
     unreachable URL leaves nothing behind in ``$GITRELAY_HOME``.
     """
-    proc = run_git(["ls-remote", "--heads", url, layout.MAIN_REF], env=hermetic_env(env),
-                   timeout=60.0)
+    proc = run_git(["ls-remote", "--heads", url, layout.MAIN_REF],
+                   env=relay_ssh_env(url, hermetic_env(env), config.home()), timeout=60.0)
     if proc.returncode != 0:
         reason, ssh = git_failure(proc.stderr, url)
         ssh = _without_a_key(ssh, env)

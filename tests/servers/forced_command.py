@@ -83,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     git = shutil.which("git") or "/usr/bin/git"
     env = dict(os.environ)
     env[PUSHER_ENV] = args.user
-    _log(args.log, f"accepted user={args.user} service={service} repo={repo}")
+    # sshd starts the command of every session of one connection from the same
+    # process: its pid tells which requests shared a connection.
+    _log(args.log, f"accepted user={args.user} service={service} repo={repo} "
+                   f"connection={os.getppid()}")
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(git, [git, service, str(repo)], env)

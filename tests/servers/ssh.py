@@ -118,7 +118,7 @@ class SshGitServer(GitServer):
     def _write_authorized_keys(self) -> None:
         lines = []
         for user, key in sorted(self.keys.items()):
-            argv = [sys.executable, str(FORCED_COMMAND), "--root", str(self.root)]
+            argv = [sys.executable, "-I", "-S", str(FORCED_COMMAND), "--root", str(self.root)]
             if self.forced_command_log is not None:
                 argv += ["--log", str(self.forced_command_log)]
             command = shlex.join([*argv, user])
