@@ -5,26 +5,27 @@ OpenSSH ``sshd`` on this machine (the one ``tests/servers`` sets up, each teamma
 a key of their own, a forced command that logs every git request). Each teammate has
 their own GITRELAY_HOME (their laptop) and ``sessions`` agent sessions open on it (2):
 every session opens the copy and starts a sync loop as ``gitrelay mcp`` does, so one of
-them runs it and the other watches. All of them live in this process, one thread per
-loop.
+them runs it and the other watches. Each laptop is a process of its own (forked from
+this one), as the laptops are machines of their own.
 
 The work: each teammate sends a handoff to a random teammate at random times, a few
-an hour (``handoffs_per_hour``), and the recipient's session answers it with a
-message once its copy holds it (it long-polls its loop's ``wait_for_change`` as an
-agent woken by the waiter would). After a quiet start (everyone's loops settle), the
-run lasts ``seconds`` (its first third quiet); then:
+an hour (``handoffs_per_hour``), and the recipient's session reads it in its
+``check_inbox`` and answers it with a message (it long-polls its loop's
+``wait_for_change`` as an agent woken by the waiter would). After a quiet start
+(everyone's loops settle), the run lasts ``seconds`` (its first third quiet); then:
 
 - git requests per minute at the server (from the forced command's log), while quiet
   (the first third, before any handoff) and while the team works, and the ssh
   connections that carried them (the laptops share one per relay while it is busy);
 - the server's CPU (sshd, its children and the git processes and gates they ran, the
   connections still open included);
-- delivery: from a handoff call to the recipient's copy holding it, p50 and p95. The
+- delivery: from a handoff call to the recipient's check_inbox showing it, p50 and
+  p95 (both moments read from this machine's clock). The
   goal is judged on the handoffs sent while the team works: those of the first
   ``MAX_INTERVAL`` seconds after the quiet third find the recipients' loops looking
   once a minute (the quiet relay's schedule) and are reported on their own;
-- each laptop's CPU: this process's CPU, less the server's, with the ssh processes
-  that hold the laptops' shared connections, divided by the number of teammates.
+- each laptop's CPU: the laptops' processes (and what they ran), with the ssh
+  processes that hold their shared connections, divided by the number of teammates.
 
 ``python -m bench.team_bench [--quick] [--people N] [--seconds S]`` prints the table.
 """
@@ -32,13 +33,16 @@ run lasts ``seconds`` (its first third quiet); then:
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
+import queue
 import random
 import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -109,111 +113,167 @@ def measure(ws: kit.Workspace, people: int, sessions: int, seconds: float,
     except BaseException as exc:  # a missing sshd skips (pytest's Skipped is a BaseException)
         return [kit.unavailable("team", "team simulation", f"no local sshd: {exc}")]
     from gitrelay.relay import joining
-    from gitrelay.relay.client import RelayClient
 
     names = [f"t{i:03d}" for i in range(people)]
     root = ws.fresh("team")
+    fork = multiprocessing.get_context("fork")
+    work, stop = fork.Event(), fork.Event()
+    events: Any = fork.Queue()
     with ssh_git_server(root / "served", users=names) as server:
         joining.init_relay(server.root / "relay.git", name="acme")
         url = server.url("relay.git", names[0])
-        clients: dict[str, list[Any]] = {}
+        laptops = []
         started = time.monotonic()
-        for name in names:
+        for i, name in enumerate(names):
             env = {"GIT_SSH_COMMAND": server.client_env(name)["GIT_SSH_COMMAND"]}
             home = root / f"home-{name}"
             with kit.gitrelay_home(home):
                 joining.join(url, f"{name}@acme", name=name.title(), role="engineer",
-                           usernames=[name], save=False, env=env)
-                clients[name] = [RelayClient(url, f"{name}@acme", writes="queue", env=env)
-                                 for _ in range(sessions)]
+                             usernames=[name], save=False, env=env)
+            laptops.append(fork.Process(
+                target=_laptop, name=f"laptop-{name}", daemon=True,
+                args=(Laptop(name, url, env, home, sessions, names, handoffs_per_hour, i),
+                      work, stop, events)))
         log(f"team: {people} teammates joined over ssh in {time.monotonic() - started:.0f} s")
-        loops = [c.sync.start_loop() for cs in clients.values() for c in cs]
+        for laptop in laptops:
+            laptop.start()
         assert server.forced_command_log is not None
         sshd = server.processes[0].pid
         try:
-            figures = _run(clients, loops, server.forced_command_log,
+            figures = _run(people, sessions, events, work, stop, server.forced_command_log,
                            lambda: _cpu(sshd, root), seconds, handoffs_per_hour, log, settle)
         finally:
-            for cs in clients.values():
-                for c in cs:
-                    c.sync.stop_loop(flush=False, timeout=2)
+            stop.set()
+            for laptop in laptops:
+                laptop.join(10)
+                if laptop.is_alive():
+                    laptop.kill()
     return figures
 
 
-def _run(clients: dict[str, list[Any]], loops: list[Any], request_log: Path,
+@dataclass(frozen=True)
+class Laptop:
+    """One teammate's laptop: who, where its copy lives, and its share of the work."""
+
+    name: str
+    url: str
+    env: dict[str, str]
+    home: Path
+    sessions: int
+    names: list[str]
+    handoffs_per_hour: float
+    seed: int
+
+
+def _laptop(me: Laptop, work: Any, stop: Any, events: Any) -> None:
+    """A laptop's process: ``sessions`` clients with their loops; once ``work`` is set,
+    one session hands work off at random times and the other answers what reaches its
+    inbox. Reports ("ready"/"sent"/"seen", thread id, time.time()) on ``events``."""
+    os.environ["GITRELAY_HOME"] = str(me.home)
+    from gitrelay.core.vocab import ASSIGNMENT
+    from gitrelay.inbox.inbox import check_inbox
+    from gitrelay.relay.client import RelayClient
+
+    clients = [RelayClient(me.url, f"{me.name}@acme", writes="queue", env=me.env)
+               for _ in range(me.sessions)]
+    loops = [c.sync.start_loop() for c in clients]
+    events.put(("ready", me.name, float(sum(1 for lp in loops if lp.leading))))
+    rng = random.Random(me.seed)
+
+    def teammate() -> None:
+        sender = clients[0]
+        while not stop.wait(rng.expovariate(me.handoffs_per_hour / 3600.0)):
+            to = rng.choice([n for n in me.names if n != me.name])
+            sent = sender.handoff(to=f"{to}@acme", intent="inform",
+                                  summary=f"{me.name} to {to}: the nightly export needs a look")
+            events.put(("sent", str(sent.thread_id), time.time()))
+
+    def reader() -> None:
+        session = clients[-1]  # the session that watches (or holds) the loop
+        loop = session.sync.loop
+        assert loop is not None
+        answered: set[str] = set()
+        while not stop.is_set():
+            gen = loop.generation
+            for item in check_inbox(session, limit=50).items:
+                if item.kind == ASSIGNMENT and item.thread_id not in answered:
+                    answered.add(item.thread_id)
+                    events.put(("seen", item.thread_id, time.time()))
+                    session.send_message(thread_id=item.thread_id, body="Looking at it now.")
+            loop.wait_for_change(1.0, since=gen)
+
+    while not work.wait(1.0):
+        if stop.is_set():
+            break
+    threads = [threading.Thread(target=f, daemon=True) for f in (teammate, reader)]
+    if not stop.is_set():
+        for t in threads:
+            t.start()
+    stop.wait()
+    events.put(("loops", me.name, float(sum(1 for lp in loops if lp.leading))))
+    for t in threads:
+        t.join(5)
+    for c in clients:
+        c.sync.stop_loop(flush=False, timeout=2)
+
+
+def _run(people: int, sessions: int, events: Any, work: Any, stop: Any, request_log: Path,
          cpu: Callable[[], tuple[float, float]], seconds: float, handoffs_per_hour: float,
          log: kit.Log, settle: float) -> list[kit.Figure]:
     from gitrelay.sync.loop import MAX_INTERVAL
 
-    names = sorted(clients)
-    people = len(names)
-    stop = threading.Event()
-    pending: dict[str, tuple[str, float]] = {}  # thread id -> (recipient, sent at)
-    delivery: list[tuple[float, float]] = []  # (sent at, seconds to the recipient)
-    lock = threading.Lock()
-    rng = random.Random(7)
+    sent: dict[str, float] = {}
+    seen: dict[str, float] = {}
+    holders: dict[str, float] = {}
+    ready: set[str] = set()
 
-    time.sleep(settle)  # the loops' first looks settle; the team has been quiet since
+    def drain(until: float) -> None:
+        while True:
+            try:
+                kind, key, at = events.get(timeout=max(0.0, until - time.monotonic()))
+            except queue.Empty:
+                return
+            if kind == "ready":
+                ready.add(key)
+            elif kind == "sent":
+                sent[key] = at
+            elif kind == "seen":
+                seen.setdefault(key, at)
+            elif kind == "loops":
+                holders[key] = at
+
+    deadline = time.monotonic() + 120
+    while len(ready) < people and time.monotonic() < deadline:
+        drain(time.monotonic() + 1)
+    drain(time.monotonic() + settle)  # the loops' first looks settle; the team is quiet
     quiet_s = seconds / 3
     (r0, n0), (s0, c0) = _requests(request_log), cpu()
-    time.sleep(quiet_s)  # nobody works: what open sessions cost by themselves
+    drain(time.monotonic() + quiet_s)  # nobody works: what open sessions cost by themselves
     (r1, n1), (s1, c1) = _requests(request_log), cpu()
-    work_from = time.monotonic()
-
-    def teammate(name: str) -> None:
-        me = clients[name][0]
-        rate = handoffs_per_hour / 3600.0
-        while not stop.is_set():
-            if stop.wait(rng.expovariate(rate)):
-                return
-            to = rng.choice([n for n in names if n != name])
-            sent = me.handoff(to=f"{to}@acme", intent="inform",
-                              summary=f"{name} to {to}: the nightly export needs a look")
-            with lock:
-                pending[str(sent.thread_id)] = (to, time.monotonic())
-
-    def watcher(name: str) -> None:
-        reader = clients[name][-1]  # the session that watches (or holds) the loop
-        loop = reader.sync.loop
-        while not stop.is_set():
-            gen = loop.generation
-            with lock:
-                mine = [(t, at) for t, (to, at) in pending.items() if to == name]
-            for tid, at in mine:
-                view = reader.mirror.view(reader.mirror.relay_main())
-                if view.thread(tid) is not None:
-                    with lock:
-                        pending.pop(tid, None)
-                        delivery.append((at, time.monotonic() - at))
-                    reader.send_message(thread_id=tid, body="Looking at it now.")
-            loop.wait_for_change(1.0, since=gen)
-
-    threads = [threading.Thread(target=f, args=(n,), daemon=True)
-               for n in names for f in (teammate, watcher)]
-    for t in threads:
-        t.start()
+    work_from = time.time()
+    work.set()
     work_s = seconds - quiet_s
-    time.sleep(work_s)
+    drain(time.monotonic() + work_s)
     (r2, n2), (s2, c2) = _requests(request_log), cpu()
     stop.set()
-    for t in threads:
-        t.join(5)
+    drain(time.monotonic() + 5)  # what the laptops say as they stop
     load = os.getloadavg()[0]
     quiet_rps = (r1 - r0) / quiet_s
     work_rpm = (r2 - r1) / work_s * 60
+    delivery = [(at, seen[tid] - at) for tid, at in sent.items() if tid in seen]
     # Handoffs of the first MAX_INTERVAL s after the quiet third met loops that look
     # once a minute; the rest were sent while the team worked.
     warm = [d for at, d in delivery if at >= work_from + MAX_INTERVAL]
     cold = [d for at, d in delivery if at < work_from + MAX_INTERVAL]
-    holders = sum(1 for lp in loops if lp.leading)
-    note = (f"{people} teammates × {len(next(iter(clients.values())))} sessions over ssh, "
+    running = sum(holders.values())
+    note = (f"{people} teammates × {sessions} sessions over ssh, one process each, "
             f"{handoffs_per_hour:g} handoffs/hour each, each answered; quiet {quiet_s:.0f} s "
-            f"then working {work_s:.0f} s; {len(delivery)} delivered, {len(pending)} not "
-            f"yet; loops running: {holders}; load average {load:.1f}")
+            f"then working {work_s:.0f} s; {len(delivery)} delivered, "
+            f"{len(sent) - len(delivery)} not yet; loops running: {running:g}; "
+            f"load average {load:.1f}")
     log(f"team: {note}")
     sec = f"team scale ({people} teammates)"
-    figs = [
-        kit.Figure(sec, "git requests at the server, quiet", "req/s", quiet_rps,
+    figs = [        kit.Figure(sec, "git requests at the server, quiet", "req/s", quiet_rps,
                    goal=f"≤ {GOAL_QUIET_REQUESTS_PER_S:g} req/s",
                    limit=GOAL_QUIET_REQUESTS_PER_S, note=note),
         kit.Figure(sec, "ssh connections at the server, quiet", "conn/s",
@@ -227,12 +287,12 @@ def _run(clients: dict[str, list[Any]], loops: list[Any], request_log: Path,
                    (c1 - c0) * 1000 / quiet_s / people),
         kit.Figure(sec, "each laptop's CPU, working", "ms/s",
                    (c2 - c1) * 1000 / work_s / people),
-        kit.Figure(sec, "sync loops running", "loops", float(holders),
+        kit.Figure(sec, "sync loops running", "loops", running,
                    goal=f"= {people}", limit=float(people)),
     ]
     if delivery:
         every = [d for _, d in delivery]
-        figs.append(kit.Figure(sec, "delivery, handoff call to the recipient's copy", "s",
+        figs.append(kit.Figure(sec, "delivery, handoff call to the recipient's check_inbox", "s",
                                statistics.median(every), kit.p95(every),
                                note=f"all {len(every)} handoffs delivered"))
     if cold:
@@ -261,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=2)
     parser.add_argument("--seconds", type=float)
     parser.add_argument("--handoffs-per-hour", type=float, default=4.0)
+    parser.add_argument("--settle", type=float,
+                        help="seconds between the joins and the quiet window (240; quick 20)")
     args = parser.parse_args(argv)
     kit.hermetic_environment(Path(os.environ.get("TMPDIR", "/tmp")))
     with kit.experiment_workspace(None, "team") as ws:
@@ -268,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         seconds = args.seconds or (60.0 if args.quick else 600.0)
         figures = measure(ws, people, args.sessions, seconds, args.handoffs_per_hour,
                           lambda m: print(m, file=sys.stderr),
-                          settle=20.0 if args.quick else 240.0)
+                          settle=args.settle if args.settle is not None
+                          else 20.0 if args.quick else 240.0)
     print(kit.format_table(figures))
     return 0
 

@@ -12,11 +12,11 @@ The holder wakes up
 
 - at once when kicked (a write was queued here or in another process);
 - when the relay changes, for a relay on a local path (watchdog on its refs);
-- otherwise on an interval that follows the team's activity: ``ACTIVITY_FRACTION``
-  of the time the relay has been quiet, from ``TEAM_MIN_INTERVAL`` up to
-  ``MAX_INTERVAL`` (``WATCHED_MAX_INTERVAL`` for a watched local relay); from
-  ``MIN_INTERVAL`` on right after this machine delivered a write (its answer is
-  looked for sooner).
+- otherwise on an interval that follows the team's activity: ``MAX_INTERVAL`` times
+  the square of the time the relay has been quiet over ``QUIET_SECONDS``, from
+  ``TEAM_MIN_INTERVAL`` up to ``MAX_INTERVAL`` (``WATCHED_MAX_INTERVAL`` for a
+  watched local relay); from ``MIN_INTERVAL`` on right after this machine delivered
+  a write (its answer is looked for sooner, ``ACTIVITY_FRACTION`` of the time since).
 
 Each pass delivers the whole outbox in one push (group commit) when anything is queued;
 otherwise it asks the relay for its refs (``git ls-remote``; a relay on a local path
@@ -50,8 +50,13 @@ MAX_INTERVAL = 60.0
 # A relay on a local path is watched (its refs' changes wake the loop): the timer only
 # catches what a watch could miss.
 WATCHED_MAX_INTERVAL = 600.0
-# After the relay moved, the next look comes after this fraction of the time it has
-# been quiet since: 1 s after 4 s of quiet, 15 s after a minute, MAX_INTERVAL after 4.
+# After the relay moved, the looks come every TEAM_MIN_INTERVAL for the first 44 s of
+# quiet, then spread out with the square of the quiet time: 3.75 s after a minute,
+# 15 s after two, MAX_INTERVAL after QUIET_SECONDS (a quiet relay). A team that writes
+# every few minutes is seen within seconds; a quiet one costs a look a minute.
+QUIET_SECONDS = 240.0
+# Right after this machine's own write, its answer is looked for from MIN_INTERVAL on,
+# this fraction of the time since the write.
 ACTIVITY_FRACTION = 0.25
 # While the loop runs, reads use the local copy if its last look is this fresh.
 FRESH_WHILE_RUNNING = MAX_INTERVAL + 15.0
@@ -75,7 +80,7 @@ def next_interval(quiet_for: float, longest: float = MAX_INTERVAL, *,
     seconds, ``since_own_write`` after this machine last delivered: an answer to
     one's own write is looked for sooner (from ``MIN_INTERVAL`` on) than a
     teammate's news (from ``TEAM_MIN_INTERVAL`` on)."""
-    team = min(longest, max(TEAM_MIN_INTERVAL, quiet_for * ACTIVITY_FRACTION))
+    team = min(longest, max(TEAM_MIN_INTERVAL, MAX_INTERVAL * (quiet_for / QUIET_SECONDS) ** 2))
     return min(team, max(MIN_INTERVAL, since_own_write * ACTIVITY_FRACTION))
 
 

@@ -51,6 +51,13 @@ def test_the_interval_follows_the_teams_activity():
     after_an_hour = loop.next_interval(3600.0)
     assert right_after == loop.TEAM_MIN_INTERVAL
     assert right_after < after_a_minute < after_an_hour == loop.MAX_INTERVAL
+    # A team that wrote half a minute ago is probably still at it: its next write is
+    # seen within seconds. Then the looks spread out fast: a quiet relay (4 minutes)
+    # is looked at once a minute.
+    assert loop.next_interval(30.0) == loop.TEAM_MIN_INTERVAL
+    assert after_a_minute < 5.0
+    assert loop.next_interval(120.0) == pytest.approx(15.0)
+    assert loop.next_interval(loop.QUIET_SECONDS) == loop.MAX_INTERVAL
     # Right after this machine's own write, its answer is looked for sooner.
     assert loop.next_interval(0.0, since_own_write=0.0) == loop.MIN_INTERVAL
     assert loop.next_interval(3600.0, since_own_write=3600.0) == loop.MAX_INTERVAL
