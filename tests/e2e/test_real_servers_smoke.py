@@ -247,7 +247,7 @@ def _comm(pid: int) -> str:
 )
 def test_forced_command_accepts(tmp_path: Path, original: str, service: str, repo: str) -> None:
     (tmp_path / repo).mkdir(parents=True)
-    assert resolve(original, tmp_path) == (service, (tmp_path / repo).resolve())
+    assert resolve(original, tmp_path) == (service, str((tmp_path / repo).resolve()))
 
 
 @pytest.mark.parametrize(
