@@ -36,10 +36,10 @@ SHARE_SECONDS = 20
 # NUL), and ssh first binds a temporary name: the path plus "." and 16 characters.
 MAX_SOCKET_PATH = 103 - 17
 _SHARING_OPTIONS = ("controlmaster", "controlpath", "controlpersist")
-# What git's config lookup depends on: the cache of core.sshCommand is keyed on it.
-_CONFIG_ENV = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
-               "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS")
-_configured: dict[tuple[str | None, ...], str | None] = {}
+# What git's config lookup depends on besides the GIT_CONFIG* variables: the cache of
+# core.sshCommand is keyed on them.
+_CONFIG_ENV = ("HOME", "XDG_CONFIG_HOME")
+_configured: dict[tuple[object, ...], str | None] = {}
 
 
 def relay_ssh_env(url: str, env: Mapping[str, str], home: Path,
@@ -69,7 +69,8 @@ def configured_ssh_command(env: Mapping[str, str],
     """git's ``core.sshCommand`` as a git command run in ``git_dir`` with ``env`` sees it
     (read once per process and configuration)."""
     key = (str(git_dir) if git_dir is not None else os.getcwd(),
-           *(env.get(name) for name in _CONFIG_ENV))
+           *(env.get(name) for name in _CONFIG_ENV),
+           *sorted((k, v) for k, v in env.items() if k.startswith("GIT_CONFIG")))
     if key not in _configured:
         from gitrelay.core.errors import RelayUnavailable
         from gitrelay.core.gitcli import run_git

@@ -8,7 +8,6 @@ import shlex
 import shutil
 import stat
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from gitrelay.core import sshcmd
 from gitrelay.core.gitcli import hermetic_env
 from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
+from tests.kit import wait_until
 from tests.servers.conftest_plugin import ssh_server
 from tests.servers.ssh import SshGitServer
 
@@ -151,10 +151,7 @@ def test_a_teammates_looks_fetches_and_pushes_share_one_connection(
     assert len(set(shared)) == 1, shared  # ... over one connection
     assert _masters(short_home)
     # Nothing is left running long after the last use.
-    deadline = time.monotonic() + 15
-    while _masters(short_home) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _masters(short_home) == []
+    wait_until(lambda: not _masters(short_home), "the shared connection closes", timeout=15)
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="counts ssh processes in /proc")
@@ -177,13 +174,13 @@ def test_the_key_in_core_sshcommand_is_the_one_used(ssh_server: SshGitServer,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     # As a new user would: the key for this host set once in git's config, no
     # GIT_SSH_COMMAND; gitrelay's own command must not take core.sshCommand's place.
-    config = short_home / "gitconfig"
+    # (Set through git's environment-borne config: the suite's git reads no ~/.gitconfig.)
     key_command = shlex.join(ssh_server.ssh_argv(ssh_server.keys["alice"]))
-    config.write_text(f"[core]\n\tsshCommand = {key_command}\n")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    for name, value in (("GIT_CONFIG_COUNT", "1"), ("GIT_CONFIG_KEY_0", "core.sshCommand"),
+                        ("GIT_CONFIG_VALUE_0", key_command)):
+        monkeypatch.setenv(name, value)
     env = ssh_server.client_env("alice")
     del env["GIT_SSH_COMMAND"]
-    env.pop("GIT_CONFIG_GLOBAL", None)
     joining.init_relay(ssh_server.root / "relay.git", name="acme")
     alice = _join(ssh_server, "alice", env, short_home, monkeypatch)
     assert alice.sync.syncer.env["GIT_SSH_COMMAND"].startswith(key_command)
