@@ -272,6 +272,8 @@ def _run(people: int, sessions: int, events: Any, work: Any, stop: Any, request_
             f"{len(sent) - len(delivery)} not yet; loops running: {running:g}; "
             f"load average {load:.1f}")
     log(f"team: {note}")
+    log("team: each handoff, sent s after the work began -> s to the recipient's inbox: " +
+        ", ".join(f"{at - work_from:.0f}->{d:.1f}" for at, d in sorted(delivery)))
     sec = f"team scale ({people} teammates)"
     figs = [        kit.Figure(sec, "git requests at the server, quiet", "req/s", quiet_rps,
                    goal=f"≤ {GOAL_QUIET_REQUESTS_PER_S:g} req/s",
