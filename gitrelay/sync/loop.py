@@ -56,7 +56,8 @@ WATCHED_MAX_INTERVAL = 600.0
 # every few minutes is seen within seconds; a quiet one costs a look a minute.
 QUIET_SECONDS = 240.0
 # Right after this machine's own write, its answer is looked for from MIN_INTERVAL on,
-# this fraction of the time since the write.
+# this fraction of the time since the write (and a watched local relay's backstop
+# looks, this fraction of its quiet time).
 ACTIVITY_FRACTION = 0.25
 # While the loop runs, reads use the local copy if its last look is this fresh.
 FRESH_WHILE_RUNNING = MAX_INTERVAL + 15.0
@@ -75,12 +76,18 @@ def local_relay_dir(url: str) -> Path | None:
 
 
 def next_interval(quiet_for: float, longest: float = MAX_INTERVAL, *,
-                  since_own_write: float = float("inf")) -> float:
+                  since_own_write: float = float("inf"), watched: bool = False) -> float:
     """Seconds until the next look at a relay that has not moved for ``quiet_for``
     seconds, ``since_own_write`` after this machine last delivered: an answer to
     one's own write is looked for sooner (from ``MIN_INTERVAL`` on) than a
-    teammate's news (from ``TEAM_MIN_INTERVAL`` on)."""
-    team = min(longest, max(TEAM_MIN_INTERVAL, MAX_INTERVAL * (quiet_for / QUIET_SECONDS) ** 2))
+    teammate's news (from ``TEAM_MIN_INTERVAL`` on). A ``watched`` relay wakes the
+    loop itself when it moves: its timer is only a backstop, and spreads out with the
+    quiet time itself (``ACTIVITY_FRACTION`` of it), not its square."""
+    if watched:
+        spread = quiet_for * ACTIVITY_FRACTION
+    else:
+        spread = MAX_INTERVAL * (quiet_for / QUIET_SECONDS) ** 2
+    team = min(longest, max(TEAM_MIN_INTERVAL, spread))
     return min(team, max(MIN_INTERVAL, since_own_write * ACTIVITY_FRACTION))
 
 
@@ -346,6 +353,7 @@ class SyncLoop:
                 self.interval = max(self.interval, MIN_INTERVAL)
             else:
                 self.interval = next_interval(now - self._last_change, longest,
+                                              watched=relay_dir is not None,
                                               since_own_write=now - self._last_own_write)
 
 

@@ -58,6 +58,8 @@ def test_the_interval_follows_the_teams_activity():
     assert after_a_minute < 5.0
     assert loop.next_interval(120.0) == pytest.approx(15.0)
     assert loop.next_interval(loop.QUIET_SECONDS) == loop.MAX_INTERVAL
+    # A watched local relay wakes the loop itself: its timer is a backstop, sooner apart.
+    assert loop.next_interval(60.0, loop.WATCHED_MAX_INTERVAL, watched=True) == 15.0
     # Right after this machine's own write, its answer is looked for sooner.
     assert loop.next_interval(0.0, since_own_write=0.0) == loop.MIN_INTERVAL
     assert loop.next_interval(3600.0, since_own_write=3600.0) == loop.MAX_INTERVAL
