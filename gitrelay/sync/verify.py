@@ -36,8 +36,10 @@ from gitrelay.core.errors import (
 from gitrelay.core.gitcli import CatFile, git_failure, hermetic_env, run_git
 from gitrelay.core.objects import Commit, Objects, first_parent_chain
 from gitrelay.core.rules import check_inbox_commit
+from gitrelay.core.sshcmd import relay_ssh_env
 from gitrelay.core.terminal import shown
 from gitrelay.core.view import RelayView
+from gitrelay.store import config
 from gitrelay.sync.parallel import invalid_commits
 
 # Refs a hosting service makes itself (pull/merge requests, pipelines): not pushed
@@ -127,7 +129,7 @@ def verify_relay(relay_url_or_path: str | None, *, expect_tip: str | None = None
     with tempfile.TemporaryDirectory(prefix="gitrelay-verify-") as tmp:
         clone = Path(tmp) / "relay.git"
         proc = run_git(["clone", "--mirror", "--quiet", "--", relay, str(clone)],
-                       env=hermetic_env())
+                       env=relay_ssh_env(relay, hermetic_env(), config.home()))
         if proc.returncode != 0:
             reason, ssh = git_failure(proc.stderr, relay)
             raise RelayUnavailable(f"cannot clone {relay}: {reason}", relay=relay,
