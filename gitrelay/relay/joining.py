@@ -11,12 +11,10 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import gitrelay
 from gitrelay.core import layout, schema
 from gitrelay.core.errors import (
     ConfigError,
@@ -26,6 +24,7 @@ from gitrelay.core.errors import (
     RelayError,
     RelayUnavailable,
 )
+from gitrelay.core.gatehook import hook_script
 from gitrelay.core.ids import check_handle, same_handle, typo_of
 from gitrelay.core.ops import Op, now_iso
 from gitrelay.core.terminal import quoted
@@ -39,21 +38,6 @@ from gitrelay.sync.verify import check_pin, pin_problem
 
 PUSHER_ENV_DEFAULT = ["REMOTE_USER", "GL_USER", "GITEA_PUSHER_NAME", "GL_USERNAME",
                       "GITHUB_USER_LOGIN", "GITRELAY_SSH_USER"]
-
-
-def hook_script(python: str | None = None) -> str:
-    """The pre-receive hook: runs gitrelay.gate.gate with absolute paths, no shell.
-
-    ``-I -S`` skips site-packages and the user's environment: the gate needs
-    only the standard library and this package, and starts faster without them.
-    ``run`` is ``main`` without the interpreter's clean-up at exit.
-    """
-    interpreter = python or sys.executable
-    package_parent = str(Path(gitrelay.__file__).resolve().parent.parent)
-    return (f"#!{interpreter} -IS\n"
-            "# gitrelay gate, installed by `gitrelay init`; see docs/deploying.md\n"
-            f"import sys\nsys.path.insert(0, {package_parent!r})\n"
-            "from gitrelay.gate.gate import run\nrun()\n")
 
 
 def install_hook(repo: Path, python: str | None = None) -> Path:

@@ -139,6 +139,39 @@ class Store:
     def has(self, oid: str) -> bool:
         return oid in self.repo
 
+    def copy_objects(self, source: Store, tips: Iterable[str]) -> int:
+        """Copy in every object reachable from ``tips`` in ``source`` that this store
+        lacks; how many were copied. An object is written only after everything it
+        names: a copy cut short leaves no object whose history is missing, so the walk
+        can stop at any object already here. Inside :meth:`durable`, they are synced."""
+        read, repo, held = source.repo.odb.read, source.repo, self.repo.odb
+        copied: set[str] = set()
+        written = 0
+        stack: list[tuple[str, bool]] = [(tip, False) for tip in tips]
+        while stack:
+            oid, named_written = stack.pop()
+            if oid in copied:
+                continue
+            if named_written:
+                kind, data = read(oid)
+                self.source.write(_TYPE_NAMES[pygit2.enums.ObjectType(kind)], bytes(data))
+                copied.add(oid)
+                written += 1
+                continue
+            if oid in held:
+                copied.add(oid)  # not copied, but nothing to do for it either
+                continue
+            obj = repo[oid]
+            stack.append((oid, True))
+            if isinstance(obj, pygit2.Commit):
+                named = [obj.tree_id, *obj.parent_ids]
+            elif isinstance(obj, pygit2.Tree):
+                named = [entry.id for entry in obj if entry.type_str != "commit"]
+            else:
+                named = []
+            stack.extend((str(n), False) for n in named)
+        return written
+
     # --- writing ------------------------------------------------------------
 
     @contextlib.contextmanager

@@ -21,7 +21,7 @@ import random
 import re
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,19 +53,14 @@ from gitrelay.store.mirror import (
     Mirror,
     Refused,
 )
+from gitrelay.sync import localrelay
 from gitrelay.sync.gitfetch import fetch_argv
+from gitrelay.sync.localrelay import is_local_path, signature_checker
 from gitrelay.sync.parallel import first_invalid
 
 MAX_ATTEMPTS = 30
 
 
-def _is_local_path(url: str) -> bool:
-    """A relay given as a path or file:// URL (not scp-like ``host:path`` syntax)."""
-    if url.startswith("file://"):
-        return True
-    if "://" in url:
-        return False
-    return (Path(url) / "HEAD").exists()
 _REFUSAL_RE = re.compile(re.escape(REFUSAL_PREFIX) +
                          r" (\S+?)(?: at ([0-9a-f]{12}))?: \[([\w-]+)\] (.*)$")
 
@@ -178,7 +173,7 @@ class Syncer:
             wanted = {FETCHED_USERS + name[len(layout.USERS_REF_PREFIX):]: oid
                       for name, oid in relay.refs(layout.USERS_REF_PREFIX).items()}
             wanted[FETCHED_MAIN] = main
-            copy_objects(relay.repo, store.repo, wanted.values())
+            store.copy_objects(relay, wanted.values())
             for name, oid in wanted.items():
                 if store.ref(name) != oid:
                     store.set_ref(name, oid, "gitrelay: fetch from a local relay")
@@ -190,7 +185,7 @@ class Syncer:
         return True
 
     def _local_relay(self) -> Store | None:
-        if self._relay_store is None and _is_local_path(self.url):
+        if self._relay_store is None and is_local_path(self.url):
             try:
                 self._relay_store = Store(Path(self.url.removeprefix("file://")))
             except (OSError, ValueError, KeyError, pygit2.GitError):
@@ -298,7 +293,7 @@ class Syncer:
                     continue
                 for commit in self.mirror.commits_between(old, oid):
                     check_inbox_commit(self.mirror.objects, commit, owner, main_seq, view,
-                                       verify_signature=_signature_checker())
+                                       verify_signature=signature_checker())
             except (RelayError, ValueError, KeyError):
                 continue
             store.set_ref(target, oid, "gitrelay: fetch")
@@ -380,45 +375,38 @@ class Syncer:
         mine = layout.inbox_ref(mirror.handle)
         local_inbox = store.ref(mine)
         remote_inbox = store.ref(RELAY_USERS + mirror.handle + "/" + layout.INBOX_REF_LEAF)
-        specs = []
+        updates = []
         if local is not None and local != relay:
-            specs.append(f"{layout.MAIN_REF}:{layout.MAIN_REF}")
+            updates.append((relay or ZERO_OID, local, layout.MAIN_REF))
         if local_inbox is not None and local_inbox != remote_inbox:
-            specs.append(f"{mine}:{mine}")
-        if not specs:
+            updates.append((remote_inbox or ZERO_OID, local_inbox, mine))
+        if not updates:
             return True
         queued = len(mirror.commits_between(relay, local)) if local else 0
-        push = ("push", "--atomic", "--porcelain", "--quiet", self.url, *specs)
+        here = self._local_relay()
+        if here is not None and localrelay.checks_here(here):
+            # The relay's gate is this gitrelay's: checked and written here, no git.
+            pushed = localrelay.push(here, store, updates, self.env, main=relay)
+            refusals = [(r.ref, r.commit, r.rule, r.message) for r in pushed.refusals]
+            if pushed.done:
+                self._pushed(report, local, relay, local_inbox, queued)
+                return mirror.main() == local and store.ref(mine) == local_inbox
+            if refusals:
+                self._refused(report, refusals, remote_inbox)
+            return False
+        push = ("push", "--atomic", "--porcelain", "--quiet", self.url,
+                *(f"{ref}:{ref}" for _, _, ref in updates))
         if faults.armed("during_push"):
             self._crash_during(push)
         code, out, err = self._git(*push)
         if code == 0:
-            faults.point("after_push")
-            # The relay now holds what we pushed, as a fetch would have found it: the
-            # next look (fetch_if_moved) sees no change of ours.
-            if local is not None and local != relay:
-                store.set_ref(RELAY_MAIN, local, "gitrelay: delivered")
-                store.set_ref(FETCHED_MAIN, local, "gitrelay: delivered")
-            if local_inbox is not None:
-                leaf = mirror.handle + "/" + layout.INBOX_REF_LEAF
-                store.set_ref(RELAY_USERS + leaf, local_inbox, "gitrelay: delivered")
-                store.set_ref(FETCHED_USERS + leaf, local_inbox, "gitrelay: delivered")
-            report.delivered += queued
-            # The relay took a fast-forward of our verified main: it is valid again.
-            mirror.update_sync_state(last_push=time.time(), last_error=None,
-                                     verify_problem=None)
+            self._pushed(report, local, relay, local_inbox, queued)
             return mirror.main() == local and store.ref(mine) == local_inbox
-        refusals = [m for m in (_REFUSAL_RE.search(line) for line in err.splitlines()) if m]
-        if refusals:
-            for match in refusals:
-                ref, commit, rule, message = match.groups()
-                error = error_for_rule(rule, message.strip())  # git pads "remote:" lines
-                if ref == mine:
-                    report.refused.append(self._drop_inbox_state(remote_inbox, commit, error))
-                    continue
-                dropped = mirror.drop_from_outbox(commit or "", _as_gate_error(error))
-                if dropped is not None:
-                    report.refused.append(dropped)
+        found = [m for m in (_REFUSAL_RE.search(line) for line in err.splitlines()) if m]
+        if found:
+            self._refused(report, [(ref, commit or "", rule, message.strip())
+                                   for ref, commit, rule, message in (m.groups() for m in found)],
+                          remote_inbox)
             return False
         if "[rejected]" in out or "non-fast-forward" in out or "fetch first" in out:
             return False
@@ -436,40 +424,39 @@ class Syncer:
                                next_step=NextStep.FIX_SSH if ssh else NextStep.SYNC_AGAIN,
                                queued=True, **ssh)
 
+    def _pushed(self, report: SyncReport, local: str | None, relay: str | None,
+                local_inbox: str | None, queued: int) -> None:
+        """The relay took the push: record it as a fetch would have found it."""
+        mirror, store = self.mirror, self.mirror.store
+        faults.point("after_push")
+        # The relay now holds what we pushed, as a fetch would have found it: the
+        # next look (fetch_if_moved) sees no change of ours.
+        if local is not None and local != relay:
+            store.set_ref(RELAY_MAIN, local, "gitrelay: delivered")
+            store.set_ref(FETCHED_MAIN, local, "gitrelay: delivered")
+        if local_inbox is not None:
+            leaf = mirror.handle + "/" + layout.INBOX_REF_LEAF
+            store.set_ref(RELAY_USERS + leaf, local_inbox, "gitrelay: delivered")
+            store.set_ref(FETCHED_USERS + leaf, local_inbox, "gitrelay: delivered")
+        report.delivered += queued
+        # The relay took a fast-forward of our verified main: it is valid again.
+        mirror.update_sync_state(last_push=time.time(), last_error=None, verify_problem=None)
 
-def copy_objects(source: pygit2.Repository, target: pygit2.Repository,
-                 tips: Iterable[str]) -> int:
-    """Copy into ``target`` every object reachable from ``tips`` that it lacks; how
-    many were copied. An object is written only after everything it names: a copy
-    cut short leaves no object whose history is missing, so the walk can stop at
-    any object ``target`` already holds."""
-    read, write, held = source.odb.read, target.odb.write, target.odb
-    copied: set[str] = set()
-    written = 0
-    stack: list[tuple[str, bool]] = [(tip, False) for tip in tips]
-    while stack:
-        oid, named_written = stack.pop()
-        if oid in copied:
-            continue
-        if named_written:
-            kind, data = read(oid)
-            write(kind, data)
-            copied.add(oid)
-            written += 1
-            continue
-        if oid in held:
-            copied.add(oid)  # not copied, but nothing to do for it either
-            continue
-        obj = source[oid]
-        stack.append((oid, True))
-        if isinstance(obj, pygit2.Commit):
-            named = [obj.tree_id, *obj.parent_ids]
-        elif isinstance(obj, pygit2.Tree):
-            named = [entry.id for entry in obj if entry.type_str != "commit"]
-        else:
-            named = []
-        stack.extend((str(n), False) for n in named)
-    return written
+    def _refused(self, report: SyncReport, refusals: list[tuple[str, str, str, str]],
+                 remote_inbox: str | None) -> None:
+        """The gate refused the push: ``(ref, commit, rule, message)`` each. A refused
+        operation leaves the outbox (the rest is replayed); refused inbox state goes
+        back to the relay's copy."""
+        mine = layout.inbox_ref(self.mirror.handle)
+        for ref, commit, rule, message in refusals:
+            error = error_for_rule(rule, message)
+            if ref == mine:
+                report.refused.append(self._drop_inbox_state(remote_inbox, commit or None,
+                                                              error))
+                continue
+            dropped = self.mirror.drop_from_outbox(commit, _as_gate_error(error))
+            if dropped is not None:
+                report.refused.append(dropped)
 
 
 def _kept_up_to(last: str | None) -> str:
@@ -556,12 +543,6 @@ def _as_gate_error(error: RelayError) -> RelayError:
     if isinstance(error, GateRefused) or type(error) is not RelayError:
         return error
     return GateRefused(error.message, rule=error.data.get("rule", "gate"))
-
-
-def _signature_checker() -> Callable[..., str | None]:
-    from gitrelay.core.signing import verify_commit_signature
-
-    return verify_commit_signature
 
 
 def _last_line(text: str) -> str:

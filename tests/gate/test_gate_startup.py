@@ -21,8 +21,8 @@ import pytest
 from gitrelay.core import layout, schema
 from gitrelay.core.gitcli import SKIP_CHUNK, CatFile
 from gitrelay.core.objects import ZERO_OID, Objects, UnreadBlob
+from gitrelay.core.pushcheck import check_updates
 from gitrelay.core.schema import SchemaError
-from gitrelay.gate import gate
 from tests.kit import ALICE, BOB, MAIN, Bench, git_env, message_doc, standard_bench
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -138,7 +138,7 @@ def test_the_gate_never_holds_an_oversized_file_in_memory(bench: Bench) -> None:
     assert entry is not None
     with CatFile(bench.work, env=git_env()) as source:
         refusals, peak = peak_bytes_while(
-            lambda: gate.check_updates(Objects(source), [(old, bench.tip, MAIN)], {}))
+            lambda: check_updates(Objects(source), [(old, bench.tip, MAIN)], {}))
         # The contrast that shows the measurement can see it: reading the file whole.
         found, whole_peak = peak_bytes_while(lambda: source.read(entry.oid))
     assert [r.rule for r in refusals] == ["size"]

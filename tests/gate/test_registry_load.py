@@ -21,8 +21,8 @@ import pytest
 from gitrelay.core import layout, schema
 from gitrelay.core.gitcli import CatFile
 from gitrelay.core.objects import BIG_TREE, Objects
+from gitrelay.core.pushcheck import check_updates
 from gitrelay.core.vocab import DEFAULT_LIMITS, OPTIONAL_LIMITS
-from gitrelay.gate.gate import check_updates
 from tests.kit import MAIN, Bench
 
 LIMIT_FIELD = "max_registrations_per_push"

@@ -24,10 +24,10 @@ from typing import Any, ClassVar
 from gitrelay.core import layout, schema
 from gitrelay.core.archive import archive_base
 from gitrelay.core.commits import commit_seq
+from gitrelay.core.errors import REFUSAL_PREFIX
 from gitrelay.core.ids import thread_id_for
 from gitrelay.core.objects import MODE_BLOB, MODE_TREE, Commit, Objects
 from gitrelay.core.view import RelayView, thread_files
-from gitrelay.gate.gate import REFUSAL_PREFIX
 from gitrelay.relay import joining
 from tests.kit.documents import (
     ALICE,

@@ -18,7 +18,7 @@ from gitrelay.core import layout, schema
 from gitrelay.core.gitcli import CatFile
 from gitrelay.core.objects import ZERO_OID, Objects
 from gitrelay.core.ops import Op
-from gitrelay.gate.gate import check_updates
+from gitrelay.core.pushcheck import check_updates
 from gitrelay.relay import joining
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.gitstore import Store
