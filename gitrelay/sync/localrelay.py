@@ -45,6 +45,7 @@ from gitrelay.store.gitstore import Store
 # Written by git as ``<ref>.lock`` next to the ref; the rename onto the ref is the update.
 LOCK_SUFFIX = ".lock"
 _BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+GIT_GC_AUTO = 6700  # git's gc.auto when the relay sets none
 
 
 def is_local_path(url: str) -> bool:
@@ -192,15 +193,16 @@ def _log(git_dir: Path, ref: str, old: str, new: str, environ: Mapping[str, str]
 
 def _collect_garbage_when_due(relay: Store) -> None:
     """What ``receive-pack`` does after a push: ``git gc --auto`` once the relay holds
-    more loose objects than its ``gc.auto`` (estimated as git does, from one of the 256
-    object folders). git packs them in the background and returns at once."""
+    more loose objects than its ``gc.auto`` says, judged as git judges it (from the one
+    folder ``objects/17``). git packs them in the background and returns at once."""
+    config = relay.repo.config
     try:
-        limit = int(relay.repo.config["gc.auto"] or 0) if "gc.auto" in relay.repo.config \
-            else 6700
-        sample = sum(1 for _ in os.scandir(relay.path / "objects" / "17"))
+        limit = int(str(config["gc.auto"])) if "gc.auto" in config else GIT_GC_AUTO
+        names = os.listdir(relay.path / "objects" / "17")
     except (OSError, ValueError):
         return
-    if limit <= 0 or sample * 256 <= limit:
+    loose = sum(1 for name in names if len(name) == 38)
+    if limit <= 0 or loose <= -(-limit // 256):
         return
     with contextlib.suppress(RelayError):  # a relay left unpacked still works
         run_git(["gc", "--auto", "--quiet"], git_dir=relay.path, timeout=60.0)
