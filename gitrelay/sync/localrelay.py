@@ -60,9 +60,11 @@ def is_local_path(url: str) -> bool:
 def checks_here(relay: Store) -> bool:
     """Whether a write to ``relay`` may be checked and applied in process: its gate is
     the hook this gitrelay writes (this package, run by this Python under whichever
-    name), git would run no other hook on a push, its refs are stored as files, and its
+    name), git would run no other hook on a push, its refs are stored as files, its
     objects belong to one account (no ``core.sharedRepository``: git gives a shared
-    relay's files the group's permissions, which this path does not)."""
+    relay's files the group's permissions, which this path does not), and it asks
+    for no packs from pushes (``unpackLimit``: this path writes loose objects, as git
+    does for a small push by default)."""
     hooks = relay.path / "hooks"
     try:
         text = (hooks / "pre-receive").read_text(encoding="utf-8")
@@ -77,7 +79,7 @@ def checks_here(relay: Store) -> bool:
     config = relay.repo.config
     return not any(name in config for name in (
         "core.hooksPath", "core.sharedRepository", "extensions.refStorage",
-        "extensions.objectFormat"))
+        "extensions.objectFormat", "receive.unpackLimit", "transfer.unpackLimit"))
 
 
 @dataclass
