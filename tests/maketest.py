@@ -1,7 +1,9 @@
 """``make test``: lint, type check, every test, the quick benchmark, then one verdict line.
 
-The tests run in two processes per core (at most four, through pytest-xdist); the
-quick benchmark runs beside the other steps, and its output is shown when it ends.
+The tests run in two processes per core (at most four, through pytest-xdist, each
+module on one process), their temporary files in a RAM-backed folder where there is
+one; the quick benchmark runs beside the other steps, and its output is shown when it
+ends.
 Each other step's output streams as it runs; the last line says how it all went::
 
     make test: 1270 passed, 0 failed, 3 skipped in 312 s
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,9 +41,17 @@ REAL_HOSTS_SKIPPED = "real-host test skipped"
 """How a real-host test's skip reason begins (tests/kit/hosts.py's ``need_host``)."""
 RUN_REAL_HOSTS = ".ci/install-node.sh && make test"
 # Two test processes per core, at most four: most tests wait on git, servers and hosts
-# (on 2 cores, four processes ran the suite in 528 s, two in about 560 s).
+# (on 2 cores, four processes ran the suite in 528 s, two in about 560 s). Each module
+# runs on one process (loadscope): a module's fixture (a real-host round trip, about
+# 35 s of two coding hosts' work) then runs once, where stealing tests between processes
+# had it run again on each process that took some of its tests (seven times, once).
 WORKERS = min(4, 2 * (os.cpu_count() or 1))
-PYTEST_ARGS = f"--durations=10 --numprocesses={WORKERS} --dist=worksteal"
+PYTEST_ARGS = f"--durations=10 --numprocesses={WORKERS} --dist=loadscope"
+# The tests' temporary files go to a RAM-backed folder when the system has one with this
+# much room (Linux's /dev/shm): the suite creates hundreds of thousands of files (relays,
+# homes, servers' folders), and on a busy disk creating a file costs far more CPU.
+SCRATCH = Path("/dev/shm")
+SCRATCH_ROOM = 4 * 2**30
 WHAT_FAILED = {"lint": "lint failed", "typecheck": "type check failed",
                "tests": "the tests did not run to the end", "bench": "quick benchmark failed"}
 
@@ -53,9 +64,9 @@ class Counts:
     hosts_skipped: int = 0   # of the skipped, the real-host tests (no hosts in .hosts/)
 
 
-def _run(title: str, argv: list[str]) -> int:
+def _run(title: str, argv: list[str], env: dict[str, str] | None = None) -> int:
     print(f"== {title}", flush=True)
-    return subprocess.run(argv, cwd=ROOT, check=False).returncode
+    return subprocess.run(argv, cwd=ROOT, check=False, env=env).returncode
 
 
 class _Background:
@@ -108,6 +119,16 @@ def verdict(counts: Counts | None, seconds: float, failed_steps: list[str]) -> s
     return f"make test: {tests} in {seconds:.0f} s{extra}"
 
 
+def scratch_folder() -> Path | None:
+    """Where the tests' temporary files go: :data:`SCRATCH` when it has the room and may be
+    written, else None (the system's temporary folder)."""
+    try:
+        room = shutil.disk_usage(SCRATCH).free
+    except OSError:
+        return None
+    return SCRATCH if room >= SCRATCH_ROOM and os.access(SCRATCH, os.W_OK) else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.maketest", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -138,9 +159,14 @@ def main(argv: list[str] | None = None) -> int:
             failed.append("typecheck")
         if "tests" not in args.skip:
             junit = Path(tmp) / "junit.xml"
-            code = _run("tests: every test file, real git servers included where installed",
-                        [py, "-m", "pytest", *shlex.split(args.pytest_args),
-                         f"--junitxml={junit}", "-o", "junit_family=legacy"])
+            with tempfile.TemporaryDirectory(prefix="gr-", dir=scratch_folder()) as scratch:
+                (Path(scratch) / "tmp").mkdir()
+                code = _run("tests: every test file, real git servers included where "
+                            "installed",
+                            [py, "-m", "pytest", *shlex.split(args.pytest_args),
+                             f"--basetemp={scratch}/bt", f"--junitxml={junit}",
+                             "-o", "junit_family=legacy"],
+                            env={**os.environ, "TMPDIR": f"{scratch}/tmp"})
             counts = _counts(junit)
             if counts is None or (code != 0 and counts.failed == 0):
                 failed.append("tests")

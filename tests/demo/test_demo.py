@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,10 @@ def check_story(out: str) -> tuple[str, Path]:
     assert "Traceback" not in out
     lines = out.splitlines()
     assert len(lines) <= 80, f"{len(lines)} lines"
-    assert max(len(ln) for ln in lines if "/tmp" not in ln and "GITRELAY_HOME" not in ln) <= 112
+    # A line naming a temporary folder is as long as that folder's path.
+    temp = (tempfile.gettempdir(), "/tmp")
+    assert max(len(ln) for ln in lines
+               if not any(t in ln for t in temp) and "GITRELAY_HOME" not in ln) <= 112
     root = re.search(r"relay: (/\S+?)/relay-host/local-relay\.git", out)
     assert root, out[:500]
 

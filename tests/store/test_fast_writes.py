@@ -175,11 +175,14 @@ def test_waited_writes_are_delivered_by_the_running_loop_in_one_push(team, relay
     assert alice.sync.loop is None
 
 
-def test_a_waited_write_through_the_loop_that_loses_a_race_is_told(team):
+def test_a_waited_write_through_the_loop_that_loses_a_race_is_told(team, monkeypatch):
     alice, bob = team["alice"], team["bob"]
     sent = alice.handoff(to="bob@acme", intent="inform", summary="race the loop")
     bob.refresh(max_age=0)
     alice.cancel(sent.thread_id, mode="wait")
+    # The cancel lands between two of bob's looks: his loop's looks find nothing new
+    # (else its first look, at once, could fetch the cancel before the accept is made).
+    monkeypatch.setattr(bob.sync.syncer, "fetch_if_moved", lambda: False)
     bob.sync.start_loop(watch=False)
     try:
         # Bob's copy still shows the thread pending: the accept passes locally and
