@@ -160,13 +160,15 @@ def main(argv: list[str] | None = None) -> int:
         if "tests" not in args.skip:
             junit = Path(tmp) / "junit.xml"
             with tempfile.TemporaryDirectory(prefix="gr-", dir=scratch_folder()) as scratch:
-                (Path(scratch) / "tmp").mkdir()
+                # The tests' /tmp: open to every user as /tmp is (a test acts as another
+                # user of the machine), pytest's own folder inside it.
+                Path(scratch).chmod(0o1777)
                 code = _run("tests: every test file, real git servers included where "
                             "installed",
                             [py, "-m", "pytest", *shlex.split(args.pytest_args),
-                             f"--basetemp={scratch}/bt", f"--junitxml={junit}",
+                             f"--basetemp={scratch}/pytest", f"--junitxml={junit}",
                              "-o", "junit_family=legacy"],
-                            env={**os.environ, "TMPDIR": f"{scratch}/tmp"})
+                            env={**os.environ, "TMPDIR": scratch})
             counts = _counts(junit)
             if counts is None or (code != 0 and counts.failed == 0):
                 failed.append("tests")
