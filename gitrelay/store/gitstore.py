@@ -143,7 +143,8 @@ class Store:
         """Copy in every object reachable from ``tips`` in ``source`` that this store
         lacks; how many were copied. An object is written only after everything it
         names: a copy cut short leaves no object whose history is missing, so the walk
-        can stop at any object already here. Inside :meth:`durable`, they are synced."""
+        can stop at any object already here. Inside :meth:`durable`, they are synced. An
+        object that cannot be written raises OSError."""
         read, repo, held = source.repo.odb.read, source.repo, self.repo.odb
         copied: set[str] = set()
         written = 0
@@ -154,7 +155,10 @@ class Store:
                 continue
             if named_written:
                 kind, data = read(oid)
-                self.source.write(_TYPE_NAMES[pygit2.enums.ObjectType(kind)], bytes(data))
+                try:
+                    self.source.write(_TYPE_NAMES[pygit2.enums.ObjectType(kind)], bytes(data))
+                except pygit2.GitError as exc:  # libgit2 could not write the file
+                    raise OSError(str(exc)) from None
                 copied.add(oid)
                 written += 1
                 continue

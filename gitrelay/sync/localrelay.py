@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitrelay.core import faults, layout
-from gitrelay.core.errors import RelayError
+from gitrelay.core.errors import NextStep, RelayError, RelayUnavailable
 from gitrelay.core.gatehook import OTHER_PUSH_HOOKS, hook_script
 from gitrelay.core.gitcli import run_git
 from gitrelay.core.objects import ZERO_OID, Objects
@@ -108,8 +108,22 @@ def push(relay: Store, local: Store, updates: Sequence[tuple[str, str, str]],
                              signature_checker())
     if refusals:
         return Pushed(refusals=refusals)
-    relay.copy_objects(local, [new for _, new, _ in updates])
-    faults.point("during_push")
+    try:
+        relay.copy_objects(local, [new for _, new, _ in updates])
+        faults.point("during_push")
+        pushed = _move_refs(relay, updates, environ)
+    except OSError as exc:  # the relay's folder cannot be written
+        reason = exc.strerror or str(exc)
+        raise RelayUnavailable(f"cannot write to {relay.path}: {reason}", relay=str(relay.path),
+                               next_step=NextStep.SYNC_AGAIN, queued=True) from None
+    if pushed.done:
+        _collect_garbage_when_due(relay)
+    return pushed
+
+
+def _move_refs(relay: Store, updates: Sequence[tuple[str, str, str]],
+               environ: Mapping[str, str]) -> Pushed:
+    """Each ref locked as git locks it, checked, written and renamed into place."""
     ordered = sorted(updates, key=lambda u: u[2])
     held: list[Path] = []
     try:
@@ -138,7 +152,6 @@ def push(relay: Store, local: Store, updates: Sequence[tuple[str, str, str]],
         for lock in held:
             with contextlib.suppress(OSError):
                 lock.unlink()
-    _collect_garbage_when_due(relay)
     return Pushed()
 
 

@@ -4,6 +4,7 @@ would refuse, with the same words, and a relay that anything else runs on gets g
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 import time
@@ -206,3 +207,27 @@ def test_a_relay_full_of_loose_objects_is_packed_as_a_push_would_pack_it(team, r
     team["alice"].handoff(to="bob@acme", intent="inform", summary="one more", mode="wait")
     wait_until(lambda: list((relay / "objects" / "pack").glob("*.pack"))
                and not (relay / "gc.pid").exists(), "git gc --auto packing the relay")
+
+
+def test_a_relay_folder_that_cannot_be_written_is_relay_unavailable_and_the_write_stays(
+        team, relay, monkeypatch):
+    """The disk is full (or the folder read-only): a coded error naming the relay and
+    the reason; the relay has not moved and the operation stays queued."""
+    import errno
+
+    from gitrelay.core.errors import RelayUnavailable
+
+    def full(self: Store, source: Store, tips: object) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    alice = team["alice"]
+    before = git_out(relay, "rev-parse", layout.MAIN_REF)
+    alice.handoff(to="bob@acme", intent="inform", summary="no room", mode="queue")
+    monkeypatch.setattr(Store, "copy_objects", full)
+    with pytest.raises(RelayUnavailable) as raised:
+        alice.deliver()
+    assert str(relay) in raised.value.message and "No space left on device" in \
+        raised.value.message
+    assert raised.value.data.get("queued") is True
+    assert git_out(relay, "rev-parse", layout.MAIN_REF) == before
+    assert len(alice.mirror.outbox()) == 1
