@@ -62,11 +62,6 @@ class Written:
     base: str  # the commit it was built on
 
 
-# The sync state's times of the last look and push are kept to this many seconds.
-STATE_TIME_GRAIN = 1.0
-_STATE_TIMES = ("last_fetch", "last_push")
-
-
 @dataclass
 class Refused:
     """An operation the relay (or a replay onto a newer relay) refused."""
@@ -474,16 +469,7 @@ class Mirror:
         return dict(self._state)
 
     def update_sync_state(self, **values: Any) -> None:
-        """Set ``values`` in the sync state. When nothing changes but the times of the last
-        look and push, each within :data:`STATE_TIME_GRAIN` of the recorded one, the file
-        stays as it is: a busy relay's passes rewrite it (a new file each time) at most
-        about once a second."""
         state = self.sync_state()
-        if all(state.get(name) == value or (
-                name in _STATE_TIMES and isinstance(value, float)
-                and abs(value - float(state.get(name) or 0.0)) < STATE_TIME_GRAIN)
-               for name, value in values.items()):
-            return
         state.update(values)
         tmp = self.state_path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(state, sort_keys=True))
