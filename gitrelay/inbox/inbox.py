@@ -492,10 +492,14 @@ def check_inbox(client: RelayClient, *, status: list[str] | None = None,
             results, acknowledged, changed = _acknowledge(mirror, idx, worker, ack_up_to,
                                                           items_to_ack)
         delivery = _deliver(client, loop) if changed else _delivery_state(mirror)
+    # The loop's generation is taken before each read: news that a pass brings while
+    # the page is read then ends the wait at once instead of being waited past.
+    seen = _generation(loop)
     page = _read(mirror, idx, query)
     deadline = time.monotonic() + wait
     while not _arrived(page, query) and time.monotonic() < deadline:
-        _wait_for_news(client, loop, deadline - time.monotonic())
+        _wait_for_news(client, loop, deadline - time.monotonic(), seen)
+        seen = _generation(loop)
         rebuilt = rebuilt or page.index_rebuilt
         page = _read(mirror, idx, query)
     page.index_rebuilt = page.index_rebuilt or rebuilt
@@ -628,11 +632,18 @@ def _with_claim(item: InboxItem, state: InboxState, now_us: int) -> None:
         item.claimed_by, item.claim_expires_at = claim.worker, claim.expires_at
 
 
-def _wait_for_news(client: RelayClient, loop: Any | None, left: float) -> None:
+def _generation(loop: Any | None) -> int | None:
+    """The sync loop's count of passes that brought something, or None without a loop."""
+    return getattr(loop, "generation", None) if loop is not None else None
+
+
+def _wait_for_news(client: RelayClient, loop: Any | None, left: float,
+                   seen: int | None) -> None:
+    """Until the loop brings something after generation ``seen`` (or ``left`` s)."""
     if left <= 0:
         return
     if loop is not None and hasattr(loop, "wait_for_change"):
-        loop.wait_for_change(min(left, 5.0))
+        loop.wait_for_change(min(left, 5.0), since=seen)
         return
     time.sleep(min(POLL_SECONDS, left))
     client.refresh(max_age=POLL_SECONDS)

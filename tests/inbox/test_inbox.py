@@ -29,6 +29,7 @@ from gitrelay.inbox.index import item_id_for, time_us
 from gitrelay.mcp.wording import next_step_text as agent_wording
 from gitrelay.relay.client import RelayClient
 from gitrelay.store.mirror import RELAY_USERS
+from tests.kit import wait_until
 
 ALL = ["pending", "accepted", "completed", "cancelled"]
 
@@ -485,3 +486,40 @@ def test_check_inbox_refuses_bad_acks_and_workers(people):
     for call in bad:
         with pytest.raises(InvalidArgument):
             call()
+
+
+def test_news_a_pass_brings_while_the_page_is_read_ends_the_long_poll_at_once(
+        people, monkeypatch):
+    """The sync loop brings a handoff while check_inbox reads its first page, which misses
+    it: the wait that follows counts that pass and ends at once, instead of waiting for
+    the next one (or its 5 s)."""
+    alice, bob = people["alice"], people["bob"]
+    cursor = check_inbox(alice, after=0).cursor
+    alice.sync.start_loop(watch=False)
+    loop = alice.sync.loop
+    assert loop is not None
+    sent: list[str] = []
+    waits: list[bool] = []
+    read, wait = inbox._read, loop.wait_for_change
+
+    def read_then_news(*args: Any) -> Any:
+        page = read(*args)
+        if not sent:  # the news lands, and the loop takes it, right after this read
+            before = loop.generation
+            sent.append(handoff(bob, "alice@acme", "Mid-read"))
+            loop.kick()
+            wait_until(lambda: loop.generation > before, "alice's loop fetching the handoff")
+        return page
+
+    def recorded(timeout: float, since: int | None = None) -> bool:
+        waits.append(wait(timeout, since))
+        return waits[-1]
+
+    monkeypatch.setattr(inbox, "_read", read_then_news)
+    monkeypatch.setattr(loop, "wait_for_change", recorded)
+    try:
+        page = check_inbox(alice, after=cursor, wait_seconds=30, sync_loop=loop)
+    finally:
+        alice.sync.stop_loop()
+    assert [i.thread_id for i in page.items] == sent
+    assert waits == [True]  # the wait saw the pass that came during the read
