@@ -14,7 +14,8 @@ way git would do it:
 1. the gate's rules (:func:`gitrelay.core.pushcheck.check_updates`) run on the
    writer's copy, which holds every object the push sends and every object of the
    relay it builds on; a refusal ends the write with nothing written to the relay;
-2. the new objects are copied into the relay and synced to disk;
+2. the new objects are copied into the relay, as loose files that git does not sync
+   for a small push either (``core.fsync``'s default);
 3. each ref is locked the way git locks it (``<ref>.lock``, created exclusively),
    checked against the value the write was built on, written and renamed into
    place. A ref that another writer holds or moved makes the write stale, as a
@@ -48,13 +49,13 @@ _BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
 GIT_GC_AUTO = 6700  # git's gc.auto when the relay sets none
 
 
-def is_local_path(url: str) -> bool:
-    """A relay given as a path or file:// URL (not scp-like ``host:path`` syntax)."""
-    if url.startswith("file://"):
-        return True
-    if "://" in url:
-        return False
-    return (Path(url) / "HEAD").exists()
+def local_relay_dir(url: str) -> Path | None:
+    """The directory of a relay given as a local path or file:// URL (not scp-like
+    ``host:path`` syntax), or None."""
+    path = Path(url[len("file://"):] if url.startswith("file://") else url)
+    if "://" in url and not url.startswith("file://"):
+        return None
+    return path if (path / "HEAD").exists() else None
 
 
 def checks_here(relay: Store) -> bool:

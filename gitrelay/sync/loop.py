@@ -37,6 +37,7 @@ from typing import Any
 from gitrelay.core import layout
 from gitrelay.core.errors import RelayError, RelayUnavailable
 from gitrelay.store.mirror import RELAY_USERS, Mirror
+from gitrelay.sync.localrelay import local_relay_dir
 from gitrelay.sync.push import Syncer
 from gitrelay.sync.seat import TAKE_OVER_SECONDS, WATCH_TIMEOUT_SECONDS, Passes, Seat
 
@@ -65,14 +66,6 @@ FRESH_WHILE_RUNNING = MAX_INTERVAL + 15.0
 # trying the seat, and how often (the holder's lock may be let go a moment later).
 VACANT_GRACE_SECONDS = 2.0
 VACANT_RETRY_SECONDS = 0.02
-
-
-def local_relay_dir(url: str) -> Path | None:
-    """The directory of a relay given as a local path or file:// URL."""
-    path = Path(url[len("file://"):] if url.startswith("file://") else url)
-    if "://" in url and not url.startswith("file://"):
-        return None
-    return path if (path / "HEAD").exists() else None
 
 
 def next_interval(quiet_for: float, longest: float = MAX_INTERVAL, *,

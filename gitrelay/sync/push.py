@@ -55,7 +55,7 @@ from gitrelay.store.mirror import (
 )
 from gitrelay.sync import localrelay
 from gitrelay.sync.gitfetch import fetch_argv
-from gitrelay.sync.localrelay import is_local_path, signature_checker
+from gitrelay.sync.localrelay import local_relay_dir, signature_checker
 from gitrelay.sync.parallel import first_invalid
 
 MAX_ATTEMPTS = 30
@@ -185,9 +185,10 @@ class Syncer:
         return True
 
     def _local_relay(self) -> Store | None:
-        if self._relay_store is None and is_local_path(self.url):
+        path = local_relay_dir(self.url) if self._relay_store is None else None
+        if path is not None:
             try:
-                self._relay_store = Store(Path(self.url.removeprefix("file://")))
+                self._relay_store = Store(path)
             except (OSError, ValueError, KeyError, pygit2.GitError):
                 return None
         return self._relay_store
